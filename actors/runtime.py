@@ -1,0 +1,56 @@
+"""Connecting to Ray the way every rafka process must: one job config, the JVM flags RayDP needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+from ray.job_config import JobConfig
+
+# Spark 3.5 on Java 17 needs these opens (Spark's own list, plus what Ray's Java serializer, FST,
+# reflects over in RayDP's app master). `java.math` is a package of the `java.base` module.
+_OPENS = [
+    ("java.base", "java.lang"),
+    ("java.base", "java.lang.invoke"),
+    ("java.base", "java.lang.reflect"),
+    ("java.base", "java.io"),
+    ("java.base", "java.net"),
+    ("java.base", "java.nio"),
+    ("java.base", "java.math"),
+    ("java.base", "java.text"),
+    ("java.base", "java.time"),
+    ("java.base", "java.util"),
+    ("java.base", "java.util.concurrent"),
+    ("java.base", "java.util.concurrent.atomic"),
+    ("java.base", "java.util.regex"),
+    ("java.base", "java.security"),
+    ("java.base", "jdk.internal.misc"),
+    ("java.base", "sun.nio.ch"),
+    ("java.base", "sun.nio.cs"),
+    ("java.base", "sun.nio.fs"),
+    ("java.base", "sun.security.action"),
+    ("java.base", "sun.util.calendar"),
+    ("java.sql", "java.sql"),
+]
+JAVA17_OPTIONS: tuple[str, ...] = (
+    *(f"--add-opens={module}/{package}=ALL-UNNAMED" for module, package in _OPENS),
+    "-Djdk.reflect.useDirectMethodHandle=false",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+)
+
+
+def init_ray(address: str | None = None, *, namespace: str | None = None, **kwargs: Any) -> None:
+    """Start a local Ray instance (or join the one at `address`) unless this process has one.
+
+    The job config carries the Java 17 flags, which RayDP's JVM workers read from it.
+    """
+    if ray.is_initialized():
+        return
+    kwargs.setdefault("include_dashboard", False)
+    kwargs.setdefault("logging_level", "warning")
+    ray.init(
+        address=address,
+        namespace=namespace,
+        job_config=JobConfig(jvm_options=list(JAVA17_OPTIONS)),
+        **kwargs,
+    )

@@ -1,0 +1,350 @@
+"""The embedded ZooKeeper server and ZooKeeper connection strings.
+
+`Cluster.start()` with no ensemble runs one ZooKeeper server itself. Its jars ship inside pyspark
+(`pyspark/jars/zookeeper-3.6.*.jar`), so nothing beyond `pip install` and a Java runtime, which
+Spark needs anyway, is required. The server binds 127.0.0.1 on a free port and keeps its data and
+its log under a directory it is given.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+from coordination.errors import (
+    InvalidZooKeeperAddressError,
+    JavaNotFoundError,
+    ZooKeeperPortInUseError,
+    ZooKeeperStartError,
+)
+
+_HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
+_CHROOT = re.compile(r"^(/[A-Za-z0-9._\-]+)+$")
+
+SERVER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+
+@dataclass(frozen=True)
+class ZooKeeperAddress:
+    """A parsed ZooKeeper connection string, `host:port[,host:port...][/chroot]`."""
+
+    hosts: tuple[tuple[str, int], ...]
+    chroot: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> ZooKeeperAddress:
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidZooKeeperAddressError(
+                f"ZooKeeper address must be a non-empty string like 'host:2181[/chroot]', "
+                f"got {text!r}"
+            )
+        text = text.strip()
+        servers, slash, chroot = text.partition("/")
+        chroot = slash + chroot if slash else ""
+        hosts = []
+        for part in servers.split(","):
+            match = _HOST_PORT.match(part.strip())
+            if not match or not 0 < int(match["port"]) < 65536:
+                raise InvalidZooKeeperAddressError(
+                    f"ZooKeeper address {text!r}: {part!r} is not 'host:port' "
+                    f"(expected 'host:port[,host:port...][/chroot]')"
+                )
+            hosts.append((match["host"], int(match["port"])))
+        if chroot:
+            validate_chroot(chroot)
+        return cls(tuple(hosts), chroot.rstrip("/"))
+
+    @property
+    def servers(self) -> str:
+        """The `host:port,...` part, without the chroot."""
+        return ",".join(f"{host}:{port}" for host, port in self.hosts)
+
+    def child(self, path: str) -> ZooKeeperAddress:
+        """The same ensemble with `path` appended to the chroot."""
+        chroot = f"{self.chroot}/{path.strip('/')}"
+        validate_chroot(chroot)
+        return ZooKeeperAddress(self.hosts, chroot)
+
+    def __str__(self) -> str:
+        return self.servers + self.chroot
+
+
+def validate_chroot(chroot: str) -> str:
+    """Reject a chroot that is not an absolute path of `[A-Za-z0-9._-]` names."""
+    if not _CHROOT.match(chroot) or any(part in (".", "..") for part in chroot.split("/")):
+        raise InvalidZooKeeperAddressError(
+            f"ZooKeeper chroot {chroot!r} must be an absolute path of names made of "
+            f"[A-Za-z0-9._-], such as '/rafka/prod' ('.' and '..' are not allowed)"
+        )
+    return chroot
+
+
+def pyspark_jars() -> Path:
+    """The folder of jars inside the installed pyspark, which holds ZooKeeper's."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise ZooKeeperStartError(
+            "pyspark is not installed, and the embedded ZooKeeper runs from its jars: "
+            "pip install rafka (which pins pyspark), or pass an existing ensemble's address"
+        )
+    jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
+    if not any(jars.glob("zookeeper-3.*.jar")):
+        raise ZooKeeperStartError(f"no zookeeper-3.*.jar in {jars}: reinstall pyspark 3.5")
+    return jars
+
+
+def find_java() -> str:
+    """The `java` executable: $JAVA_HOME/bin/java, else the one on PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and os.access(Path(java_home, "bin", "java"), os.X_OK):
+        return str(Path(java_home, "bin", "java"))
+    java = shutil.which("java")
+    if java is None:
+        raise JavaNotFoundError(
+            "no Java runtime found (checked $JAVA_HOME and PATH). The embedded ZooKeeper and "
+            "Spark need Java 17: on Debian or Ubuntu, 'apt-get install default-jre-headless'; "
+            "or set JAVA_HOME, or pass the address of an existing ZooKeeper ensemble"
+        )
+    return java
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> str:
+    """Send one of ZooKeeper's four-letter admin commands and return the answer."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(word.encode("ascii"))
+        chunks = []
+        while chunk := sock.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGTERM it when the parent dies.
+
+    Without this a ZooKeeper JVM outlives a driver that was SIGKILLed, and nothing stops it.
+    """
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+_LOG4J2 = """\
+status = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{ISO8601} %-5p [%t] %c{1} - %m%n
+rootLogger.level = info
+rootLogger.appenderRef.console.ref = console
+"""
+
+
+class EmbeddedZooKeeper:
+    """One standalone ZooKeeper server in a child JVM, stopped by its PID and nothing else.
+
+    >>> with EmbeddedZooKeeper("/tmp/zk") as zk:
+    ...     print(zk.address)          # 127.0.0.1:<free port>
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        tick_time_ms: int = 500,
+        min_session_timeout_ms: int = 1000,
+        max_session_timeout_ms: int = 60000,
+        force_sync: bool = True,
+        heap_mb: int = 256,
+        start_timeout_s: float = 60.0,
+        die_with_parent: bool = True,
+    ) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.host = host
+        self.requested_port = port
+        self.port: int | None = None
+        self.tick_time_ms = tick_time_ms
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.force_sync = force_sync
+        self.heap_mb = heap_mb
+        self.start_timeout_s = start_timeout_s
+        self.die_with_parent = die_with_parent
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "zookeeper.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def address(self) -> ZooKeeperAddress:
+        if self.port is None:
+            raise ZooKeeperStartError("the embedded ZooKeeper is not started")
+        return ZooKeeperAddress(((self.host, self.port),))
+
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> EmbeddedZooKeeper:
+        if self.running():
+            return self
+        java = find_java()
+        jars = pyspark_jars()
+        if self.requested_port is not None:
+            if not port_is_free(self.host, self.requested_port):
+                raise ZooKeeperPortInUseError(
+                    f"port {self.host}:{self.requested_port} is already in use: stop what holds "
+                    f"it, choose another port, or leave the port out to get a free one"
+                )
+            port = self.requested_port
+        else:
+            port = free_port(self.host)
+        config_path = self._write_config(port)
+        command = [
+            java,
+            f"-Xmx{self.heap_mb}m",
+            "-XX:+UseSerialGC",
+            f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
+            "-Dzookeeper.admin.enableServer=false",
+            "-cp",
+            f"{jars}/*",
+            SERVER_MAIN,
+            str(config_path),
+        ]
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent if self.die_with_parent else None,
+            )
+        self.port = port
+        (self.data_dir / "zookeeper.pid").write_text(f"{self._process.pid}\n")
+        _running_servers.add(self)
+        try:
+            self._wait_until_serving()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _write_config(self, port: int) -> Path:
+        (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "log4j2.properties").write_text(_LOG4J2)
+        config = {
+            "tickTime": self.tick_time_ms,
+            "minSessionTimeout": self.min_session_timeout_ms,
+            "maxSessionTimeout": self.max_session_timeout_ms,
+            "dataDir": self.data_dir / "data",
+            "clientPort": port,
+            "clientPortAddress": self.host,
+            # Every actor of a local cluster connects from 127.0.0.1; the default cap is 60.
+            "maxClientCnxns": 0,
+            "admin.enableServer": "false",
+            "4lw.commands.whitelist": "ruok,srvr,stat,mntr,cons",
+            "forceSync": "yes" if self.force_sync else "no",
+            "autopurge.snapRetainCount": 3,
+            "autopurge.purgeInterval": 1,
+        }
+        path = self.data_dir / "zoo.cfg"
+        path.write_text("".join(f"{key}={value}\n" for key, value in config.items()))
+        return path
+
+    def _wait_until_serving(self) -> None:
+        assert self._process is not None and self.port is not None
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                self._raise_start_failure(f"exited with code {self._process.returncode}")
+            try:
+                if "Mode: standalone" in four_letter_word(self.host, self.port, "srvr"):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self._raise_start_failure(f"did not answer within {self.start_timeout_s:.0f} s")
+
+    def _raise_start_failure(self, what: str) -> None:
+        tail = self.log_tail()
+        if "Address already in use" in tail:
+            raise ZooKeeperPortInUseError(
+                f"the embedded ZooKeeper could not bind {self.host}:{self.port}: another process "
+                f"took the port; start again (a free port is chosen each time) or choose one"
+            )
+        raise ZooKeeperStartError(
+            f"the embedded ZooKeeper {what}; its log {self.log_path} ends with:\n{tail}"
+        )
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the server this object started (by its PID), SIGKILL if it will not go."""
+        process, self._process = self._process, None
+        _running_servers.discard(self)
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        with contextlib.suppress(FileNotFoundError):
+            (self.data_dir / "zookeeper.pid").unlink()
+
+    def __enter__(self) -> EmbeddedZooKeeper:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = f"pid={self.pid} port={self.port}" if self.running() else "stopped"
+        return f"EmbeddedZooKeeper({str(self.data_dir)!r}, {state})"
+
+
+_running_servers: weakref.WeakSet[EmbeddedZooKeeper] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_running_servers() -> None:
+    for server in list(_running_servers):
+        server.stop()

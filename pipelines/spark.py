@@ -1,0 +1,54 @@
+"""Starting and stopping Spark on Ray through RayDP, with the settings Java 17 needs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+import raydp
+
+from actors.runtime import JAVA17_OPTIONS, init_ray
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def start_spark(
+    app_name: str = "rafka",
+    *,
+    num_executors: int = 1,
+    executor_cores: int = 1,
+    executor_memory: str = "1g",
+    configs: dict[str, str] | None = None,
+) -> SparkSession:
+    """A Spark session whose executors are Ray actors; starts local Ray first if needed.
+
+    Defaults fit a 2-core machine: one executor of one core beside the driver.
+    """
+    init_ray()
+    # Executors start Python workers with PYSPARK_PYTHON; without it they pick the system
+    # python3, which does not have pyspark.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    java_options = " ".join(JAVA17_OPTIONS)
+    settings = {
+        "spark.driver.extraJavaOptions": java_options,
+        "spark.executor.extraJavaOptions": java_options,
+        "spark.ray.raydp_app_master.extraJavaOptions": java_options,
+        "spark.pyspark.python": sys.executable,
+        "spark.sql.shuffle.partitions": str(max(2, num_executors * executor_cores)),
+        "spark.sql.session.timeZone": "UTC",
+    }
+    settings.update(configs or {})
+    return raydp.init_spark(
+        app_name,
+        num_executors=num_executors,
+        executor_cores=executor_cores,
+        executor_memory=executor_memory,
+        configs=settings,
+    )
+
+
+def stop_spark() -> None:
+    """Stop the Spark session and its executor actors; Ray itself keeps running."""
+    raydp.stop_spark()

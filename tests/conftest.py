@@ -1,0 +1,92 @@
+"""The test harness: one real ZooKeeper, one real Ray instance and one real Spark session per
+test session; each test gets its own ZooKeeper chroot and Ray namespace.
+
+Ray and Spark start only when a test asks for them, so the pure-logic tests stay fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
+
+
+def _unique_name(request: pytest.FixtureRequest) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:60].strip("-.")
+    return f"{base}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooKeeper]:
+    """The embedded ZooKeeper server, shared by the whole test session."""
+    # Tests need no fsync per write; a user's embedded server keeps it.
+    server = EmbeddedZooKeeper(tmp_path_factory.mktemp("zookeeper"), force_sync=False)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_address(zookeeper: EmbeddedZooKeeper, request: pytest.FixtureRequest) -> ZooKeeperAddress:
+    """The server's address under a chroot of this test's own, created empty."""
+    address = zookeeper.address.child(f"tests/{_unique_name(request)}")
+    client = KazooClient(hosts=zookeeper.address.servers)
+    client.start(timeout=15)
+    try:
+        client.ensure_path(address.chroot)
+    finally:
+        client.stop()
+        client.close()
+    return address
+
+
+@pytest.fixture
+def zk_client(zk_address: ZooKeeperAddress) -> Iterator[KazooClient]:
+    """A started kazoo client inside this test's chroot."""
+    client = KazooClient(hosts=str(zk_address))
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[None]:
+    """A local Ray instance sized for this 2-core machine (actors take num_cpus=0)."""
+    import ray
+
+    from actors.runtime import init_ray
+
+    init_ray(num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def ray_namespace(ray_session: None, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A Ray namespace of this test's own; named actors left in it are killed afterwards."""
+    import ray
+    from ray.util import list_named_actors
+
+    namespace = _unique_name(request)
+    yield namespace
+    for entry in list_named_actors(all_namespaces=True):
+        if entry["namespace"] == namespace:
+            with contextlib.suppress(ValueError):
+                ray.kill(ray.get_actor(entry["name"], namespace=namespace))
+
+
+@pytest.fixture(scope="session")
+def spark(ray_session: None):
+    """A Spark session through RayDP, with one executor of one core."""
+    from pipelines.spark import start_spark, stop_spark
+
+    session = start_spark("rafka-tests", configs={"spark.ui.enabled": "false"})
+    yield session
+    stop_spark()

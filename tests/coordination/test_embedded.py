@@ -1,0 +1,166 @@
+"""The embedded ZooKeeper server: starts, answers, stops by PID, and fails with clear errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress, four_letter_word
+from coordination.errors import (
+    InvalidZooKeeperAddressError,
+    JavaNotFoundError,
+    ZooKeeperPortInUseError,
+    ZooKeeperStartError,
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def _wait_dead(pid: int, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize(
+    ("text", "hosts", "chroot"),
+    [
+        ("127.0.0.1:2181", (("127.0.0.1", 2181),), ""),
+        ("zk1:2181,zk2:2182/rafka/prod", (("zk1", 2181), ("zk2", 2182)), "/rafka/prod"),
+        (" zk-1.example.com:2181/a ", (("zk-1.example.com", 2181),), "/a"),
+    ],
+)
+def test_parses_connection_strings(text: str, hosts: tuple, chroot: str) -> None:
+    address = ZooKeeperAddress.parse(text)
+    assert address.hosts == hosts
+    assert address.chroot == chroot
+    assert ZooKeeperAddress.parse(str(address)) == address
+
+
+@pytest.mark.parametrize(
+    "text", ["", "zk1", "zk1:", "zk1:99999", "zk1:2181/../etc", "zk1:2181/a b", "zk1:2181/a//b"]
+)
+def test_rejects_bad_connection_strings(text: str) -> None:
+    with pytest.raises(InvalidZooKeeperAddressError, match=r"ZooKeeper (address|chroot)"):
+        ZooKeeperAddress.parse(text)
+
+
+def test_server_serves_kazoo_and_stops_by_pid(tmp_path: Path) -> None:
+    server = EmbeddedZooKeeper(tmp_path, force_sync=False)
+    with server:
+        pid = server.pid
+        assert pid is not None and _alive(pid)
+        host, port = server.address.hosts[0]
+        assert host == "127.0.0.1"
+        assert "Mode: standalone" in four_letter_word(host, port, "srvr")
+        client = KazooClient(hosts=str(server.address))
+        client.start(timeout=15)
+        client.create("/hello", b"world")
+        assert client.get("/hello")[0] == b"world"
+        client.stop()
+        client.close()
+        assert (tmp_path / "zookeeper.log").exists()
+        assert (tmp_path / "data" / "version-2").is_dir()
+    assert _wait_dead(pid)
+    with socket.socket() as probe:
+        assert probe.connect_ex((host, port)) != 0
+
+
+def test_stopping_one_server_leaves_another_running(tmp_path: Path, zookeeper) -> None:
+    other = EmbeddedZooKeeper(tmp_path, force_sync=False).start()
+    other_pid = other.pid
+    other.stop()
+    assert _wait_dead(other_pid)
+    host, port = zookeeper.address.hosts[0]
+    assert "Mode: standalone" in four_letter_word(host, port, "srvr")
+
+
+def test_data_survives_a_restart_in_the_same_directory(tmp_path: Path) -> None:
+    with EmbeddedZooKeeper(tmp_path) as server:
+        client = KazooClient(hosts=str(server.address))
+        client.start(timeout=15)
+        client.create("/kept", b"1")
+        client.stop()
+        client.close()
+    with EmbeddedZooKeeper(tmp_path) as server:
+        client = KazooClient(hosts=str(server.address))
+        client.start(timeout=15)
+        assert client.get("/kept")[0] == b"1"
+        client.stop()
+        client.close()
+
+
+def test_missing_java_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(JavaNotFoundError, match="default-jre-headless"):
+        EmbeddedZooKeeper(tmp_path).start()
+
+
+def test_taken_port_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with pytest.raises(ZooKeeperPortInUseError, match=str(port)):
+            EmbeddedZooKeeper(tmp_path, port=port).start()
+
+
+def test_server_that_does_not_come_up_reports_its_log(tmp_path: Path) -> None:
+    # A 1 MB heap is below the JVM's minimum: the process exits at once and says why.
+    server = EmbeddedZooKeeper(tmp_path, heap_mb=1, start_timeout_s=30)
+    with pytest.raises(ZooKeeperStartError, match="heap") as error:
+        server.start()
+    assert "exited with code" in str(error.value)
+    assert not server.running()
+
+
+def _run_child(tmp_path: Path, body: str) -> subprocess.Popen[str]:
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from coordination.embedded import EmbeddedZooKeeper
+        server = EmbeddedZooKeeper({str(tmp_path)!r}, force_sync=False).start()
+        print(server.pid, flush=True)
+        {body}
+        """
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+def test_server_stops_when_the_interpreter_exits(tmp_path: Path) -> None:
+    child = _run_child(tmp_path, "sys.stdin.readline()")
+    pid = int(child.stdout.readline())
+    assert _alive(pid)
+    child.communicate("\n", timeout=60)
+    assert child.returncode == 0
+    assert _wait_dead(pid)
+
+
+def test_server_stops_when_its_parent_is_killed(tmp_path: Path) -> None:
+    child = _run_child(tmp_path, "sys.stdin.readline()")
+    pid = int(child.stdout.readline())
+    assert _alive(pid)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(30)
+    assert _wait_dead(pid)
