@@ -25,3 +25,98 @@ class ZooKeeperPortInUseError(ZooKeeperServerError):
 
 class ZooKeeperStartError(ZooKeeperServerError):
     """The embedded ZooKeeper exited or did not answer in time; the message holds its log tail."""
+
+
+# --- Errors of the cluster's ZooKeeper state (layout, registration, elections, admin) ---
+
+
+class ZooKeeperUnavailableError(CoordinationError):
+    """ZooKeeper could not be reached in time, or the connection dropped during a request."""
+
+
+class ZooKeeperAuthError(CoordinationError):
+    """ZooKeeper refused a request because of the cluster's ACLs (ZooKeeper's NoAuth)."""
+
+
+class ZNodeMissingError(CoordinationError, LookupError):
+    """A znode that a request needs does not exist (ZooKeeper's NoNode)."""
+
+
+class ZNodeExistsError(CoordinationError):
+    """A znode to create exists already (ZooKeeper's NodeExists)."""
+
+
+class ZNodeNotEmptyError(CoordinationError):
+    """A znode to delete still has children (ZooKeeper's NotEmpty)."""
+
+
+class StaleVersionError(CoordinationError):
+    """A conditional write found the znode at another version than the one read (BadVersion).
+
+    Someone else changed the state since it was read: read it again and decide afresh.
+    """
+
+    def __init__(self, message: str, *, path: str = "", expected_version: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.expected_version = expected_version
+
+
+class ControllerMovedError(CoordinationError):
+    """A controller's fenced write found `/controller_epoch` changed: another controller won."""
+
+
+class BrokerIdInUseError(CoordinationError):
+    """Another live broker holds the registration `/brokers/ids/<id>`."""
+
+
+class MemberIdInUseError(CoordinationError):
+    """Another live session holds the consumer-group member registration of this id."""
+
+
+class TopicExistsError(CoordinationError):
+    """The topic to create exists already."""
+
+
+class UnknownTopicError(CoordinationError, LookupError):
+    """The topic does not exist in this cluster."""
+
+
+class InvalidTopicError(CoordinationError, ValueError):
+    """A topic name that is not allowed (it would become a znode name)."""
+
+
+class InvalidGroupIdError(CoordinationError, ValueError):
+    """A consumer group id that is not allowed (it would become a znode name)."""
+
+
+class InvalidMemberIdError(CoordinationError, ValueError):
+    """A consumer-group member id that is not allowed (it would become a znode name)."""
+
+
+class InvalidBrokerIdError(CoordinationError, ValueError):
+    """A broker id that is not a non-negative 32-bit integer."""
+
+
+class InvalidClusterNameError(CoordinationError, ValueError):
+    """A cluster name that is not allowed (it becomes the chroot `/rafka/<name>`)."""
+
+
+class InvalidPartitionsError(CoordinationError, ValueError):
+    """A partition count or partition index that is not allowed (fewer than 1, or shrinking)."""
+
+
+class InvalidReplicationFactorError(CoordinationError, ValueError):
+    """A replication factor below 1 or above the number of brokers."""
+
+
+class InvalidReplicaAssignmentError(CoordinationError, ValueError):
+    """A replica assignment that is malformed (gaps, duplicates, unequal replication factors)."""
+
+
+class InvalidTopicConfigError(CoordinationError, ValueError):
+    """A topic config override whose name or value cannot be stored."""
+
+
+class PartitionOwnedError(CoordinationError):
+    """Another member of the consumer group owns the partition."""

@@ -2,3 +2,91 @@
 
 Pure Python with no Ray and no ZooKeeper: everything here can be driven by a unit test.
 """
+
+from logstore.batch import (
+    CREATE_TIME,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    BatchHeader,
+    Record,
+    build_batch,
+    decode_batches,
+    decode_records,
+    iter_batches,
+    read_header,
+    stamp_batch,
+    validate_batch,
+    validate_batches,
+)
+from logstore.cleaner import CompactionResult
+from logstore.config import LogConfig
+from logstore.epoch_cache import EpochEntry, LeaderEpochCache
+from logstore.errors import (
+    CorruptRecordError,
+    FencedLeaderEpochError,
+    InvalidConfigError,
+    InvalidRecordError,
+    LogClosedError,
+    LogStoreError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from logstore.log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    AppendInfo,
+    FetchData,
+    Log,
+    SegmentCleanResult,
+)
+from logstore.producer_state import (
+    BatchMetadata,
+    ProducerEntry,
+    SequenceCheck,
+    SequenceOutcome,
+    check_sequence,
+)
+from logstore.retention import SegmentSummary, segments_to_delete
+
+__all__ = [
+    "CREATE_TIME",
+    "EARLIEST_TIMESTAMP",
+    "HEADER_SIZE",
+    "LATEST_TIMESTAMP",
+    "LOG_APPEND_TIME",
+    "AppendInfo",
+    "BatchHeader",
+    "BatchMetadata",
+    "CompactionResult",
+    "CorruptRecordError",
+    "EpochEntry",
+    "FencedLeaderEpochError",
+    "FetchData",
+    "InvalidConfigError",
+    "InvalidRecordError",
+    "LeaderEpochCache",
+    "Log",
+    "LogClosedError",
+    "LogConfig",
+    "LogStoreError",
+    "OffsetOutOfRangeError",
+    "ProducerEntry",
+    "Record",
+    "RecordTooLargeError",
+    "SegmentCleanResult",
+    "SegmentSummary",
+    "SequenceCheck",
+    "SequenceOutcome",
+    "UnexpectedAppendOffsetError",
+    "build_batch",
+    "check_sequence",
+    "decode_batches",
+    "decode_records",
+    "iter_batches",
+    "read_header",
+    "segments_to_delete",
+    "stamp_batch",
+    "validate_batch",
+    "validate_batches",
+]

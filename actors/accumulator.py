@@ -1,0 +1,454 @@
+"""The producer's per-partition batching (Kafka's RecordAccumulator), sans-I/O.
+
+An actor call costs about 1 ms whatever its size (DESIGN.md), so the producer never sends a record
+alone: ``append`` adds records to the open batch of their partition, and the sender asks ``ready``
+which batches to send. A batch closes when its estimated size reaches ``batch_size`` bytes; it is
+ready when closed, or ``linger_ms`` after its first record, or at once while flushing. Time is
+always passed in (``now_ms``), so tests drive the clock and the actor owns the real one.
+
+The sender's loop::
+
+    for batch in acc.ready(now_ms):        # or acc.drain_all(now_ms) to flush
+        acc.on_sent(batch)                 # pops it, closes it, numbers it (idempotence)
+        ... send; on success or a final error: acc.on_completed(batch)
+        ... on a retriable error: acc.reenqueue(batch, now_ms, retry_backoff_ms)
+    sleep at most acc.next_ready_in_ms(now_ms), or until the next append or completion
+
+Ordering: batches of a partition leave in the order their records were appended; at most
+``max_in_flight`` of them are in flight at once; a retried batch goes back to the front of its
+queue and waits until nothing of its partition is in flight, so a retry never overtakes the batches
+it must come before (Kafka only guarantees that with idempotence; here it always holds).
+
+Idempotence: each partition's batches get consecutive sequence numbers (counting records, as
+Kafka's do) when first sent, and keep them on retry, so the leader can drop a duplicate and refuse a
+batch that arrives ahead of its turn (``OutOfOrderSequence``: reenqueue it and it is resent in
+order). When the leader has lost the producer's state (an ``OutOfOrderSequence`` or
+``UnknownProducerId`` for the *oldest* unacknowledged batch, so no in-flight retry can fill the
+gap), Kafka's producer bumps its epoch and numbers the partition from 0 again (KIP-360); here: wait
+until nothing of the partition is in flight, get the new epoch, then ``reset_sequences``.
+
+Measured on this machine (CPython 3.11): ``append`` of a record into an open batch takes about
+0.5 us (16-byte key, 100-byte value, no headers; 0.8 us with one header).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+__all__ = [
+    "BATCH_OVERHEAD_BYTES",
+    "RECORD_OVERHEAD_BYTES",
+    "AppendResult",
+    "PendingBatch",
+    "RecordAccumulator",
+    "SequenceTracker",
+    "estimate_record_size",
+]
+
+# The batch header of DESIGN.md (base offset .. record count) is 61 bytes, as Kafka's v2 header.
+BATCH_OVERHEAD_BYTES = 61
+# A record's msgpack framing: the 5-element array, offset and timestamp deltas, and the key,
+# value and header-array length prefixes. An estimate: exactness would cost an encode per record.
+RECORD_OVERHEAD_BYTES = 16
+# Kafka's sequence numbers are int32 and wrap to 0 after the largest one.
+_MAX_SEQUENCE = 0x7FFFFFFF
+_END_OF_TIME = 2**63  # a "now" after every backoff
+
+Headers = Sequence[tuple[str, bytes]]
+# One record as it waits in a batch: (key, value, timestamp_ms, headers). A plain tuple: a named
+# tuple would cost more than the rest of ``append`` together.
+Record = tuple[bytes | None, bytes | None, int, Headers | None]
+TopicPartitionKey = tuple[str, int]
+
+_batch_ids = itertools.count(1)
+
+
+def estimate_record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
+    """Roughly the bytes a record adds to a batch (the same estimate ``append`` uses)."""
+    size = RECORD_OVERHEAD_BYTES
+    if key is not None:
+        size += len(key)
+    if value is not None:
+        size += len(value)
+    if headers:
+        size += _headers_size(headers)
+    return size
+
+
+def _headers_size(headers: Headers) -> int:
+    return sum(len(name) + len(value) + 4 for name, value in headers)
+
+
+@dataclass(eq=False, slots=True)
+class PendingBatch:
+    """The records of one partition that travel in one produce request.
+
+    ``handles`` runs parallel to ``records``: whatever the producer gave ``append`` to complete
+    later (futures, callbacks); the accumulator only carries them. ``base_sequence`` is None until
+    the batch is first sent (or when idempotence is off). Compared by identity.
+    """
+
+    topic: str
+    partition: int
+    created_ms: int
+    records: list[Record] = field(default_factory=list)
+    handles: list[Any] = field(default_factory=list)
+    size_bytes: int = BATCH_OVERHEAD_BYTES
+    attempts: int = 0
+    base_sequence: int | None = None
+    closed: bool = False  # takes no more records: full, sent, or retried
+    retry_at_ms: int = 0  # not ready before this (retry backoff)
+    in_flight: bool = False
+    batch_id: int = field(default_factory=lambda: next(_batch_ids))
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+    @property
+    def last_sequence(self) -> int | None:
+        """The sequence of the last record, as the leader will remember it."""
+        if self.base_sequence is None:
+            return None
+        return _advance(self.base_sequence, len(self.records) - 1)
+
+    def __repr__(self) -> str:
+        return (
+            f"PendingBatch(#{self.batch_id} {self.topic}-{self.partition}, "
+            f"{len(self.records)} records, {self.size_bytes} B, attempts={self.attempts}, "
+            f"base_sequence={self.base_sequence}, closed={self.closed}, "
+            f"in_flight={self.in_flight})"
+        )
+
+
+class AppendResult(NamedTuple):
+    """Where ``append`` put a record.
+
+    ``batch_is_full``: the batch takes no more records and is ready to send (the sender may wake,
+    and a sticky partitioner should move on). ``new_batch_created``: the record opened the batch.
+    """
+
+    batch: PendingBatch
+    batch_is_full: bool
+    new_batch_created: bool
+
+
+def _advance(sequence: int, increment: int) -> int:
+    if sequence > _MAX_SEQUENCE - increment:
+        return increment - (_MAX_SEQUENCE - sequence) - 1
+    return sequence + increment
+
+
+class SequenceTracker:
+    """The next idempotence sequence number of each partition of one producer (id, epoch).
+
+    Sequences count records: a batch of n records starting at s is followed by one starting at
+    s + n (wrapping after 2**31 - 1 to 0, as Kafka). Numbers are handed out when a batch is first
+    sent, in queue order, and never taken back: a retry keeps its number, so the leader sees the
+    same (producer, sequence) and drops a duplicate.
+    """
+
+    def __init__(self) -> None:
+        self._next: dict[TopicPartitionKey, int] = {}
+
+    def next_sequence(self, topic: str, partition: int) -> int:
+        """The sequence the next batch of the partition will start at."""
+        return self._next.get((topic, partition), 0)
+
+    def assign(self, topic: str, partition: int, record_count: int) -> int:
+        """Number a batch of ``record_count`` records; returns its base sequence."""
+        tp = (topic, partition)
+        base = self._next.get(tp, 0)
+        self._next[tp] = _advance(base, record_count)
+        return base
+
+    def reset(self, topic: str, partition: int) -> None:
+        """Start the partition again at 0 (after a producer-epoch bump, KIP-360)."""
+        self._next.pop((topic, partition), None)
+
+    def reset_all(self) -> None:
+        """Start every partition again at 0 (a new producer id)."""
+        self._next.clear()
+
+
+class RecordAccumulator:
+    """Per-partition queues of batches; see the module docstring for the protocol."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 65_536,  # rafka's batch.size default (see client_config)
+        linger_ms: int = 5,
+        max_in_flight: int = 5,
+        enable_idempotence: bool = True,
+    ) -> None:
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be > 0, got {batch_size}")
+        if linger_ms < 0:
+            raise ValueError(f"linger_ms must be >= 0, got {linger_ms}")
+        if max_in_flight <= 0:
+            raise ValueError(f"max_in_flight must be > 0, got {max_in_flight}")
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.max_in_flight = max_in_flight
+        self.enable_idempotence = enable_idempotence
+        self.sequences = SequenceTracker()
+        # Insertion-ordered, so ready() answers partitions in a stable order; a partition with
+        # nothing queued is dropped from it, so ready() only walks partitions with work.
+        self._queues: dict[TopicPartitionKey, deque[PendingBatch]] = {}
+        self._in_flight: dict[TopicPartitionKey, int] = {}
+        self._buffered_bytes = 0
+
+    # -- the hot path -------------------------------------------------------------------------
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp_ms: int,
+        headers: Headers | None,
+        now_ms: int,
+        handle: Any = None,
+    ) -> AppendResult:
+        """Add a record to its partition's open batch, opening one when needed.
+
+        A record that does not fit closes the open batch and starts the next one; a record larger
+        than ``batch_size`` gets a batch of its own (refusing records above
+        ``max.request.size`` is the producer's job, before it gets here).
+        """
+        size = RECORD_OVERHEAD_BYTES
+        if key is not None:
+            size += len(key)
+        if value is not None:
+            size += len(value)
+        if headers:
+            size += _headers_size(headers)
+        tp = (topic, partition)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+            batch = None
+        else:
+            batch = queue[-1] if queue else None
+        created = False
+        if batch is None or batch.closed or batch.size_bytes + size > self.batch_size:
+            if batch is not None:
+                batch.closed = True
+            batch = PendingBatch(topic, partition, now_ms)
+            queue.append(batch)
+            created = True
+        batch.records.append((key, value, timestamp_ms, headers))
+        batch.handles.append(handle)
+        batch.size_bytes += size
+        self._buffered_bytes += size
+        if batch.size_bytes >= self.batch_size:
+            batch.closed = True
+        return AppendResult(batch, batch.closed, created)
+
+    # -- what to send -------------------------------------------------------------------------
+
+    def ready(self, now_ms: int) -> list[PendingBatch]:
+        """The batches to send now: closed, lingered long enough, or retries past their backoff.
+
+        Per partition, only a prefix of its queue (order is kept) and no more than the in-flight
+        limit allows. Nothing changes until ``on_sent``, so asking twice answers the same.
+        """
+        return list(self._sendable(now_ms, flush=False))
+
+    def drain_all(self, now_ms: int | None = None) -> list[PendingBatch]:
+        """Like ``ready`` but ignoring ``linger_ms`` (flush): every batch the limits allow now.
+
+        Retries still wait for their backoff (unless ``now_ms`` is None: then they go at once),
+        and the in-flight limit still holds: a flush calls this again as batches complete, until
+        ``has_pending()`` is False.
+        """
+        return list(self._sendable(_END_OF_TIME if now_ms is None else now_ms, flush=True))
+
+    def _sendable(self, now_ms: int, flush: bool) -> Iterator[PendingBatch]:
+        linger = self.linger_ms
+        for tp, queue in self._queues.items():
+            in_flight = self._in_flight.get(tp, 0)
+            for batch in queue:
+                if in_flight >= self.max_in_flight:
+                    break
+                if batch.attempts:
+                    # A retry waits for its backoff, and until the batches sent before it
+                    # have come back, so it cannot land behind a batch it must precede.
+                    if batch.retry_at_ms > now_ms or in_flight:
+                        break
+                elif not (batch.closed or flush or now_ms - batch.created_ms >= linger):
+                    break
+                yield batch
+                in_flight += 1
+
+    def next_ready_in_ms(self, now_ms: int) -> int | None:
+        """How long the sender may sleep before ``ready`` has something new by the clock alone.
+
+        0 when something is ready now; None when nothing will become ready by waiting (empty
+        queues, or every partition waits for in-flight batches): sleep until the next append or
+        completion then.
+        """
+        wait: int | None = None
+        for tp, queue in self._queues.items():
+            if not queue:
+                continue
+            in_flight = self._in_flight.get(tp, 0)
+            if in_flight >= self.max_in_flight:
+                continue
+            head = queue[0]
+            if head.attempts:
+                if in_flight:
+                    continue
+                due = head.retry_at_ms
+            elif head.closed:
+                return 0
+            else:
+                due = head.created_ms + self.linger_ms
+            remaining = max(0, due - now_ms)
+            if remaining == 0:
+                return 0
+            if wait is None or remaining < wait:
+                wait = remaining
+        return wait
+
+    # -- the sender's reports -----------------------------------------------------------------
+
+    def on_sent(self, batch: PendingBatch) -> None:
+        """The sender is sending ``batch`` now: take it off its queue, close it, number it.
+
+        It must be the head of its partition's queue (what ``ready`` returned, in that order).
+        """
+        tp = (batch.topic, batch.partition)
+        queue = self._queues.get(tp)
+        if not queue or queue[0] is not batch:
+            raise ValueError(
+                f"{batch!r} is not next in line for {tp[0]}-{tp[1]}: send batches in the order "
+                "ready() returns them"
+            )
+        in_flight = self._in_flight.get(tp, 0)
+        if in_flight >= self.max_in_flight:
+            raise ValueError(
+                f"{tp[0]}-{tp[1]} already has {in_flight} batches in flight "
+                f"(max_in_flight={self.max_in_flight})"
+            )
+        queue.popleft()
+        if not queue:
+            del self._queues[tp]
+        self._in_flight[tp] = in_flight + 1
+        batch.closed = True
+        batch.in_flight = True
+        batch.attempts += 1
+        self._buffered_bytes -= batch.size_bytes - BATCH_OVERHEAD_BYTES
+        if self.enable_idempotence and batch.base_sequence is None:
+            batch.base_sequence = self.sequences.assign(tp[0], tp[1], len(batch.records))
+
+    def on_completed(self, batch: PendingBatch) -> None:
+        """``batch`` came back for good (acknowledged, or failed without retry): free its slot.
+
+        Calling it for a batch that is not in flight (already completed or reenqueued) does
+        nothing, so the sender's success and error paths need not coordinate.
+        """
+        if not batch.in_flight:
+            return
+        batch.in_flight = False
+        tp = (batch.topic, batch.partition)
+        remaining = self._in_flight[tp] - 1
+        if remaining:
+            self._in_flight[tp] = remaining
+        else:
+            del self._in_flight[tp]
+
+    def reenqueue(self, batch: PendingBatch, now_ms: int, backoff_ms: int) -> None:
+        """Put a failed batch back for a retry, not ready before ``now_ms + backoff_ms``.
+
+        It goes to the front of its partition's queue; when several in-flight batches fail,
+        they line up in the order they were first sent (which is their sequence order), so the
+        retries leave in their original order. Frees its in-flight slot.
+        """
+        self.on_completed(batch)
+        batch.closed = True
+        batch.retry_at_ms = now_ms + backoff_ms
+        tp = (batch.topic, batch.partition)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        # Batches are created, and first sent, in append order, so creation order (batch_id) is
+        # the order a partition's retries must keep among themselves and before unsent batches.
+        index = 0
+        while index < len(queue) and queue[index].batch_id < batch.batch_id:
+            index += 1
+        queue.insert(index, batch)
+        self._buffered_bytes += batch.size_bytes - BATCH_OVERHEAD_BYTES
+
+    def reset_sequences(self, topic: str, partition: int) -> None:
+        """Number the partition from 0 again (after a producer-epoch bump; see module docstring).
+
+        Queued batches lose their old numbers and get new ones, in queue order, as they are sent.
+        Only allowed while nothing of the partition is in flight: an answer for a batch numbered
+        under the old epoch could otherwise not be told apart.
+        """
+        tp = (topic, partition)
+        if self._in_flight.get(tp):
+            raise ValueError(
+                f"{topic}-{partition} still has {self._in_flight[tp]} batches in flight: "
+                "wait for them before resetting its sequence numbers"
+            )
+        self.sequences.reset(topic, partition)
+        for batch in self._queues.get(tp, ()):
+            batch.base_sequence = None
+
+    # -- giving up ----------------------------------------------------------------------------
+
+    def expire(self, now_ms: int, delivery_timeout_ms: int) -> list[PendingBatch]:
+        """Take out queued batches older than ``delivery_timeout_ms`` (Kafka's
+        ``delivery.timeout.ms``), to be failed by the producer. In-flight batches are not
+        touched: their request has its own timeout.
+
+        Only a prefix of each queue expires (order is kept). An expired batch that already had a
+        sequence number leaves a gap the leader would wait on forever, so the producer must then
+        bump its epoch and call ``reset_sequences`` (when the partition has nothing in flight).
+        """
+        expired: list[PendingBatch] = []
+        for tp in list(self._queues):
+            queue = self._queues[tp]
+            while queue and now_ms - queue[0].created_ms >= delivery_timeout_ms:
+                batch = queue.popleft()
+                batch.closed = True
+                self._buffered_bytes -= batch.size_bytes - BATCH_OVERHEAD_BYTES
+                expired.append(batch)
+            if not queue:
+                del self._queues[tp]
+        return expired
+
+    def abort_all(self) -> list[PendingBatch]:
+        """Take out every queued batch (closing without flushing, or a fatal error)."""
+        aborted = [batch for queue in self._queues.values() for batch in queue]
+        for batch in aborted:
+            batch.closed = True
+        self._queues.clear()
+        self._buffered_bytes = 0
+        return aborted
+
+    # -- state --------------------------------------------------------------------------------
+
+    def has_pending(self) -> bool:
+        """Whether any batch is queued or in flight (a flush is done when this is False)."""
+        return bool(self._queues) or bool(self._in_flight)
+
+    def in_flight_count(self, topic: str, partition: int) -> int:
+        return self._in_flight.get((topic, partition), 0)
+
+    def queued_batches(self, topic: str, partition: int) -> list[PendingBatch]:
+        """The partition's queue, front first (a copy)."""
+        return list(self._queues.get((topic, partition), ()))
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Estimated record bytes waiting in queues (for ``buffer.memory``-style back-pressure)."""
+        return self._buffered_bytes

@@ -1,0 +1,340 @@
+"""The public topology API: start or join a cluster, shape its topics, get clients.
+
+    from actors import Cluster
+    cluster = Cluster.start(brokers=3)          # embedded ZooKeeper + local Ray
+    cluster.create_topic("orders", partitions=6, replication_factor=3,
+                         config={"min.insync.replicas": 2})
+    producer = cluster.producer(acks="all")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.util import list_named_actors
+
+from actors.broker import BrokerActor
+from actors.config import BrokerConfig, TopicConfig
+from actors.consumer import Consumer
+from actors.errors import BrokerUnavailableError, RequestTimedOutError, raise_for
+from actors.naming import broker_name, cluster_namespace, replica_name
+from actors.producer import Producer
+from actors.runtime import init_ray
+from actors.stack import LocalStack
+from coordination.admin import TopicAdmin
+from coordination.election import read_controller
+from coordination.errors import InvalidReplicationFactorError
+from coordination.registration import read_brokers
+from coordination.store import ClusterStore
+from coordination.validation import validate_topic_name
+
+
+def _wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise RequestTimedOutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.05)
+
+
+class Cluster:
+    """A rafka cluster: its ZooKeeper chroot, its Ray namespace and its broker actors."""
+
+    def __init__(
+        self,
+        name: str,
+        stack: LocalStack,
+        *,
+        broker_config: dict[str, Any] | None = None,
+        detached: bool = False,
+    ) -> None:
+        self.name = name
+        self.namespace = cluster_namespace(name)
+        self.stack = stack
+        self.data_dir = Path(stack.data_dir)
+        self.broker_config = dict(broker_config or {})
+        BrokerConfig.from_dict(self.broker_config)  # refuse a bad config before any broker
+        self.detached = detached
+        self.store = ClusterStore(stack.zk_address, name).start()
+        self.store.ensure_layout()
+        self.admin = TopicAdmin(self.store)
+        self._brokers: dict[int, Any] = {}
+
+    # --------------------------------------------------------------------- start, join
+
+    @classmethod
+    def start(
+        cls,
+        brokers: int = 3,
+        *,
+        name: str = "rafka",
+        zk: str | None = None,
+        ray_address: str | None = None,
+        data_dir: str | Path | None = None,
+        broker_config: dict[str, Any] | None = None,
+        detached: bool = False,
+        timeout_s: float = 120.0,
+    ) -> Cluster:
+        """Start `brokers` brokers, on an embedded ZooKeeper and local Ray unless told otherwise."""
+        validate_topic_name(name)  # it names a chroot and a namespace: the same rules apply
+        stack = LocalStack.start(zk=zk, ray_address=ray_address, data_dir=data_dir)
+        try:
+            cluster = cls(name, stack, broker_config=broker_config, detached=detached)
+            starts = [cluster._create_broker(broker_id) for broker_id in range(brokers)]
+            ray.get(starts, timeout=timeout_s)
+            cluster.wait_for_controller(timeout_s)
+        except BaseException:
+            stack.stop()
+            raise
+        return cluster
+
+    @classmethod
+    def connect(
+        cls, zk: str, name: str = "rafka", *, ray_address: str | None = "auto"
+    ) -> Cluster:
+        """Join a running cluster: its brokers are found in the Ray namespace `rafka-<name>`."""
+        init_ray(ray_address, namespace=cluster_namespace(name))
+        stack = LocalStack.start(zk=zk, ray_address=ray_address)
+        return cls(name, stack)
+
+    def _create_broker(self, broker_id: int) -> Any:
+        options: dict[str, Any] = {
+            "name": broker_name(broker_id),
+            "namespace": self.namespace,
+            "max_restarts": 0,
+        }
+        if self.detached:
+            options["lifetime"] = "detached"
+        handle = BrokerActor.options(**options).remote(
+            broker_id,
+            self.name,
+            str(self.stack.zk_address),
+            self.namespace,
+            str(self.data_dir / f"broker-{broker_id}"),
+            self.broker_config,
+        )
+        self._brokers[broker_id] = handle
+        return handle.start.remote()
+
+    def _broker(self, broker_id: int) -> Any:
+        handle = self._brokers.get(broker_id)
+        if handle is None:
+            try:
+                handle = ray.get_actor(broker_name(broker_id), namespace=self.namespace)
+            except ValueError:
+                raise BrokerUnavailableError(f"broker {broker_id} is not running") from None
+            self._brokers[broker_id] = handle
+        return handle
+
+    # --------------------------------------------------------------------------- brokers
+
+    def brokers(self) -> list[dict[str, Any]]:
+        """The registered (live) brokers, as in `/brokers/ids`."""
+        return [
+            {"id": broker_id, "host": info.host, "rack": info.rack, "actor": info.actor}
+            for broker_id, info in sorted(read_brokers(self.store).items())
+        ]
+
+    def controller(self) -> int | None:
+        """The id of the broker that is controller now, None while there is none."""
+        found = read_controller(self.store)
+        return found.value.brokerid if found else None
+
+    def wait_for_controller(self, timeout_s: float = 60.0) -> int:
+        return _wait_for(lambda: self.controller() is not None and self.controller() + 1,
+                         timeout_s, "a controller") - 1
+
+    def stop_broker(self, broker_id: int, *, graceful: bool = True) -> None:
+        """Stop a broker. Graceful: it resigns and unregisters first; else it is killed, and
+        ZooKeeper notices when its session times out (as when a machine dies)."""
+        handle = self._broker(broker_id)
+        if graceful:
+            with contextlib.suppress(Exception):  # dying anyway
+                ray.get(handle.shutdown.remote(), timeout=30)
+        # Its replicas die with it, at once: in Kafka they live in the broker's process, and a
+        # replica outliving its broker would go on fetching and answering.
+        replicas = self._named_actors(lambda name: name.startswith("replica-")
+                                      and name.rsplit("-", 1)[1] == str(broker_id))
+        ray.kill(handle, no_restart=True)
+        for name in replicas:
+            with contextlib.suppress(ValueError):
+                ray.kill(ray.get_actor(name, namespace=self.namespace), no_restart=True)
+        self._brokers.pop(broker_id, None)
+        _wait_for(lambda: not any(self._actor_exists(name)
+                                  for name in [broker_name(broker_id), *replicas]),
+                  30, f"broker {broker_id}'s actors to go")
+
+    def kill_broker(self, broker_id: int) -> None:
+        """Kill a broker's actor outright (its replicas die with it)."""
+        self.stop_broker(broker_id, graceful=False)
+
+    def start_broker(self, broker_id: int, timeout_s: float = 60.0) -> None:
+        """Start (or restart) a broker; it rejoins as follower and catches up."""
+        ray.get(self._create_broker(broker_id), timeout=timeout_s)
+
+    def _actor_exists(self, name: str) -> bool:
+        try:
+            ray.get_actor(name, namespace=self.namespace)
+        except ValueError:
+            return False
+        return True
+
+    # ---------------------------------------------------------------------------- topics
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: dict[str, Any] | None = None,
+        *,
+        wait: bool = True,
+        timeout_s: float = 60.0,
+    ) -> None:
+        """Create a topic; with `wait`, return once every partition has a leader."""
+        validate_topic_name(name)
+        topic_config = TopicConfig.from_dict(config)
+        live = len(read_brokers(self.store))
+        if replication_factor > live:
+            raise InvalidReplicationFactorError(
+                f"replication factor {replication_factor} is larger than the {live} live "
+                f"brokers: start more brokers or lower the replication factor"
+            )
+        if topic_config.min_insync_replicas > replication_factor:
+            # Kafka accepts it, but then acks=all can never succeed; say so now.
+            raise InvalidReplicationFactorError(
+                f"min.insync.replicas={topic_config.min_insync_replicas} is larger than the "
+                f"replication factor {replication_factor}: acks=all writes could never succeed"
+            )
+        self.admin.create_topic_auto(name, partitions, replication_factor,
+                                     topic_config.overrides())
+        if wait:
+            _wait_for(lambda: self._all_online(name), timeout_s,
+                      f"every partition of {name!r} to have a leader")
+
+    def _all_online(self, topic: str) -> bool:
+        """Every partition has a leader, and every live replica knows its role."""
+        description = self.admin.describe_topic(topic)
+        live = {broker["id"] for broker in self.brokers()}
+        roles = []
+        for partition, state in description.states.items():
+            if state is None or state.value.leader < 0:
+                return False
+            for broker in description.assignment.value.partitions[partition]:
+                if broker not in live:
+                    continue
+                try:
+                    replica = ray.get_actor(replica_name(topic, partition, broker),
+                                            namespace=self.namespace)
+                except ValueError:
+                    return False
+                roles.append(replica.describe.remote())
+        expected = {"leader", "follower"}
+        return all(facts["role"] in expected for facts in ray.get(roles, timeout=30))
+
+    def list_topics(self) -> list[str]:
+        return self.admin.list_topics()
+
+    def describe_topic(self, name: str) -> dict[str, Any]:
+        """Each partition's leader, replicas, ISR, leader epoch and high watermark."""
+        description = self.admin.describe_topic(name)
+        partitions = []
+        for partition, replicas in description.assignment.value.partitions.items():
+            state = description.states.get(partition)
+            leader = state.value.leader if state else -1
+            entry = {
+                "partition": partition,
+                "leader": leader,
+                "replicas": list(replicas),
+                "isr": list(state.value.isr) if state else [],
+                "leader_epoch": state.value.leader_epoch if state else -1,
+                "high_watermark": None,
+                "log_end_offset": None,
+            }
+            if leader >= 0:
+                try:
+                    replica = ray.get_actor(replica_name(name, partition, leader),
+                                            namespace=self.namespace)
+                    facts = ray.get(replica.describe.remote(), timeout=10)
+                    entry["high_watermark"] = facts["high_watermark"]
+                    entry["log_end_offset"] = facts["log_end_offset"]
+                except Exception:
+                    pass  # leader unreachable: the description says what ZooKeeper says
+            partitions.append(entry)
+        return {"name": name, "config": dict(description.config), "partitions": partitions,
+                "marked_for_deletion": description.marked_for_deletion}
+
+    def alter_topic_config(self, name: str, updates: dict[str, Any]) -> dict[str, str]:
+        current = dict(self.admin.read_config(name).value)
+        merged = {**current, **{k: v for k, v in updates.items() if v is not None}}
+        for key, value in updates.items():
+            if value is None:
+                merged.pop(key, None)
+        TopicConfig.from_dict(merged)  # refuse what a replica would refuse
+        return dict(self.admin.alter_config(name, updates).value)
+
+    def delete_topic(self, name: str, *, wait: bool = True, timeout_s: float = 60.0) -> None:
+        self.admin.request_topic_deletion(name)
+        if wait:
+            _wait_for(lambda: not self.admin.topic_exists(name), timeout_s,
+                      f"topic {name!r} to be deleted")
+
+    def elect_preferred_leaders(self) -> list[tuple[str, int]]:
+        """Move leadership back to each partition's preferred replica where it is in sync."""
+        controller = self.wait_for_controller()
+        reply = raise_for(ray.get(self._broker(controller).elect_preferred_leaders.remote(),
+                                  timeout=60))
+        return [tuple(tp) for tp in reply["moved"]]
+
+    # --------------------------------------------------------------------------- clients
+
+    def producer(self, **config: Any) -> Producer:
+        """A producer (Kafka's settings as keywords: acks="all", linger_ms=5, ...)."""
+        return Producer(self.namespace, **config)
+
+    def consumer(
+        self, topics: Iterable[str] | None = None, *, group: str | None = None, **config: Any
+    ) -> Consumer:
+        """A consumer; without a group it reads every partition of `topics`."""
+        if group is not None:
+            raise NotImplementedError(
+                "consumer groups are not available yet: omit group= and assign partitions"
+            )
+        consumer = Consumer(self.namespace, **config)
+        if topics is not None:
+            consumer.assign_topics(topics)
+        return consumer
+
+    # ------------------------------------------------------------------------- shutdown
+
+    def shutdown(self) -> None:
+        """Stop every broker of this cluster, then what `start()` started (ZooKeeper, Ray)."""
+        ids = set(self._brokers)
+        ids |= {int(name.rsplit("-", 1)[1])
+                for name in self._named_actors(lambda name: name.startswith("broker-"))}
+        for broker_id in sorted(ids):
+            with contextlib.suppress(BrokerUnavailableError):
+                self.stop_broker(broker_id)
+        self.store.close()
+        self.stack.stop()
+
+    def _named_actors(self, predicate: Callable[[str], bool]) -> list[str]:
+        return [
+            entry["name"]
+            for entry in list_named_actors(all_namespaces=True)
+            if entry["namespace"] == self.namespace and predicate(entry["name"])
+        ]
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()

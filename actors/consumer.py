@@ -1,0 +1,278 @@
+"""The consumer client: fetches from partition leaders, up to their high watermark only.
+
+Each assigned partition keeps one long-poll fetch in flight (`fetch.max.wait.ms`,
+`fetch.min.bytes`), so the next batch is on its way while the caller processes this one. Records
+come back in offset order per partition; `seek` moves a position, and the fetch in flight for it
+is dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+import ray
+
+from actors.client_config import ConsumerConfig
+from actors.errors import (
+    BrokerUnavailableError,
+    ErrorCode,
+    NotLeaderError,
+    OffsetOutOfRangeError,
+    RafkaError,
+    raise_for,
+)
+from actors.metadata import MetadataCache
+from coordination.models import TopicPartition
+from logstore.batch import decode_batches
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+
+
+class NoOffsetForPartitionError(RafkaError):
+    """auto.offset.reset=none and the partition has no position: seek first."""
+
+
+_RETRIABLE = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.REQUEST_TIMED_OUT,
+}
+
+
+class Consumer:
+    """Kafka's consumer on rafka, without a group: `assign` partitions, then `poll`.
+
+    Groups (`cluster.consumer(topics, group=...)`) subscribe and rebalance on top of this.
+    """
+
+    def __init__(self, namespace: str, **config: Any) -> None:
+        self.config = ConsumerConfig.from_kwargs(**config)
+        self.metadata = MetadataCache(namespace)
+        # The next offset to hand to the caller (Kafka's position), and the next to fetch, which
+        # runs ahead of it by what is buffered.
+        self._positions: dict[TopicPartition, int | None] = {}
+        self._fetch_positions: dict[TopicPartition, int] = {}
+        self._in_flight: dict[Any, tuple[TopicPartition, int]] = {}
+        self._fetching: set[TopicPartition] = set()
+        self._buffer: list[ConsumerRecord] = []
+        self._paused: set[TopicPartition] = set()
+        self._closed = False
+
+    # --------------------------------------------------------------------- assignment
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Read exactly these partitions (replacing any earlier assignment)."""
+        wanted = [TopicPartition(topic, partition) for topic, partition in partitions]
+        for tp in wanted:
+            count = self.metadata.partition_count(tp.topic)
+            if not 0 <= tp.partition < count:
+                raise ValueError(f"{tp.topic} has partitions 0..{count - 1}, not {tp.partition}")
+        self._positions = {tp: self._positions.get(tp) for tp in wanted}
+        self._drop_fetches(lambda tp: tp not in self._positions)
+        self._fetch_positions = {tp: offset for tp, offset in self._fetch_positions.items()
+                                 if tp in self._positions}
+
+    def assign_topics(self, topics: Iterable[str]) -> None:
+        """Read every partition of these topics."""
+        self.assign(
+            (topic, partition)
+            for topic in topics
+            for partition in range(self.metadata.partition_count(topic))
+        )
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._positions)
+
+    def pause(self, *partitions: tuple[str, int]) -> None:
+        self._paused.update(TopicPartition(*tp) for tp in partitions)
+        self._drop_fetches(lambda tp: tp in self._paused)
+
+    def resume(self, *partitions: tuple[str, int]) -> None:
+        self._paused.difference_update(TopicPartition(*tp) for tp in partitions)
+
+    # ---------------------------------------------------------------------- positions
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Read `topic`-`partition` from `offset` next (rewind or skip)."""
+        tp = TopicPartition(topic, partition)
+        if tp not in self._positions:
+            raise ValueError(f"{topic}-{partition} is not assigned to this consumer")
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be a non-negative int, got {offset!r}")
+        self._positions[tp] = offset
+        self._fetch_positions.pop(tp, None)
+        self._drop_fetches(lambda candidate: candidate == tp)
+
+    def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
+        targets = [TopicPartition(*tp) for tp in partitions] or list(self._positions)
+        for tp, offset in self.beginning_offsets(targets).items():
+            self.seek(tp.topic, tp.partition, offset)
+
+    def seek_to_end(self, *partitions: tuple[str, int]) -> None:
+        targets = [TopicPartition(*tp) for tp in partitions] or list(self._positions)
+        for tp, offset in self.end_offsets(targets).items():
+            self.seek(tp.topic, tp.partition, offset)
+
+    def position(self, topic: str, partition: int) -> int:
+        tp = TopicPartition(topic, partition)
+        if self._positions.get(tp) is None:
+            self._reset(tp)
+        return self._positions[tp]
+
+    def _drop_fetches(self, predicate: Any) -> None:
+        for ref, (tp, _offset) in list(self._in_flight.items()):
+            if predicate(tp):
+                del self._in_flight[ref]
+                self._fetching.discard(tp)
+        for tp in [tp for tp in self._fetch_positions if predicate(tp)]:
+            del self._fetch_positions[tp]
+        self._buffer = [r for r in self._buffer
+                        if not predicate(TopicPartition(r.topic, r.partition))]
+
+    # ------------------------------------------------------------------------ offsets
+
+    def _list_offsets(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
+        for _attempt in range(20):
+            try:
+                replica = self.metadata.leader_replica(tp.topic, tp.partition, wait_s=10)
+                reply = ray.get(replica.list_offsets.remote(timestamp_ms), timeout=30)
+                return raise_for(reply)["offset"]
+            except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError):
+                self.metadata.invalidate(tp.topic)
+                time.sleep(0.1)
+        raise BrokerUnavailableError(f"no leader of {tp.topic}-{tp.partition} answered")
+
+    def beginning_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
+        return {TopicPartition(*tp): self._list_offsets(TopicPartition(*tp), -2)
+                for tp in partitions}
+
+    def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
+        """The high watermark of each partition: the offset after the last readable record."""
+        return {TopicPartition(*tp): self._list_offsets(TopicPartition(*tp), -1)
+                for tp in partitions}
+
+    def offsets_for_times(
+        self, timestamps: Mapping[tuple[str, int], int]
+    ) -> dict[TopicPartition, int | None]:
+        """The first offset at or after each timestamp (ms); None where no record is that new."""
+        return {TopicPartition(*tp): self._list_offsets(TopicPartition(*tp), ts)
+                for tp, ts in timestamps.items()}
+
+    def _reset(self, tp: TopicPartition) -> None:
+        policy = self.config.auto_offset_reset
+        if policy == "none":
+            raise NoOffsetForPartitionError(
+                f"{tp.topic}-{tp.partition} has no position and auto.offset.reset=none: "
+                "seek() first, or use earliest/latest"
+            )
+        self._positions[tp] = self._list_offsets(tp, -2 if policy == "earliest" else -1)
+
+    # --------------------------------------------------------------------------- poll
+
+    def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records from the assigned partitions, waiting up to `timeout_ms` for some."""
+        if self._closed:
+            raise RafkaError("this consumer is closed")
+        limit = max_records or self.config.max_poll_records
+        deadline = time.monotonic() + timeout_ms / 1000
+        while len(self._buffer) < limit:
+            self._start_fetches()
+            remaining = deadline - time.monotonic()
+            if not self._in_flight:
+                if remaining <= 0:
+                    break
+                time.sleep(min(remaining, 0.05))
+                continue
+            wait = max(remaining, 0) if not self._buffer else 0
+            done, _ = ray.wait(list(self._in_flight), num_returns=1, timeout=wait)
+            if not done:
+                break
+            for ref in done:
+                self._complete(ref)
+            if self._buffer and time.monotonic() >= deadline:
+                break
+        records, self._buffer = self._buffer[:limit], self._buffer[limit:]
+        for record in records:
+            self._positions[TopicPartition(record.topic, record.partition)] = record.offset + 1
+        # A partition whose buffer is drained is at its fetch position (past compaction gaps).
+        waiting = {TopicPartition(r.topic, r.partition) for r in self._buffer}
+        for tp, fetched in self._fetch_positions.items():
+            if tp not in waiting and tp in self._positions:
+                self._positions[tp] = fetched
+        return records
+
+    def _start_fetches(self) -> None:
+        for tp, position in self._positions.items():
+            if tp in self._fetching or tp in self._paused:
+                continue
+            if position is None:
+                self._reset(tp)
+            position = self._fetch_positions.get(tp, self._positions[tp])
+            try:
+                replica = self.metadata.leader_replica(tp.topic, tp.partition)
+            except BrokerUnavailableError:
+                continue  # no leader now: try again on the next round
+            ref = replica.fetch.remote(
+                position,
+                self.config.max_partition_fetch_bytes,
+                max_wait_ms=self.config.fetch_max_wait_ms,
+                min_bytes=self.config.fetch_min_bytes,
+            )
+            self._in_flight[ref] = (tp, position)
+            self._fetching.add(tp)
+
+    def _complete(self, ref: Any) -> None:
+        tp, position = self._in_flight.pop(ref)
+        self._fetching.discard(tp)
+        if tp not in self._positions or self._fetch_positions.get(
+            tp, self._positions[tp]
+        ) != position:
+            return  # sought elsewhere meanwhile
+        try:
+            reply = ray.get(ref)
+        except Exception:  # the leader's actor died
+            self.metadata.invalidate(tp.topic)
+            return
+        code = reply.get("error", 0)
+        if code in _RETRIABLE:
+            self.metadata.invalidate(tp.topic)
+            return
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if self.config.auto_offset_reset == "none":
+                raise OffsetOutOfRangeError(reply["message"])
+            self._positions[tp] = None
+            self._fetch_positions.pop(tp, None)
+            return
+        raise_for(reply)
+        if not reply["records"]:
+            return
+        topic, partition = tp
+        self._buffer.extend(
+            ConsumerRecord(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers)
+            for r in decode_batches(reply["records"], min_offset=position)
+        )
+        # After the last batch, not the last record: compaction leaves gaps at batch ends.
+        self._fetch_positions[tp] = reply["next_offset"]
+
+    def close(self) -> None:
+        self._closed = True
+        self._in_flight.clear()
+        self._fetching.clear()
+        self._buffer.clear()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,174 @@
+"""Errors of the actor layer, and the Kafka error codes that carry them between actors.
+
+Replies between actors carry an error *code* (Kafka's numbers and names) rather than a raised
+exception: that keeps the hot path free of exception pickling, and each client turns a code into
+the typed exception below. The errors of the layers underneath are re-exported, so that users
+import every error from one place.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from coordination.errors import (  # noqa: F401 - re-exported for users
+    CoordinationError,
+    InvalidTopicError,
+    UnknownTopicError,
+)
+from logstore.errors import (  # noqa: F401 - re-exported for users
+    CorruptRecordError,
+    FencedLeaderEpochError,
+    InvalidConfigError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+
+
+class ErrorCode(IntEnum):
+    """Kafka's error codes, the ones rafka answers with."""
+
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    MESSAGE_TOO_LARGE = 10
+    STALE_CONTROLLER_EPOCH = 11
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    INVALID_PRODUCER_EPOCH = 47
+    KAFKA_STORAGE_ERROR = 56
+    NOT_CONTROLLER = 41
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    INVALID_RECORD = 87
+
+
+class RafkaError(Exception):
+    """Base of the actor layer's errors. `retriable` errors may succeed if tried again."""
+
+    retriable = False
+
+
+class NotLeaderError(RafkaError):
+    """The replica asked is not the partition's leader (Kafka: NOT_LEADER_OR_FOLLOWER)."""
+
+    retriable = True
+
+    def __init__(self, message: str, leader: int | None = None) -> None:
+        super().__init__(message)
+        self.leader = leader
+
+
+class UnknownLeaderEpochError(RafkaError):
+    """The request carried a leader epoch newer than the replica knows yet: try again."""
+
+    retriable = True
+
+
+class NotEnoughReplicasError(RafkaError):
+    """acks=all and the ISR is smaller than min.insync.replicas: nothing was appended."""
+
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(RafkaError):
+    """Appended, but the ISR shrank below min.insync.replicas before it was replicated."""
+
+    retriable = True
+
+
+class RequestTimedOutError(RafkaError):
+    """No answer in time (request.timeout.ms, or acks=all waiting for the ISR)."""
+
+    retriable = True
+
+
+class InvalidRequiredAcksError(RafkaError):
+    """acks must be 0, 1 or "all" (-1)."""
+
+
+class OutOfOrderSequenceError(RafkaError):
+    """An idempotent producer's batch is not the next one the leader expects: resend in order."""
+
+    retriable = True
+
+
+class InvalidProducerEpochError(RafkaError):
+    """A newer instance of this idempotent producer exists; this one is fenced."""
+
+
+class KafkaStorageError(RafkaError):
+    """The replica's log could not be read or written."""
+
+    retriable = True
+
+
+class UnknownPartitionError(RafkaError, ValueError):
+    """The topic exists but has no such partition."""
+
+
+class BrokerUnavailableError(RafkaError):
+    """A broker or replica actor is gone (it died, or was never started)."""
+
+    retriable = True
+
+
+class LeaderNotAvailableError(BrokerUnavailableError):
+    """The partition has no leader now (Kafka: LEADER_NOT_AVAILABLE): its in-sync replicas
+    are all down. With unclean leader election off it stays so until one of them returns."""
+
+
+class CommitFailedError(RafkaError):
+    """An offset commit did not complete: the group rebalanced or the commit timed out."""
+
+
+_ERRORS: dict[ErrorCode, type[Exception]] = {
+    ErrorCode.OFFSET_OUT_OF_RANGE: OffsetOutOfRangeError,
+    ErrorCode.CORRUPT_MESSAGE: CorruptRecordError,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: UnknownPartitionError,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: NotLeaderError,
+    ErrorCode.REQUEST_TIMED_OUT: RequestTimedOutError,
+    ErrorCode.MESSAGE_TOO_LARGE: RecordTooLargeError,
+    ErrorCode.NOT_ENOUGH_REPLICAS: NotEnoughReplicasError,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: NotEnoughReplicasAfterAppendError,
+    ErrorCode.INVALID_REQUIRED_ACKS: InvalidRequiredAcksError,
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: OutOfOrderSequenceError,
+    ErrorCode.INVALID_PRODUCER_EPOCH: InvalidProducerEpochError,
+    ErrorCode.KAFKA_STORAGE_ERROR: KafkaStorageError,
+    ErrorCode.FENCED_LEADER_EPOCH: FencedLeaderEpochError,
+    ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
+    ErrorCode.INVALID_RECORD: InvalidRecordError,
+}
+
+_CODES = {error: code for code, error in _ERRORS.items()}
+
+
+def error_reply(code: ErrorCode, message: str, **details: Any) -> dict[str, Any]:
+    """The reply an actor sends instead of raising."""
+    return {"error": int(code), "message": message, **details}
+
+
+def code_for(error: BaseException) -> ErrorCode | None:
+    """The code of a known error, to reply with; None for anything unexpected."""
+    for cls in type(error).__mro__:
+        if cls in _CODES:
+            return _CODES[cls]
+    return None
+
+
+def raise_for(reply: dict[str, Any]) -> dict[str, Any]:
+    """Return `reply` if it carries no error, else raise the typed error its code stands for."""
+    code = reply.get("error", 0)
+    if not code:
+        return reply
+    error = _ERRORS.get(ErrorCode(code), RafkaError)
+    message = reply.get("message", ErrorCode(code).name)
+    if error is NotLeaderError:
+        raise NotLeaderError(message, leader=reply.get("leader"))
+    raise error(message)

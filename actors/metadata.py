@@ -1,0 +1,148 @@
+"""Client-side cluster metadata: which broker leads each partition, and the actor to send to.
+
+Any process in the Ray cluster can build one from the cluster's namespace: the brokers are named
+actors there. The cache is refreshed when a request fails with a "not leader"-style error, as
+Kafka's clients do.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+import ray
+from ray.util import list_named_actors
+
+from actors.errors import (
+    BrokerUnavailableError,
+    LeaderNotAvailableError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
+from actors.naming import broker_name, replica_name
+
+
+class MetadataCache:
+    """Topic metadata from the brokers, and actor handles by name, shared by client threads."""
+
+    def __init__(self, namespace: str, *, refresh_timeout_s: float = 30.0) -> None:
+        self.namespace = namespace
+        self.refresh_timeout_s = refresh_timeout_s
+        self._lock = threading.Lock()
+        self._topics: dict[str, dict[int, dict[str, Any]]] = {}
+        self._brokers: list[int] = []
+        self._handles: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------------- handles
+
+    def handle(self, name: str) -> Any:
+        handle = self._handles.get(name)
+        if handle is None:
+            handle = ray.get_actor(name, namespace=self.namespace)
+            self._handles[name] = handle
+        return handle
+
+    def forget(self, name: str) -> None:
+        self._handles.pop(name, None)
+
+    def broker_ids(self) -> list[int]:
+        """The brokers whose actors exist in the namespace (alive or being restarted)."""
+        prefix = broker_name(0)[:-1]
+        ids = []
+        for entry in list_named_actors(all_namespaces=True):
+            name = entry["name"]
+            if entry["namespace"] == self.namespace and name.startswith(prefix):
+                suffix = name[len(prefix):]
+                if suffix.isdigit():
+                    ids.append(int(suffix))
+        return sorted(ids)
+
+    # ------------------------------------------------------------------------ metadata
+
+    def refresh(self, topics: list[str] | None = None) -> dict[str, Any]:
+        """Ask a live broker for metadata; try the others when one does not answer."""
+        candidates = self._brokers or self.broker_ids()
+        candidates = random.sample(candidates, len(candidates))
+        last_error: BaseException | None = None
+        for broker in candidates:
+            name = broker_name(broker)
+            try:
+                reply = ray.get(
+                    self.handle(name).metadata.remote(topics), timeout=self.refresh_timeout_s
+                )
+            except Exception as error:  # dead or unreachable broker: try the next
+                self.forget(name)
+                last_error = error
+                continue
+            with self._lock:
+                self._brokers = reply["brokers"] or self._brokers
+                for topic, partitions in reply["topics"].items():
+                    self._topics[topic] = {int(p): info for p, info in partitions.items()}
+                if topics is not None:
+                    for topic in topics:
+                        if topic not in reply["topics"]:
+                            self._topics.pop(topic, None)
+            return reply
+        raise BrokerUnavailableError(
+            f"no broker of namespace {self.namespace!r} answered a metadata request "
+            f"(tried {candidates}): is the cluster running? ({last_error!r})"
+        )
+
+    def partitions(self, topic: str) -> dict[int, dict[str, Any]]:
+        """The partitions of `topic`, fetching metadata once if unknown."""
+        found = self._topics.get(topic)
+        if found is None:
+            self.refresh([topic])
+            found = self._topics.get(topic)
+            if found is None:
+                raise UnknownTopicError(
+                    f"topic {topic!r} does not exist: create it first "
+                    f"(cluster.create_topic or `rafka topics create`)"
+                )
+        return found
+
+    def partition_count(self, topic: str) -> int:
+        return len(self.partitions(topic))
+
+    def leader(self, topic: str, partition: int) -> int:
+        partitions = self.partitions(topic)
+        if partition not in partitions:
+            raise UnknownPartitionError(
+                f"topic {topic!r} has partitions 0..{len(partitions) - 1}, not {partition}"
+            )
+        return partitions[partition]["leader"]
+
+    def leader_replica(self, topic: str, partition: int, wait_s: float = 0.0) -> Any:
+        """The actor of the partition's current leader, waiting up to `wait_s` for one."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            leader = self.leader(topic, partition)
+            if leader >= 0:
+                try:
+                    return self.handle(replica_name(topic, partition, leader))
+                except ValueError:
+                    pass  # the broker has not created it yet, or it just died
+            # What we know is stale: the next call asks the brokers again.
+            self.invalidate(topic)
+            if time.monotonic() >= deadline:
+                if leader < 0:
+                    raise LeaderNotAvailableError(
+                        f"{topic}-{partition} has no leader: every in-sync replica is down; "
+                        "start one of its brokers (or, accepting data loss, enable "
+                        "unclean.leader.election.enable on the topic)"
+                    )
+                raise BrokerUnavailableError(
+                    f"{topic}-{partition} has no live leader (broker {leader} is named, but its "
+                    "replica is gone): wait for the controller to elect another"
+                )
+            time.sleep(0.1)
+
+    def invalidate(self, topic: str) -> None:
+        """Forget the leaders of `topic` and their handles (after a "not leader" answer)."""
+        with self._lock:
+            partitions = self._topics.pop(topic, None)
+        for partition, info in (partitions or {}).items():
+            if info["leader"] >= 0:
+                self.forget(replica_name(topic, partition, info["leader"]))

@@ -1,0 +1,236 @@
+"""The replication arithmetic of one partition, with no I/O: what a leader knows of its followers,
+the ISR it proposes, its high watermark, and where a new follower truncates (KIP-101).
+
+The PartitionReplica actor feeds it fetches and appends and does what it answers: write the ISR
+to ZooKeeper, truncate the log, wake waiting producers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+@dataclass
+class FollowerProgress:
+    """What the leader has seen of one follower, from its fetches."""
+
+    log_end_offset: int = 0
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    # The leader's log end offset when this follower last fetched: a follower that reaches it by
+    # its next fetch was caught up at the time of the previous one.
+    last_fetch_leader_log_end_offset: int = 0
+
+
+@dataclass
+class LeaderState:
+    """A partition leader's view of its replicas, as Kafka's `Partition` keeps it.
+
+    `isr` always contains the leader. The high watermark is the smallest log end offset in the
+    ISR and never moves back while this broker leads.
+    """
+
+    leader_id: int
+    replicas: tuple[int, ...]
+    isr: frozenset[int]
+    leader_epoch: int
+    # The first offset of this leader's epoch: a follower joins the ISR only once it holds it.
+    epoch_start_offset: int
+    high_watermark: int
+    followers: dict[int, FollowerProgress] = field(default_factory=dict)
+
+    @classmethod
+    def become_leader(
+        cls,
+        leader_id: int,
+        replicas: Iterable[int],
+        isr: Iterable[int],
+        leader_epoch: int,
+        log_end_offset: int,
+        high_watermark: int,
+        now_ms: int,
+    ) -> LeaderState:
+        replicas = tuple(replicas)
+        isr = frozenset(isr) | {leader_id}
+        # Followers in the ISR get a fresh lag clock: they cannot have fetched from a leader that
+        # did not exist until now.
+        followers = {
+            replica: FollowerProgress(
+                log_end_offset=UNDEFINED_OFFSET if replica not in isr else 0,
+                last_caught_up_ms=now_ms if replica in isr else 0,
+            )
+            for replica in replicas
+            if replica != leader_id
+        }
+        return cls(
+            leader_id,
+            replicas,
+            isr,
+            leader_epoch,
+            epoch_start_offset=log_end_offset,
+            high_watermark=min(high_watermark, log_end_offset),
+            followers=followers,
+        )
+
+    def record_follower_fetch(
+        self, follower_id: int, fetch_offset: int, leader_log_end_offset: int, now_ms: int
+    ) -> None:
+        """A follower fetched at `fetch_offset`: that is its log end offset now."""
+        progress = self.followers.setdefault(follower_id, FollowerProgress())
+        if fetch_offset >= leader_log_end_offset:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
+        elif fetch_offset >= progress.last_fetch_leader_log_end_offset:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        progress.log_end_offset = fetch_offset
+        progress.last_fetch_leader_log_end_offset = leader_log_end_offset
+        progress.last_fetch_ms = now_ms
+
+    def followers_to_add(self) -> set[int]:
+        """Followers outside the ISR that have caught up to the high watermark in this epoch."""
+        return {
+            follower
+            for follower, progress in self.followers.items()
+            if follower not in self.isr
+            and follower in self.replicas
+            and progress.log_end_offset >= self.high_watermark
+            and progress.log_end_offset >= self.epoch_start_offset
+        }
+
+    def followers_to_remove(
+        self, leader_log_end_offset: int, now_ms: int, lag_time_max_ms: int
+    ) -> set[int]:
+        """ISR followers that have not caught up for longer than `replica.lag.time.max.ms`.
+
+        A follower level with the leader is in sync however long ago it fetched, as in Kafka: a
+        dead broker is taken out of the ISR by the controller, through ZooKeeper.
+        """
+        return {
+            follower
+            for follower in self.isr - {self.leader_id}
+            if (progress := self.followers.get(follower)) is not None
+            and progress.log_end_offset < leader_log_end_offset
+            and now_ms - progress.last_caught_up_ms > lag_time_max_ms
+        }
+
+    def apply_isr(self, isr: Iterable[int]) -> None:
+        """The ISR as written to ZooKeeper (always including the leader)."""
+        self.isr = frozenset(isr) | {self.leader_id}
+
+    def candidate_high_watermark(self, leader_log_end_offset: int) -> int:
+        ends = [leader_log_end_offset]
+        for follower in self.isr - {self.leader_id}:
+            progress = self.followers.get(follower)
+            ends.append(progress.log_end_offset if progress else 0)
+        return min(ends)
+
+    def advance_high_watermark(self, leader_log_end_offset: int) -> bool:
+        """Move the high watermark to the ISR's smallest log end offset; True if it moved."""
+        candidate = self.candidate_high_watermark(leader_log_end_offset)
+        if candidate > self.high_watermark:
+            self.high_watermark = candidate
+            return True
+        return False
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """A new follower's next step: truncate at `offset`, or first ask the leader about `epoch`."""
+
+    offset: int | None = None
+    ask_epoch: int | None = None
+
+
+def follower_truncation(
+    leader_answer: tuple[int, int],
+    local_end_offset_for_epoch: Callable[[int], tuple[int, int]],
+    local_log_end_offset: int,
+    local_high_watermark: int,
+) -> Truncation:
+    """Where a new follower truncates before fetching (KIP-101, with KIP-279's extra rounds).
+
+    The follower asked the leader for the end of one of its epochs; `leader_answer` is
+    `(epoch, end_offset)`: the largest epoch the leader knows at or below the one asked, and
+    where that epoch ends on the leader. Both logs agree up to the point where that epoch ends on
+    both; past it the follower's records may diverge and go.
+    """
+    leader_epoch, leader_end_offset = leader_answer
+    if leader_epoch == UNDEFINED_EPOCH or leader_end_offset == UNDEFINED_OFFSET:
+        # The leader knows no epoch this old: fall back to the high watermark, as Kafka does.
+        return Truncation(offset=min(local_high_watermark, local_log_end_offset))
+    local_epoch, local_end_offset = local_end_offset_for_epoch(leader_epoch)
+    if local_epoch == leader_epoch:
+        return Truncation(offset=min(leader_end_offset, local_end_offset, local_log_end_offset))
+    if local_epoch == UNDEFINED_EPOCH:
+        # Every local epoch is newer than anything the leader knows: nothing here is shared.
+        return Truncation(offset=min(leader_end_offset, local_high_watermark, local_log_end_offset))
+    # The follower never had the leader's epoch: ask about the one it had before (KIP-279).
+    return Truncation(ask_epoch=local_epoch)
+
+
+@dataclass(frozen=True)
+class Election:
+    """The controller's choice for one partition."""
+
+    leader: int  # -1 when no replica may lead: the partition is offline
+    isr: tuple[int, ...]
+    unclean: bool = False
+
+    @property
+    def offline(self) -> bool:
+        return self.leader < 0
+
+
+NO_LEADER = -1
+
+
+def elect_leader(
+    assignment: Iterable[int],
+    isr: Iterable[int],
+    live_brokers: set[int],
+    *,
+    unclean_leader_election: bool = False,
+) -> Election:
+    """Offline-partition election: the first live ISR member in assignment order leads.
+
+    With no live ISR member, `unclean.leader.election.enable` lets the first live replica lead
+    (it may lack acknowledged records: the checker reports that as loss); otherwise the partition
+    stays offline and keeps its ISR, so that the first ISR member to return leads it cleanly.
+    """
+    assignment = list(assignment)
+    isr = list(isr)
+    live_isr = [replica for replica in isr if replica in live_brokers]
+    for replica in assignment:
+        if replica in live_isr:
+            return Election(replica, tuple(live_isr))
+    if unclean_leader_election:
+        for replica in assignment:
+            if replica in live_brokers:
+                return Election(replica, (replica,), unclean=True)
+    return Election(NO_LEADER, tuple(isr))
+
+
+def elect_preferred_leader(
+    assignment: Iterable[int], current_leader: int, isr: Iterable[int], live_brokers: set[int]
+) -> int | None:
+    """The preferred replica (first assigned) if it should take leadership back, else None."""
+    assignment = list(assignment)
+    if not assignment:
+        return None
+    preferred = assignment[0]
+    if preferred != current_leader and preferred in set(isr) and preferred in live_brokers:
+        return preferred
+    return None
+
+
+def remove_from_isr(isr: Iterable[int], broker_id: int) -> tuple[int, ...]:
+    """The ISR without a broker that died, keeping its last member if it was the only one.
+
+    Kafka keeps the last ISR member of an offline partition, so that it can lead again cleanly.
+    """
+    isr = tuple(isr)
+    remaining = tuple(replica for replica in isr if replica != broker_id)
+    return remaining or isr

@@ -1,0 +1,123 @@
+"""Every znode path of a cluster, in one place (DESIGN.md, "ZooKeeper layout").
+
+Paths are relative to the cluster's chroot (`/rafka/<cluster-name>` by default), and the names
+are Kafka's, so a Kafka operator finds their way around with `zkCli.sh`. Every function validates
+the names it splices into a path, so no caller can build a path that climbs out of its parent.
+"""
+
+from __future__ import annotations
+
+from coordination.validation import (
+    validate_broker_id,
+    validate_cluster_name,
+    validate_group_id,
+    validate_member_id,
+    validate_partition,
+    validate_topic_name,
+)
+
+DEFAULT_ROOT = "/rafka"
+"""Clusters live side by side under this znode, each in `<root>/<cluster-name>`."""
+
+BROKERS = "/brokers"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG = "/config"
+TOPIC_CONFIGS = "/config/topics"
+ADMIN = "/admin"
+DELETE_TOPICS = "/admin/delete_topics"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+"""Kafka's name for the sequential notification znodes: `isr_change_0000000042`."""
+CONSUMERS = "/consumers"
+
+PERSISTENT_PATHS = (
+    BROKER_IDS,
+    TOPICS,
+    TOPIC_CONFIGS,
+    DELETE_TOPICS,
+    ISR_CHANGE_NOTIFICATION,
+    CONSUMERS,
+)
+"""The persistent containers that `ClusterStore.ensure_layout()` creates (parents included)."""
+
+
+def cluster_chroot(cluster: str, root: str = DEFAULT_ROOT) -> str:
+    """The chroot of a cluster: `/rafka/<cluster>` by default."""
+    return f"{root.rstrip('/')}/{validate_cluster_name(cluster)}"
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{validate_broker_id(broker_id)}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{validate_topic_name(topic)}"
+
+
+def topic_partitions_path(topic: str) -> str:
+    return f"{topic_path(topic)}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{topic_partitions_path(topic)}/{validate_partition(partition)}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{partition_path(topic, partition)}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{TOPIC_CONFIGS}/{validate_topic_name(topic)}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{validate_topic_name(topic)}"
+
+
+def isr_change_path(name: str) -> str:
+    """One notification, by the child name ZooKeeper gave it (`isr_change_0000000042`)."""
+    if not name.startswith(ISR_CHANGE_PREFIX) or not name[len(ISR_CHANGE_PREFIX) :].isdigit():
+        raise ValueError(
+            f"{name!r} is not an ISR change notification name; expected "
+            f"'{ISR_CHANGE_PREFIX}<sequence number>' as listed under {ISR_CHANGE_NOTIFICATION}"
+        )
+    return f"{ISR_CHANGE_NOTIFICATION}/{name}"
+
+
+def group_path(group: str) -> str:
+    return f"{CONSUMERS}/{validate_group_id(group)}"
+
+
+def group_ids_path(group: str) -> str:
+    return f"{group_path(group)}/ids"
+
+
+def member_path(group: str, member: str) -> str:
+    return f"{group_ids_path(group)}/{validate_member_id(member)}"
+
+
+def group_owners_path(group: str) -> str:
+    return f"{group_path(group)}/owners"
+
+
+def owner_topic_path(group: str, topic: str) -> str:
+    return f"{group_owners_path(group)}/{validate_topic_name(topic)}"
+
+
+def owner_path(group: str, topic: str, partition: int) -> str:
+    return f"{owner_topic_path(group, topic)}/{validate_partition(partition)}"
+
+
+def group_offsets_path(group: str) -> str:
+    return f"{group_path(group)}/offsets"
+
+
+def offset_topic_path(group: str, topic: str) -> str:
+    return f"{group_offsets_path(group)}/{validate_topic_name(topic)}"
+
+
+def offset_path(group: str, topic: str, partition: int) -> str:
+    return f"{offset_topic_path(group, topic)}/{validate_partition(partition)}"

@@ -1,0 +1,116 @@
+"""Validation of every name that becomes a znode name: topics, groups, members, brokers, clusters.
+
+A name is spliced into a ZooKeeper path, so anything outside a small alphabet could climb out of
+its parent (`..`, `/`) or produce a path ZooKeeper rejects. The rules for topics are Kafka's
+(`Topic.validate`): 1 to 249 characters of `[A-Za-z0-9._-]`, and neither `.` nor `..`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from coordination.errors import (
+    InvalidBrokerIdError,
+    InvalidClusterNameError,
+    InvalidGroupIdError,
+    InvalidMemberIdError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+)
+
+MAX_NAME_LENGTH = 249
+"""Kafka's limit for topic names; used for every name here so one rule fits all."""
+
+MAX_BROKER_ID = 2**31 - 1
+"""Broker ids are Java ints in Kafka."""
+
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
+# Kafka's old consumers name members `<group>_<host>-<time>-<uuid>`; the seeds write
+# `host:uuid`, so members may also use ':' (legal in a znode name).
+_MEMBER = re.compile(r"[A-Za-z0-9._:-]+")
+
+_ALLOWED = f"1 to {MAX_NAME_LENGTH} characters of ASCII letters, digits, '.', '_' and '-'"
+
+
+def _problem(name: object, pattern: re.Pattern[str]) -> str | None:
+    """Why `name` is not a legal znode name under `pattern`, or None if it is."""
+    if not isinstance(name, str):
+        return f"must be a string, got {type(name).__name__}"
+    if not name:
+        return "must not be empty"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"is {len(name)} characters long"
+    if name in (".", ".."):
+        return "must not be '.' or '..'"
+    if not pattern.fullmatch(name):
+        bad = sorted({char for char in name if not pattern.fullmatch(char)})
+        return f"contains {''.join(bad)!r}"
+    return None
+
+
+def validate_topic_name(name: str) -> str:
+    """Return `name` if it is a legal topic name, else raise `InvalidTopicError`."""
+    problem = _problem(name, _NAME)
+    if problem:
+        raise InvalidTopicError(
+            f"topic name {name!r} {problem}: a topic name is {_ALLOWED}, and not '.' or '..'"
+        )
+    return name
+
+
+def validate_group_id(group: str) -> str:
+    """Return `group` if it is a legal consumer group id, else raise `InvalidGroupIdError`."""
+    problem = _problem(group, _NAME)
+    if problem:
+        raise InvalidGroupIdError(
+            f"consumer group id {group!r} {problem}: a group id is {_ALLOWED}, "
+            f"and not '.' or '..' (it becomes the znode /consumers/<group>)"
+        )
+    return group
+
+
+def validate_member_id(member: str) -> str:
+    """Return `member` if it is a legal group member id, else raise `InvalidMemberIdError`."""
+    problem = _problem(member, _MEMBER)
+    if problem:
+        raise InvalidMemberIdError(
+            f"consumer member id {member!r} {problem}: a member id is 1 to {MAX_NAME_LENGTH} "
+            f"characters of ASCII letters, digits, '.', '_', '-' and ':', such as "
+            f"'host:uuid', and not '.' or '..'"
+        )
+    return member
+
+
+def validate_cluster_name(name: str) -> str:
+    """Return `name` if it is a legal cluster name, else raise `InvalidClusterNameError`."""
+    problem = _problem(name, _NAME)
+    if problem:
+        raise InvalidClusterNameError(
+            f"cluster name {name!r} {problem}: a cluster name is {_ALLOWED}, and not '.' or "
+            f"'..' (the cluster lives under the ZooKeeper chroot /rafka/<name>)"
+        )
+    return name
+
+
+def validate_broker_id(broker_id: int) -> int:
+    """Return `broker_id` if it is a non-negative 32-bit int, else raise `InvalidBrokerIdError`."""
+    # bool is an int subclass, but True as a broker id is certainly a mistake.
+    if (
+        not isinstance(broker_id, int)
+        or isinstance(broker_id, bool)
+        or not 0 <= broker_id <= MAX_BROKER_ID
+    ):
+        raise InvalidBrokerIdError(
+            f"broker id {broker_id!r} is not allowed: a broker id is an int from 0 to "
+            f"{MAX_BROKER_ID} (Kafka's broker.id)"
+        )
+    return broker_id
+
+
+def validate_partition(partition: int) -> int:
+    """Return `partition` if it is a non-negative int index, else raise `InvalidPartitionsError`."""
+    if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+        raise InvalidPartitionsError(
+            f"partition {partition!r} is not allowed: a partition is an int index from 0"
+        )
+    return partition

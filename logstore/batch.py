@@ -1,0 +1,679 @@
+"""Record batch codec: the unit on disk and between actors (DESIGN.md, "Record batches").
+
+Layout, big-endian, 61-byte header followed by the records::
+
+    base_offset int64 | length int32 | leader_epoch int32 | magic int8 | crc uint32 |
+    attributes int16 | last_offset_delta int32 | first_timestamp int64 | max_timestamp int64 |
+    producer_id int64 | producer_epoch int16 | base_sequence int32 | record_count int32 | records
+
+``length`` counts the bytes after itself; the CRC (zlib's CRC-32) covers every byte after the
+crc field. ``base_offset`` and ``leader_epoch`` sit outside the CRC so a leader stamps them
+without touching the records, as in Kafka's v2 batches. ``records`` is a msgpack array of
+``[offset_delta, timestamp_delta, key, value, headers]``, compressed as a whole when the
+attributes say so.
+
+Who calls what:
+
+* producers: :func:`build_batch`;
+* the leader, on bytes from outside the cluster: :func:`validate_batch` /
+  :func:`validate_batches`, then :func:`stamp_batch` (done by ``Log.append_as_leader``);
+* consumers: :func:`iter_batches`, :func:`decode_records`, :func:`decode_batches`.
+
+Nothing here ever unpickles: msgpack only.
+"""
+
+from __future__ import annotations
+
+import gc
+import struct
+import time
+import zlib
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+import msgpack
+
+from logstore import compression as _compression
+from logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+
+MAGIC = 2
+HEADER_SIZE = 61
+# base_offset + length: the bytes that precede what ``length`` counts (Kafka's LOG_OVERHEAD).
+LOG_OVERHEAD = 12
+MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+# Everything from the attributes field on is covered by the CRC.
+CRC_COVERAGE_START = 21
+RECORDS_START = HEADER_SIZE
+
+# Attributes bits, as in Kafka.
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+CONTROL_FLAG_MASK = 0x20
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+
+INT32_MAX = 2**31 - 1
+
+# How much larger than message.max.bytes decompressed records may be. Generous for real data
+# (ratios above 10 are rare) and still a hard bound against compression bombs.
+MAX_DECOMPRESSION_RATIO = 32
+# The bound used by consumers, who do not know the topic's message.max.bytes.
+DEFAULT_MAX_DECOMPRESSED_SIZE = MAX_DECOMPRESSION_RATIO * 1048588
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_FRAMING = struct.Struct(">qi")  # base_offset, length
+_STAMP = struct.Struct(">qii")  # base_offset, length, leader_epoch: the bytes a leader rewrites
+_BEFORE_CRC_END = struct.Struct(">qiibI")  # the 21 bytes up to and including the crc
+_AFTER_CRC = struct.Struct(">hiqqqhii")  # the 40 header bytes covered by the CRC
+assert _HEADER.size == HEADER_SIZE
+
+_tuple_new = tuple.__new__
+_BYTES_TYPES = (bytes, bytearray, memoryview)
+_KEY_TYPES = frozenset((bytes, type(None)))
+
+
+class BatchHeader(NamedTuple):
+    """The 61-byte header of a batch, as read from the wire or the disk."""
+
+    base_offset: int
+    length: int
+    leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the batch, header included."""
+        return self.length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        """Codec id (see :mod:`logstore.compression`)."""
+        return self.attributes & COMPRESSION_CODEC_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """``CREATE_TIME`` (0) or ``LOG_APPEND_TIME`` (1)."""
+        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG_MASK)
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence number of the last record (wraps at int32 max, as Kafka's do)."""
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
+
+
+class Record(NamedTuple):
+    """One record as a consumer sees it: absolute offset and timestamp (ms)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """``sequence + increment``, wrapping past int32 max to 0 (Kafka's producer sequences)."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+# ----------------------------------------------------------------------------------- building
+
+
+def _normalise(records: Sequence[Any]) -> list[tuple[Any, Any, int, Any]]:
+    """Turn tuples or ProducerRecord-like objects into checked (key, value, ts, headers)."""
+    now_ms = None
+    out = []
+    for record in records:
+        if isinstance(record, tuple):
+            if len(record) == 4:
+                key, value, timestamp, headers = record
+            elif len(record) in (2, 3):
+                key, value, timestamp, headers = (*record, None, None)[:4]
+            else:
+                raise ValueError(
+                    "a record tuple is (key, value, timestamp_ms, headers), "
+                    f"got {len(record)} items"
+                )
+        else:
+            key = record.key
+            value = record.value
+            timestamp = getattr(record, "timestamp_ms", getattr(record, "timestamp", None))
+            headers = getattr(record, "headers", None)
+        if timestamp is None:
+            if now_ms is None:
+                now_ms = time.time_ns() // 1_000_000
+            timestamp = now_ms
+        if type(timestamp) is not int:
+            raise TypeError(f"record timestamp must be an int in ms, got {timestamp!r}")
+        if key is not None and not isinstance(key, _BYTES_TYPES):
+            raise TypeError(f"record key must be bytes or None, got {type(key).__name__}")
+        if value is not None and not isinstance(value, _BYTES_TYPES):
+            raise TypeError(f"record value must be bytes or None, got {type(value).__name__}")
+        if headers:
+            headers = tuple(_check_header_pair(h) for h in headers)
+        out.append((key, value, timestamp, headers or ()))
+    return out
+
+
+def _check_header_pair(pair: Any) -> tuple[str, bytes]:
+    try:
+        name, value = pair
+    except (TypeError, ValueError):
+        raise TypeError(f"a record header is a (str, bytes) pair, got {pair!r}") from None
+    if not isinstance(name, str) or not isinstance(value, _BYTES_TYPES):
+        raise TypeError(f"a record header is a (str, bytes) pair, got {pair!r}")
+    return name, value
+
+
+def build_batch(
+    records: Sequence[Any],
+    *,
+    compression: str = "none",
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    timestamp_type: int = CREATE_TIME,
+) -> bytes:
+    """Encode records into one batch with ``base_offset`` 0 and ``leader_epoch`` -1.
+
+    Each record is a tuple ``(key, value, timestamp_ms, headers)`` (``timestamp_ms`` None means
+    now, ``headers`` None or a sequence of ``(str, bytes)``; ``(key, value)`` is accepted too), or
+    an object with ``key``, ``value``, ``timestamp_ms`` and ``headers`` attributes. The leader
+    stamps the real base offset and epoch on append.
+    """
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    codec = _codec(compression)
+    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+        raise ValueError(
+            f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), got {timestamp_type!r}"
+        )
+    first = records[0]
+    entries: list[tuple[Any, ...]] | None = None
+    if type(first) is tuple and len(first) == 4:
+        # Fast path: one pass, the types checked in bulk afterwards (C loops, not Python ones).
+        try:
+            first_ts = first[2]
+            entries = [
+                (i, ts - first_ts, k, v, h or ())
+                for i, (k, v, ts, h) in enumerate(records)
+            ]
+        except (TypeError, ValueError):
+            entries = None
+        if entries is not None and not _entry_types_ok(entries):
+            entries = None
+    if entries is None:
+        normalised = _normalise(records)
+        first_ts = normalised[0][2]
+        entries = [(i, ts - first_ts, k, v, h) for i, (k, v, ts, h) in enumerate(normalised)]
+    max_ts = first_ts + max(map(itemgetter(1), entries))
+    attributes = codec | (TIMESTAMP_TYPE_MASK if timestamp_type else 0)
+    return encode_batch(
+        entries,
+        base_offset=0,
+        leader_epoch=NO_PARTITION_LEADER_EPOCH,
+        attributes=attributes,
+        last_offset_delta=len(entries) - 1,
+        first_timestamp=first_ts,
+        max_timestamp=max_ts,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        codec=codec,
+    )
+
+
+def _entry_types_ok(entries: list[tuple[Any, ...]]) -> bool:
+    _, timestamp_deltas, keys, values, headers = zip(*entries, strict=True)
+    if set(map(type, timestamp_deltas)) != {int}:
+        return False
+    if not set(map(type, keys)) <= _KEY_TYPES or not set(map(type, values)) <= _KEY_TYPES:
+        return False
+    # Non-empty headers are rare: let the slow path check their shape.
+    return not any(headers)
+
+
+def _codec(name: str) -> int:
+    return _compression.codec_id(name)
+
+
+def encode_batch(
+    entries: Sequence[Sequence[Any]],
+    *,
+    base_offset: int,
+    leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    first_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    codec: int,
+) -> bytes:
+    """Low-level encoder: ``entries`` are ``(offset_delta, timestamp_delta, key, value, headers)``.
+
+    Used by :func:`build_batch` and by the cleaner, which rebuilds batches keeping their
+    original offset deltas.
+    """
+    payload = msgpack.packb(entries, use_bin_type=True)
+    if codec:
+        payload = _compression.compress(codec, payload)
+    try:
+        tail = _AFTER_CRC.pack(
+            attributes,
+            last_offset_delta,
+            first_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(entries),
+        )
+        crc = zlib.crc32(payload, zlib.crc32(tail))
+        head = _BEFORE_CRC_END.pack(
+            base_offset, MIN_LENGTH + len(payload), leader_epoch, MAGIC, crc
+        )
+    except struct.error as exc:
+        raise ValueError(f"a batch header field is out of range: {exc}") from None
+    return b"".join((head, tail, payload))
+
+
+# ------------------------------------------------------------------------------------ reading
+
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """The header of the batch starting at ``pos`` (no CRC or length check)."""
+    try:
+        return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    except struct.error:
+        raise CorruptRecordError(
+            f"only {max(len(buf) - pos, 0)} bytes at position {pos}: a batch header is "
+            f"{HEADER_SIZE} bytes"
+        ) from None
+
+
+def check_batch(
+    view: memoryview, pos: int, *, verify_crc: bool, strict: bool
+) -> BatchHeader:
+    """Check the header of the (complete) batch at ``pos``; the framing was checked by the caller.
+
+    ``strict`` is for batches built by a producer (offset deltas exactly 0..n-1, at least one
+    record); batches already in a log may have gaps and may be empty after compaction.
+    """
+    header = BatchHeader._make(_HEADER.unpack_from(view, pos))
+    if header.magic != MAGIC:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset} has magic {header.magic}, expected {MAGIC}"
+        )
+    if verify_crc:
+        actual = zlib.crc32(view[pos + CRC_COVERAGE_START : pos + header.length + LOG_OVERHEAD])
+        if actual != header.crc:
+            raise CorruptRecordError(
+                f"batch at offset {header.base_offset} fails its CRC check "
+                f"(stored {header.crc:#010x}, computed {actual:#010x}): the bytes were damaged"
+            )
+    if header.compression not in _compression.CODEC_NAMES:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset} uses compression codec {header.compression}, "
+            f"supported: {sorted(_compression.CODEC_NAMES.items())}"
+        )
+    count, delta = header.record_count, header.last_offset_delta
+    if strict:
+        if count < 1 or delta != count - 1:
+            raise CorruptRecordError(
+                f"batch says {count} records but last_offset_delta {delta}: a producer batch has "
+                "at least one record and last_offset_delta == record_count - 1"
+            )
+    elif count < 0 or delta < 0 or count > delta + 1:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset} says {count} records but last_offset_delta "
+            f"{delta}"
+        )
+    return header
+
+
+def _frame(view: memoryview, pos: int) -> int:
+    """Size of the batch at ``pos`` from its length field; raises if the length is impossible."""
+    length = _FRAMING.unpack_from(view, pos)[1]
+    if length < MIN_LENGTH:
+        raise CorruptRecordError(
+            f"batch at byte {pos} has length {length}, less than the {MIN_LENGTH}-byte header"
+        )
+    return length + LOG_OVERHEAD
+
+
+def validate_batch(
+    buf: bytes | bytearray | memoryview,
+    max_size: int,
+    *,
+    verify_records: bool = True,
+    require_keys: bool = False,
+) -> BatchHeader:
+    """Validate exactly one batch of untrusted bytes; return its header.
+
+    Checks the framing (length not negative, not smaller than the header, not above
+    ``max_size`` -- message.max.bytes -- and matching the buffer exactly), magic, CRC and the
+    header's counts. With ``verify_records`` (the default) it also decodes the records, with
+    decompression bounded by ``MAX_DECOMPRESSION_RATIO * max_size``, and checks their shape,
+    offset deltas and timestamps; that costs one msgpack decode of the batch. ``require_keys``
+    refuses records without a key (for compacted topics: ``LogConfig.compact``).
+
+    Raises :class:`RecordTooLargeError`, :class:`CorruptRecordError` or
+    :class:`InvalidRecordError`.
+    """
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    if len(view) < LOG_OVERHEAD:
+        raise CorruptRecordError(
+            f"{len(view)} bytes is shorter than a batch's {LOG_OVERHEAD}-byte framing"
+        )
+    size = _frame(view, 0)
+    if size > max_size:
+        raise RecordTooLargeError(
+            f"batch of {size} bytes is larger than message.max.bytes={max_size}: "
+            "send smaller batches or raise the topic's message.max.bytes"
+        )
+    if size > len(view):
+        raise CorruptRecordError(
+            f"batch declares {size} bytes but only {len(view)} arrived (truncated)"
+        )
+    if size < len(view):
+        raise CorruptRecordError(
+            f"{len(view) - size} unexpected bytes after the batch (it declares {size} bytes)"
+        )
+    header = check_batch(view, 0, verify_crc=True, strict=True)
+    if verify_records:
+        _verify_records(view, 0, header, MAX_DECOMPRESSION_RATIO * max_size, require_keys)
+    return header
+
+
+def validate_batches(
+    buf: bytes | bytearray | memoryview,
+    max_size: int,
+    *,
+    verify_records: bool = True,
+    require_keys: bool = False,
+) -> list[BatchHeader]:
+    """Validate a produce request that carries one or more concatenated batches.
+
+    Each batch is checked as by :func:`validate_batch` (``max_size`` applies per batch, as
+    Kafka's message.max.bytes does); a partial batch at the end is trailing garbage. rafka's
+    producer sends one batch per partition per request, but several are accepted.
+    """
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    if not len(view):
+        raise CorruptRecordError("a produce request needs at least one batch, got 0 bytes")
+    headers = []
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < LOG_OVERHEAD:
+            raise CorruptRecordError(
+                f"{len(view) - pos} unexpected bytes after the last whole batch"
+            )
+        size = _frame(view, pos)
+        headers.append(
+            validate_batch(
+                view[pos : pos + size] if pos + size <= len(view) else view[pos:],
+                max_size,
+                verify_records=verify_records,
+                require_keys=require_keys,
+            )
+        )
+        pos += size
+    return headers
+
+
+def unpack_entries(
+    view: memoryview, pos: int, header: BatchHeader, max_decompressed_size: int
+) -> Any:
+    """The raw record entries ``(offset_delta, timestamp_delta, key, value, headers)`` of the
+    batch at ``pos`` (decompressed within ``max_decompressed_size``); the count is checked."""
+    payload: Any = view[pos + RECORDS_START : pos + header.length + LOG_OVERHEAD]
+    codec = header.attributes & COMPRESSION_CODEC_MASK
+    if codec:
+        payload = _compression.decompress(codec, payload, max_decompressed_size)
+    try:
+        # use_list=False: tuples are cheaper to build, and entries are never mutated.
+        entries = msgpack.unpackb(payload, use_list=False, raw=False)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise CorruptRecordError(
+            f"records of the batch at offset {header.base_offset} are not valid msgpack: {exc}"
+        ) from None
+    if type(entries) is not tuple or len(entries) != header.record_count:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset} says {header.record_count} records but its "
+            f"records decode to {len(entries) if type(entries) is tuple else type(entries)}"
+        )
+    return entries
+
+
+def _verify_records(
+    view: memoryview,
+    pos: int,
+    header: BatchHeader,
+    max_decompressed_size: int,
+    require_keys: bool,
+) -> None:
+    entries = unpack_entries(view, pos, header, max_decompressed_size)
+    where = f"batch at offset {header.base_offset}"
+    if any(type(e) is not tuple or len(e) != 5 for e in entries):
+        raise CorruptRecordError(
+            f"{where}: every record is [offset_delta, timestamp_delta, key, value, headers]"
+        )
+    offset_deltas, timestamp_deltas, keys, values, headers = zip(*entries, strict=True)
+    if offset_deltas != tuple(range(len(entries))):
+        raise CorruptRecordError(f"{where}: record offset deltas are not 0..{len(entries) - 1}")
+    if set(map(type, timestamp_deltas)) != {int}:
+        raise CorruptRecordError(f"{where}: record timestamp deltas must be integers")
+    if not set(map(type, keys)) <= _KEY_TYPES or not set(map(type, values)) <= _KEY_TYPES:
+        raise CorruptRecordError(f"{where}: record keys and values must be bytes or nil")
+    for record_headers in headers:
+        if type(record_headers) is not tuple:
+            raise CorruptRecordError(f"{where}: record headers must be an array")
+        for pair in record_headers:
+            if (
+                type(pair) is not tuple
+                or len(pair) != 2
+                or type(pair[0]) is not str
+                or type(pair[1]) is not bytes
+            ):
+                raise CorruptRecordError(f"{where}: a record header is a [str, bytes] pair")
+    if (
+        not header.attributes & TIMESTAMP_TYPE_MASK
+        and header.first_timestamp + max(timestamp_deltas) != header.max_timestamp
+    ):
+        raise CorruptRecordError(
+            f"{where}: max_timestamp {header.max_timestamp} is not the largest record timestamp"
+        )
+    if require_keys and None in keys:
+        raise InvalidRecordError(
+            "a compacted topic cannot accept a record without a key: set a key on every record"
+        )
+
+
+def stamped_prefix(
+    header: BatchHeader,
+    view: memoryview,
+    base_offset: int,
+    leader_epoch: int,
+    log_append_time_ms: int | None = None,
+) -> bytes:
+    """The bytes that replace the start of the batch ``view`` when a leader stamps it.
+
+    Without ``log_append_time_ms`` that is the 16 bytes of base_offset, length and leader_epoch,
+    outside the CRC. With it, the whole 61-byte header: the timestamp type becomes
+    LogAppendTime, max_timestamp the append time, and the CRC is recomputed (the records are
+    only read by zlib's CRC, never decoded).
+    """
+    if log_append_time_ms is None:
+        return _STAMP.pack(base_offset, header.length, leader_epoch)
+    tail = _AFTER_CRC.pack(
+        header.attributes | TIMESTAMP_TYPE_MASK,
+        header.last_offset_delta,
+        header.first_timestamp,
+        log_append_time_ms,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        header.record_count,
+    )
+    crc = zlib.crc32(view[RECORDS_START : header.size], zlib.crc32(tail))
+    return _BEFORE_CRC_END.pack(base_offset, header.length, leader_epoch, MAGIC, crc) + tail
+
+
+def stamp_batch(
+    buf: bytes | bytearray,
+    base_offset: int,
+    leader_epoch: int,
+    *,
+    log_append_time_ms: int | None = None,
+) -> bytes | bytearray:
+    """Stamp the base offset and leader epoch of one batch, leaving the CRC as it is.
+
+    A ``bytearray`` is stamped in place and returned; ``bytes`` are copied. With
+    ``log_append_time_ms`` (topics with message.timestamp.type=LogAppendTime) the timestamp type
+    and max_timestamp are set too and the CRC recomputed.
+    """
+    view = memoryview(buf)
+    header = read_header(view)
+    prefix = stamped_prefix(header, view, base_offset, leader_epoch, log_append_time_ms)
+    if isinstance(buf, bytearray):
+        buf[: len(prefix)] = prefix
+        return buf
+    return b"".join((prefix, view[len(prefix) :]))
+
+
+def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Split concatenated batches (a fetch result) without decoding records.
+
+    A partial batch at the end is ignored, as Kafka's consumers do when a fetch is cut by
+    ``max_bytes``. Raises :class:`CorruptRecordError` on an impossible length or a wrong magic.
+    """
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(view)
+    pos = 0
+    while end - pos >= HEADER_SIZE:
+        size = _frame(view, pos)
+        if pos + size > end:
+            return
+        header = BatchHeader._make(_HEADER.unpack_from(view, pos))
+        if header.magic != MAGIC:
+            raise CorruptRecordError(
+                f"batch at byte {pos} has magic {header.magic}, expected {MAGIC}"
+            )
+        yield header, view[pos : pos + size]
+        pos += size
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while decoding: a fetch allocates tens of thousands of record
+    tuples, which trigger young-generation collections (measured: ~40 % of decode time) although
+    records never form cycles. The previous state is restored, so a caller that disabled the
+    GC keeps it disabled."""
+    enabled = gc.isenabled()
+    if enabled:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _records(
+    view: memoryview, pos: int, header: BatchHeader, max_decompressed_size: int
+) -> list[Record]:
+    entries = unpack_entries(view, pos, header, max_decompressed_size)
+    base = header.base_offset
+    try:
+        # tuple.__new__ builds the NamedTuple in C, skipping its Python-level __new__.
+        if header.attributes & TIMESTAMP_TYPE_MASK:
+            ts = header.max_timestamp
+            return [_tuple_new(Record, (base + od, ts, k, v, h)) for od, _, k, v, h in entries]
+        first = header.first_timestamp
+        return [_tuple_new(Record, (base + od, first + td, k, v, h)) for od, td, k, v, h in entries]
+    except (TypeError, ValueError) as exc:
+        raise CorruptRecordError(
+            f"records of the batch at offset {base} have the wrong shape: {exc}"
+        ) from None
+
+
+def decode_records(
+    batch: bytes | bytearray | memoryview,
+    *,
+    verify_crc: bool = True,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> list[Record]:
+    """Decode one batch into records with absolute offsets and timestamps."""
+    view = batch if isinstance(batch, memoryview) else memoryview(batch)
+    if len(view) < LOG_OVERHEAD:
+        raise CorruptRecordError(f"{len(view)} bytes cannot hold a batch")
+    size = _frame(view, 0)
+    if size > len(view):
+        raise CorruptRecordError(f"batch declares {size} bytes but only {len(view)} are given")
+    header = check_batch(view, 0, verify_crc=verify_crc, strict=False)
+    with _gc_paused():
+        return _records(view, 0, header, max_decompressed_size)
+
+
+def decode_batches(
+    buf: bytes | bytearray | memoryview,
+    min_offset: int = 0,
+    *,
+    verify_crc: bool = True,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> list[Record]:
+    """Decode every whole batch of a fetch result, dropping records below ``min_offset``.
+
+    A fetch returns whole batches, so the first one may start before the offset the consumer
+    asked for. Control batches are skipped; a partial trailing batch is ignored.
+    """
+    out: list[Record] = []
+    with _gc_paused():
+        for header, view in iter_batches(buf):
+            if header.last_offset < min_offset or header.attributes & CONTROL_FLAG_MASK:
+                continue
+            if verify_crc:
+                check_batch(view, 0, verify_crc=True, strict=False)
+            records = _records(view, 0, header, max_decompressed_size)
+            if header.base_offset < min_offset:
+                records = records[bisect_left(records, min_offset, key=itemgetter(0)) :]
+            out += records
+    return out
+

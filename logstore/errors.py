@@ -1,0 +1,71 @@
+"""Typed errors of the log store, named after Kafka's so a Kafka user recognises them.
+
+Every message says what happened and, where there is one, what the caller should do next.
+"""
+
+from __future__ import annotations
+
+
+class LogStoreError(Exception):
+    """Base class of every error raised by :mod:`logstore`."""
+
+
+class CorruptRecordError(LogStoreError):
+    """A record batch failed a framing, magic or CRC check (Kafka: CorruptRecordException).
+
+    Retriable for a producer (the bytes were damaged on the way: resend them); on disk it means
+    the data is damaged and recovery truncates it.
+    """
+
+
+class InvalidRecordError(LogStoreError):
+    """A well-formed batch that breaks a rule of the log (Kafka: InvalidRecordException).
+
+    Example: a record without a key sent to a compacted topic. Resending does not help: the
+    producer must change what it sends.
+    """
+
+
+class RecordTooLargeError(LogStoreError):
+    """A batch, or its decompressed records, exceed ``message.max.bytes`` (RecordTooLargeException).
+
+    The producer should send smaller batches (lower ``batch.size``) or the topic's
+    ``message.max.bytes`` should be raised.
+    """
+
+
+class OffsetOutOfRangeError(LogStoreError):
+    """A fetch or a truncation asked for an offset outside [log start offset, log end offset].
+
+    A consumer should reset its position (``auto.offset.reset``) to one of the two bounds
+    given in the message.
+    """
+
+    def __init__(self, message: str, *, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(message)
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class UnexpectedAppendOffsetError(LogStoreError):
+    """A follower tried to append batches that start below its log end offset.
+
+    (Kafka: UnexpectedAppendOffsetException.) The follower must truncate to the leader's epoch
+    boundary first and fetch again from its new log end offset.
+    """
+
+
+class InvalidConfigError(LogStoreError):
+    """A log configuration key is unknown or its value has the wrong type or range."""
+
+
+class LogClosedError(LogStoreError):
+    """The log was used after :meth:`logstore.log.Log.close`; open it again to use it."""
+
+
+class FencedLeaderEpochError(LogStoreError):
+    """An append as leader carried an epoch older than the latest one in the log.
+
+    (Kafka: FencedLeaderEpochException.) The replica is no longer the leader of the current
+    epoch: it must stop accepting produce requests and follow the new leader.
+    """

@@ -1,0 +1,228 @@
+"""Sparse offset and time indexes of a segment.
+
+Both are kept in memory (arrays, searched with bisect) and mirrored in append-only files of
+fixed-width big-endian entries:
+
+* ``.index``: relative offset int32 + position int32 -- the base offset of a batch and its byte
+  position in the ``.log`` file;
+* ``.timeindex``: timestamp int64 + relative offset int32 -- ``(T, O)`` means "every batch
+  before offset O has a max timestamp <= T", so a lookup for ``t`` may start at the ``O`` of the
+  last entry with ``T < t``.
+
+A segment adds one entry to each (at most) per appended batch, once ``index.interval.bytes``
+have been written since the previous entry. The entries are therefore a pure function of the
+batches in the segment; on open the segment recomputes them from its batch headers and rewrites
+a file that differs (missing, truncated, garbled), so index files never need to be trusted.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+
+OFFSET_ENTRY = struct.Struct(">ii")
+TIME_ENTRY = struct.Struct(">qi")
+
+
+class _IndexFile:
+    """An append-only file of fixed-width entries, opened lazily."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def touch(self) -> None:
+        """Create the file if missing (Kafka always has both index files beside a log)."""
+        if self._fd is None:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
+
+    def append(self, data: bytes) -> None:
+        os.write(self._open(), data)
+
+    def read(self) -> bytes | None:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def replace_content(self, data: bytes) -> None:
+        fd = self._open()
+        os.ftruncate(fd, 0)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def rename(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class OffsetIndex:
+    """Batch base offset -> position, sparse."""
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        self.base_offset = base_offset
+        self.max_entries = max_entries
+        self._file = _IndexFile(path)
+        self._offsets = array("q")
+        self._positions = array("q")
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._offsets) >= self.max_entries
+
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._offsets, self._positions, strict=True))
+
+    def add(self, offset: int, position: int, *, write: bool = True) -> None:
+        """Add an entry (offsets and positions strictly increase); ``write`` mirrors it to disk."""
+        self._offsets.append(offset)
+        self._positions.append(position)
+        if write:
+            self._file.append(OFFSET_ENTRY.pack(offset - self.base_offset, position))
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """``(offset, position)`` of the last entry at or below ``offset``; the start if none."""
+        i = bisect_right(self._offsets, offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self._offsets[i], self._positions[i]
+
+    def reset(self) -> None:
+        """Forget the in-memory entries (before recomputing them from the segment)."""
+        self._offsets = array("q")
+        self._positions = array("q")
+
+    def serialise(self) -> bytes:
+        base = self.base_offset
+        return b"".join(
+            OFFSET_ENTRY.pack(o - base, p)
+            for o, p in zip(self._offsets, self._positions, strict=True)
+        )
+
+    def sync_file(self) -> bool:
+        """Make the file equal to the in-memory entries; True if it had to be rewritten."""
+        expected = self.serialise()
+        if self._file.read() == expected:
+            return False
+        self._file.replace_content(expected)
+        return True
+
+    def touch(self) -> None:
+        self._file.touch()
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def rename(self, path: Path) -> None:
+        self._file.rename(path)
+
+    def delete(self) -> None:
+        self._file.delete()
+
+
+class TimeIndex:
+    """Running max timestamp -> offset from which a timestamp search may start, sparse."""
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        self.base_offset = base_offset
+        self.max_entries = max_entries
+        self._file = _IndexFile(path)
+        self._timestamps = array("q")
+        self._offsets = array("q")
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    def __len__(self) -> int:
+        return len(self._timestamps)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._timestamps) >= self.max_entries
+
+    @property
+    def last_timestamp(self) -> int:
+        return self._timestamps[-1] if self._timestamps else -1
+
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._timestamps, self._offsets, strict=True))
+
+    def add(self, timestamp: int, offset: int, *, write: bool = True) -> None:
+        """Add an entry; timestamps strictly increase, offsets never decrease."""
+        self._timestamps.append(timestamp)
+        self._offsets.append(offset)
+        if write:
+            self._file.append(TIME_ENTRY.pack(timestamp, offset - self.base_offset))
+
+    def lookup(self, timestamp: int) -> int:
+        """An offset such that every batch before it has max timestamp < ``timestamp``."""
+        i = bisect_left(self._timestamps, timestamp) - 1
+        if i < 0:
+            return self.base_offset
+        return self._offsets[i]
+
+    def reset(self) -> None:
+        self._timestamps = array("q")
+        self._offsets = array("q")
+
+    def serialise(self) -> bytes:
+        base = self.base_offset
+        return b"".join(
+            TIME_ENTRY.pack(t, o - base)
+            for t, o in zip(self._timestamps, self._offsets, strict=True)
+        )
+
+    def sync_file(self) -> bool:
+        expected = self.serialise()
+        if self._file.read() == expected:
+            return False
+        self._file.replace_content(expected)
+        return True
+
+    def touch(self) -> None:
+        self._file.touch()
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def rename(self, path: Path) -> None:
+        self._file.rename(path)
+
+    def delete(self) -> None:
+        self._file.delete()

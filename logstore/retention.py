@@ -1,0 +1,55 @@
+"""Which segments retention deletes: a pure decision over segment summaries.
+
+The log hands in a summary per segment, oldest first, the last one active. Deletable segments
+are always a prefix (oldest first, as in Kafka), and never include the active segment or a
+segment holding offsets at or above the high watermark (that data may not be replicated yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+
+class SegmentSummary(NamedTuple):
+    base_offset: int
+    # Offset after the segment's last batch (== base_offset when empty).
+    next_offset: int
+    size: int
+    # Largest record timestamp in the segment, -1 when it has none.
+    max_timestamp: int
+
+
+def segments_to_delete(
+    segments: Sequence[SegmentSummary],
+    *,
+    now_ms: int,
+    retention_ms: int,
+    retention_bytes: int,
+    log_start_offset: int,
+    high_watermark: int,
+) -> int:
+    """How many of the oldest ``segments`` to delete.
+
+    A segment goes when all of these hold for it and for every older one:
+
+    * it is not the last (active) segment;
+    * everything in it is below the high watermark (its end is the next segment's base);
+    * and at least one of: it lies wholly below ``log_start_offset`` (DeleteRecords moved it);
+      ``retention_ms`` >= 0 and its newest timestamp is more than ``retention_ms`` old;
+      ``retention_bytes`` >= 0 and the log stays at or above ``retention_bytes`` without it.
+    """
+    total = sum(s.size for s in segments)
+    count = 0
+    for i, segment in enumerate(segments[:-1]):
+        end = segments[i + 1].base_offset
+        if end > high_watermark:
+            break
+        below_start = end <= log_start_offset
+        expired = retention_ms >= 0 and now_ms - segment.max_timestamp > retention_ms
+        oversized = retention_bytes >= 0 and total - segment.size >= retention_bytes
+        if not (below_start or expired or oversized):
+            break
+        total -= segment.size
+        count += 1
+    return count

@@ -1,0 +1,244 @@
+"""Producing and consuming on a real cluster, without faults: acks, order, idempotence, offsets,
+and typed errors. One cluster serves the whole module; each test has topics of its own."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+
+import pytest
+import ray
+from kazoo.client import KazooClient
+
+from actors import Cluster
+from actors.errors import (
+    ErrorCode,
+    InvalidTopicError,
+    NotLeaderError,
+    RecordTooLargeError,
+    UnknownTopicError,
+    raise_for,
+)
+from actors.naming import replica_name
+from actors.partitioner import default_partition
+from logstore.batch import build_batch, decode_batches
+
+from .conftest import TEST_BROKER_CONFIG
+
+
+@pytest.fixture(scope="module")
+def shared(zookeeper, ray_session, tmp_path_factory):
+    chroot = zookeeper.address.child(f"tests/clients-{uuid.uuid4().hex[:8]}")
+    client = KazooClient(hosts=zookeeper.address.servers)
+    client.start(timeout=15)
+    client.ensure_path(chroot.chroot)
+    client.stop()
+    client.close()
+    cluster = Cluster.start(
+        3, name="clients", zk=str(chroot), data_dir=tmp_path_factory.mktemp("clients"),
+        broker_config=TEST_BROKER_CONFIG,
+    )
+    yield cluster
+    cluster.shutdown()
+
+
+def topic_name() -> str:
+    return f"topic-{uuid.uuid4().hex[:8]}"
+
+
+def consume_all(cluster: Cluster, topic: str, expected: int, timeout_s: float = 60) -> list:
+    consumer = cluster.consumer([topic], auto_offset_reset="earliest")
+    records = []
+    deadline = time.monotonic() + timeout_s
+    while len(records) < expected and time.monotonic() < deadline:
+        records += consumer.poll(1000)
+    consumer.close()
+    return records
+
+
+def leader_replica(cluster: Cluster, topic: str, partition: int):
+    leader = cluster.describe_topic(topic)["partitions"][partition]["leader"]
+    name = replica_name(topic, partition, leader)
+    return leader, ray.get_actor(name, namespace=cluster.namespace)
+
+
+def test_order_holds_per_partition_with_many_requests_in_flight(shared: Cluster) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=2, replication_factor=3,
+                        config={"min.insync.replicas": 2})
+    # Small batches and no linger: hundreds of produce requests, five in flight per partition,
+    # which Ray may deliver to the async leader in any order.
+    producer = shared.producer(acks="all", batch_size=2048, linger_ms=0,
+                               max_in_flight_requests_per_connection=5)
+    keys = [f"key-{i % 10}".encode() for i in range(20_000)]
+    futures = [producer.send(topic, value=str(i).encode(), key=key) for i, key in enumerate(keys)]
+    producer.flush()
+    acknowledged = [future.result(30) for future in futures]
+    producer.close()
+
+    records = consume_all(shared, topic, 20_000)
+    assert len(records) == 20_000
+    by_partition = defaultdict(list)
+    for record in records:
+        by_partition[record.partition].append(record)
+    for partition, found in by_partition.items():
+        assert [r.offset for r in found] == list(range(len(found)))
+        values = [int(r.value) for r in found]
+        assert values == sorted(values), f"partition {partition} out of order"
+    # Each record sits where its acknowledgement said, in its key's murmur2 partition.
+    stored = {(r.partition, r.offset): r.value for r in records}
+    for i, meta in enumerate(acknowledged):
+        assert meta.partition == default_partition(keys[i], 2)
+        assert stored[(meta.partition, meta.offset)] == str(i).encode()
+
+
+def test_every_acks_level_writes_and_reads_back(shared: Cluster) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=1, replication_factor=3)
+    for acks in (0, 1, "all"):
+        producer = shared.producer(acks=acks, enable_idempotence=False)
+        futures = [producer.send(topic, value=f"{acks}-{i}".encode()) for i in range(100)]
+        producer.flush()
+        offsets = [future.result(30).offset for future in futures]
+        assert offsets == sorted(offsets) and len(set(offsets)) == 100
+        producer.close()
+    values = [r.value for r in consume_all(shared, topic, 300)]
+    assert values == [f"{acks}-{i}".encode() for acks in (0, 1, "all") for i in range(100)]
+
+
+def test_a_follower_refuses_produce_and_names_the_leader(shared: Cluster) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=1, replication_factor=3)
+    state = shared.describe_topic(topic)["partitions"][0]
+    follower = next(b for b in state["replicas"] if b != state["leader"])
+    replica = ray.get_actor(replica_name(topic, 0, follower), namespace=shared.namespace)
+    reply = ray.get(replica.produce.remote(build_batch([(None, b"x", 0, None)]), 1))
+    with pytest.raises(NotLeaderError) as error:
+        raise_for(reply)
+    assert error.value.leader == state["leader"]
+    assert f"broker {state['leader']} is" in str(error.value)
+
+
+def test_the_leader_refuses_bad_batches_and_changes_nothing(shared: Cluster) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=1, replication_factor=1,
+                        config={"message.max.bytes": 10_000})
+    _leader, replica = leader_replica(shared, topic, 0)
+    good = build_batch([(b"k", b"v", 0, None)])
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF
+    too_large = build_batch([(None, b"x" * 20_000, 0, None)])
+    for payload, code in [
+        (b"", ErrorCode.CORRUPT_MESSAGE),
+        (b"\x00" * 10, ErrorCode.CORRUPT_MESSAGE),
+        (bytes(corrupt), ErrorCode.CORRUPT_MESSAGE),
+        (too_large, ErrorCode.MESSAGE_TOO_LARGE),
+    ]:
+        reply = ray.get(replica.produce.remote(payload, 1))
+        assert reply["error"] == code, reply
+    reply = ray.get(replica.produce.remote(good, 7))
+    assert reply["error"] == ErrorCode.INVALID_REQUIRED_ACKS
+    assert ray.get(replica.describe.remote())["log_end_offset"] == 0
+    assert raise_for(ray.get(replica.produce.remote(good, 1)))["base_offset"] == 0
+
+
+def test_a_retried_idempotent_batch_is_acknowledged_but_not_appended_twice(
+    shared: Cluster,
+) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=1, replication_factor=3)
+    _leader, replica = leader_replica(shared, topic, 0)
+    records = [(None, f"r{i}".encode(), 0, None) for i in range(10)]
+    batch = build_batch(records, producer_id=42, producer_epoch=0, base_sequence=0)
+    first = raise_for(ray.get(replica.produce.remote(batch, -1)))
+    retry = raise_for(ray.get(replica.produce.remote(batch, -1)))
+    assert retry["base_offset"] == first["base_offset"] == 0
+    assert ray.get(replica.describe.remote())["log_end_offset"] == 10
+
+
+def test_the_leader_appends_idempotent_batches_in_sequence_order_whatever_the_arrival(
+    shared: Cluster,
+) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=1, replication_factor=1)
+    _leader, replica = leader_replica(shared, topic, 0)
+    first = build_batch([(None, b"first", 0, None)] * 5, producer_id=7, base_sequence=0,
+                        producer_epoch=0)
+    second = build_batch([(None, b"second", 0, None)] * 5, producer_id=7, base_sequence=5,
+                         producer_epoch=0)
+    later = replica.produce.remote(second, 1)  # arrives first
+    time.sleep(0.2)
+    earlier = replica.produce.remote(first, 1)
+    assert raise_for(ray.get(earlier))["base_offset"] == 0
+    assert raise_for(ray.get(later))["base_offset"] == 5
+    reply = ray.get(replica.fetch.remote(0, 1 << 20))
+    assert [r.value for r in decode_batches(reply["records"])] == [b"first"] * 5 + [b"second"] * 5
+
+
+def test_consumer_seeks_rewinds_skips_and_reads_offsets(shared: Cluster) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=1, replication_factor=2)
+    producer = shared.producer()
+    base = int(time.time() * 1000)
+    for i in range(50):
+        producer.send(topic, value=str(i).encode(), timestamp_ms=base + i * 1000)
+    producer.flush()
+    producer.close()
+    consumer = shared.consumer([topic], auto_offset_reset="earliest")
+    assert consumer.beginning_offsets([(topic, 0)]) == {(topic, 0): 0}
+    assert consumer.end_offsets([(topic, 0)]) == {(topic, 0): 50}
+    assert consumer.offsets_for_times({(topic, 0): base + 10_500}) == {(topic, 0): 11}
+    assert consumer.offsets_for_times({(topic, 0): base + 99_000}) == {(topic, 0): None}
+
+    def read(n):
+        got = []
+        while len(got) < n:
+            got += consumer.poll(2000, max_records=n - len(got))
+        return [int(r.value) for r in got]
+
+    assert read(10) == list(range(10))
+    consumer.seek(topic, 0, 40)  # skip
+    assert read(5) == list(range(40, 45))
+    consumer.seek(topic, 0, 3)  # rewind
+    assert read(2) == [3, 4]
+    consumer.seek_to_end()
+    assert consumer.poll(300) == []
+    assert consumer.position(topic, 0) == 50
+    consumer.seek_to_beginning()
+    assert read(1) == [0]
+    consumer.close()
+
+
+def test_latest_reset_reads_only_new_records(shared: Cluster) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=1, replication_factor=1)
+    producer = shared.producer()
+    producer.send(topic, value=b"old").result(30)
+    consumer = shared.consumer([topic], auto_offset_reset="latest")
+    assert consumer.position(topic, 0) == 1
+    producer.send(topic, value=b"new").result(30)
+    got = []
+    deadline = time.monotonic() + 30
+    while not got and time.monotonic() < deadline:
+        got = consumer.poll(1000)
+    assert [r.value for r in got] == [b"new"]
+    producer.close()
+
+
+def test_typed_errors_for_bad_client_input(shared: Cluster) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=2, replication_factor=1)
+    producer = shared.producer()
+    with pytest.raises(UnknownTopicError, match="create it first"):
+        producer.send("no-such-topic", value=b"x")
+    with pytest.raises(TypeError, match="bytes"):
+        producer.send(topic, value="text")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="partition"):
+        producer.send(topic, value=b"x", partition=5)
+    with pytest.raises(RecordTooLargeError, match=r"max\.request\.size"):
+        producer.send(topic, value=b"x" * 2_000_000)
+    producer.close()
+    for bad in ("../etc", "a/b", "", "x" * 300, "white space"):
+        with pytest.raises(InvalidTopicError):
+            shared.create_topic(bad)

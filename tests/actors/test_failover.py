@@ -1,0 +1,302 @@
+"""Durability under failure, tested by killing things: broker actors, a frozen replica process,
+the controller, ZooKeeper sessions."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import ray
+
+from actors import Cluster
+from actors.errors import LeaderNotAvailableError, raise_for
+from actors.naming import replica_name
+from logstore.batch import decode_batches
+
+from .conftest import expire_broker_session, partition_state, wait_until
+
+
+def read_everything(cluster: Cluster, topic: str, timeout_s: float = 60) -> list:
+    """Every record below each partition's high watermark, read after the dust settled."""
+    consumer = cluster.consumer([topic], auto_offset_reset="earliest")
+    ends = consumer.end_offsets(sorted(consumer.assignment()))
+    records = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        records += consumer.poll(500)
+        positions = {tp: consumer.position(*tp) for tp in ends}
+        if all(positions[tp] >= end for tp, end in ends.items()):
+            break
+    consumer.close()
+    return records
+
+
+def check_acknowledged(acknowledged: dict[tuple[int, int], bytes], records: list) -> None:
+    """No acknowledged write lost or moved; no value twice; order per partition kept."""
+    stored = {(r.partition, r.offset): r.value for r in records}
+    lost = {key: value for key, value in acknowledged.items() if stored.get(key) != value}
+    assert not lost, f"{len(lost)} acknowledged records lost or changed, e.g. {list(lost)[:5]}"
+    values = [r.value for r in records]
+    assert len(values) == len(set(values)), "a record appears twice"
+    by_partition = defaultdict(list)
+    for record in records:
+        by_partition[record.partition].append(int(record.value.split(b"-")[1]))
+    for partition, sequence in by_partition.items():
+        assert sequence == sorted(sequence), f"partition {partition} out of order"
+
+
+class Workload:
+    """A producer thread writing numbered records (acks=all, idempotent) until stopped."""
+
+    def __init__(self, cluster: Cluster, topic: str) -> None:
+        self.producer = cluster.producer(acks="all", linger_ms=2, retry_backoff_ms=50)
+        self.topic = topic
+        self.acknowledged: dict[tuple[int, int], bytes] = {}
+        self.failed = 0
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        i = 0
+        pending = []
+        while not self._stop.is_set():
+            for _ in range(50):
+                value = f"{i // 1000}-{i}".encode()
+                pending.append((value, self.producer.send(self.topic, value=value,
+                                                          key=str(i % 13).encode())))
+                i += 1
+            time.sleep(0.005)
+            pending = self._settle(pending, wait=False)
+        self._settle(pending, wait=True)
+
+    def _settle(self, pending, wait: bool):
+        left = []
+        for value, future in pending:
+            if not wait and not future.done():
+                left.append((value, future))
+                continue
+            try:
+                meta = future.result(120)
+            except Exception as error:
+                self.failed += 1
+                self.errors.append(error)
+                continue
+            self.acknowledged[(meta.partition, meta.offset)] = value
+        return left
+
+    def __enter__(self) -> Workload:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(180)
+        self.producer.close()
+
+
+def test_killing_leaders_mid_stream_loses_no_acknowledged_record(cluster: Cluster) -> None:
+    cluster.create_topic("orders", partitions=3, replication_factor=3,
+                         config={"min.insync.replicas": 2})
+    with Workload(cluster, "orders") as workload:
+        wait_until(lambda: len(workload.acknowledged) > 2000, 60, "acknowledged records")
+        victim = partition_state(cluster, "orders", 0)["leader"]
+        cluster.kill_broker(victim)
+        wait_until(lambda: partition_state(cluster, "orders", 0)["leader"] not in (victim, -1),
+                   60, "a new leader")
+        before = len(workload.acknowledged)
+        wait_until(lambda: len(workload.acknowledged) > before + 2000, 60, "writes after failover")
+    assert workload.failed == 0, workload.errors[:3]
+    check_acknowledged(workload.acknowledged, read_everything(cluster, "orders"))
+
+
+def test_a_restarted_broker_catches_up_and_rejoins_the_isr(cluster: Cluster) -> None:
+    cluster.create_topic("events", partitions=2, replication_factor=3)
+    producer = cluster.producer(acks="all")
+    for i in range(500):
+        producer.send("events", value=f"a-{i}".encode())
+    producer.flush()
+    cluster.kill_broker(2)
+    wait_until(lambda: all(2 not in p["isr"] for p in cluster.describe_topic("events")
+                           ["partitions"]), 30, "broker 2 out of the ISR")
+    futures = [producer.send("events", value=f"b-{i}".encode()) for i in range(500)]
+    producer.flush()
+    assert all(f.result(30) for f in futures)
+    cluster.start_broker(2)
+
+    def caught_up() -> bool:
+        for p in cluster.describe_topic("events")["partitions"]:
+            if 2 not in p["isr"]:
+                return False
+            replica = ray.get_actor(replica_name("events", p["partition"], 2),
+                                    namespace=cluster.namespace)
+            if ray.get(replica.describe.remote())["log_end_offset"] != p["log_end_offset"]:
+                return False
+        return True
+
+    wait_until(caught_up, 60, "broker 2 back in every ISR with the whole log")
+    producer.close()
+
+
+def test_the_controller_role_moves_when_its_broker_dies(cluster: Cluster) -> None:
+    first = cluster.controller()
+    cluster.kill_broker(first)
+    second = wait_until(lambda: cluster.controller() not in (None, first) and cluster.controller(),
+                        30, "a new controller")
+    assert second != first
+    # The new controller does its job: a new topic gets leaders on live brokers only.
+    cluster.create_topic("after", partitions=3, replication_factor=2)
+    leaders = {p["leader"] for p in cluster.describe_topic("after")["partitions"]}
+    assert leaders and first not in leaders
+    producer = cluster.producer()
+    assert producer.send("after", value=b"x").result(30).offset == 0
+    producer.close()
+
+
+def test_a_broker_whose_session_expires_loses_leadership_then_rejoins(cluster: Cluster) -> None:
+    cluster.create_topic("payments", partitions=1, replication_factor=3,
+                         config={"min.insync.replicas": 2})
+    producer = cluster.producer(acks="all")
+    first = [producer.send("payments", value=f"0-{i}".encode()) for i in range(100)]
+    producer.flush()
+    leader = partition_state(cluster, "payments", 0)["leader"]
+    epoch = partition_state(cluster, "payments", 0)["leader_epoch"]
+    expire_broker_session(cluster, leader)
+    wait_until(lambda: partition_state(cluster, "payments", 0)["leader_epoch"] > epoch, 30,
+               "a new leader epoch")
+    # The old leader is fenced: it refuses writes, and clients move on by themselves.
+    old = ray.get_actor(replica_name("payments", 0, leader), namespace=cluster.namespace)
+    later = [producer.send("payments", value=f"1-{i}".encode()) for i in range(100)]
+    producer.flush()
+    acknowledged = {}
+    for future in first + later:
+        meta = future.result(30)
+        acknowledged[(meta.partition, meta.offset)] = None
+    assert ray.get(old.describe.remote())["role"] != "leader" or partition_state(
+        cluster, "payments", 0)["leader"] == leader
+    wait_until(lambda: leader in partition_state(cluster, "payments", 0)["isr"], 60,
+               "the expired broker back in the ISR")
+    values = [r.value for r in read_everything(cluster, "payments")]
+    assert values == [f"0-{i}".encode() for i in range(100)] + [f"1-{i}".encode()
+                                                                 for i in range(100)]
+    producer.close()
+
+
+def _log_bytes(directory: Path) -> bytes:
+    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
+
+
+def test_kip101_a_returning_leader_truncates_to_the_new_leaders_log(
+    start_cluster, tmp_path
+) -> None:
+    cluster = start_cluster(2)
+    cluster.create_topic("ledger", partitions=1, replication_factor=2)
+    state = partition_state(cluster, "ledger", 0)
+    old_leader = state["leader"]
+    follower = next(b for b in state["replicas"] if b != old_leader)
+    producer = cluster.producer(acks="all", enable_idempotence=False)
+    for i in range(20):
+        producer.send("ledger", value=f"shared-{i}".encode())
+    producer.flush()
+    producer.close()
+
+    # Freeze the follower's process: it stays in the ISR for replica.lag.time.max.ms, but
+    # fetches nothing, so what the leader writes now is not replicated.
+    pid = ray.get(ray.get_actor(f"broker-{follower}", namespace=cluster.namespace)
+                  .replica_pid.remote("ledger", 0))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        # Let the follower's long-poll fetch in flight come back empty (replica.fetch.wait.max.ms
+        # is 200 ms here): then no fetch is waiting at the leader to carry what it writes next.
+        time.sleep(1.0)
+        leader_replica = ray.get_actor(replica_name("ledger", 0, old_leader),
+                                       namespace=cluster.namespace)
+        from logstore.batch import build_batch
+
+        lost = build_batch([(None, f"unreplicated-{i}".encode(), 0, None) for i in range(5)])
+        assert raise_for(ray.get(leader_replica.produce.remote(lost, 1)))["base_offset"] == 20
+        cluster.kill_broker(old_leader)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+    wait_until(lambda: partition_state(cluster, "ledger", 0)["leader"] == follower, 30,
+               "the follower to lead")
+    producer = cluster.producer(acks=1, enable_idempotence=False)
+    for i in range(7):
+        producer.send("ledger", value=f"new-leader-{i}".encode())
+    producer.flush()
+    producer.close()
+
+    cluster.start_broker(old_leader)
+    wait_until(lambda: old_leader in partition_state(cluster, "ledger", 0)["isr"], 60,
+               "the old leader back in the ISR")
+    data = cluster.data_dir
+    new_dir = data / f"broker-{follower}" / "ledger-0"
+    old_dir = data / f"broker-{old_leader}" / "ledger-0"
+    wait_until(lambda: _log_bytes(old_dir) == _log_bytes(new_dir), 30, "identical logs")
+    values = [r.value for r in decode_batches(_log_bytes(old_dir))]
+    assert values == [f"shared-{i}".encode() for i in range(20)] + [
+        f"new-leader-{i}".encode() for i in range(7)]
+
+
+def test_preferred_leader_election_restores_balance(cluster: Cluster) -> None:
+    cluster.create_topic("balanced", partitions=3, replication_factor=3)
+    preferred = {p["partition"]: p["replicas"][0]
+                 for p in cluster.describe_topic("balanced")["partitions"]}
+    assert sorted(preferred.values()) == [0, 1, 2]
+    cluster.kill_broker(0)
+    wait_until(lambda: all(p["leader"] not in (0, -1)
+                           for p in cluster.describe_topic("balanced")["partitions"]), 30,
+               "leaders off broker 0")
+    cluster.start_broker(0)
+    wait_until(lambda: all(0 in p["isr"] for p in cluster.describe_topic("balanced")
+                           ["partitions"]), 60, "broker 0 back in sync")
+    cluster.elect_preferred_leaders()
+    leaders = {p["partition"]: p["leader"] for p in cluster.describe_topic("balanced")
+               ["partitions"]}
+    assert leaders == preferred
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+def test_a_partition_whose_isr_is_gone_stays_offline_unless_unclean_election(
+    start_cluster, unclean: bool
+) -> None:
+    cluster = start_cluster(2)
+    cluster.create_topic("risky", partitions=1, replication_factor=2,
+                         config={"unclean.leader.election.enable": unclean})
+    state = partition_state(cluster, "risky", 0)
+    leader = state["leader"]
+    follower = next(b for b in state["replicas"] if b != leader)
+    producer = cluster.producer(acks="all", enable_idempotence=False, retries=0,
+                                delivery_timeout_ms=40_000)
+    producer.send("risky", value=b"both").result(30)
+    cluster.kill_broker(follower)
+    wait_until(lambda: partition_state(cluster, "risky", 0)["isr"] == [leader], 30,
+               "the ISR to shrink to the leader")
+    producer.send("risky", value=b"leader-only").result(30)
+    cluster.kill_broker(leader)
+    cluster.start_broker(follower)
+    if not unclean:
+        # Once the old leader's session expires the controller finds no live ISR member.
+        wait_until(lambda: partition_state(cluster, "risky", 0)["leader"] == -1, 30,
+                   "the partition to go offline")
+        time.sleep(2)
+        assert partition_state(cluster, "risky", 0)["leader"] == -1
+        fresh = cluster.producer(acks="all", enable_idempotence=False, retries=0)
+        with pytest.raises(LeaderNotAvailableError, match=r"unclean\.leader\.election\.enable"):
+            fresh.send("risky", value=b"refused").result(60)
+        fresh.close()
+    else:
+        wait_until(lambda: partition_state(cluster, "risky", 0)["leader"] == follower, 30,
+                   "an unclean leader")
+        after = cluster.producer(acks="all")
+        assert after.send("risky", value=b"after").result(30).offset == 1
+        after.close()
+        values = [r.value for r in read_everything(cluster, "risky")]
+        assert values == [b"both", b"after"]  # "leader-only" is lost, as unclean election says
+    producer.close()

@@ -1,0 +1,208 @@
+"""The replication arithmetic: high watermark, ISR shrink and expand, truncation, elections."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from actors.replication import (
+    NO_LEADER,
+    UNDEFINED_EPOCH,
+    UNDEFINED_OFFSET,
+    LeaderState,
+    Truncation,
+    elect_leader,
+    elect_preferred_leader,
+    follower_truncation,
+    remove_from_isr,
+)
+
+LAG_MS = 10_000
+
+
+def leader(isr=(1, 2, 3), log_end_offset=100, high_watermark=100, now_ms=0) -> LeaderState:
+    return LeaderState.become_leader(
+        leader_id=1,
+        replicas=(1, 2, 3),
+        isr=isr,
+        leader_epoch=5,
+        log_end_offset=log_end_offset,
+        high_watermark=high_watermark,
+        now_ms=now_ms,
+    )
+
+
+def test_high_watermark_is_the_smallest_log_end_offset_in_the_isr() -> None:
+    state = leader()
+    state.record_follower_fetch(2, 100, 150, now_ms=1)
+    state.record_follower_fetch(3, 100, 150, now_ms=1)
+    assert not state.advance_high_watermark(150)
+    state.record_follower_fetch(2, 150, 150, now_ms=2)
+    assert not state.advance_high_watermark(150)  # follower 3 still at 100
+    state.record_follower_fetch(3, 140, 150, now_ms=2)
+    assert state.advance_high_watermark(150)
+    assert state.high_watermark == 140
+
+
+def test_high_watermark_ignores_followers_outside_the_isr() -> None:
+    state = leader(isr=(1, 2))
+    state.record_follower_fetch(2, 120, 120, now_ms=1)
+    state.record_follower_fetch(3, 0, 120, now_ms=1)
+    assert state.advance_high_watermark(120)
+    assert state.high_watermark == 120
+
+
+@given(st.lists(st.tuples(st.sampled_from([2, 3]), st.integers(0, 1000)), max_size=50))
+def test_high_watermark_never_moves_back(fetches) -> None:
+    state = leader(log_end_offset=1000, high_watermark=0)
+    seen = [state.high_watermark]
+    for now, (follower, offset) in enumerate(fetches):
+        state.record_follower_fetch(follower, offset, 1000, now_ms=now)
+        state.advance_high_watermark(1000)
+        seen.append(state.high_watermark)
+    assert seen == sorted(seen)
+    assert state.high_watermark <= 1000
+
+
+def test_a_follower_lagging_longer_than_the_lag_time_leaves_the_isr() -> None:
+    state = leader(now_ms=0)
+    # Follower 2 keeps up; follower 3 fetched once, then stopped.
+    state.record_follower_fetch(3, 100, 100, now_ms=1_000)
+    for now in range(1_000, 13_000, 1_000):
+        state.record_follower_fetch(2, 100 + now // 1_000, 100 + now // 1_000, now_ms=now)
+    leader_end = 112
+    assert state.followers_to_remove(leader_end, now_ms=10_000, lag_time_max_ms=LAG_MS) == set()
+    assert state.followers_to_remove(leader_end, now_ms=11_001, lag_time_max_ms=LAG_MS) == {3}
+
+
+def test_a_slow_follower_that_reaches_the_previous_end_counts_as_caught_up() -> None:
+    state = leader(now_ms=0)
+    # Each fetch reaches the leader's end as of the previous fetch, never the current one.
+    for step in range(1, 30):
+        now = step * 1_000
+        state.record_follower_fetch(2, 100 + (step - 1) * 10, 100 + step * 10, now_ms=now)
+        state.record_follower_fetch(3, 100 + step * 10, 100 + step * 10, now_ms=now)
+    assert state.followers_to_remove(390, now_ms=29_500, lag_time_max_ms=LAG_MS) == set()
+
+
+def test_a_follower_level_with_the_leader_stays_in_sync_without_fetching() -> None:
+    state = leader(now_ms=0)
+    state.record_follower_fetch(2, 100, 100, now_ms=0)
+    state.record_follower_fetch(3, 100, 100, now_ms=0)
+    assert state.followers_to_remove(100, now_ms=60_000, lag_time_max_ms=LAG_MS) == set()
+
+
+def test_a_follower_rejoins_the_isr_once_it_reaches_the_high_watermark_in_this_epoch() -> None:
+    state = leader(isr=(1, 2), log_end_offset=100, high_watermark=100)
+    state.record_follower_fetch(2, 130, 130, now_ms=1)
+    state.advance_high_watermark(130)
+    state.record_follower_fetch(3, 90, 130, now_ms=1)
+    assert state.followers_to_add() == set()
+    state.record_follower_fetch(3, 120, 130, now_ms=2)
+    assert state.followers_to_add() == set()  # below the high watermark of 130
+    state.record_follower_fetch(3, 130, 130, now_ms=3)
+    assert state.followers_to_add() == {3}
+    state.apply_isr({1, 2, 3})
+    assert state.isr == {1, 2, 3}
+    assert state.followers_to_add() == set()
+
+
+def test_the_isr_always_holds_the_leader() -> None:
+    state = leader(isr=(2, 3))
+    assert 1 in state.isr
+    state.apply_isr({2})
+    assert state.isr == {1, 2}
+
+
+def _epochs(cache: dict[int, int], log_end_offset: int):
+    """An epoch cache {epoch: start offset} answering like the logstore's, for the tests."""
+
+    def end_offset_for(epoch: int) -> tuple[int, int]:
+        known = sorted(e for e in cache if e <= epoch)
+        if not known:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        found = known[-1]
+        later = sorted(start for e, start in cache.items() if e > found)
+        return found, later[0] if later else log_end_offset
+
+    return end_offset_for
+
+
+def test_kip101_old_leader_truncates_what_the_new_leader_never_had() -> None:
+    # The old leader wrote offsets 100..119 in epoch 1 but only 100..109 reached the follower
+    # that became leader in epoch 2 and then wrote its own records from 110.
+    old_leader = _epochs({0: 0, 1: 100}, log_end_offset=120)
+    decision = follower_truncation(
+        leader_answer=(1, 110), local_end_offset_for_epoch=old_leader,
+        local_log_end_offset=120, local_high_watermark=105,
+    )
+    assert decision == Truncation(offset=110)
+
+
+def test_kip101_follower_keeps_everything_when_the_leader_has_more() -> None:
+    follower = _epochs({0: 0, 1: 100}, log_end_offset=110)
+    decision = follower_truncation((1, 150), follower, 110, 90)
+    assert decision == Truncation(offset=110)
+
+
+def test_kip279_a_follower_without_the_leaders_epoch_asks_about_its_earlier_one() -> None:
+    # The follower had epochs 0 and 2 (it led in 2 and wrote unreplicated records); the leader
+    # answers for epoch 1, which the follower never had.
+    follower = _epochs({0: 0, 2: 50}, log_end_offset=70)
+    decision = follower_truncation((1, 60), follower, 70, 40)
+    assert decision == Truncation(ask_epoch=0)
+    # Asked about epoch 0, the leader says it ended at 50: both logs agree below 50.
+    assert follower_truncation((0, 50), follower, 70, 40) == Truncation(offset=50)
+
+
+def test_a_leader_that_knows_no_such_epoch_falls_back_to_the_high_watermark() -> None:
+    follower = _epochs({3: 0}, log_end_offset=30)
+    decision = follower_truncation((UNDEFINED_EPOCH, UNDEFINED_OFFSET), follower, 30, 12)
+    assert decision == Truncation(offset=12)
+
+
+def test_election_picks_the_first_live_isr_member_in_assignment_order() -> None:
+    election = elect_leader([1, 2, 3], isr=[3, 2, 1], live_brokers={2, 3})
+    assert election.leader == 2
+    assert set(election.isr) == {2, 3}
+    assert not election.unclean
+
+
+def test_election_without_a_live_isr_member_leaves_the_partition_offline() -> None:
+    election = elect_leader([1, 2, 3], isr=[1], live_brokers={2, 3})
+    assert election.offline and election.leader == NO_LEADER
+    assert election.isr == (1,)
+
+
+def test_unclean_election_takes_any_live_replica_and_says_so() -> None:
+    election = elect_leader([1, 2, 3], isr=[1], live_brokers={3}, unclean_leader_election=True)
+    assert election.leader == 3 and election.isr == (3,) and election.unclean
+
+
+@given(
+    st.permutations([1, 2, 3, 4]),
+    st.sets(st.sampled_from([1, 2, 3, 4])),
+    st.sets(st.sampled_from([1, 2, 3, 4])),
+    st.booleans(),
+)
+def test_a_clean_election_only_ever_picks_a_live_isr_member(assignment, isr, live, unclean) -> None:
+    election = elect_leader(assignment, sorted(isr), live, unclean_leader_election=unclean)
+    if election.offline:
+        assert not (isr & live) and (not unclean or not live)
+    elif not election.unclean:
+        assert election.leader in isr & live
+        assert set(election.isr) == isr & live
+    else:
+        assert not (isr & live) and election.leader in live
+
+
+def test_preferred_leader_takes_over_only_when_in_sync_and_alive() -> None:
+    assert elect_preferred_leader([1, 2, 3], current_leader=2, isr=[1, 2], live_brokers={1, 2}) == 1
+    assert elect_preferred_leader([1, 2, 3], 2, isr=[2, 3], live_brokers={1, 2, 3}) is None
+    assert elect_preferred_leader([1, 2, 3], 2, isr=[1, 2], live_brokers={2}) is None
+    assert elect_preferred_leader([1, 2, 3], 1, isr=[1, 2], live_brokers={1, 2}) is None
+
+
+def test_removing_a_dead_broker_keeps_the_last_isr_member() -> None:
+    assert remove_from_isr((1, 2, 3), 2) == (1, 3)
+    assert remove_from_isr((2,), 2) == (2,)

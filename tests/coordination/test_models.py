@@ -1,0 +1,74 @@
+"""The JSON of every znode value: Kafka's field names, round trips, tolerant reads."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coordination.models import (
+    BrokerInfo,
+    ControllerInfo,
+    MemberSubscription,
+    PartitionState,
+    TopicAssignment,
+    TopicPartition,
+    isr_change_from_json,
+    isr_change_json,
+)
+
+ids = st.integers(0, 2**31 - 1)
+
+
+@given(ids, st.integers(0, 2**31), st.lists(ids, max_size=5, unique=True), st.integers(0, 99))
+def test_partition_state_round_trips(leader: int, epoch: int, isr: list[int], ce: int) -> None:
+    state = PartitionState(leader, epoch, isr, ce)
+    assert state.isr == tuple(isr)
+    assert PartitionState.from_json(state.to_json()) == state
+    assert set(state.to_json()) == {"version", "leader", "leader_epoch", "isr", "controller_epoch"}
+
+
+@given(st.dictionaries(st.integers(0, 50), st.lists(ids, min_size=1, max_size=4), max_size=8))
+def test_topic_assignment_round_trips_with_string_keys(partitions: dict[int, list[int]]) -> None:
+    assignment = TopicAssignment(partitions)
+    data = assignment.to_json()
+    assert data["version"] == 1
+    assert all(isinstance(key, str) for key in data["partitions"])
+    assert TopicAssignment.from_json(data) == assignment
+
+
+def test_broker_info_writes_kafka_style_timestamps_and_reads_numbers_too() -> None:
+    info = BrokerInfo(1, "broker-1", "h", rack=None, timestamp=5)
+    assert info.to_json() == {
+        "node_id": 1,
+        "actor": "broker-1",
+        "host": "h",
+        "rack": None,
+        "version": 1,
+        "timestamp": "5",
+    }
+    assert BrokerInfo.from_json({**info.to_json(), "timestamp": 5}) == info
+    assert BrokerInfo.from_json(info.to_json(), epoch=9).epoch == 9
+    assert BrokerInfo.from_json(info.to_json(), epoch=9) == info, "the epoch is not compared"
+
+
+def test_controller_and_member_values() -> None:
+    controller = ControllerInfo(3, timestamp=7)
+    assert controller.to_json() == {"version": 1, "brokerid": 3, "timestamp": "7"}
+    assert ControllerInfo.from_json(controller.to_json()) == controller
+    member = MemberSubscription({"orders": 2}, timestamp=8)
+    assert member.to_json() == {
+        "version": 1,
+        "subscription": {"orders": 2},
+        "pattern": "static",
+        "timestamp": "8",
+    }
+    assert MemberSubscription.from_json(member.to_json()) == member
+
+
+def test_isr_change_notifications_are_deduplicated_and_sorted() -> None:
+    data = isr_change_json([("b", 1), ("a", 2), ("b", 1)])  # type: ignore[list-item]
+    assert data == {
+        "version": 1,
+        "partitions": [{"topic": "a", "partition": 2}, {"topic": "b", "partition": 1}],
+    }
+    assert isr_change_from_json(data) == [TopicPartition("a", 2), TopicPartition("b", 1)]
