@@ -1,15 +1,40 @@
 """The `rafka` command line.
 
-Subcommands that need layers above `actors` (the demo needs Spark, from `pipelines`) are plugged
-in through the `rafka.commands` entry-point group, so imports keep running one way.
+    rafka up [--brokers N]              a cluster that outlives the command (embedded ZooKeeper,
+                                        a Ray head, detached brokers); `rafka down` stops it
+    rafka status                        brokers, controller, partitions, under-replicated ones
+    rafka topics create|list|describe|alter|delete
+    rafka produce TOPIC [--key-separator :] < lines
+    rafka consume TOPIC --from-beginning [--max-messages N] [--format json]
+    rafka groups list|describe
+    rafka bench
+
+The subcommands of the actor layer live in `actors.commands`, one module each. Subcommands that
+need layers above `actors` (the demo needs Spark, from `pipelines`) are plugged in through the
+`rafka.commands` entry-point group, so imports keep running one way.
+
+An expected error (a cluster that is not up, a topic that exists already, no Java) is one line on
+stderr and exit code 1 (2 for a usage error or a feature this build does not have); `--debug`
+shows the traceback too.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from importlib.metadata import entry_points, version
+
+from actors.commands import register_all
+from actors.commands.errors import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXPECTED_ERRORS,
+    CliError,
+)
+from actors.commands.output import data_stream, reserve_stdout
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,7 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="A distributed commit log in the design of Kafka, on Ray.",
     )
     parser.add_argument("--version", action="version", version=f"rafka {version('rafka')}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an error too")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    register_all(commands)
     for plugin in sorted(entry_points(group="rafka.commands"), key=lambda entry: entry.name):
         plugin.load()(commands)
     return parser
@@ -27,11 +55,29 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.run.__module__.startswith("actors.commands."):
+        reserve_stdout()  # stdout is for the command's data only (plugins print as they like)
     try:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`rafka consume ... | head`): stop quietly. Point stdout at
+        # /dev/null so that the interpreter's last flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), data_stream().fileno())
+        return 0
+    except CliError as error:
+        return _report(error, args, error.exit_code)
+    except EXPECTED_ERRORS as error:
+        return _report(error, args, EXIT_ERROR)
+
+
+def _report(error: BaseException, args: argparse.Namespace, code: int) -> int:
+    if args.debug:
+        traceback.print_exception(error)
+    print(f"rafka: error: {error}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

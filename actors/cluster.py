@@ -21,14 +21,18 @@ from ray.util import list_named_actors
 from actors.broker import BrokerActor
 from actors.config import BrokerConfig, TopicConfig
 from actors.consumer import Consumer
+from actors.consumer_group import ConsumerGroupHandle, start_members
 from actors.errors import BrokerUnavailableError, RequestTimedOutError, raise_for
+from actors.group_consumer import GroupConsumer, fetch_committed
 from actors.naming import broker_name, cluster_namespace, replica_name
+from actors.offset_manager import OFFSETS_TOPIC
 from actors.producer import Producer
 from actors.runtime import init_ray
 from actors.stack import LocalStack
 from coordination.admin import TopicAdmin
 from coordination.election import read_controller
 from coordination.errors import InvalidReplicationFactorError
+from coordination.groups import GroupStore
 from coordination.registration import read_brokers
 from coordination.store import ClusterStore
 from coordination.validation import validate_topic_name
@@ -301,17 +305,80 @@ class Cluster:
         return Producer(self.namespace, **config)
 
     def consumer(
-        self, topics: Iterable[str] | None = None, *, group: str | None = None, **config: Any
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        group: str | None = None,
+        on_partitions_revoked: Callable[[set], object] | None = None,
+        on_partitions_assigned: Callable[[set], object] | None = None,
+        **config: Any,
     ) -> Consumer:
-        """A consumer; without a group it reads every partition of `topics`."""
+        """A consumer. With a group it subscribes to `topics` and shares their partitions with
+        the group's other members; without, it reads every partition of `topics`."""
         if group is not None:
-            raise NotImplementedError(
-                "consumer groups are not available yet: omit group= and assign partitions"
+            if topics is None:
+                raise ValueError("a group consumer subscribes to topics: pass them")
+            return GroupConsumer(
+                self.namespace, str(self.stack.zk_address), self.name, topics,
+                on_partitions_revoked=on_partitions_revoked,
+                on_partitions_assigned=on_partitions_assigned,
+                group_id=group, **config,
             )
         consumer = Consumer(self.namespace, **config)
         if topics is not None:
             consumer.assign_topics(topics)
         return consumer
+
+    def consumer_group(
+        self, topics: str | Iterable[str], group: str, members: int = 2, **config: Any
+    ) -> ConsumerGroupHandle:
+        """A group run by rafka: `members` Consumer actors, each reading in its own process."""
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        return start_members(self, topics, group, members, config)
+
+    def list_groups(self) -> list[str]:
+        return GroupStore(self.store).list_groups()
+
+    def describe_group(self, group: str) -> dict[str, Any]:
+        """Members, assignment, committed offset, log end offset and lag per partition."""
+        groups = GroupStore(self.store)
+        members = groups.members(group)
+        topics = sorted({t for sub in members.values() for t in sub.subscription}
+                        | set(groups.store.children_or_empty(f"/consumers/{group}/owners")))
+        reader = Consumer(self.namespace)
+        wanted = [(topic, p) for topic in topics if self.admin.topic_exists(topic)
+                  for p in range(self.admin.read_assignment(topic).value.partition_count)]
+        with_offsets = {}
+        if self.admin.topic_exists(OFFSETS_TOPIC):
+            with_offsets = fetch_committed(reader.metadata, group, wanted, timeout_s=30)
+        for topic in topics:  # offsets.storage=zookeeper
+            for partition, offset in groups.read_offsets(group, topic).items():
+                if with_offsets.get((topic, partition)) is None:
+                    with_offsets[(topic, partition)] = offset
+        partitions = []
+        for topic in topics:
+            if not self.admin.topic_exists(topic):
+                continue
+            owners = groups.owners(group, topic)
+            count = self.admin.read_assignment(topic).value.partition_count
+            ends = reader.end_offsets([(topic, p) for p in range(count)])
+            for partition in range(count):
+                committed = with_offsets.get((topic, partition))
+                end = ends[(topic, partition)]
+                partitions.append({
+                    "topic": topic,
+                    "partition": partition,
+                    "member": owners.get(partition),
+                    "committed_offset": committed,
+                    "log_end_offset": end,
+                    "lag": None if committed is None else max(0, end - committed),
+                })
+        reader.close()
+        return {
+            "group": group,
+            "members": {member: sorted(sub.subscription) for member, sub in members.items()},
+            "partitions": partitions,
+        }
 
     # ------------------------------------------------------------------------- shutdown
 

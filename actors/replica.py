@@ -27,8 +27,14 @@ import ray
 from actors.config import BrokerConfig, TopicConfig
 from actors.errors import ErrorCode, error_reply
 from actors.naming import broker_name, replica_name
+from actors.offset_manager import (
+    OFFSETS_TOPIC,
+    OffsetAndMetadata,
+    OffsetCache,
+    encode_commit,
+)
 from actors.replication import LeaderState, follower_truncation
-from logstore.batch import validate_batches
+from logstore.batch import build_batch, decode_batches, validate_batches
 from logstore.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -89,6 +95,8 @@ class PartitionReplica:
         self._tasks: list[asyncio.Task] = []
         self._isr_write_in_progress = False
         self._handles: dict[str, Any] = {}
+        # On `__consumer_offsets` the leader is the offset manager of the groups mapped here.
+        self.offsets: OffsetCache | None = None
 
     # ------------------------------------------------------------------ waiting and waking
 
@@ -183,12 +191,15 @@ class PartitionReplica:
             now_ms=now,
         )
         self._advance_high_watermark()
+        if self.topic == OFFSETS_TOPIC:
+            self._load_offsets()
         self._spawn(self._maintain_isr())
         self._spawn(self._maintain_log())
         self._notify()
 
     def _become_follower(self, state: dict[str, Any]) -> None:
         self._cancel_tasks()
+        self.offsets = None
         self.role = FOLLOWER if state["leader"] >= 0 else OFFLINE
         self.leader_id = state["leader"]
         self.leader_epoch = state["leader_epoch"]
@@ -480,6 +491,52 @@ class PartitionReplica:
             if offset is not None and offset >= self.log.high_watermark:
                 offset = None
         return {"error": 0, "offset": offset}
+
+    # ------------------------------------------------------------------- offset manager
+
+    def _load_offsets(self) -> None:
+        """Rebuild the offset cache from the whole log: this replica just became leader."""
+        cache = OffsetCache()
+        offset = self.log.log_start_offset
+        while offset < self.log.log_end_offset:
+            data = self.log.read(offset, 1 << 20)
+            if data.next_offset <= offset:
+                break
+            cache.load((r.key, r.value) for r in decode_batches(data.records, min_offset=offset))
+            offset = data.next_offset
+        self.offsets = cache
+
+    async def commit_offsets(
+        self, group: str, offsets: list[list[Any]], timeout_ms: int = 5000
+    ) -> dict:
+        """Store a group's offsets `[[topic, partition, offset, metadata], ...]`; answer once
+        they are replicated to the ISR (acks=all), as Kafka's offset manager does."""
+        if self.role != LEADER or self.offsets is None:
+            return self._not_leader()
+        now = _now_ms()
+        records = []
+        for topic, partition, offset, metadata in offsets:
+            key, value = encode_commit(group, topic, partition,
+                                       OffsetAndMetadata(offset, metadata or "", now))
+            records.append((key, value, now, None))
+        reply = await self.produce(build_batch(records), acks=-1, timeout_ms=timeout_ms)
+        if not reply.get("error") and self.offsets is not None:
+            for key, value, _timestamp, _headers in records:
+                self.offsets.apply(key, value)
+        return reply
+
+    async def fetch_offsets(self, group: str, partitions: list[list[Any]] | None = None) -> dict:
+        """A group's committed offsets, from the cache: `[[topic, partition, offset, meta]]`."""
+        if self.role != LEADER or self.offsets is None:
+            return self._not_leader()
+        found = self.offsets.get(group, partitions)
+        return {"error": 0, "offsets": [[topic, partition, committed.offset, committed.metadata]
+                                        for (topic, partition), committed in found.items()]}
+
+    async def offset_groups(self) -> dict:
+        if self.role != LEADER or self.offsets is None:
+            return self._not_leader()
+        return {"error": 0, "groups": self.offsets.groups()}
 
     # ---------------------------------------------------------------------- follower side
 

@@ -40,12 +40,16 @@ JAVA17_OPTIONS: tuple[str, ...] = (
 
 
 def init_ray(address: str | None = None, *, namespace: str | None = None, **kwargs: Any) -> None:
-    """Start a local Ray instance (or join the one at `address`) unless this process has one.
+    """Start a local Ray instance (or join the one at `address`, "auto" for the one `ray start`
+    left here) unless this process is connected to Ray already.
 
     The job config carries the Java 17 flags, which RayDP's JVM workers read from it.
     """
     if ray.is_initialized():
         return
+    # Without an address ray.init() joins any cluster that `ray start` left on this machine;
+    # the embedded default is a Ray of our own, so ask for a local one explicitly.
+    address = address or "local"
     kwargs.setdefault("include_dashboard", False)
     kwargs.setdefault("logging_level", "warning")
     ray.init(

@@ -1,16 +1,36 @@
 """The processes a rafka cluster runs on: ZooKeeper (embedded unless given) and Ray (local unless
-given). `Cluster.start()` builds on this; `rafka demo` shows it healthy."""
+given). `Cluster.start()` builds on this; `rafka demo` shows it healthy; `rafka up` starts a
+`RayHead` that outlives it."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import ray
 
 from actors.runtime import init_ray
-from coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress, four_letter_word
+from coordination.embedded import (
+    EmbeddedZooKeeper,
+    ZooKeeperAddress,
+    four_letter_word,
+    free_port,
+    pid_alive,
+    process_arguments,
+    terminate_pid,
+    wait_for_exit,
+)
 
 
 @dataclass
@@ -89,3 +109,159 @@ class LocalStack:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+class RayHeadError(RuntimeError):
+    """The Ray head could not be started: the message holds the end of its log."""
+
+
+_READY = "Ray runtime started"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass(frozen=True)
+class RayHead:
+    """A Ray head node that outlives the process that started it, stopped by its PID.
+
+    It is `ray start --head --block` in a session of its own: `--block` keeps that command in
+    the foreground, watching the head's processes (GCS, raylet, dashboard agent, workers), and
+    on SIGTERM it stops them all, so one PID is the handle on the whole node. `ray.init()`
+    without an address would instead start a Ray that dies with its driver.
+    """
+
+    pid: int
+    address: str
+    log_path: Path
+    # "token": clients must present ~/.ray/auth_token (Ray's default for a new local cluster).
+    auth_mode: str = "token"
+
+    @classmethod
+    def start(
+        cls,
+        log_path: str | Path,
+        *,
+        num_cpus: int | None = None,
+        resources: Mapping[str, float] | None = None,
+        include_dashboard: bool = False,
+        timeout_s: float = 120.0,
+    ) -> RayHead:
+        """Start the head on free ports and wait until it serves; its address is `ip:port`.
+
+        It uses token authentication, as `ray.init()` does for a new cluster, unless
+        RAY_AUTH_MODE says otherwise; a missing token is generated (`ray get-auth-token`).
+        """
+        log_path = Path(log_path).resolve()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        # Free ports for everything with a fixed default, so that this head does not clash
+        # with another Ray on the same machine (a test session's, a user's `ray start`).
+        command = [
+            sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+            f"--port={port}",
+            f"--ray-client-server-port={free_port()}",
+            f"--dashboard-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--include-dashboard={'true' if include_dashboard else 'false'}",
+            "--disable-usage-stats",
+        ]
+        if num_cpus is not None:
+            command.append(f"--num-cpus={num_cpus}")
+        if resources:
+            command.append(f"--resources={json.dumps(dict(resources))}")
+        # RAY_ADDRESS names some other cluster (ray.init sets it for its children): not ours.
+        env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
+        auth_mode = env.setdefault("RAY_AUTH_MODE", "token").lower()
+        if auth_mode == "token":
+            # Said explicitly, rather than left to `ray start` (which turns token auth on only
+            # if a token exists), so that clients know what to present.
+            subprocess.run(
+                [sys.executable, "-m", "ray.scripts.scripts", "get-auth-token", "--generate"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=env, check=False, timeout=60,
+            )
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=env, start_new_session=True,
+            )
+        head = cls(process.pid, f"{ray.util.get_node_ip_address()}:{port}", log_path, auth_mode)
+        try:
+            head._wait_until_serving(process, port, timeout_s)
+        except BaseException:
+            head.stop()
+            raise
+        return head
+
+    def _wait_until_serving(self, process: subprocess.Popen[bytes], port: int,
+                            timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RayHeadError(f"`ray start --head` exited with code {process.returncode}; "
+                                   f"its log {self.log_path} ends with:\n{self.log_tail()}")
+            if _READY in self.log_path.read_text(errors="replace") and _port_open(port):
+                return
+            time.sleep(0.2)
+        raise RayHeadError(f"the Ray head did not start within {timeout_s:.0f} s; its log "
+                           f"{self.log_path} ends with:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = _ANSI.sub("", self.log_path.read_text(errors="replace"))
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    @staticmethod
+    def is_head(pid: int, address: str) -> bool:
+        """Whether `pid` is alive and is the `ray start --head --block` serving `address`."""
+        arguments = process_arguments(pid)
+        port = address.rpartition(":")[2]
+        return (pid_alive(pid) and "ray.scripts.scripts" in arguments and "--block" in arguments
+                and f"--port={port}" in arguments)
+
+    def running(self) -> bool:
+        return self.is_head(self.pid, self.address)
+
+    def stop(self, timeout_s: float = 60.0) -> list[int]:
+        """SIGTERM the head (it drains and stops its processes), then kill what is left of its
+        session; return the PIDs signalled. Only processes in the head's own session, which
+        `start()` created, are touched; a PID reused by something else is left alone."""
+        signalled = []
+        if self.running():
+            signalled.append(self.pid)
+            terminate_pid(self.pid, timeout_s)
+        # The head's session id is its PID. A worker that did not notice its raylet go would
+        # linger: it is still in that session, and nothing else can be (a new session with
+        # this id would need this PID alive).
+        if not pid_alive(self.pid):
+            stragglers = session_members(self.pid)
+            for pid in stragglers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            for pid in stragglers:
+                wait_for_exit(pid, 5.0)
+            signalled += stragglers
+        return signalled
+
+
+def _port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+        return True
+    return False
+
+
+def session_members(session_id: int) -> list[int]:
+    """The live processes whose session id is `session_id`."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        # After the command name: state, ppid, pgrp, session.
+        if int(fields[3]) == session_id and fields[0] not in ("Z", "X"):
+            members.append(int(entry.name))
+    return members

@@ -1,0 +1,156 @@
+"""How a command finds a running cluster: options, the state `rafka up` left, reachability.
+
+Precedence: `--zk`/`--address` on the command line, then the state of `--name` (or the one in
+`--data-dir`), then `$RAFKA_ZK` and `$RAY_ADDRESS`. ZooKeeper and Ray are probed with a plain TCP
+connection first, so that an address where nothing listens is one clear message at once rather
+than a client retrying for a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import socket
+from dataclasses import dataclass
+
+import ray
+
+from actors.cluster import Cluster
+from actors.commands import state as cluster_state
+from actors.commands.errors import CliError
+from actors.naming import cluster_namespace
+from actors.runtime import init_ray
+from coordination.embedded import ZooKeeperAddress
+from coordination.errors import InvalidZooKeeperAddressError, ZooKeeperUnavailableError
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("cluster")
+    group.add_argument("--name", default=cluster_state.default_name(),
+                       help="the cluster's name (default: $RAFKA_CLUSTER or 'rafka')")
+    group.add_argument("--zk", metavar="HOST:PORT[/CHROOT]",
+                       help="ZooKeeper of a cluster started elsewhere (Kafka's --zookeeper); "
+                            "default: what `rafka up` recorded")
+    group.add_argument("--address", metavar="RAY_ADDRESS",
+                       help="the Ray cluster's address (ip:port, or 'auto' on a Ray node); "
+                            "default: what `rafka up` recorded, else $RAY_ADDRESS, else auto")
+    group.add_argument("--data-dir", help="find the cluster by the state `rafka up` left here")
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    zk: str
+    ray_address: str
+    ray_auth_mode: str | None
+    state: cluster_state.ClusterState | None
+
+
+def resolve(args: argparse.Namespace) -> Target:
+    """Where the cluster of these arguments is; an error that says how to start one if none."""
+    recorded = cluster_state.load(args.name, args.data_dir)
+    zk = args.zk or (recorded.zk if recorded else None) or os.environ.get("RAFKA_ZK")
+    if zk is None:
+        where = args.data_dir or cluster_state.pointer_path(args.name)
+        raise CliError(
+            f"no rafka cluster named {args.name!r} is up here (nothing recorded at {where}): "
+            f"start one with `rafka up`, or pass --zk HOST:PORT and --address for a cluster "
+            f"started elsewhere"
+        )
+    address = (args.address or (recorded.ray_address if recorded else None)
+               or os.environ.get("RAY_ADDRESS") or "auto")
+    auth = recorded.ray_auth_mode if recorded and not args.address else None
+    return Target(args.name, zk, address, auth, recorded)
+
+
+def parse_zookeeper(text: str) -> ZooKeeperAddress:
+    try:
+        return ZooKeeperAddress.parse(text)
+    except InvalidZooKeeperAddressError as error:
+        raise CliError(str(error), 2) from None
+
+
+def check_zookeeper(text: str, timeout_s: float = 3.0) -> ZooKeeperAddress:
+    """The parsed address, if at least one of its servers accepts a connection."""
+    address = parse_zookeeper(text)
+    failures = []
+    for host, port in address.hosts:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return address
+        except OSError as error:
+            failures.append(f"{host}:{port} ({error.strerror or error})")
+    raise CliError(
+        f"ZooKeeper does not answer at {', '.join(failures)}: check the --zk address and that "
+        f"the ensemble is running, or leave --zk out of `rafka up` to use an embedded one"
+    )
+
+
+def check_ray(address: str, timeout_s: float = 3.0) -> None:
+    """Fail at once if nothing listens at a `host:port` Ray address ('auto' is Ray's to find)."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit() or "://" in address:
+        return
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return
+    except OSError as error:
+        reason = error.strerror or str(error)
+    raise CliError(
+        f"no Ray cluster answers at {address} ({reason}): start one with `ray start --head`, "
+        f"pass its address with --address (or 'auto' on one of its nodes), or leave --address "
+        f"out of `rafka up` to have it start its own"
+    )
+
+
+def use_token_auth() -> None:
+    """Authenticate to Ray with the token in ~/.ray/auth_token, as the head `up` started wants.
+
+    Ray reads RAY_AUTH_MODE once, when it is imported, and turns token auth on by itself only
+    for a cluster it finds through 'auto'; for an explicit address it must be told, and told
+    again after import (Ray's own helper for that is private, hence the guard).
+    """
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    with contextlib.suppress(ImportError, AttributeError):
+        from ray._private.authentication.authentication_token_setup import _enable_token_auth
+
+        if os.environ["RAY_AUTH_MODE"] == "token":
+            _enable_token_auth()
+
+
+def join_ray(address: str, name: str, auth_mode: str | None) -> None:
+    """Connect this process to Ray as a driver in the cluster's namespace."""
+    check_ray(address)
+    if auth_mode == "token":
+        use_token_auth()
+    try:
+        # log_to_driver=False: the brokers' log lines must not mix into `consume`'s output.
+        init_ray(address, namespace=cluster_namespace(name), log_to_driver=False)
+    except (ConnectionError, RuntimeError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CliError(
+            f"could not connect to Ray at {address}: {first}. Check --address; if the cluster "
+            f"uses token authentication, set RAY_AUTH_MODE=token and put its token in "
+            f"~/.ray/auth_token"
+        ) from None
+
+
+def connect(args: argparse.Namespace) -> Cluster:
+    """The cluster these arguments name, joined (ZooKeeper first: it fails fastest)."""
+    target = resolve(args)
+    check_zookeeper(target.zk)
+    join_ray(target.ray_address, target.name, target.ray_auth_mode)
+    try:
+        return Cluster.connect(target.zk, target.name, ray_address=target.ray_address)
+    except ZooKeeperUnavailableError as error:
+        raise CliError(f"{error}") from None
+
+
+def disconnect(cluster: Cluster | None) -> None:
+    """Leave the cluster running: close this process's ZooKeeper session and Ray driver."""
+    if cluster is not None:
+        with contextlib.suppress(Exception):
+            cluster.store.close()
+    if ray.is_initialized():
+        ray.shutdown()

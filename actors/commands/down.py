@@ -1,0 +1,87 @@
+"""`rafka down`: stop a cluster that `rafka up` started, and nothing else.
+
+First the brokers, gracefully (each resigns and unregisters); then what `up` started itself, by
+the PIDs it recorded: the Ray head (SIGTERM; `ray start --block` stops the node's processes) and
+the embedded ZooKeeper (after checking that the PID still is that server). A ZooKeeper ensemble or
+a Ray cluster given to `up` with --zk or --address is left running. With nothing up it says so
+and exits 0, so it is safe in scripts and cleanup handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+import ray
+
+from actors.cluster import Cluster
+from actors.commands import state as cluster_state
+from actors.commands.connection import check_zookeeper, join_ray
+from actors.commands.output import echo
+from actors.commands.progress import wait_with_spinner
+from actors.stack import RayHead
+from coordination.embedded import stop_recorded_server
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "down", help="stop the brokers, then the ZooKeeper and Ray head that `rafka up` started",
+        description=__doc__.split("\n\n")[1],
+    )
+    parser.add_argument("--name", default=cluster_state.default_name(),
+                        help="the cluster's name (default: $RAFKA_CLUSTER or 'rafka')")
+    parser.add_argument("--data-dir", help="the cluster whose state `rafka up` left here")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds to let each process stop before it is killed (default 60)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    recorded = cluster_state.load(args.name, args.data_dir)
+    if recorded is None:
+        where = args.data_dir or cluster_state.pointer_path(args.name)
+        print(f"no rafka cluster named {args.name!r} is up here (nothing recorded at {where}); "
+              f"nothing to stop", file=sys.stderr)
+        return 0
+    stopped = []
+    brokers = _stop_brokers(recorded)
+    if brokers:
+        stopped.append(f"broker(s) {', '.join(map(str, brokers))}")
+    head = recorded.ray_head
+    if head is not None:
+        pids = RayHead(head["pid"], head["address"], Path(head["log"])).stop(args.timeout)
+        if pids:
+            stopped.append(f"Ray head (pid {head['pid']})")
+    zookeeper = recorded.zookeeper
+    if zookeeper is not None and stop_recorded_server(zookeeper["data_dir"], args.timeout):
+        stopped.append(f"ZooKeeper (pid {zookeeper['pid']})")
+    recorded.remove()
+    echo(f"rafka cluster {recorded.name!r} is down; stopped "
+          f"{'; '.join(stopped) if stopped else 'nothing (its processes were gone)'}")
+    return 0
+
+
+def _stop_brokers(recorded: cluster_state.ClusterState) -> list[int]:
+    """Stop every broker gracefully; [] (with a warning) if the cluster cannot be reached."""
+    try:
+        check_zookeeper(recorded.zk)
+        join_ray(recorded.ray_address, recorded.name, recorded.ray_auth_mode)
+        cluster = Cluster.connect(recorded.zk, recorded.name, ray_address=recorded.ray_address)
+    except Exception as error:  # a CliError, or a cluster half gone
+        print(f"warning: cannot reach the brokers ({error}); stopping the processes only",
+              file=sys.stderr)
+        return []
+    try:
+        ids = sorted(broker["id"] for broker in cluster.brokers())
+        wait_with_spinner("stopping the brokers", cluster.shutdown, announce=True)
+        return ids
+    except Exception as error:
+        print(f"warning: the brokers did not all stop gracefully ({error})", file=sys.stderr)
+        return []
+    finally:
+        with contextlib.suppress(Exception):
+            cluster.store.close()
+        if ray.is_initialized():
+            ray.shutdown()

@@ -1,0 +1,66 @@
+"""What commands print and take: stdout kept for their data, tables, `key=value` options.
+
+Ray's driver prints the raylet's warnings ("N worker processes have been started ...") to
+`sys.stdout` from a thread of its own, which would mix them into `rafka consume`'s records. So a
+command's data goes to the real stdout through `echo()`/`data_stream()`, and `sys.stdout` is
+pointed at stderr for everything else (`reserve_stdout()`, called by the command line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any, TextIO
+
+from actors.commands.errors import CliError
+
+_data: TextIO | None = None
+
+
+def reserve_stdout() -> None:
+    """From now on only `echo()` and `data_stream()` write to the real stdout."""
+    global _data
+    if _data is None:
+        _data = sys.stdout
+        sys.stdout = sys.stderr
+
+
+def data_stream() -> TextIO:
+    return _data or sys.stdout
+
+
+def echo(*values: object) -> None:
+    print(*values, file=data_stream(), flush=True)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Columns left-aligned and two spaces apart, a header line first."""
+    cells = [[str(h) for h in headers]] + [[_cell(value) for value in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True))
+                     .rstrip() for row in cells)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple, set)):
+        return ",".join(str(v) for v in value) or "-"
+    return str(value)
+
+
+def key_values(pairs: Iterable[str] | None, option: str) -> dict[str, str]:
+    """`["a=1", "b=2"]` -> `{"a": "1", "b": "2"}`; a pair without '=' is a usage error."""
+    values = {}
+    for pair in pairs or ():
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise CliError(f"{option} takes key=value, got {pair!r} "
+                           f"(e.g. {option} min.insync.replicas=2)", 2)
+        values[key.strip()] = value.strip()
+    return values
+
+
+def add_key_value_option(parser: argparse.ArgumentParser, *names: str, help: str) -> None:
+    parser.add_argument(*names, action="append", metavar="KEY=VALUE", default=[], help=help)

@@ -1,0 +1,236 @@
+"""`rafka up`: start a cluster that outlives the command, and record where it is.
+
+By default everything is local and started here: an embedded ZooKeeper (a JVM in a session of
+its own, not stopped when `up` exits) and a Ray head (`ray start --head --block`, likewise), then
+`--brokers` detached broker actors. `--zk` and `--address` use an ensemble or a Ray cluster that
+exist already; then `up` starts only the brokers (`rafka down` stops only what `up` started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.util import list_named_actors
+
+from actors.cluster import Cluster
+from actors.commands import state as cluster_state
+from actors.commands.connection import check_ray, check_zookeeper, join_ray, parse_zookeeper
+from actors.commands.errors import CliError, NotAvailableError
+from actors.commands.output import add_key_value_option, echo, key_values
+from actors.commands.progress import Progress, wait_with_spinner
+from actors.naming import cluster_namespace
+from actors.stack import RayHead
+from coordination.embedded import (
+    EmbeddedZooKeeper,
+    find_java,
+    is_embedded_server,
+    pyspark_jars,
+)
+from coordination.errors import InvalidTopicError
+from coordination.validation import validate_topic_name
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "up", help="start a cluster (embedded ZooKeeper, a Ray head, brokers) that outlives this",
+        description=__doc__.split("\n\n")[1],
+    )
+    parser.add_argument("--name", default=cluster_state.default_name(),
+                        help="the cluster's name (default: $RAFKA_CLUSTER or 'rafka')")
+    parser.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")
+    parser.add_argument("--zk", metavar="HOST:PORT[/CHROOT]",
+                        help="an existing ZooKeeper ensemble (default: start an embedded one)")
+    parser.add_argument("--zk-host", default="127.0.0.1",
+                        help="the address the embedded ZooKeeper binds (default 127.0.0.1; "
+                             "'auto' for this node's IP, so brokers on other nodes reach it)")
+    parser.add_argument("--address", metavar="RAY_ADDRESS",
+                        help="an existing Ray cluster (ip:port, or 'auto' on one of its nodes); "
+                             "default: start a Ray head here")
+    parser.add_argument("--data-dir",
+                        help="where ZooKeeper, the brokers' logs and the state go "
+                             "(default: $RAFKA_HOME/<name>, $RAFKA_HOME defaulting to ~/.rafka)")
+    parser.add_argument("--num-cpus", type=int,
+                        help="CPUs of the Ray head started here (default: Ray detects them)")
+    parser.add_argument("--dashboard", action="store_true",
+                        help="start the Ray dashboard with the head started here")
+    parser.add_argument("--broker-resource", metavar="NAME",
+                        help="a custom Ray resource each broker needs one unit of, so that "
+                             "brokers spread one per node that offers one (see cluster.yaml)")
+    add_key_value_option(parser, "--broker-config",
+                         help="a broker setting (e.g. replica.lag.time.max.ms=10000); repeatable")
+    parser.add_argument("--timeout", type=float, default=180.0,
+                        help="seconds to wait for the brokers (default 180)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        validate_topic_name(args.name)
+    except InvalidTopicError:
+        raise CliError(f"cluster name {args.name!r} is not allowed: use letters, digits, "
+                       f"'.', '_' and '-' (it names a ZooKeeper chroot and a Ray namespace)",
+                       2) from None
+    if args.brokers < 1:
+        raise CliError(f"--brokers must be at least 1, got {args.brokers}", 2)
+    broker_config = key_values(args.broker_config, "--broker-config")
+    start_options = _placement_options(args.broker_resource)
+    _refuse_if_up(args.name)
+    data_dir = Path(args.data_dir or cluster_state.default_data_dir(args.name)).resolve()
+    # Everything that can be checked is checked before anything is started.
+    if args.zk:
+        check_zookeeper(args.zk)
+    else:
+        find_java()
+        pyspark_jars()
+    if args.address:
+        check_ray(args.address)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return _bring_up(args, data_dir, broker_config, start_options)
+
+
+def _placement_options(resource: str | None) -> dict[str, Any]:
+    if resource is None:
+        return {}
+    if "broker_resources" not in inspect.signature(Cluster.start).parameters:
+        raise NotAvailableError(
+            "--broker-resource needs Cluster.start(broker_resources=...), which this build of "
+            "rafka does not have yet: leave --broker-resource out (Ray then places brokers "
+            "where it likes)"
+        )
+    return {"broker_resources": {resource: 1}}
+
+
+def _refuse_if_up(name: str) -> None:
+    """Refuse to start a second cluster under a name; forget a record of one that is gone."""
+    recorded = cluster_state.load(name)
+    if recorded is None:
+        return
+    zk, head = recorded.zookeeper, recorded.ray_head
+    alive = (zk is not None and is_embedded_server(zk["pid"], zk["data_dir"])) or (
+        head is not None and RayHead.is_head(head["pid"], head["address"]))
+    if alive or (zk is None and head is None):
+        raise CliError(f"a cluster named {name!r} is up already (recorded in {recorded.path}): "
+                       f"stop it with `rafka down --name {name}`, or choose another --name")
+    print(f"forgetting cluster {name!r}: its processes are gone (recorded in {recorded.path})",
+          file=sys.stderr)
+    recorded.remove()
+
+
+def _bring_up(args: argparse.Namespace, data_dir: Path, broker_config: dict[str, str],
+              start_options: dict[str, Any]) -> int:
+    started = time.monotonic()
+    zookeeper: EmbeddedZooKeeper | None = None
+    head: RayHead | None = None
+    recorded: cluster_state.ClusterState | None = None
+    try:
+        if args.zk:
+            zk_address = str(parse_zookeeper(args.zk))
+        else:
+            zookeeper = wait_with_spinner("starting ZooKeeper", lambda: _start_zookeeper(
+                data_dir, args.zk_host), announce=True)
+            zk_address = str(zookeeper.address)
+        if args.address:
+            ray_address, auth_mode = args.address, None
+        else:
+            resources = {args.broker_resource: args.brokers} if args.broker_resource else None
+            head = wait_with_spinner("starting a Ray head", lambda: RayHead.start(
+                data_dir / "logs" / "ray-head.log", num_cpus=args.num_cpus,
+                resources=resources, include_dashboard=args.dashboard), announce=True)
+            ray_address, auth_mode = head.address, head.auth_mode
+        recorded = cluster_state.ClusterState(
+            name=args.name, zk=zk_address, ray_address=ray_address, data_dir=str(data_dir),
+            brokers=args.brokers, ray_auth_mode=auth_mode,
+            zookeeper=None if zookeeper is None else {
+                "pid": zookeeper.pid, "data_dir": str(zookeeper.data_dir)},
+            ray_head=None if head is None else {
+                "pid": head.pid, "address": head.address, "log": str(head.log_path)},
+        )
+        # Recorded before the brokers start, so that `rafka down` can clean up an interrupted up.
+        recorded.save()
+        join_ray(ray_address, args.name, auth_mode)
+        if ray_address == "auto":
+            recorded.ray_address = ray.get_runtime_context().gcs_address
+            recorded.save()
+        if args.broker_resource:
+            _wait_for_resource(args.broker_resource, args.brokers, args.timeout)
+        cluster = wait_with_spinner(f"starting {args.brokers} broker(s)", lambda: Cluster.start(
+            args.brokers, name=args.name, zk=zk_address, ray_address=ray_address,
+            data_dir=data_dir, broker_config=broker_config, detached=True,
+            timeout_s=args.timeout, **start_options), announce=True)
+        controller = cluster.controller()
+        cluster.store.close()
+    except BaseException:
+        _undo(args.name, zookeeper, head, recorded)
+        raise
+    ray.shutdown()
+    _report(recorded, controller, time.monotonic() - started)
+    return 0
+
+
+def _start_zookeeper(data_dir: Path, host: str) -> EmbeddedZooKeeper:
+    if host == "auto":
+        host = ray.util.get_node_ip_address()
+    # It must outlive this process: no parent-death signal, a session of its own, and not
+    # stopped at interpreter exit (detach). `rafka down` stops it by the PID in its data dir.
+    server = EmbeddedZooKeeper(data_dir / "zookeeper", host=host, die_with_parent=False,
+                               new_session=True)
+    server.start()
+    server.detach()
+    return server
+
+
+def _wait_for_resource(resource: str, brokers: int, timeout_s: float) -> None:
+    """Wait until the Ray cluster offers a unit of `resource` per broker (nodes still joining)."""
+    deadline = time.monotonic() + timeout_s
+    with Progress(f"waiting for {brokers} nodes with {resource}", total=brokers,
+                  unit="nodes") as progress:
+        while (available := int(ray.cluster_resources().get(resource, 0))) < brokers:
+            progress.update(available - progress.count)
+            if time.monotonic() > deadline:
+                raise CliError(f"the Ray cluster offers {available} unit(s) of {resource!r} "
+                               f"after {timeout_s:.0f} s, and {brokers} brokers need one each: "
+                               f"start more nodes with --resources='{{\"{resource}\": 1}}', "
+                               f"or lower --brokers")
+            time.sleep(1)
+        progress.update(available - progress.count)
+
+
+def _undo(name: str, zookeeper: EmbeddedZooKeeper | None, head: RayHead | None,
+          recorded: cluster_state.ClusterState | None) -> None:
+    """After a failed or interrupted `up`: stop what it started, and only that."""
+    if ray.is_initialized():
+        if head is None:  # brokers on a Ray cluster that stays up: kill what this up created
+            namespace = cluster_namespace(name)
+            with contextlib.suppress(Exception):
+                for entry in list_named_actors(all_namespaces=True):
+                    if entry["namespace"] == namespace:
+                        ray.kill(ray.get_actor(entry["name"], namespace=namespace))
+        ray.shutdown()
+    if head is not None:
+        head.stop()
+    if zookeeper is not None:
+        zookeeper.stop()
+    if recorded is not None:
+        recorded.remove()
+
+
+def _report(recorded: cluster_state.ClusterState, controller: int | None, seconds: float) -> None:
+    zk = recorded.zookeeper
+    head = recorded.ray_head
+    lines = [
+        f"rafka cluster {recorded.name!r} is up: {recorded.brokers} broker(s), "
+        f"controller {controller} ({seconds:.0f} s)",
+        f"  ZooKeeper  {recorded.zk}" + (f"  (embedded, pid {zk['pid']})" if zk else ""),
+        f"  Ray        {recorded.ray_address}" + (f"  (head pid {head['pid']})" if head else ""),
+        f"  data dir   {recorded.data_dir}",
+        f"  state      {recorded.path}",
+        f"stop it with: rafka down --name {recorded.name}",
+    ]
+    echo("\n".join(lines))

@@ -1,0 +1,381 @@
+"""A consumer in a group, as the seeds describe Kafka's ZooKeeper-era high-level consumer.
+
+Each member registers an ephemeral `/consumers/<g>/ids/<member>`, watches the group's members,
+the brokers and the partition counts of its topics, and on any change computes the group's
+assignment itself (every member computes the same one, from the same sorted members and
+partitions). Ownership is the ephemeral owner znode `/consumers/<g>/owners/<t>/<p>`: a member
+reads a partition only while it holds that znode, so no partition has two readers in a group.
+
+The rebalance is incremental: a member releases only the partitions that move away from it
+(committing their offsets first) and claims only those that move to it, retrying a claim until
+the previous owner lets go. Partitions that stay keep flowing. It all happens inside `poll()`,
+on the caller's thread, as in Kafka's consumer; watches only raise a flag.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import ray
+
+from actors.assignors import Subscription, resolve_assignor
+from actors.consumer import Consumer, ConsumerRecord
+from actors.errors import (
+    BrokerUnavailableError,
+    CommitFailedError,
+    NotLeaderError,
+    raise_for,
+)
+from actors.metadata import MetadataCache
+from actors.offset_manager import (
+    DEFAULT_OFFSETS_PARTITIONS,
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_CONFIG,
+    offsets_partition,
+)
+from coordination.admin import TopicAdmin
+from coordination.errors import CoordinationError, TopicExistsError
+from coordination.groups import GroupStore
+from coordination.models import TopicPartition
+from coordination.registration import read_brokers
+from coordination.store import ClusterStore, SessionEvent
+from coordination.validation import validate_group_id
+from coordination.watches import ClusterWatches
+
+log = logging.getLogger(__name__)
+
+PartitionsCallback = Callable[[set[TopicPartition]], object]
+
+# How often a member retries claiming a partition its previous owner has not released yet.
+CLAIM_RETRY_S = 0.1
+
+
+def new_member_id(client_id: str) -> str:
+    """Kafka's ZooKeeper-era consumer id (`<client>_<host>-<time>-<uuid>`), time first after the
+    client id, so that the members of one client id sort in the order they joined."""
+    return f"{client_id or 'consumer'}-{time.time_ns():020d}-{socket.gethostname()}-" \
+           f"{uuid.uuid4().hex[:8]}"
+
+
+def ensure_offsets_topic(store: ClusterStore, partitions: int = DEFAULT_OFFSETS_PARTITIONS) -> None:
+    """Create `__consumer_offsets` if missing: compacted, replication factor min(3, brokers)."""
+    admin = TopicAdmin(store)
+    if admin.topic_exists(OFFSETS_TOPIC):
+        return
+    brokers = len(read_brokers(store))
+    if brokers == 0:
+        raise BrokerUnavailableError("no broker is registered: start the cluster first")
+    with contextlib.suppress(TopicExistsError):  # another member created it first
+        admin.create_topic_auto(OFFSETS_TOPIC, partitions, min(3, brokers), OFFSETS_TOPIC_CONFIG)
+
+
+def offset_manager(metadata: MetadataCache, group: str, wait_s: float) -> Any:
+    """The replica actor that manages `group`'s offsets: the leader of its partition."""
+    count = metadata.partition_count(OFFSETS_TOPIC)
+    return metadata.leader_replica(OFFSETS_TOPIC, offsets_partition(group, count), wait_s=wait_s)
+
+
+def fetch_committed(
+    metadata: MetadataCache, group: str, partitions: Iterable[tuple[str, int]], timeout_s: float
+) -> dict[TopicPartition, int | None]:
+    """A group's committed offsets from its offset manager (None where none is committed)."""
+    wanted = [TopicPartition(*tp) for tp in partitions]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            manager = offset_manager(metadata, group, wait_s=max(0.0, deadline - time.monotonic()))
+            reply = raise_for(ray.get(manager.fetch_offsets.remote(
+                group, [list(tp) for tp in wanted]), timeout=timeout_s))
+            stored = {TopicPartition(t, p): offset for t, p, offset, _meta in reply["offsets"]}
+            return {tp: stored.get(tp) for tp in wanted}
+        except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError) as error:
+            metadata.invalidate(OFFSETS_TOPIC)
+            if time.monotonic() >= deadline:
+                raise BrokerUnavailableError(
+                    f"group {group}: no offset manager answered within {timeout_s} s"
+                ) from error
+            time.sleep(0.1)
+
+
+class GroupConsumer(Consumer):
+    """`cluster.consumer(topics, group=...)`: subscribe, rebalance, commit."""
+
+    def __init__(
+        self,
+        namespace: str,
+        zk_address: str,
+        cluster_name: str,
+        topics: Iterable[str],
+        *,
+        on_partitions_revoked: PartitionsCallback | None = None,
+        on_partitions_assigned: PartitionsCallback | None = None,
+        **config: Any,
+    ) -> None:
+        super().__init__(namespace, **config)
+        if not self.config.group_id:
+            raise ValueError("a group consumer needs group_id")
+        self.group = validate_group_id(self.config.group_id)
+        self.topics = sorted(set(topics))
+        if not self.topics:
+            raise ValueError("subscribe to at least one topic")
+        self.member_id = new_member_id(self.config.client_id)
+        self.assignor = resolve_assignor(self.config.partition_assignment_strategy)
+        self.on_partitions_revoked = on_partitions_revoked
+        self.on_partitions_assigned = on_partitions_assigned
+        self.store = ClusterStore(
+            zk_address, cluster_name, session_timeout_ms=self.config.session_timeout_ms
+        ).start()
+        self.groups = GroupStore(self.store)
+        self.admin = TopicAdmin(self.store)
+        self._owned: set[TopicPartition] = set()
+        self._target: set[TopicPartition] = set()
+        self._rebalance_needed = threading.Event()
+        self._rebalance_needed.set()
+        self._suspended = False
+        self._last_claim_try = 0.0
+        self._last_auto_commit = time.monotonic()
+        self._pending_commits: list[Any] = []
+        for topic in self.topics:
+            self.metadata.partition_count(topic)  # UnknownTopicError now, not in a rebalance
+        if self.config.offsets_storage == "kafka":
+            ensure_offsets_topic(self.store)
+        self.store.add_session_listener(self._on_session)
+        self.registration = self.groups.register_member(
+            self.group, self.member_id, dict.fromkeys(self.topics, 1),
+            on_registered=self._rebalance_needed.set,
+            on_unregistered=self._lose_everything,
+        )
+        watches = ClusterWatches(self.store)
+        self._watches = [
+            watches.watch_group_members(self.group, lambda _m: self._rebalance_needed.set()),
+            watches.watch_broker_ids(lambda _b: self._rebalance_needed.set()),
+            *(watches.watch_topic_assignment(topic, lambda _a: self._rebalance_needed.set())
+              for topic in self.topics),
+        ]
+
+    # ------------------------------------------------------------------ session events
+
+    def _on_session(self, event: SessionEvent) -> None:
+        # While disconnected our owner znodes may be expiring: read nothing until we know.
+        if event is SessionEvent.SUSPENDED:
+            self._suspended = True
+        elif event in (SessionEvent.RECONNECTED, SessionEvent.CONNECTED):
+            self._suspended = False
+            self._rebalance_needed.set()
+
+    def _lose_everything(self) -> None:
+        """Our session expired: the owner znodes are gone, and others may read our partitions."""
+        self._owned = set()
+        self._target = set()
+        self._rebalance_needed.set()
+
+    # ------------------------------------------------------------------------- rebalance
+
+    def _compute_target(self) -> set[TopicPartition]:
+        members = {m: Subscription(sub.subscription) for m, sub in
+                   self.groups.members(self.group).items()}
+        if self.member_id not in members:
+            return set()
+        topics = sorted(set().union(*(s.topics for s in members.values())))
+        partitions = {}
+        for topic in topics:
+            try:
+                partitions[topic] = self.admin.read_assignment(topic).value.partition_count
+            except CoordinationError:
+                continue  # deleted, or not created yet
+        current = {m: [] for m in members}
+        for topic in topics:
+            for partition, owner in self.groups.owners(self.group, topic).items():
+                if owner in current:
+                    current[owner].append(TopicPartition(topic, partition))
+        assignment = self.assignor.assign(members, partitions, current)
+        return {TopicPartition(*tp) for tp in assignment.get(self.member_id, ())}
+
+    def _rebalance(self) -> None:
+        self._rebalance_needed.clear()
+        try:
+            target = self._compute_target()
+        except CoordinationError as error:
+            log.warning("group %s: rebalance postponed: %s", self.group, error)
+            self._rebalance_needed.set()
+            return
+        revoked = self._owned - target
+        if revoked:
+            if self.on_partitions_revoked is not None:
+                self.on_partitions_revoked(set(revoked))
+            if self.config.enable_auto_commit:
+                self._commit_quietly(self._consumed(revoked))
+            self._owned -= revoked
+            self._assign_owned()
+            for tp in revoked:
+                self.groups.release_partition(self.group, tp.topic, tp.partition,
+                                              self.member_id)
+        self._target = target
+        self._claim_pending()
+
+    def _claim_pending(self) -> None:
+        self._last_claim_try = time.monotonic()
+        claimed = set()
+        for tp in sorted(self._target - self._owned):
+            if self.groups.try_claim_partition(self.group, tp.topic, tp.partition,
+                                               self.member_id):
+                claimed.add(tp)
+        if not claimed:
+            return
+        committed = self.committed(claimed)
+        self._owned |= claimed
+        self._assign_owned()
+        for tp in claimed:
+            offset = committed.get(tp)
+            if offset is not None:
+                self.seek(tp.topic, tp.partition, offset)
+        if self.on_partitions_assigned is not None:
+            self.on_partitions_assigned(set(claimed))
+
+    def _assign_owned(self) -> None:
+        super().assign(sorted(self._owned))
+
+    def _maintain(self) -> None:
+        if self._suspended:
+            return
+        if self._rebalance_needed.is_set():
+            self._rebalance()
+        elif self._target - self._owned and (
+            time.monotonic() - self._last_claim_try > CLAIM_RETRY_S
+        ):
+            self._claim_pending()
+        if (
+            self.config.enable_auto_commit
+            and time.monotonic() - self._last_auto_commit > self.config.auto_commit_interval_ms
+            / 1000
+        ):
+            self._last_auto_commit = time.monotonic()
+            self.commit_async()
+
+    # ----------------------------------------------------------------------------- API
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        raise TypeError("a group consumer's partitions are assigned by its group; "
+                        "use a consumer without group= to assign partitions yourself")
+
+    def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Take part in the group (rebalance, claim, auto-commit), then fetch."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        self._maintain()
+        if self._suspended or not self._owned:
+            # Nothing to read yet: wait for the group to settle, a little at a time.
+            while time.monotonic() < deadline and (self._suspended or not self._owned):
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+                self._maintain()
+            if self._suspended or not self._owned:
+                return []
+        remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+        return super().poll(remaining_ms, max_records)
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions this member owns (and reads) now."""
+        return set(self._owned)
+
+    def _consumed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._positions[tp] for tp in partitions
+                if self._positions.get(tp) is not None}
+
+    def commit(
+        self, offsets: Mapping[tuple[str, int], int] | None = None, timeout_s: float = 10.0
+    ) -> None:
+        """Commit (synchronously) the position of every owned partition, or `offsets`.
+
+        Raises CommitFailedError if it does not complete in time, or names a partition this
+        member no longer owns (the group rebalanced: another member may have read it).
+        """
+        if offsets is None:
+            offsets = self._consumed(self._owned)
+        offsets = {TopicPartition(*tp): offset for tp, offset in offsets.items()}
+        foreign = set(offsets) - self._owned
+        if foreign:
+            raise CommitFailedError(
+                f"cannot commit {sorted(foreign)}: this member no longer owns them (the group "
+                "rebalanced); their records may be read again by their new owner"
+            )
+        if offsets:
+            self._store_offsets(offsets, timeout_s)
+
+    def commit_async(self, offsets: Mapping[tuple[str, int], int] | None = None) -> None:
+        """Commit without waiting; a failure is logged (the next commit covers it)."""
+        offsets = self._consumed(self._owned) if offsets is None else offsets
+        threading.Thread(target=self._commit_quietly, args=(dict(offsets),), daemon=True).start()
+
+    def _commit_quietly(self, offsets: Mapping[TopicPartition, int]) -> None:
+        try:
+            if offsets:
+                self._store_offsets({TopicPartition(*tp): o for tp, o in offsets.items()}, 10.0)
+        except Exception as error:
+            log.warning("group %s: commit of %s failed: %s", self.group, dict(offsets), error)
+
+    def _store_offsets(self, offsets: Mapping[TopicPartition, int], timeout_s: float) -> None:
+        if self.config.offsets_storage == "zookeeper":
+            for tp, offset in offsets.items():
+                self.groups.commit_offset(self.group, tp.topic, tp.partition, offset)
+            return
+        entries = [[tp.topic, tp.partition, offset, ""] for tp, offset in offsets.items()]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                manager = self._offset_manager(wait_s=max(0.0, deadline - time.monotonic()))
+                remaining_ms = int(max(0.1, deadline - time.monotonic()) * 1000)
+                reply = ray.get(manager.commit_offsets.remote(self.group, entries, remaining_ms),
+                                timeout=timeout_s)
+                raise_for(reply)
+                return
+            except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError,
+                    ray.exceptions.GetTimeoutError) as error:
+                self.metadata.invalidate(OFFSETS_TOPIC)
+                if time.monotonic() >= deadline:
+                    raise CommitFailedError(
+                        f"group {self.group}: commit of {len(entries)} offsets did not complete "
+                        f"within {timeout_s} s ({error}); the records may be read again"
+                    ) from error
+                time.sleep(0.1)
+            except Exception as error:
+                raise CommitFailedError(f"group {self.group}: commit failed: {error}") from error
+
+    def _offset_manager(self, wait_s: float) -> Any:
+        return offset_manager(self.metadata, self.group, wait_s)
+
+    def committed(
+        self, partitions: Iterable[tuple[str, int]], timeout_s: float = 10.0
+    ) -> dict[TopicPartition, int | None]:
+        """The group's committed offset of each partition (None where nothing is committed)."""
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        if self.config.offsets_storage == "zookeeper":
+            found = {}
+            for tp in wanted:
+                versioned = self.groups.read_offset(self.group, tp.topic, tp.partition)
+                found[tp] = None if versioned is None else versioned.value
+            return found
+        return fetch_committed(self.metadata, self.group, wanted, timeout_s)
+
+    def close(self, *, commit: bool | None = None) -> None:
+        """Leave the group: commit (with auto-commit), release everything, unregister."""
+        if self._closed:
+            return
+        if commit if commit is not None else self.config.enable_auto_commit:
+            self._commit_quietly(self._consumed(self._owned))
+        for watch in self._watches:
+            watch.cancel()
+        for tp in self._owned:
+            # Closing the session below removes the claim anyway.
+            with contextlib.suppress(CoordinationError):
+                self.groups.release_partition(self.group, tp.topic, tp.partition,
+                                              self.member_id)
+        self._owned = set()
+        self.registration.unregister()
+        self.store.close()
+        super().close()

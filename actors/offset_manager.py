@@ -1,0 +1,101 @@
+"""The offset manager's pure part: where a group's offsets live, how a commit is written to the
+compacted `__consumer_offsets` topic, and the in-memory cache that answers offset fetches.
+
+The leader of partition `hash(group) % N` of `__consumer_offsets` is the group's offset manager
+(the seeds' "offset manager"). A commit is one record per partition, keyed by (group, topic,
+partition) so that compaction keeps only the newest; a tombstone forgets it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from typing import NamedTuple
+
+import msgpack
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# Kafka's default is 50. Here each partition replica is an actor process, so 50 partitions at
+# replication factor 3 would be 150 processes: 3 spreads the groups' offsets over the brokers.
+DEFAULT_OFFSETS_PARTITIONS = 3
+OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(16 * 1024 * 1024)}
+
+
+def java_string_hash(text: str) -> int:
+    """Java's `String.hashCode`, which Kafka uses to place a group's offsets."""
+    data = text.encode("utf-16-be")  # Java strings are UTF-16 code units
+    value = 0
+    for unit in struct.unpack(f">{len(data) // 2}H", data):
+        value = (31 * value + unit) & 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def offsets_partition(group: str, num_partitions: int) -> int:
+    """The `__consumer_offsets` partition whose leader manages `group` (Kafka's formula)."""
+    # Kafka's Utils.abs maps Integer.MIN_VALUE to 0, unlike Math.abs.
+    return (java_string_hash(group) & 0x7FFFFFFF) % num_partitions
+
+
+class OffsetAndMetadata(NamedTuple):
+    offset: int
+    metadata: str = ""
+    commit_timestamp: int = -1
+
+
+def encode_commit(
+    group: str, topic: str, partition: int, committed: OffsetAndMetadata | None
+) -> tuple[bytes, bytes | None]:
+    """The key and value of one commit record; a None value (tombstone) forgets the offset."""
+    key = msgpack.packb([1, group, topic, partition])
+    if committed is None:
+        return key, None
+    return key, msgpack.packb([1, committed.offset, committed.metadata,
+                               committed.commit_timestamp])
+
+
+def decode_commit(
+    key: bytes, value: bytes | None
+) -> tuple[str, str, int, OffsetAndMetadata | None]:
+    """`(group, topic, partition, offset or None)` from a commit record."""
+    version, group, topic, partition = msgpack.unpackb(key)
+    if version != 1:
+        raise ValueError(f"unknown offset commit key version {version}")
+    if value is None:
+        return group, topic, partition, None
+    _version, offset, metadata, timestamp = msgpack.unpackb(value)
+    return group, topic, partition, OffsetAndMetadata(offset, metadata, timestamp)
+
+
+class OffsetCache:
+    """Every group's committed offsets, as the log of commits says (newest wins)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+
+    def apply(self, key: bytes, value: bytes | None) -> None:
+        group, topic, partition, committed = decode_commit(key, value)
+        offsets = self._groups.setdefault(group, {})
+        if committed is None:
+            offsets.pop((topic, partition), None)
+        else:
+            offsets[(topic, partition)] = committed
+
+    def load(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
+        """Replay commit records (key, value) in log order; returns how many were applied."""
+        applied = 0
+        for key, value in records:
+            if key is not None:
+                self.apply(key, value)
+                applied += 1
+        return applied
+
+    def get(
+        self, group: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], OffsetAndMetadata]:
+        offsets = self._groups.get(group, {})
+        if partitions is None:
+            return dict(offsets)
+        return {tp: offsets[tp] for tp in map(tuple, partitions) if tp in offsets}
+
+    def groups(self) -> list[str]:
+        return sorted(group for group, offsets in self._groups.items() if offsets)
