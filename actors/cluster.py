@@ -23,7 +23,12 @@ from actors.config import BrokerConfig, TopicConfig
 from actors.consumer import Consumer
 from actors.consumer_group import ConsumerGroupHandle, start_members
 from actors.errors import BrokerUnavailableError, RequestTimedOutError, raise_for
-from actors.group_consumer import GroupConsumer, fetch_committed
+from actors.group_consumer import (
+    GroupConsumer,
+    ensure_offsets_topic,
+    fetch_committed,
+    store_committed,
+)
 from actors.naming import broker_name, cluster_namespace, replica_name
 from actors.offset_manager import OFFSETS_TOPIC
 from actors.producer import Producer
@@ -33,6 +38,7 @@ from coordination.admin import TopicAdmin
 from coordination.election import read_controller
 from coordination.errors import InvalidReplicationFactorError
 from coordination.groups import GroupStore
+from coordination.models import TopicPartition
 from coordination.registration import read_brokers
 from coordination.store import ClusterStore
 from coordination.validation import validate_topic_name
@@ -335,6 +341,40 @@ class Cluster:
         """A group run by rafka: `members` Consumer actors, each reading in its own process."""
         topics = [topics] if isinstance(topics, str) else list(topics)
         return start_members(self, topics, group, members, config)
+
+    def committed_offsets(
+        self, group: str, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], int | None]:
+        """A group's committed offsets (None where nothing is committed)."""
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        found: dict[tuple[str, int], int | None] = dict.fromkeys(wanted)
+        if self.admin.topic_exists(OFFSETS_TOPIC):
+            found.update(fetch_committed(Consumer(self.namespace).metadata, group, wanted, 30))
+        groups = GroupStore(self.store)
+        for tp in wanted:  # offsets.storage=zookeeper
+            if found[tp] is None:
+                versioned = groups.read_offset(group, tp.topic, tp.partition)
+                found[tp] = None if versioned is None else versioned.value
+        return found
+
+    def commit_offsets(
+        self, group: str, offsets: dict[tuple[str, int], int], timeout_s: float = 30.0
+    ) -> None:
+        """Commit offsets for a group through its offset manager (as a pipeline does once its
+        batch is consumed); CommitFailedError if that does not complete in time."""
+        ensure_offsets_topic(self.store)
+        store_committed(Consumer(self.namespace).metadata, group, offsets, timeout_s)
+
+    def partition_count(self, topic: str) -> int:
+        """How many partitions `topic` has (UnknownTopicError if it does not exist)."""
+        return Consumer(self.namespace).metadata.partition_count(topic)
+
+    def offset_bounds(self, topic: str) -> dict[int, tuple[int, int]]:
+        """Each partition's (log start offset, high watermark): what a consumer can read."""
+        reader = Consumer(self.namespace)
+        partitions = [(topic, p) for p in range(reader.metadata.partition_count(topic))]
+        starts, ends = reader.beginning_offsets(partitions), reader.end_offsets(partitions)
+        return {tp.partition: (starts[tp], ends[tp]) for tp in starts}
 
     def list_groups(self) -> list[str]:
         return GroupStore(self.store).list_groups()

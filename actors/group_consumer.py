@@ -104,6 +104,33 @@ def fetch_committed(
             time.sleep(0.1)
 
 
+def store_committed(
+    metadata: MetadataCache, group: str, offsets: Mapping[tuple[str, int], int], timeout_s: float
+) -> None:
+    """Commit a group's offsets through its offset manager; CommitFailedError if not in time."""
+    entries = [[topic, partition, offset, ""] for (topic, partition), offset in offsets.items()]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            manager = offset_manager(metadata, group, wait_s=max(0.0, deadline - time.monotonic()))
+            remaining_ms = int(max(0.1, deadline - time.monotonic()) * 1000)
+            reply = ray.get(manager.commit_offsets.remote(group, entries, remaining_ms),
+                            timeout=timeout_s)
+            raise_for(reply)
+            return
+        except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError,
+                ray.exceptions.GetTimeoutError) as error:
+            metadata.invalidate(OFFSETS_TOPIC)
+            if time.monotonic() >= deadline:
+                raise CommitFailedError(
+                    f"group {group}: commit of {len(entries)} offsets did not complete "
+                    f"within {timeout_s} s ({error}); the records may be read again"
+                ) from error
+            time.sleep(0.1)
+        except Exception as error:
+            raise CommitFailedError(f"group {group}: commit failed: {error}") from error
+
+
 class GroupConsumer(Consumer):
     """`cluster.consumer(topics, group=...)`: subscribe, rebalance, commit."""
 
@@ -324,27 +351,7 @@ class GroupConsumer(Consumer):
             for tp, offset in offsets.items():
                 self.groups.commit_offset(self.group, tp.topic, tp.partition, offset)
             return
-        entries = [[tp.topic, tp.partition, offset, ""] for tp, offset in offsets.items()]
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                manager = self._offset_manager(wait_s=max(0.0, deadline - time.monotonic()))
-                remaining_ms = int(max(0.1, deadline - time.monotonic()) * 1000)
-                reply = ray.get(manager.commit_offsets.remote(self.group, entries, remaining_ms),
-                                timeout=timeout_s)
-                raise_for(reply)
-                return
-            except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError,
-                    ray.exceptions.GetTimeoutError) as error:
-                self.metadata.invalidate(OFFSETS_TOPIC)
-                if time.monotonic() >= deadline:
-                    raise CommitFailedError(
-                        f"group {self.group}: commit of {len(entries)} offsets did not complete "
-                        f"within {timeout_s} s ({error}); the records may be read again"
-                    ) from error
-                time.sleep(0.1)
-            except Exception as error:
-                raise CommitFailedError(f"group {self.group}: commit failed: {error}") from error
+        store_committed(self.metadata, self.group, offsets, timeout_s)
 
     def _offset_manager(self, wait_s: float) -> Any:
         return offset_manager(self.metadata, self.group, wait_s)

@@ -486,10 +486,12 @@ class PartitionReplica:
             return self._not_leader()
         if timestamp_ms == -1:
             offset = self.log.high_watermark
+        elif timestamp_ms == -2:
+            offset = self.log.log_start_offset
         else:
             offset = self.log.offset_for_timestamp(timestamp_ms)
             if offset is not None and offset >= self.log.high_watermark:
-                offset = None
+                offset = None  # only records a consumer may read count
         return {"error": 0, "offset": offset}
 
     # ------------------------------------------------------------------- offset manager
