@@ -64,6 +64,7 @@ class Broker:
         self.election: ControllerElection | None = None
         self.controller: Controller | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._shutting_down = False
 
     # ------------------------------------------------------------------------ life cycle
 
@@ -123,7 +124,9 @@ class Broker:
     def _on_unregistered(self) -> None:
         # Our session expired: another broker may already lead our partitions. Lead nothing
         # until the controller, seeing us registered again, says what to do.
-        log.warning("broker %d lost its ZooKeeper session: fencing its replicas", self.broker_id)
+        if not self._shutting_down:
+            log.warning("broker %d lost its ZooKeeper session: fencing its replicas",
+                        self.broker_id)
         for replica in self.replicas.values():
             replica.fence.remote()
 
@@ -139,13 +142,14 @@ class Broker:
         self.controller.start()
 
     def _on_resigned(self) -> None:
-        if self.controller is not None:
+        if self.controller is not None and not self._shutting_down:
             log.info("broker %d is no longer controller", self.broker_id)
             self.controller.stop()
             self.controller = None
 
     async def shutdown(self) -> None:
         """Controlled shutdown: resign, unregister, close every replica, close the session."""
+        self._shutting_down = True
         if self.controller is not None:
             self.controller.stop()
             self.controller = None

@@ -1,6 +1,6 @@
 """Log store throughput: append, and read + parse, beside plain file I/O of the same bytes.
 
-    python bench/logstore.py [--records N] [--record-size 100] [--batch 1000] [--plot out.png]
+    python bench/logstore_bench.py [--records N] [--record-size 100] [--batch 1000] [--plot out.png]
 
 Prints one JSON object. Batches of ``--batch`` records of ``--record-size``-byte values are built
 once (not timed in the append figures), then:

@@ -1,0 +1,1 @@
+"""Example pipelines, runnable end to end on the embedded stack (`rafka demo` runs them)."""
