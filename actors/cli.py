@@ -21,23 +21,29 @@ shows the traceback too.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 from importlib.metadata import entry_points, version
 
-from actors.commands import register_all
+from actors.commands import BUILTIN, register_all
 from actors.commands.errors import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXPECTED_ERRORS,
     CliError,
 )
-from actors.commands.output import data_stream, reserve_stdout
+from actors.commands.output import data_stream, reserved_stdout
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; given the `command` about to run, plugins are loaded only if it may be one.
+
+    Loading a plugin imports its layer (the demo's imports RayDP, most of a second), which a
+    built-in command does not need.
+    """
     parser = argparse.ArgumentParser(
         prog="rafka",
         description="A distributed commit log in the design of Kafka, on Ray.",
@@ -47,16 +53,28 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show the Python traceback of an error too")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     register_all(commands)
+    if command in BUILTIN:
+        return parser
     for plugin in sorted(entry_points(group="rafka.commands"), key=lambda entry: entry.name):
         plugin.load()(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # The global options take no values, so the first other word is the command.
+    command = next((word for word in argv if not word.startswith("-")), None)
+    parser = build_parser(command)
     args = parser.parse_args(argv)
-    if args.run.__module__.startswith("actors.commands."):
-        reserve_stdout()  # stdout is for the command's data only (plugins print as they like)
+    if not args.run.__module__.startswith("actors.commands."):
+        return _run(args)  # a plugin: it prints as it likes
+    # kazoo narrates its reconnections at INFO; a command reports failures as typed errors.
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
+    with reserved_stdout():  # stdout is for the command's data only
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:

@@ -27,6 +27,7 @@ from coordination.errors import (
     InvalidZooKeeperAddressError,
     JavaNotFoundError,
     ZooKeeperPortInUseError,
+    ZooKeeperServerError,
     ZooKeeperStartError,
 )
 
@@ -186,6 +187,7 @@ class EmbeddedZooKeeper:
         heap_mb: int = 256,
         start_timeout_s: float = 60.0,
         die_with_parent: bool = True,
+        new_session: bool = False,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.host = host
@@ -198,6 +200,9 @@ class EmbeddedZooKeeper:
         self.heap_mb = heap_mb
         self.start_timeout_s = start_timeout_s
         self.die_with_parent = die_with_parent
+        # A server that outlives its starter (`rafka up`) runs in a session of its own, so that
+        # Ctrl-C or a hang-up aimed at the starter's terminal does not reach the JVM.
+        self.new_session = new_session
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -250,6 +255,7 @@ class EmbeddedZooKeeper:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent if self.die_with_parent else None,
+                start_new_session=self.new_session,
             )
         self.port = port
         (self.data_dir / "zookeeper.pid").write_text(f"{self._process.pid}\n")
@@ -260,6 +266,23 @@ class EmbeddedZooKeeper:
             self.stop()
             raise
         return self
+
+    def detach(self) -> int:
+        """Leave the server running when this interpreter exits; return its PID.
+
+        It is no longer stopped at exit (`stop()` still stops it). Another process stops it
+        later with `stop_recorded_server(data_dir)`, by the PID recorded in its data dir.
+        """
+        if not self.running():
+            raise ZooKeeperStartError("the embedded ZooKeeper is not running: start() it first")
+        if self.die_with_parent:
+            raise ZooKeeperServerError(
+                "this server was started with die_with_parent=True, so it stops when this "
+                "process exits anyway: create it with die_with_parent=False to detach it"
+            )
+        _running_servers.discard(self)
+        assert self._process is not None
+        return self._process.pid
 
     def _write_config(self, port: int) -> Path:
         (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
@@ -348,3 +371,82 @@ _running_servers: weakref.WeakSet[EmbeddedZooKeeper] = weakref.WeakSet()
 def _stop_running_servers() -> None:
     for server in list(_running_servers):
         server.stop()
+
+
+# --- Servers started by another process (`rafka up`), stopped by the PID in their data dir ---
+
+PID_FILE = "zookeeper.pid"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    # The command name, in parentheses, may hold spaces: the state follows the last ')'.
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def process_arguments(pid: int) -> list[str]:
+    """The command line of `pid` ([] if it is gone or unreadable)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return []
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+
+
+def wait_for_exit(pid: int, timeout_s: float) -> bool:
+    """Wait until `pid` is gone (it need not be our child); False if it is still alive."""
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def terminate_pid(pid: int, timeout_s: float = 10.0) -> None:
+    """SIGTERM `pid`, then SIGKILL if it has not gone within `timeout_s`."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if not wait_for_exit(pid, timeout_s):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        wait_for_exit(pid, 5.0)
+
+
+def recorded_pid(data_dir: str | os.PathLike[str]) -> int | None:
+    """The PID an embedded server recorded in `data_dir` when it started, if any."""
+    try:
+        return int(Path(data_dir, PID_FILE).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def is_embedded_server(pid: int, data_dir: str | os.PathLike[str]) -> bool:
+    """Whether `pid` is alive and is the embedded ZooKeeper serving from `data_dir`.
+
+    A recorded PID may have been reused by an unrelated process since (after a reboot, say):
+    its command line must name ZooKeeper's main class and this data dir's config file.
+    """
+    arguments = process_arguments(pid)
+    config = str(Path(data_dir).resolve() / "zoo.cfg")
+    return pid_alive(pid) and SERVER_MAIN in arguments and config in arguments
+
+
+def stop_recorded_server(data_dir: str | os.PathLike[str], timeout_s: float = 10.0) -> int | None:
+    """Stop the embedded server recorded in `data_dir` (started by any process); its PID.
+
+    Only a process that really is that server is signalled; a stale PID file (the server is
+    gone, or the PID now belongs to something else) is removed, and None is returned.
+    """
+    pid = recorded_pid(data_dir)
+    stopped = None
+    if pid is not None and is_embedded_server(pid, data_dir):
+        terminate_pid(pid, timeout_s)
+        stopped = pid
+    with contextlib.suppress(FileNotFoundError):
+        Path(data_dir, PID_FILE).unlink()
+    return stopped

@@ -15,6 +15,7 @@ import socket
 from dataclasses import dataclass
 
 import ray
+from ray.util import list_named_actors
 
 from actors.cluster import Cluster
 from actors.commands import state as cluster_state
@@ -29,8 +30,8 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("cluster")
     group.add_argument("--name", default=cluster_state.default_name(),
                        help="the cluster's name (default: $RAFKA_CLUSTER or 'rafka')")
-    group.add_argument("--zk", metavar="HOST:PORT[/CHROOT]",
-                       help="ZooKeeper of a cluster started elsewhere (Kafka's --zookeeper); "
+    group.add_argument("--zk", "--zookeeper", dest="zk", metavar="HOST:PORT[/CHROOT]",
+                       help="ZooKeeper of a cluster started elsewhere; "
                             "default: what `rafka up` recorded")
     group.add_argument("--address", metavar="RAY_ADDRESS",
                        help="the Ray cluster's address (ip:port, or 'auto' on a Ray node); "
@@ -145,6 +146,25 @@ def connect(args: argparse.Namespace) -> Cluster:
         return Cluster.connect(target.zk, target.name, ray_address=target.ray_address)
     except ZooKeeperUnavailableError as error:
         raise CliError(f"{error}") from None
+
+
+def cluster_actor_names(name: str) -> list[str]:
+    """The named actors of cluster `name` in Ray: `broker-<id>`, `replica-...`."""
+    namespace = cluster_namespace(name)
+    return sorted(entry["name"] for entry in list_named_actors(all_namespaces=True)
+                  if entry["namespace"] == namespace)
+
+
+def kill_cluster_actors(name: str) -> list[str]:
+    """Kill every named actor of cluster `name` (its brokers and replicas), without the graceful
+    shutdown: for when the brokers cannot be asked (ZooKeeper gone, an `up` that failed)."""
+    namespace = cluster_namespace(name)
+    killed = []
+    for actor in cluster_actor_names(name):
+        with contextlib.suppress(ValueError):  # gone meanwhile
+            ray.kill(ray.get_actor(actor, namespace=namespace), no_restart=True)
+            killed.append(actor)
+    return killed
 
 
 def disconnect(cluster: Cluster | None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import sys
 import time
@@ -18,7 +19,12 @@ from typing import Any
 from actors.cluster import Cluster
 from actors.commands.connection import add_connection_options, connect, disconnect
 from actors.commands.errors import CliError, NotAvailableError
-from actors.commands.output import add_key_value_option, data_stream, key_values
+from actors.commands.output import (
+    add_key_value_option,
+    console_properties,
+    data_stream,
+    key_values,
+)
 from actors.consumer import ConsumerRecord
 
 
@@ -42,6 +48,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--print-key", action="store_true", help="raw: print the key too")
     parser.add_argument("--key-separator", default="\t",
                         help="raw: between key and value with --print-key (default tab)")
+    add_key_value_option(parser, "--property",
+                         help="kafka-console-consumer's print.key=true and key.separator=SEP")
     add_key_value_option(parser, "--consumer-property",
                          help="a consumer setting (e.g. fetch.max.wait.ms=100); repeatable")
     add_connection_options(parser)
@@ -57,23 +65,27 @@ def run(args: argparse.Namespace) -> int:
     if args.group is not None and args.partition is not None:
         raise CliError("--group and --partition exclude each other: a group shares out the "
                        "partitions itself", 2)
+    properties = console_properties(args.property, {
+        "print.key": "true: like --print-key", "key.separator": "like --key-separator"})
+    args.print_key = args.print_key or properties.get("print.key", "").lower() == "true"
+    args.key_separator = properties.get("key.separator", args.key_separator)
     settings: dict[str, Any] = dict(key_values(args.consumer_property, "--consumer-property"))
     settings.setdefault("auto_offset_reset", "earliest" if args.from_beginning else "latest")
     cluster = connect(args)
     consumer = None
-    count = 0
+    printed = [0]  # kept by _print_records as it goes, so that Ctrl-C still has the count
     try:
         consumer = _consumer(cluster, topic, args, settings)
-        count = _print_records(consumer, args)
-    except KeyboardInterrupt:
-        pass  # Ctrl-C is how an endless consume ends
+        with contextlib.suppress(KeyboardInterrupt):  # how an endless consume ends
+            _print_records(consumer, args, printed)
+        # A group member commits what it has printed (not after a failure to print it).
+        if args.group is not None and hasattr(consumer, "commit"):
+            consumer.commit()
     finally:
         if consumer is not None:
-            if args.group is not None and hasattr(consumer, "commit"):
-                consumer.commit()
             consumer.close()
         disconnect(cluster)
-    print(f"processed a total of {count} message(s)", file=sys.stderr)
+    print(f"processed a total of {printed[0]} message(s)", file=sys.stderr)
     return 0
 
 
@@ -107,23 +119,22 @@ def _consumer(cluster: Cluster, topic: str, args: argparse.Namespace,
     return consumer
 
 
-def _print_records(consumer: Any, args: argparse.Namespace) -> int:
-    count = 0
+def _print_records(consumer: Any, args: argparse.Namespace, printed: list[int]) -> None:
     last_record = time.monotonic()
     out = data_stream().buffer
-    while args.max_messages is None or count < args.max_messages:
-        wanted = None if args.max_messages is None else args.max_messages - count
+    while args.max_messages is None or printed[0] < args.max_messages:
+        wanted = None if args.max_messages is None else args.max_messages - printed[0]
         records = consumer.poll(timeout_ms=200, max_records=wanted)
         for record in records:
+            # Counted first: Ctrl-C may land right after an unbuffered write has gone out.
+            printed[0] += 1
             out.write(_format(record, args))
         if records:
             out.flush()
-            count += len(records)
             last_record = time.monotonic()
         elif args.timeout_ms is not None and (
                 time.monotonic() - last_record) * 1000 >= args.timeout_ms:
             break
-    return count
 
 
 def _format(record: ConsumerRecord, args: argparse.Namespace) -> bytes:

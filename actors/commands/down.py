@@ -18,7 +18,12 @@ import ray
 
 from actors.cluster import Cluster
 from actors.commands import state as cluster_state
-from actors.commands.connection import check_zookeeper, join_ray
+from actors.commands.connection import (
+    check_zookeeper,
+    cluster_actor_names,
+    join_ray,
+    kill_cluster_actors,
+)
 from actors.commands.output import echo
 from actors.commands.progress import wait_with_spinner
 from actors.stack import RayHead
@@ -48,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     stopped = []
     brokers = _stop_brokers(recorded)
     if brokers:
-        stopped.append(f"broker(s) {', '.join(map(str, brokers))}")
+        stopped.append(f"broker(s) {', '.join(sorted(brokers, key=int))}")
     head = recorded.ray_head
     if head is not None:
         pids = RayHead(head["pid"], head["address"], Path(head["log"])).stop(args.timeout)
@@ -59,29 +64,42 @@ def run(args: argparse.Namespace) -> int:
         stopped.append(f"ZooKeeper (pid {zookeeper['pid']})")
     recorded.remove()
     echo(f"rafka cluster {recorded.name!r} is down; stopped "
-          f"{'; '.join(stopped) if stopped else 'nothing (its processes were gone)'}")
+         f"{'; '.join(stopped) if stopped else 'nothing (its processes were gone)'}")
     return 0
 
 
-def _stop_brokers(recorded: cluster_state.ClusterState) -> list[int]:
-    """Stop every broker gracefully; [] (with a warning) if the cluster cannot be reached."""
+def _stop_brokers(recorded: cluster_state.ClusterState) -> list[str]:
+    """Stop every broker: gracefully through the cluster (each resigns and unregisters), else by
+    killing its actors; the ids of the brokers stopped. [] with a warning if Ray cannot be
+    reached (then the end of its head ends them, if `up` started it)."""
     try:
-        check_zookeeper(recorded.zk)
         join_ray(recorded.ray_address, recorded.name, recorded.ray_auth_mode)
-        cluster = Cluster.connect(recorded.zk, recorded.name, ray_address=recorded.ray_address)
-    except Exception as error:  # a CliError, or a cluster half gone
-        print(f"warning: cannot reach the brokers ({error}); stopping the processes only",
+    except Exception as error:  # a CliError, or a Ray half gone
+        print(f"warning: cannot reach Ray ({error}); stopping the processes only",
               file=sys.stderr)
         return []
     try:
-        ids = sorted(broker["id"] for broker in cluster.brokers())
-        wait_with_spinner("stopping the brokers", cluster.shutdown, announce=True)
-        return ids
-    except Exception as error:
-        print(f"warning: the brokers did not all stop gracefully ({error})", file=sys.stderr)
-        return []
+        brokers = [actor.removeprefix("broker-") for actor in cluster_actor_names(recorded.name)
+                   if actor.startswith("broker-")]
+        try:
+            check_zookeeper(recorded.zk)
+            cluster = Cluster.connect(recorded.zk, recorded.name,
+                                      ray_address=recorded.ray_address)
+        except Exception as error:
+            print(f"warning: cannot reach ZooKeeper ({error}); killing the brokers",
+                  file=sys.stderr)
+            kill_cluster_actors(recorded.name)
+            return brokers
+        try:
+            wait_with_spinner("stopping the brokers", cluster.shutdown, announce=True)
+        except Exception as error:
+            print(f"warning: the brokers did not all stop gracefully ({error}); killing them",
+                  file=sys.stderr)
+            kill_cluster_actors(recorded.name)
+        finally:
+            with contextlib.suppress(Exception):
+                cluster.store.close()
+        return brokers
     finally:
-        with contextlib.suppress(Exception):
-            cluster.store.close()
         if ray.is_initialized():
             ray.shutdown()

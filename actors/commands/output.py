@@ -3,14 +3,15 @@
 Ray's driver prints the raylet's warnings ("N worker processes have been started ...") to
 `sys.stdout` from a thread of its own, which would mix them into `rafka consume`'s records. So a
 command's data goes to the real stdout through `echo()`/`data_stream()`, and `sys.stdout` is
-pointed at stderr for everything else (`reserve_stdout()`, called by the command line).
+pointed at stderr for everything else (`reserved_stdout()`, used by the command line).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from actors.commands.errors import CliError
@@ -18,12 +19,18 @@ from actors.commands.errors import CliError
 _data: TextIO | None = None
 
 
-def reserve_stdout() -> None:
-    """From now on only `echo()` and `data_stream()` write to the real stdout."""
+@contextlib.contextmanager
+def reserved_stdout() -> Iterator[None]:
+    """Within it, only `echo()` and `data_stream()` write to the real stdout."""
     global _data
-    if _data is None:
-        _data = sys.stdout
-        sys.stdout = sys.stderr
+    if _data is not None:  # reserved already
+        yield
+        return
+    _data, sys.stdout = sys.stdout, sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout, _data = _data, None
 
 
 def data_stream() -> TextIO:
@@ -64,3 +71,14 @@ def key_values(pairs: Iterable[str] | None, option: str) -> dict[str, str]:
 
 def add_key_value_option(parser: argparse.ArgumentParser, *names: str, help: str) -> None:
     parser.add_argument(*names, action="append", metavar="KEY=VALUE", default=[], help=help)
+
+
+def console_properties(pairs: Iterable[str] | None, known: dict[str, str]) -> dict[str, str]:
+    """Kafka's console tools' `--property name=value`, for the names in `known` (name -> what
+    it means here); anything else is a usage error that lists them."""
+    values = key_values(pairs, "--property")
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise CliError(f"unknown --property {', '.join(unknown)}; known here: "
+                       + ", ".join(f"{name} ({meaning})" for name, meaning in known.items()), 2)
+    return values

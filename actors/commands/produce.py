@@ -15,7 +15,7 @@ from typing import IO
 
 from actors.commands.connection import add_connection_options, connect, disconnect
 from actors.commands.errors import CliError
-from actors.commands.output import add_key_value_option, key_values
+from actors.commands.output import add_key_value_option, console_properties, key_values
 from actors.commands.progress import Progress
 from actors.producer import RecordFuture
 
@@ -34,6 +34,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--acks", choices=("0", "1", "all", "-1"), default="all",
                         help="acknowledgements to wait for (default all)")
     parser.add_argument("--partition", type=int, help="send every record to this partition")
+    add_key_value_option(parser, "--property",
+                         help="kafka-console-producer's parse.key=true and key.separator=SEP")
     add_key_value_option(parser, "--producer-property",
                          help="a producer setting (e.g. linger.ms=10); repeatable")
     progress = parser.add_mutually_exclusive_group()
@@ -49,6 +51,10 @@ def run(args: argparse.Namespace) -> int:
     if topic is None:
         raise CliError("which topic? give its name (or --topic NAME)", 2)
     settings = key_values(args.producer_property, "--producer-property")
+    properties = console_properties(args.property, {
+        "parse.key": "true: split key and value", "key.separator": "default tab"})
+    if properties.get("parse.key", "false").lower() == "true" and args.key_separator is None:
+        args.key_separator = properties.get("key.separator", "\t")
     separator = args.key_separator.encode() if args.key_separator else None
     if separator == b"":
         raise CliError("--key-separator must not be empty", 2)

@@ -97,7 +97,7 @@ def _create(args: argparse.Namespace) -> int:
             raise CliError(f"topic {topic!r} exists already: choose another name, or pass "
                            f"--if-not-exists") from None
         echo(f"created topic {topic!r}: {args.partitions} partition(s), "
-              f"replication factor {args.replication_factor}")
+             f"replication factor {args.replication_factor}")
         return 0
 
     return _with_cluster(args, create)

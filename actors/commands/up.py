@@ -17,15 +17,22 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.util import list_named_actors
+from ray.exceptions import GetTimeoutError
 
 from actors.cluster import Cluster
 from actors.commands import state as cluster_state
-from actors.commands.connection import check_ray, check_zookeeper, join_ray, parse_zookeeper
+from actors.commands.connection import (
+    check_ray,
+    check_zookeeper,
+    join_ray,
+    kill_cluster_actors,
+    parse_zookeeper,
+)
 from actors.commands.errors import CliError, NotAvailableError
 from actors.commands.output import add_key_value_option, echo, key_values
 from actors.commands.progress import Progress, wait_with_spinner
-from actors.naming import cluster_namespace
+from actors.config import BrokerConfig
+from actors.errors import RequestTimedOutError
 from actors.stack import RayHead
 from coordination.embedded import (
     EmbeddedZooKeeper,
@@ -45,7 +52,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--name", default=cluster_state.default_name(),
                         help="the cluster's name (default: $RAFKA_CLUSTER or 'rafka')")
     parser.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")
-    parser.add_argument("--zk", metavar="HOST:PORT[/CHROOT]",
+    parser.add_argument("--zk", "--zookeeper", dest="zk", metavar="HOST:PORT[/CHROOT]",
                         help="an existing ZooKeeper ensemble (default: start an embedded one)")
     parser.add_argument("--zk-host", default="127.0.0.1",
                         help="the address the embedded ZooKeeper binds (default 127.0.0.1; "
@@ -80,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if args.brokers < 1:
         raise CliError(f"--brokers must be at least 1, got {args.brokers}", 2)
     broker_config = key_values(args.broker_config, "--broker-config")
+    BrokerConfig.from_dict(broker_config)  # a wrong setting is refused before anything starts
     start_options = _placement_options(args.broker_resource)
     _refuse_if_up(args.name)
     data_dir = Path(args.data_dir or cluster_state.default_data_dir(args.name)).resolve()
@@ -136,6 +144,7 @@ def _bring_up(args: argparse.Namespace, data_dir: Path, broker_config: dict[str,
             zookeeper = wait_with_spinner("starting ZooKeeper", lambda: _start_zookeeper(
                 data_dir, args.zk_host), announce=True)
             zk_address = str(zookeeper.address)
+            print(f"started ZooKeeper at {zk_address} (pid {zookeeper.pid})", file=sys.stderr)
         if args.address:
             ray_address, auth_mode = args.address, None
         else:
@@ -144,6 +153,7 @@ def _bring_up(args: argparse.Namespace, data_dir: Path, broker_config: dict[str,
                 data_dir / "logs" / "ray-head.log", num_cpus=args.num_cpus,
                 resources=resources, include_dashboard=args.dashboard), announce=True)
             ray_address, auth_mode = head.address, head.auth_mode
+            print(f"started a Ray head at {ray_address} (pid {head.pid})", file=sys.stderr)
         recorded = cluster_state.ClusterState(
             name=args.name, zk=zk_address, ray_address=ray_address, data_dir=str(data_dir),
             brokers=args.brokers, ray_auth_mode=auth_mode,
@@ -160,10 +170,17 @@ def _bring_up(args: argparse.Namespace, data_dir: Path, broker_config: dict[str,
             recorded.save()
         if args.broker_resource:
             _wait_for_resource(args.broker_resource, args.brokers, args.timeout)
-        cluster = wait_with_spinner(f"starting {args.brokers} broker(s)", lambda: Cluster.start(
-            args.brokers, name=args.name, zk=zk_address, ray_address=ray_address,
-            data_dir=data_dir, broker_config=broker_config, detached=True,
-            timeout_s=args.timeout, **start_options), announce=True)
+        try:
+            cluster = wait_with_spinner(
+                f"starting {args.brokers} broker(s)", lambda: Cluster.start(
+                    args.brokers, name=args.name, zk=zk_address, ray_address=ray_address,
+                    data_dir=data_dir, broker_config=broker_config, detached=True,
+                    timeout_s=args.timeout, **start_options), announce=True)
+        except (GetTimeoutError, RequestTimedOutError):
+            where = f"its log {head.log_path} and " if head else ""
+            raise CliError(f"the brokers did not start within {args.timeout:g} s: see "
+                           f"{where}the Ray logs (ray/session_latest/logs in Ray's temp dir), "
+                           f"or raise --timeout") from None
         controller = cluster.controller()
         cluster.store.close()
     except BaseException:
@@ -206,12 +223,10 @@ def _undo(name: str, zookeeper: EmbeddedZooKeeper | None, head: RayHead | None,
           recorded: cluster_state.ClusterState | None) -> None:
     """After a failed or interrupted `up`: stop what it started, and only that."""
     if ray.is_initialized():
-        if head is None:  # brokers on a Ray cluster that stays up: kill what this up created
-            namespace = cluster_namespace(name)
-            with contextlib.suppress(Exception):
-                for entry in list_named_actors(all_namespaces=True):
-                    if entry["namespace"] == namespace:
-                        ray.kill(ray.get_actor(entry["name"], namespace=namespace))
+        # Brokers this up created: on a Ray cluster that stays up they would linger, and a head
+        # about to stop would wait for them (it drains running actors for up to 30 s).
+        with contextlib.suppress(Exception):
+            kill_cluster_actors(name)
         ray.shutdown()
     if head is not None:
         head.stop()
@@ -219,6 +234,8 @@ def _undo(name: str, zookeeper: EmbeddedZooKeeper | None, head: RayHead | None,
         zookeeper.stop()
     if recorded is not None:
         recorded.remove()
+    if head is not None or zookeeper is not None:
+        print("stopped what this `rafka up` had started", file=sys.stderr)
 
 
 def _report(recorded: cluster_state.ClusterState, controller: int | None, seconds: float) -> None:

@@ -1,0 +1,77 @@
+"""The command line's parts that need no cluster: the state files, the progress bar, tables."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from actors.commands import state
+from actors.commands.errors import CliError
+from actors.commands.output import key_values, table
+from actors.commands.progress import Progress, wait_with_spinner
+
+
+@pytest.fixture
+def rafka_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("RAFKA_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_state_is_found_by_name_and_by_data_dir(rafka_home: Path, tmp_path: Path) -> None:
+    recorded = state.ClusterState(name="prod", zk="127.0.0.1:2181", ray_address="10.0.0.1:6379",
+                                  data_dir=str(tmp_path / "data"), brokers=3,
+                                  zookeeper={"pid": 1, "data_dir": "x"})
+    path = recorded.save()
+    assert path == tmp_path / "data" / "cluster.json"
+    assert state.pointer_path("prod") == rafka_home / "clusters" / "prod.json"
+    assert state.load("prod") == recorded
+    assert state.load("anything", tmp_path / "data") == recorded
+    assert state.load("other") is None
+    recorded.remove()
+    assert state.load("prod") is None
+    assert not state.pointer_path("prod").exists()
+
+
+def test_removing_a_state_keeps_another_clusters_pointer(rafka_home: Path, tmp_path: Path) -> None:
+    old = state.ClusterState("c", "h:1", "a:1", str(tmp_path / "old"), 1)
+    old.save()
+    new = state.ClusterState("c", "h:2", "a:2", str(tmp_path / "new"), 1)
+    new.save()  # the name now points at the new data dir
+    old.remove()
+    assert state.load("c") == new
+
+
+def test_default_data_dir_is_under_rafka_home(rafka_home: Path) -> None:
+    assert state.default_data_dir("x") == rafka_home / "x"
+
+
+def test_progress_bar_draws_on_the_stream_it_is_given() -> None:
+    stream = io.StringIO()
+    with Progress("producing", total=200, unit="records", enabled=True, stream=stream) as bar:
+        bar.update(200)
+    drawn = stream.getvalue()
+    assert "producing [" + "#" * 30 + "] 100%" in drawn
+    assert "200 records/200 records" in drawn
+    assert drawn.endswith("\n")
+
+
+def test_progress_is_silent_off_a_terminal() -> None:
+    stream = io.StringIO()  # isatty() is False
+    with Progress("x", enabled=None, stream=stream) as bar:
+        bar.update(5)
+    assert stream.getvalue() == ""
+    assert wait_with_spinner("waiting", lambda: 42, stream=stream) == 42
+    assert stream.getvalue() == ""
+    assert wait_with_spinner("waiting", lambda: 1, stream=stream, announce=True) == 1
+    assert stream.getvalue() == "waiting ...\n"
+
+
+def test_key_values_and_tables() -> None:
+    assert key_values(["a=1", " b = x=y "], "--config") == {"a": "1", "b": "x=y"}
+    with pytest.raises(CliError) as raised:
+        key_values(["novalue"], "--config")
+    assert raised.value.exit_code == 2
+    assert table(["A", "BB"], [[1, [2, 3]], [None, "x"]]).splitlines() == [
+        "A  BB", "1  2,3", "-  x"]

@@ -1,0 +1,71 @@
+"""cluster.yaml is a Ray cluster launcher file that Ray itself accepts.
+
+`ray up` checks a file with `prepare_config` then `validate_config` (the JSON schema
+ray/autoscaler/ray-schema.json, through jsonschema); so do these tests, for the active local
+provider and for the commented AWS example.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import ray.autoscaler
+import yaml
+from ray.autoscaler._private.util import prepare_config, validate_config
+
+FILE = Path(__file__).resolve().parents[2] / "cluster.yaml"
+SCHEMA = Path(ray.autoscaler.__file__).parent / "ray-schema.json"
+
+
+@pytest.fixture(scope="module")
+def config() -> dict[str, Any]:
+    return yaml.safe_load(FILE.read_text())
+
+
+def _validate_as_ray_up_does(config: dict[str, Any]) -> dict[str, Any]:
+    jsonschema.validate(config, json.loads(SCHEMA.read_text()))
+    prepared = prepare_config(copy.deepcopy(config))
+    validate_config(prepared)
+    return prepared
+
+
+def test_local_provider_passes_rays_validation(config: dict[str, Any]) -> None:
+    assert config["provider"]["type"] == "local"
+    assert {"head_ip", "worker_ips"} <= set(config["provider"])
+    prepared = _validate_as_ray_up_does(config)
+    assert prepared["max_workers"] == len(config["provider"]["worker_ips"])
+
+
+def test_commented_aws_example_passes_rays_validation(config: dict[str, Any]) -> None:
+    text = FILE.read_text()
+    start = text.index("# provider:\n#   type: aws")
+    end = text.index("# head_node_type: head") + len("# head_node_type: head")
+    example = yaml.safe_load("\n".join(line.removeprefix("#").removeprefix(" ")
+                                       for line in text[start:end].splitlines()))
+    assert example["provider"]["type"] == "aws"
+    for node_type in example["available_node_types"].values():
+        assert node_type["resources"]["rafka_broker"] == 1
+    _validate_as_ray_up_does({**config, **example})
+
+
+def test_every_node_offers_one_broker_slot(config: dict[str, Any]) -> None:
+    head = " ".join(config["head_start_ray_commands"])
+    workers = " ".join(config["worker_start_ray_commands"])
+    for commands in (head, workers):
+        assert "ray start" in commands
+        assert """--resources='{"rafka_broker": 1}'""" in commands
+
+
+def test_setup_installs_java_and_rafka_and_up_runs_on_the_head(config: dict[str, Any]) -> None:
+    setup = " ".join(config["setup_commands"])
+    assert "default-jre-headless" in setup
+    assert "pip install" in setup and "rafka" in setup
+    up = next(c for c in config["head_start_ray_commands"] if "rafka up" in c)
+    assert "--address auto" in up
+    assert "--broker-resource rafka_broker" in up
+    assert "--zk-host auto" in up and "RAFKA_ZK" in up
