@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actors import metrics
 from actors.config import BrokerConfig
 from actors.controller import Controller
 from actors.errors import ErrorCode, error_reply
@@ -27,7 +29,12 @@ from actors.naming import broker_name, replica_name
 from actors.replica import PartitionReplicaActor
 from coordination import layout
 from coordination.election import ControllerElection
-from coordination.errors import CoordinationError, StaleVersionError, ZNodeExistsError
+from coordination.errors import (
+    BrokerIdInUseError,
+    CoordinationError,
+    StaleVersionError,
+    ZNodeExistsError,
+)
 from coordination.models import BrokerInfo, PartitionState, TopicAssignment
 from coordination.partition_state import PartitionStateStore
 from coordination.registration import BrokerRegistration
@@ -58,6 +65,9 @@ class Broker:
         self.config = BrokerConfig.from_dict(self.raw_config)
         self.node_id = ray.get_runtime_context().get_node_id()
         self.replicas: dict[tuple[str, int], Any] = {}
+        # The last LeaderAndIsr applied to each replica: a replica that dies is recreated from it.
+        self.replica_states: dict[tuple[str, int], dict[str, Any]] = {}
+        self._supervisor: asyncio.Task | None = None
         self.controller_epoch = -1
         self.store: ClusterStore | None = None
         self.registration: BrokerRegistration | None = None
@@ -100,7 +110,7 @@ class Broker:
             try:
                 await asyncio.to_thread(self.registration.register)
                 break
-            except ZNodeExistsError:
+            except (BrokerIdInUseError, ZNodeExistsError):
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.25)
@@ -111,6 +121,7 @@ class Broker:
             on_resigned=lambda: self._call_soon(self._on_resigned),
         )
         self.election.start()
+        self._supervisor = asyncio.ensure_future(self._supervise_replicas())
         return {"broker_id": self.broker_id, "node_id": self.node_id, "host": info.host}
 
     def _call_soon(self, function: Any, *args: Any) -> None:
@@ -140,6 +151,9 @@ class Broker:
         log.info("broker %d is controller at epoch %d", self.broker_id, epoch)
         self.controller = Controller(self.store, self.broker_id, fence, self.namespace)
         self.controller.start()
+        # Counted by the broker that takes over, once per election it wins (Kafka's
+        # ControllerChangeRate is counted by every broker; summing here counts each change once).
+        metrics.controller_changed(self.cluster_name, self.broker_id)
 
     def _on_resigned(self) -> None:
         if self.controller is not None and not self._shutting_down:
@@ -150,6 +164,8 @@ class Broker:
     async def shutdown(self) -> None:
         """Controlled shutdown: resign, unregister, close every replica, close the session."""
         self._shutting_down = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
         if self.controller is not None:
             self.controller.stop()
             self.controller = None
@@ -203,6 +219,9 @@ class Broker:
                 f"broker {self.broker_id} is not registered in ZooKeeper",
             )
         self.controller_epoch = controller_epoch
+        for p in partitions:
+            self.replica_states[(p["topic"], p["partition"])] = {
+                **p, "controller_epoch": controller_epoch}
         replies = await asyncio.gather(
             *(
                 self._replica(p["topic"], p["partition"], p.get("config", {}))
@@ -227,6 +246,7 @@ class Broker:
         self.controller_epoch = controller_epoch
         closing = []
         for topic, partition in partitions:
+            self.replica_states.pop((topic, partition), None)
             handle = self.replicas.pop((topic, partition), None)
             if handle is not None:
                 closing.append((handle, handle.close.remote(delete=delete)))
@@ -235,6 +255,41 @@ class Broker:
                 await done
             ray.kill(handle)
         return {"error": 0}
+
+    async def _supervise_replicas(self, interval_s: float = 1.0) -> None:
+        """Recreate replica actors that died while this broker lives.
+
+        In Kafka a replica cannot die without its broker; here it is a process of its own. Its
+        log survives on disk, so a new actor reopens it (recovering a torn tail) and takes the
+        partition's current state from ZooKeeper, the same leader epoch included.
+        """
+        while True:
+            await asyncio.sleep(interval_s)
+            keys = list(self.replicas)
+            pings = await asyncio.gather(
+                *(self.replicas[key].pid.remote() for key in keys), return_exceptions=True
+            )
+            for key, ping in zip(keys, pings, strict=True):
+                if isinstance(ping, ray.exceptions.RayActorError) and key in self.replicas:
+                    await self._recreate_replica(key)
+
+    async def _recreate_replica(self, key: tuple[str, int]) -> None:
+        topic, partition = key
+        log.warning("replica %s-%d on broker %d died: recreating it", topic, partition,
+                    self.broker_id)
+        self.replicas.pop(key, None)
+        state = self.replica_states.get(key)
+        if state is None or self.store is None:
+            return
+        current = await asyncio.to_thread(
+            PartitionStateStore(self.store).read_partition_state, topic, partition)
+        if current is not None:
+            state = {**state, "leader": current.value.leader,
+                     "leader_epoch": current.value.leader_epoch,
+                     "isr": list(current.value.isr), "zk_version": current.version}
+        handle = self._replica(topic, partition, state.get("config", {}))
+        with contextlib.suppress(Exception):
+            await handle.leader_and_isr.remote(state)
 
     # ------------------------------------------------------------------- ZooKeeper writes
 
@@ -293,6 +348,9 @@ class Broker:
 
     async def ping(self) -> int:
         return self.broker_id
+
+    async def pid(self) -> int:
+        return os.getpid()
 
     async def zookeeper_session(self) -> dict[str, Any]:
         """This broker's ZooKeeper session id and password, for fault injection: a client that

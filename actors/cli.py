@@ -3,7 +3,10 @@
     rafka up [--brokers N]              a cluster that outlives the command (embedded ZooKeeper,
                                         a Ray head, detached brokers); `rafka down` stops it
     rafka status                        brokers, controller, partitions, under-replicated ones
+    rafka brokers list|add [--count N]  the brokers; start more (to grow the cluster)
     rafka topics create|list|describe|alter|delete
+    rafka reassign --topic T --replicas 0,3 [--partition P] | --reassignment-json-file FILE
+                                        move replicas between brokers; --verify says if done
     rafka produce TOPIC [--key-separator :] < lines
     rafka consume TOPIC --from-beginning [--max-messages N] [--format json]
     rafka groups list|describe

@@ -160,6 +160,9 @@ class ProducerConfig:
     # larger. Set explicitly, a value below that sum is an error, as in Kafka.
     delivery_timeout_ms: int | None = None
     request_timeout_ms: int = 30_000
+    # How old cached metadata may get before it is fetched again, even without an error: how
+    # soon a producer sees partitions added to a topic.
+    metadata_max_age_ms: int = 300_000
     # Kafka 3.x waits 0 ms; Kafka 4.0 changed it to 5 (KIP-1030) and rafka follows 4.0 because an
     # actor call costs about 1 ms whatever it carries: 5 ms of waiting buys batches that make
     # each call pay.
@@ -215,6 +218,7 @@ class ConsumerConfig:
     enable_auto_commit: bool | None = None
     auto_commit_interval_ms: int = 5_000
     fetch_max_wait_ms: int = 500
+    metadata_max_age_ms: int = 300_000
     fetch_min_bytes: int = 1
     fetch_max_bytes: int = 52_428_800
     max_partition_fetch_bytes: int = 1_048_576
@@ -254,6 +258,7 @@ _PRODUCER_PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "retry_backoff_ms": _integer(0),
     "delivery_timeout_ms": _unset_or(_integer(0)),
     "request_timeout_ms": _integer(0),
+    "metadata_max_age_ms": _integer(0),
     "linger_ms": _integer(0),
     "batch_size": _integer(1),
     "compression_type": _compression,
@@ -268,6 +273,7 @@ _CONSUMER_PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "enable_auto_commit": _unset_or(_boolean),
     "auto_commit_interval_ms": _integer(0),
     "fetch_max_wait_ms": _integer(0),
+    "metadata_max_age_ms": _integer(0),
     "fetch_min_bytes": _integer(0),
     "fetch_max_bytes": _integer(1),
     "max_partition_fetch_bytes": _integer(1),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from actors.runtime import init_ray
 from actors.stack import LocalStack
 from coordination.admin import TopicAdmin
 from coordination.election import read_controller
-from coordination.errors import InvalidReplicationFactorError
+from coordination.errors import BrokerIdInUseError, InvalidReplicationFactorError
 from coordination.groups import GroupStore
 from coordination.models import TopicPartition
 from coordination.registration import read_brokers
@@ -65,6 +65,7 @@ class Cluster:
         *,
         broker_config: dict[str, Any] | None = None,
         detached: bool = False,
+        broker_resources: dict[str, float] | None = None,
     ) -> None:
         self.name = name
         self.namespace = cluster_namespace(name)
@@ -73,6 +74,9 @@ class Cluster:
         self.broker_config = dict(broker_config or {})
         BrokerConfig.from_dict(self.broker_config)  # refuse a bad config before any broker
         self.detached = detached
+        # Custom Ray resources each broker asks for, e.g. {"rafka_broker": 1} offered once per
+        # node, so that brokers (and so their replicas) spread one per node.
+        self.broker_resources = dict(broker_resources or {})
         self.store = ClusterStore(stack.zk_address, name).start()
         self.store.ensure_layout()
         self.admin = TopicAdmin(self.store)
@@ -91,17 +95,27 @@ class Cluster:
         data_dir: str | Path | None = None,
         broker_config: dict[str, Any] | None = None,
         detached: bool = False,
+        broker_resources: dict[str, float] | None = None,
         timeout_s: float = 120.0,
     ) -> Cluster:
-        """Start `brokers` brokers, on an embedded ZooKeeper and local Ray unless told otherwise."""
+        """Start `brokers` brokers, on an embedded ZooKeeper and local Ray unless told otherwise.
+
+        `broker_resources` are custom Ray resources each broker requires (see cluster.yaml).
+        """
         validate_topic_name(name)  # it names a chroot and a namespace: the same rules apply
         stack = LocalStack.start(zk=zk, ray_address=ray_address, data_dir=data_dir)
+        cluster = None
         try:
-            cluster = cls(name, stack, broker_config=broker_config, detached=detached)
+            cluster = cls(name, stack, broker_config=broker_config, detached=detached,
+                          broker_resources=broker_resources)
             starts = [cluster._create_broker(broker_id) for broker_id in range(brokers)]
             ray.get(starts, timeout=timeout_s)
             cluster.wait_for_controller(timeout_s)
         except BaseException:
+            if cluster is not None:
+                for handle in cluster._brokers.values():
+                    ray.kill(handle, no_restart=True)
+                cluster.store.close()
             stack.stop()
             raise
         return cluster
@@ -123,6 +137,8 @@ class Cluster:
         }
         if self.detached:
             options["lifetime"] = "detached"
+        if self.broker_resources:
+            options["resources"] = self.broker_resources
         handle = BrokerActor.options(**options).remote(
             broker_id,
             self.name,
@@ -188,7 +204,14 @@ class Cluster:
 
     def start_broker(self, broker_id: int, timeout_s: float = 60.0) -> None:
         """Start (or restart) a broker; it rejoins as follower and catches up."""
-        ray.get(self._create_broker(broker_id), timeout=timeout_s)
+        try:
+            ray.get(self._create_broker(broker_id), timeout=timeout_s)
+        except BaseException:
+            # A broker that could not register must not linger holding its name.
+            handle = self._brokers.pop(broker_id, None)
+            if handle is not None:
+                ray.kill(handle, no_restart=True)
+            raise
 
     def _actor_exists(self, name: str) -> bool:
         try:
@@ -250,6 +273,15 @@ class Cluster:
         expected = {"leader", "follower"}
         return all(facts["role"] in expected for facts in ray.get(roles, timeout=30))
 
+    def add_partitions(self, name: str, total: int, *, wait: bool = True,
+                       timeout_s: float = 60.0) -> None:
+        """Grow a topic to `total` partitions (shrinking is refused, as in Kafka). Producers
+        use the new partitions from their next metadata refresh; groups rebalance to them."""
+        self.admin.add_partitions_auto(name, total)
+        if wait:
+            _wait_for(lambda: self._all_online(name), timeout_s,
+                      f"the new partitions of {name!r} to have leaders")
+
     def list_topics(self) -> list[str]:
         return self.admin.list_topics()
 
@@ -303,6 +335,73 @@ class Cluster:
         reply = raise_for(ray.get(self._broker(controller).elect_preferred_leaders.remote(),
                                   timeout=60))
         return [tuple(tp) for tp in reply["moved"]]
+
+    # ---------------------------------------------------------------------- reassignment
+
+    def add_broker(self, broker_id: int | None = None, *, timeout_s: float = 60.0) -> int:
+        """Start one more broker (the next free id unless told) and return its id once it is
+        registered. It holds nothing until topics are created or replicas reassigned to it."""
+        if broker_id is None:
+            taken = set(read_brokers(self.store)) | set(self._brokers)
+            taken |= {int(name.rsplit("-", 1)[1]) for name in self._named_actors(
+                lambda name: name.startswith("broker-") and name.rsplit("-", 1)[1].isdigit())}
+            broker_id = max(taken, default=-1) + 1
+        elif broker_id in read_brokers(self.store):
+            raise BrokerIdInUseError(f"broker {broker_id} is registered already: choose "
+                                     f"another id, or leave it out for the next free one")
+        self.start_broker(broker_id, timeout_s)
+        _wait_for(lambda: broker_id in read_brokers(self.store), timeout_s,
+                  f"broker {broker_id} to register")
+        return broker_id
+
+    def reassign_partitions(
+        self,
+        targets: Mapping[tuple[str, int], Sequence[int]],
+        *,
+        wait: bool = True,
+        timeout_s: float = 300.0,
+    ) -> None:
+        """Move replicas: `{(topic, partition): [new replicas, the first preferred leader]}`.
+
+        Written to `/admin/reassign_partitions` for the controller, as Kafka's tool does. New
+        replicas catch up and join the ISR before the old ones leave; leadership moves last;
+        clients keep running. With `wait`, return once every partition is on its new replicas.
+        Refused with a typed error for an unknown topic, partition or broker, a broker named
+        twice, or while another reassignment is in progress.
+        """
+        normal = {TopicPartition(topic, partition): tuple(replicas)
+                  for (topic, partition), replicas in targets.items()}
+        self.admin.request_reassignment(normal)
+        if wait:
+            self.wait_for_reassignment(targets, timeout_s)
+
+    def wait_for_reassignment(
+        self, targets: Mapping[tuple[str, int], Sequence[int]], timeout_s: float = 300.0
+    ) -> None:
+        """Return once these partitions are on their new replicas, led by one of them."""
+        normal = {TopicPartition(topic, partition): tuple(replicas)
+                  for (topic, partition), replicas in targets.items()}
+        _wait_for(lambda: self._reassigned(normal), timeout_s,
+                  f"the reassignment of {len(normal)} partition(s) to finish")
+
+    def _reassigned(self, targets: Mapping[TopicPartition, tuple[int, ...]]) -> bool:
+        if set(self.reassignment_in_progress()) & {tuple(tp) for tp in targets}:
+            return False
+        for tp, replicas in targets.items():
+            description = self.admin.describe_topic(tp.topic)
+            state = description.states.get(tp.partition)
+            if (description.assignment.value.partitions.get(tp.partition) != replicas
+                    or state is None or state.value.leader not in replicas):
+                return False
+        return True
+
+    def reassignment_in_progress(self) -> dict[tuple[str, int], list[int]]:
+        """What is left of the reassignment under way: `{(topic, partition): target replicas}`
+        (empty when there is none)."""
+        pending = self.admin.read_reassignment()
+        if pending is None:
+            return {}
+        return {(tp.topic, tp.partition): list(r) for tp, r in pending.value.items()}
 
     # --------------------------------------------------------------------------- clients
 

@@ -58,7 +58,8 @@ class Consumer:
 
     def __init__(self, namespace: str, **config: Any) -> None:
         self.config = ConsumerConfig.from_kwargs(**config)
-        self.metadata = MetadataCache(namespace)
+        self.metadata = MetadataCache(
+            namespace, max_age_s=self.config.metadata_max_age_ms / 1000)
         # The next offset to hand to the caller (Kafka's position), and the next to fetch, which
         # runs ahead of it by what is buffered.
         self._positions: dict[TopicPartition, int | None] = {}
@@ -76,6 +77,9 @@ class Consumer:
         wanted = [TopicPartition(topic, partition) for topic, partition in partitions]
         for tp in wanted:
             count = self.metadata.partition_count(tp.topic)
+            if not 0 <= tp.partition < count:
+                self.metadata.invalidate(tp.topic)  # the topic may have grown since
+                count = self.metadata.partition_count(tp.topic)
             if not 0 <= tp.partition < count:
                 raise ValueError(f"{tp.topic} has partitions 0..{count - 1}, not {tp.partition}")
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
@@ -200,8 +204,8 @@ class Consumer:
                 break
             for ref in done:
                 self._complete(ref)
-            if self._buffer and time.monotonic() >= deadline:
-                break
+            if time.monotonic() >= deadline:
+                break  # even with nothing: fetches failing fast must not hold poll() forever
         records, self._buffer = self._buffer[:limit], self._buffer[limit:]
         for record in records:
             self._positions[TopicPartition(record.topic, record.partition)] = record.offset + 1

@@ -1,10 +1,11 @@
 """The controller: exactly one broker's, elected through `/controller`.
 
-It watches brokers, topics, deletion requests and ISR change notifications; writes initial
-partition states; elects leaders from the ISR when brokers die (unclean only when the topic
-allows it); shrinks the ISR of dead followers; restores preferred leaders; deletes topics; and
-sends LeaderAndIsr, stamped with its epoch, to the brokers affected. Every write it makes is
-fenced by its controller epoch, so a deposed controller can change nothing.
+It watches brokers, topics, deletion requests, reassignment requests and ISR change
+notifications; writes initial partition states; elects leaders from the ISR when brokers die
+(unclean only when the topic allows it); shrinks the ISR of dead followers; restores preferred
+leaders; moves replicas between brokers (reassignment); deletes topics; and sends
+LeaderAndIsr, stamped with its epoch, to the brokers affected. Every write it makes is fenced by
+its controller epoch, so a deposed controller can change nothing.
 
 As in Kafka it runs inside its broker (here: on the broker actor's asyncio loop) and keeps no
 state it cannot rebuild from ZooKeeper. Watch callbacks only queue events; one task handles them
@@ -23,8 +24,9 @@ import ray
 from actors.config import TopicConfig
 from actors.naming import broker_name
 from actors.replication import elect_leader, elect_preferred_leader, remove_from_isr
-from coordination.admin import TopicAdmin
+from coordination.admin import TopicAdmin, parse_reassignment
 from coordination.errors import ControllerMovedError, StaleVersionError, UnknownTopicError
+from coordination.layout import REASSIGN_PARTITIONS
 from coordination.models import (
     BrokerInfo,
     ControllerFence,
@@ -52,6 +54,7 @@ class Controller:
         namespace: str,
         *,
         preferred_leader_check_s: float = 300.0,
+        reassignment_check_s: float = 0.5,
     ) -> None:
         self.store = store
         self.broker_id = broker_id
@@ -69,7 +72,16 @@ class Controller:
         self.events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         self._watches: list[Any] = []
+        self._topic_watches: dict[str, Any] = {}
         self._tasks: list[asyncio.Task] = []
+        # Reassignment: the target replicas of each partition being moved, the partitions whose
+        # new replicas this controller has announced (a new controller announces them again),
+        # and the assignment versions it wrote (so that a late watch event cannot undo them).
+        self.reassignment_check_s = reassignment_check_s
+        self.reassigning: dict[TopicPartition, tuple[int, ...]] = {}
+        self._reassignment_announced: set[TopicPartition] = set()
+        self._reassignment_check_queued = False
+        self._assignment_versions: dict[str, int] = {}
 
     # ------------------------------------------------------------------------ life cycle
 
@@ -77,10 +89,11 @@ class Controller:
         self._tasks.append(asyncio.ensure_future(self._run()))
 
     def stop(self) -> None:
-        for watch in self._watches:
+        for watch in [*self._watches, *self._topic_watches.values()]:
             with contextlib.suppress(Exception):
                 watch.cancel()
         self._watches = []
+        self._topic_watches = {}
         for task in self._tasks:
             task.cancel()
         self._tasks = []
@@ -104,8 +117,10 @@ class Controller:
                 watches.watch_topics(self._queue("topics")),
                 watches.watch_topic_deletions(self._queue("deletions")),
                 watches.watch_isr_change_notifications(self._queue("isr_changes")),
+                watches.watch_partition_reassignment(self._queue("reassignments")),
             ]
             self._tasks.append(asyncio.ensure_future(self._check_preferred_leaders_forever()))
+            self._tasks.append(asyncio.ensure_future(self._check_reassignments_forever()))
             while True:
                 kind, value = await self.events.get()
                 try:
@@ -143,6 +158,10 @@ class Controller:
             description = await self._zk(self.admin.describe_topic, topic)
         except UnknownTopicError:
             return
+        if topic not in self._topic_watches:  # its partition count may grow
+            deliver = self._queue("assignment")
+            self._topic_watches[topic] = ClusterWatches(self.store).watch_topic_assignment(
+                topic, lambda versioned, topic=topic: deliver((topic, versioned)))
         self.assignments[topic] = description.assignment.value
         self.raw_configs[topic] = dict(description.config)
         self.configs[topic] = TopicConfig.from_dict(description.config)
@@ -325,11 +344,30 @@ class Controller:
                                                        if tp in self.states})
 
     def _forget_topic(self, topic: str) -> None:
+        watch = self._topic_watches.pop(topic, None)
+        if watch is not None:
+            watch.cancel()
         self.assignments.pop(topic, None)
+        self._assignment_versions.pop(topic, None)
         self.configs.pop(topic, None)
         self.raw_configs.pop(topic, None)
         for tp in [tp for tp in self.states if tp.topic == topic]:
             del self.states[tp]
+
+    async def _on_assignment(self, change: tuple[str, Versioned[TopicAssignment] | None]) -> None:
+        """A topic's assignment changed: partitions were added (Kafka never removes any)."""
+        topic, versioned = change
+        if versioned is None or topic not in self.assignments:
+            return
+        if versioned.version < self._assignment_versions.get(topic, -1):
+            return  # older than what a reassignment step wrote since: already applied
+        if versioned.value.partitions == self.assignments[topic].partitions:
+            return
+        self.assignments[topic] = versioned.value
+        added = {tp for tp in self._partitions_without_state() if tp.topic == topic}
+        log.info("controller %d: %s grows to %d partitions", self.broker_id, topic,
+                 versioned.value.partition_count)
+        await self._send_leader_and_isr(await self._bring_online(added))
 
     async def _on_deletions(self, topics: set[str]) -> None:
         for topic in sorted(topics):
@@ -362,6 +400,9 @@ class Controller:
             fresh = await self._zk(self.partition_states.read_partition_state, *tp)
             if fresh is not None and tp.topic in self.assignments:
                 self.states[tp] = fresh
+        # A new replica joining the ISR is what a reassignment waits for.
+        if self.reassigning and set(partitions) & set(self.reassigning):
+            await self._continue_reassignments()
 
     # ---------------------------------------------------------------- preferred leaders
 
@@ -388,3 +429,140 @@ class Controller:
                 moved.append(tp)
         await self._send_leader_and_isr(set(moved))
         return moved
+
+    # ---------------------------------------------------------------------- reassignment
+    #
+    # Kafka's ZooKeeper-era algorithm (KafkaController.onPartitionReassignment), per partition,
+    # with RS the replicas now, TRS the target and ORS - TRS the replicas that leave:
+    #   1. assignment = RS + (TRS - RS); bump the leader epoch so that the leader learns the new
+    #      replica list; LeaderAndIsr to all, so the new replicas start fetching as followers;
+    #   2. wait until every replica of TRS is in the ISR (the leader adds it once caught up);
+    #   3. if the leader is not in TRS (or not live), the first live in-sync replica of TRS
+    #      leads; the leaving replicas leave the ISR, in the same fenced write (one epoch bump
+    #      instead of Kafka's two: the leaving replicas are told nothing in between anyway);
+    #   4. assignment = TRS; LeaderAndIsr to TRS; StopReplica (delete) to the leaving replicas;
+    #   5. drop the partition from /admin/reassign_partitions (the znode goes when empty).
+    # Each step is decided afresh from ZooKeeper, so a new controller resumes where the last
+    # one stopped. Waiting never blocks the event loop: steps are re-checked on ISR change
+    # notifications and every `reassignment_check_s`.
+
+    async def _on_reassignments(self, versioned: Versioned[Any] | None) -> None:
+        if versioned is None:
+            self.reassigning = {}
+            self._reassignment_announced.clear()
+            return
+        try:
+            targets = parse_reassignment(versioned.value)
+        except Exception as error:  # a malformed request must not wedge the controller
+            log.error("controller %d: ignoring malformed reassignment request: %s",
+                      self.broker_id, error)
+            with contextlib.suppress(Exception):
+                await self._zk(self.store.delete, REASSIGN_PARTITIONS, version=versioned.version)
+            return
+        self.reassigning = targets
+        self._reassignment_announced &= set(targets)
+        log.info("controller %d: reassigning %s", self.broker_id,
+                 {f"{tp.topic}-{tp.partition}": list(r) for tp, r in targets.items()})
+        await self._continue_reassignments()
+
+    async def _check_reassignments_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.reassignment_check_s)
+            if self.reassigning and not self._reassignment_check_queued:
+                self._reassignment_check_queued = True
+                self.events.put_nowait(("reassignment_check", None))
+
+    async def _on_reassignment_check(self, _value: Any) -> None:
+        self._reassignment_check_queued = False
+        await self._continue_reassignments()
+
+    async def _continue_reassignments(self) -> None:
+        done = []
+        for tp, target in sorted(self.reassigning.items()):
+            try:
+                if await self._reassign_partition(tp, target):
+                    done.append(tp)
+            except ControllerMovedError:
+                raise
+            except Exception:
+                log.exception("controller %d: reassigning %s-%d failed; retrying", self.broker_id,
+                              tp.topic, tp.partition)
+        if done:
+            left = await self._zk(self.admin.complete_reassignment, done, fence=self.fence)
+            self.reassigning = dict(left)
+            self._reassignment_announced -= set(done)
+            log.info("controller %d: reassignment of %s done", self.broker_id,
+                     [f"{tp.topic}-{tp.partition}" for tp in done])
+
+    async def _reassign_partition(self, tp: TopicPartition, target: tuple[int, ...]) -> bool:
+        """Take one partition one step further; True once it is done (or moot)."""
+        assignment = self.assignments.get(tp.topic)
+        if assignment is None or tp.partition not in assignment.partitions:
+            return True  # topic deleted meanwhile: nothing left to move
+        # The leader writes ISR changes itself: read what is there now, not our cached copy.
+        fresh = await self._zk(self.partition_states.read_partition_state, *tp)
+        if fresh is None:
+            return False  # not online yet: its state comes first
+        self.states[tp] = fresh
+        current = self._replicas(tp)
+        if current == target:
+            return True  # done, by us or by a controller before us
+        if set(current) == set(target):  # only the order (the preferred leader) changes
+            await self._write_replicas(tp, target)
+            await self._send_leader_and_isr({tp})
+            return True
+        if tp not in self._reassignment_announced:  # step 1
+            union = current + tuple(b for b in target if b not in current)
+            if union != current:
+                await self._write_replicas(tp, union)
+            state = fresh.value
+            bumped = PartitionState(state.leader, state.leader_epoch + 1, state.isr, self.epoch)
+            if not await self._write_state(tp, bumped):
+                return False  # the leader changed the ISR meanwhile: again at the next check
+            self._reassignment_announced.add(tp)
+            log.info("%s-%d: replicas %s -> %s, waiting for %s to catch up", tp.topic,
+                     tp.partition, list(current), list(union),
+                     sorted(set(target) - set(state.isr)))
+            await self._send_leader_and_isr({tp})
+            return False
+        state = self.states[tp].value
+        if not set(target) <= set(state.isr):  # step 2
+            return False
+        leader = state.leader  # step 3: leadership moves last
+        if leader not in target or leader not in self.live:
+            candidates = [b for b in target if b in state.isr and b in self.live]
+            if not candidates:
+                return False
+            leader = candidates[0]
+        isr = tuple(b for b in state.isr if b in target)
+        moved = PartitionState(leader, state.leader_epoch + 1, isr, self.epoch)
+        if not await self._write_state(tp, moved):
+            return False
+        leaving = [b for b in current if b not in target]
+        await self._write_replicas(tp, target)  # step 4
+        log.info("%s-%d: replicas %s, leader %d at epoch %d, ISR %s; %s leave", tp.topic,
+                 tp.partition, list(target), leader, moved.leader_epoch, list(isr), leaving)
+        await self._send_leader_and_isr({tp})
+        await self._stop_replicas(tp, leaving, delete=True)
+        return True
+
+    async def _write_replicas(self, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
+        written = await self._zk(self.admin.write_partition_replicas, tp.topic, tp.partition,
+                                 replicas, fence=self.fence)
+        self.assignments[tp.topic] = written.value
+        self._assignment_versions[tp.topic] = written.version
+
+    async def _stop_replicas(self, tp: TopicPartition, brokers: list[int], *, delete: bool) -> None:
+        """StopReplica to `brokers` for one partition. A broker that is down keeps its copy, as
+        in Kafka, until it is told again (the log is no longer in the assignment)."""
+        calls = []
+        for broker in brokers:
+            if broker not in self.live:
+                continue
+            with contextlib.suppress(ValueError):
+                handle = ray.get_actor(broker_name(broker), namespace=self.namespace)
+                calls.append(handle.stop_replicas.remote(self.epoch, [tuple(tp)], delete))
+        for reply in await asyncio.gather(*calls, return_exceptions=True):
+            if isinstance(reply, BaseException) or reply.get("error"):
+                log.warning("StopReplica %s-%d not applied everywhere: %r", tp.topic,
+                            tp.partition, reply)

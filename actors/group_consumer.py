@@ -34,6 +34,7 @@ from actors.errors import (
     raise_for,
 )
 from actors.metadata import MetadataCache
+from actors.metrics import ConsumerLag
 from actors.offset_manager import (
     DEFAULT_OFFSETS_PARTITIONS,
     OFFSETS_TOPIC,
@@ -55,6 +56,11 @@ PartitionsCallback = Callable[[set[TopicPartition]], object]
 
 # How often a member retries claiming a partition its previous owner has not released yet.
 CLAIM_RETRY_S = 0.1
+
+# How often a member reads a partition's high watermark back from a fetch reply, for the lag
+# metric. The reply was already read once by the fetch path; reading it again copies its records,
+# so not on every fetch: the lag is at most this much staler than the position.
+LAG_REFRESH_S = 1.0
 
 
 def new_member_id(client_id: str) -> str:
@@ -169,6 +175,8 @@ class GroupConsumer(Consumer):
         self._last_claim_try = 0.0
         self._last_auto_commit = time.monotonic()
         self._pending_commits: list[Any] = []
+        self.lag = ConsumerLag(self.group)
+        self._high_watermark_read_at: dict[TopicPartition, float] = {}
         for topic in self.topics:
             self.metadata.partition_count(topic)  # UnknownTopicError now, not in a rebalance
         if self.config.offsets_storage == "kafka":
@@ -304,7 +312,27 @@ class GroupConsumer(Consumer):
             if self._suspended or not self._owned:
                 return []
         remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
-        return super().poll(remaining_ms, max_records)
+        records = super().poll(remaining_ms, max_records)
+        self.lag.update(self._positions)
+        return records
+
+    def _complete(self, ref: Any) -> None:
+        entry = self._in_flight.get(ref)
+        super()._complete(ref)
+        if entry is None or not self.lag.on:
+            return
+        tp = entry[0]
+        now = time.monotonic()
+        if now - self._high_watermark_read_at.get(tp, -LAG_REFRESH_S) < LAG_REFRESH_S:
+            return
+        self._high_watermark_read_at[tp] = now
+        try:
+            reply = ray.get(ref, timeout=0)  # done already: ray.wait returned it
+        except Exception:  # the fetch failed; the fetch path has dealt with it
+            return
+        high_watermark = reply.get("high_watermark") if isinstance(reply, dict) else None
+        if high_watermark is not None:
+            self.lag.high_watermarks[tp] = high_watermark
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions this member owns (and reads) now."""

@@ -27,11 +27,15 @@ from actors.naming import broker_name, replica_name
 class MetadataCache:
     """Topic metadata from the brokers, and actor handles by name, shared by client threads."""
 
-    def __init__(self, namespace: str, *, refresh_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, namespace: str, *, refresh_timeout_s: float = 30.0, max_age_s: float = 300.0
+    ) -> None:
         self.namespace = namespace
         self.refresh_timeout_s = refresh_timeout_s
+        self.max_age_s = max_age_s
         self._lock = threading.Lock()
         self._topics: dict[str, dict[int, dict[str, Any]]] = {}
+        self._fetched_at: dict[str, float] = {}
         self._brokers: list[int] = []
         self._handles: dict[str, Any] = {}
 
@@ -78,8 +82,10 @@ class MetadataCache:
                 continue
             with self._lock:
                 self._brokers = reply["brokers"] or self._brokers
+                now = time.monotonic()
                 for topic, partitions in reply["topics"].items():
                     self._topics[topic] = {int(p): info for p, info in partitions.items()}
+                    self._fetched_at[topic] = now
                 if topics is not None:
                     for topic in topics:
                         if topic not in reply["topics"]:
@@ -91,8 +97,10 @@ class MetadataCache:
         )
 
     def partitions(self, topic: str) -> dict[int, dict[str, Any]]:
-        """The partitions of `topic`, fetching metadata once if unknown."""
+        """The partitions of `topic`, fetching metadata if unknown or older than the max age."""
         found = self._topics.get(topic)
+        if found is not None and time.monotonic() - self._fetched_at.get(topic, 0) > self.max_age_s:
+            found = None
         if found is None:
             self.refresh([topic])
             found = self._topics.get(topic)
@@ -102,6 +110,11 @@ class MetadataCache:
                     f"(cluster.create_topic or `rafka topics create`)"
                 )
         return found
+
+    def cached_partition_count(self, topic: str) -> int | None:
+        """The partition count known now, without asking a broker (None if unknown)."""
+        found = self._topics.get(topic)
+        return None if found is None else len(found)
 
     def partition_count(self, topic: str) -> int:
         return len(self.partitions(topic))

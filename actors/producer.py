@@ -122,7 +122,8 @@ class Producer:
 
     def __init__(self, namespace: str, **config: Any) -> None:
         self.config = ProducerConfig.from_kwargs(**config)
-        self.metadata = MetadataCache(namespace)
+        self.metadata = MetadataCache(
+            namespace, max_age_s=self.config.metadata_max_age_ms / 1000)
         self._accumulator = RecordAccumulator(
             batch_size=self.config.batch_size,
             linger_ms=self.config.linger_ms,
@@ -171,7 +172,6 @@ class Producer:
                 f"{self.config.max_request_size}: raise it (and the topic's message.max.bytes)"
             )
         count = self.metadata.partition_count(topic)
-        sticky = key is None and partition is None and self.config.partitioner is None
         partition = choose_partition(
             topic, key, count, partition=partition,
             partitioner=self.config.partitioner, sticky=self._sticky,
@@ -184,8 +184,6 @@ class Producer:
                 topic, partition, key, value, timestamp, headers, now, future
             )
             self._bind(future, appended.batch)
-            if appended.batch_is_full and sticky:
-                self._sticky.on_new_batch(topic, count, partition)
             # A new batch starts a linger.ms clock the sender must know of; a full one can go.
             if appended.batch_is_full or appended.new_batch_created:
                 self._wakeup.notify()
@@ -220,8 +218,6 @@ class Producer:
                 appended = self._accumulator.append(topic, target, key, value, now, None, now,
                                                     future)
                 self._bind(future, appended.batch)
-                if appended.batch_is_full and key is None and partition is None:
-                    self._sticky.on_new_batch(topic, count, target)
                 futures.append(future)
             self._wakeup.notify()
         return futures
@@ -284,6 +280,11 @@ class Producer:
                     continue
                 for batch in batches:
                     self._accumulator.on_sent(batch)
+                    # KIP-480: keyless records stick to a partition until its batch goes.
+                    if self._sticky.current(batch.topic) == batch.partition:
+                        count = self.metadata.cached_partition_count(batch.topic)
+                        if count:
+                            self._sticky.on_new_batch(batch.topic, count, batch.partition)
             for batch in batches:
                 self._send(batch)
             self._collect(batches_pending=bool(batches))

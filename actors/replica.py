@@ -26,6 +26,7 @@ import ray
 
 from actors.config import BrokerConfig, TopicConfig
 from actors.errors import ErrorCode, error_reply
+from actors.metrics import ReplicaMetrics
 from actors.naming import broker_name, replica_name
 from actors.offset_manager import (
     OFFSETS_TOPIC,
@@ -97,6 +98,7 @@ class PartitionReplica:
         self._handles: dict[str, Any] = {}
         # On `__consumer_offsets` the leader is the offset manager of the groups mapped here.
         self.offsets: OffsetCache | None = None
+        self.metrics = ReplicaMetrics(topic, partition, broker_id)
 
     # ------------------------------------------------------------------ waiting and waking
 
@@ -156,9 +158,17 @@ class PartitionReplica:
             return {"error": 0, "role": self.role}
         self.controller_epoch = state["controller_epoch"]
         self.replicas = tuple(state["replicas"])
-        self.isr = tuple(state["isr"])
+        old_isr, self.isr = set(self.isr), tuple(state["isr"])
         self.zk_version = state.get("zk_version", -1)
         if state["leader"] == self.broker_id:
+            if self.role == LEADER:
+                # The controller may change our ISR (it drops dead brokers itself, bumping the
+                # epoch): count that as the leader's own shrinks and expands are, so the metric
+                # shows every ISR change of a partition whoever wrote it.
+                if old_isr - set(self.isr):
+                    self.metrics.isr_changed("shrink")
+                if set(self.isr) - old_isr:
+                    self.metrics.isr_changed("expand")
             self._become_leader(state)
         else:
             self._become_follower(state)
@@ -191,6 +201,7 @@ class PartitionReplica:
             now_ms=now,
         )
         self._advance_high_watermark()
+        self._report_under_replicated()
         if self.topic == OFFSETS_TOPIC:
             self._load_offsets()
         self._spawn(self._maintain_isr())
@@ -204,6 +215,7 @@ class PartitionReplica:
         self.leader_id = state["leader"]
         self.leader_epoch = state["leader_epoch"]
         self.leader_state = None
+        self._report_under_replicated()
         if self.role == FOLLOWER:
             self._spawn(self._follow(self.leader_id, self.leader_epoch))
         self._spawn(self._maintain_log())
@@ -214,6 +226,7 @@ class PartitionReplica:
         self._cancel_tasks()
         self.role = OFFLINE
         self.leader_state = None
+        self._report_under_replicated()
         self._notify()
 
     def _step_down(self, reason: str) -> None:
@@ -222,7 +235,13 @@ class PartitionReplica:
         self._cancel_tasks()
         self.role = OFFLINE
         self.leader_state = None
+        self._report_under_replicated()
         self._notify()
+
+    def _report_under_replicated(self) -> None:
+        # Only the leader reports its partition (as Kafka's UnderReplicatedPartitions): a
+        # follower or an offline replica reports 0, so summing over brokers counts each once.
+        self.metrics.under_replicated(self.role == LEADER and len(self.isr) < len(self.replicas))
 
     # ------------------------------------------------------------------------ leader side
 
@@ -234,6 +253,13 @@ class PartitionReplica:
 
     async def produce(self, records: bytes, acks: int = -1, timeout_ms: int = 30_000) -> dict:
         """Append one producer batch (or several) as leader; reply with the base offset."""
+        started = time.perf_counter()
+        reply = await self._produce(records, acks, timeout_ms)
+        # Every request is timed, refused ones too, as Kafka's request metrics do.
+        self.metrics.produce_latency((time.perf_counter() - started) * 1000)
+        return reply
+
+    async def _produce(self, records: bytes, acks: int, timeout_ms: int) -> dict:
         if acks not in (0, 1, -1):
             return error_reply(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}: use 0, 1 or -1")
         if self.role != LEADER:
@@ -267,6 +293,9 @@ class PartitionReplica:
             info = self.log.append_as_leader(records, self.leader_epoch)
         except LogStoreError as error:
             return error_reply(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {error}")
+        # Counted once appended (Kafka's MessagesInPerSec), whatever the acks wait brings; the
+        # record count comes from the batch headers, already parsed, never from the records.
+        self.metrics.produced(sum(header.record_count for header in headers), len(records))
         self._advance_high_watermark()
         self._notify()
         return await self._acknowledge(
@@ -366,6 +395,22 @@ class PartitionReplica:
     ) -> dict:
         """Whole batches from `offset`: up to the high watermark for consumers, up to the log
         end for followers (`replica_id` >= 0). Waits up to `max_wait_ms` for `min_bytes`."""
+        started = time.perf_counter()
+        reply = await self._fetch(offset, max_bytes, replica_id, leader_epoch, max_wait_ms,
+                                  min_bytes)
+        data = reply.get("records")
+        # Records served: those from `offset` on (a consumer drops the ones before it in the
+        # first batch), read off the reply's offsets, not by decoding the batches. Exact
+        # except across compaction gaps, where it counts the gap too.
+        count = reply["next_offset"] - offset if data else 0
+        self.metrics.fetched(replica_id >= 0, count, len(data) if data else 0,
+                             (time.perf_counter() - started) * 1000)
+        return reply
+
+    async def _fetch(
+        self, offset: int, max_bytes: int, replica_id: int, leader_epoch: int,
+        max_wait_ms: int, min_bytes: int,
+    ) -> dict:
         if self.role != LEADER:
             return self._not_leader()
         if leader_epoch >= 0 and leader_epoch != self.leader_epoch:
@@ -451,6 +496,8 @@ class PartitionReplica:
             self.zk_version = reply["version"]
             self.isr = tuple(sorted(new_isr))
             self.leader_state.apply_isr(new_isr)
+            self.metrics.isr_changed(change)
+            self._report_under_replicated()
             log.info("%s-%d ISR %s to %s", self.topic, self.partition, change, self.isr)
             self._advance_high_watermark()
             self._notify()

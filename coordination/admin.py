@@ -13,7 +13,7 @@ Config values are stored as strings, as Kafka stores them (`True` becomes `"true
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from coordination import layout
 from coordination.assignment import assign_replicas, validate_assignment
@@ -22,9 +22,12 @@ from coordination.errors import (
     InvalidReplicaAssignmentError,
     InvalidTopicConfigError,
     InvalidTopicError,
+    ReassignmentInProgressError,
     StaleVersionError,
     TopicExistsError,
+    UnknownBrokerError,
     UnknownTopicError,
+    UnknownTopicOrPartitionError,
     ZNodeExistsError,
     ZNodeMissingError,
     ZNodeNotEmptyError,
@@ -33,13 +36,14 @@ from coordination.models import (
     ControllerFence,
     TopicAssignment,
     TopicDescription,
+    TopicPartition,
     Versioned,
     topic_config_json,
 )
 from coordination.partition_state import PartitionStateStore, add_fence, commit_fenced
 from coordination.registration import read_brokers
 from coordination.store import ClusterStore, encode
-from coordination.validation import validate_topic_name
+from coordination.validation import validate_broker_id, validate_partition, validate_topic_name
 
 _CONFLICT_RETRIES = 10
 
@@ -67,6 +71,44 @@ def normalise_config(config: Mapping[str, object] | None) -> dict[str, str]:
             )
         normal[name] = config_value(name, value)
     return normal
+
+
+Reassignment = dict[TopicPartition, tuple[int, ...]]
+
+
+def reassignment_json(targets: Mapping[TopicPartition, Sequence[int]]) -> dict[str, object]:
+    """The `/admin/reassign_partitions` content, in Kafka's format (also its tool's file)."""
+    return {
+        "version": 1,
+        "partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas)}
+            for tp, replicas in sorted(targets.items())
+        ],
+    }
+
+
+def parse_reassignment(data: object) -> Reassignment:
+    """Kafka's reassignment JSON as `{TopicPartition: replicas}`; checks the shape only."""
+    try:
+        entries = data["partitions"]  # type: ignore[index]
+        targets = {}
+        for entry in entries:
+            tp = TopicPartition(validate_topic_name(entry["topic"]),
+                                validate_partition(int(entry["partition"])))
+            if tp in targets:
+                raise InvalidReplicaAssignmentError(
+                    f"{tp.topic}-{tp.partition} appears twice in the reassignment: list each "
+                    f"partition once")
+            targets[tp] = tuple(validate_broker_id(int(b)) for b in entry["replicas"])
+        return targets
+    except (KeyError, TypeError, ValueError) as error:
+        if isinstance(error, InvalidReplicaAssignmentError):
+            raise
+        raise InvalidReplicaAssignmentError(
+            f"not a reassignment in Kafka's format ({type(error).__name__}: {error}): expected "
+            f'{{"version": 1, "partitions": [{{"topic": "t", "partition": 0, '
+            f'"replicas": [1, 2]}}]}}'
+        ) from None
 
 
 def _collision_key(topic: str) -> str:
@@ -343,3 +385,120 @@ class TopicAdmin:
             if self.store.exists(path):
                 paths.append(path)
         return paths
+
+    # --- reassignment ---------------------------------------------------------------------------
+
+    def read_reassignment(self) -> Versioned[Reassignment] | None:
+        """The reassignment in progress (what is left of it), None if there is none."""
+        found = self.store.read_optional(layout.REASSIGN_PARTITIONS)
+        if found is None:
+            return None
+        return Versioned(parse_reassignment(found.value), found.version)
+
+    def request_reassignment(self, targets: Mapping[TopicPartition, Sequence[int]]) -> None:
+        """Ask the controller to move replicas, as `kafka-reassign-partitions --execute` does.
+
+        Checked first, as Kafka's tool checks: every partition exists, every broker is
+        registered, no broker twice in a partition, at least one replica. The replication factor
+        may change. `ReassignmentInProgressError` while an earlier request is not finished.
+        """
+        if not targets:
+            raise InvalidReplicaAssignmentError("the reassignment names no partitions")
+        live = set(read_brokers(self.store))
+        normal: Reassignment = {}
+        for key, replicas in targets.items():
+            tp = TopicPartition(*key)
+            replicas = tuple(int(b) for b in replicas)
+            assignment = self.read_assignment(tp.topic).value  # UnknownTopicError
+            if tp.partition not in assignment.partitions:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {tp.topic!r} has no partition {tp.partition} (it has "
+                    f"{assignment.partition_count}): reassign partitions that exist"
+                )
+            if not replicas:
+                raise InvalidReplicaAssignmentError(
+                    f"{tp.topic}-{tp.partition} would have no replicas: name at least one broker")
+            if len(set(replicas)) != len(replicas):
+                raise InvalidReplicaAssignmentError(
+                    f"{tp.topic}-{tp.partition} lists a broker twice: {list(replicas)}; each "
+                    f"replica must be on a different broker"
+                )
+            unknown = sorted(set(replicas) - live)
+            if unknown:
+                raise UnknownBrokerError(
+                    f"{tp.topic}-{tp.partition} names brokers {unknown} that are not "
+                    f"registered (live: {sorted(live)}): start them first (`rafka brokers add`)"
+                )
+            normal[tp] = replicas
+        try:
+            self.store.create(layout.REASSIGN_PARTITIONS, reassignment_json(normal))
+        except ZNodeExistsError:
+            pending = self.read_reassignment()
+            left = sorted(f"{tp.topic}-{tp.partition}" for tp in (pending.value if pending else {}))
+            raise ReassignmentInProgressError(
+                f"a partition reassignment is in progress ({', '.join(left) or 'finishing'}): "
+                f"wait until it is done (`rafka reassign --verify`), then try again"
+            ) from None
+
+    def complete_reassignment(
+        self, partitions: Iterable[TopicPartition], *, fence: ControllerFence | None = None
+    ) -> Reassignment:
+        """The controller's: drop finished partitions from the request, deleting the znode when
+        nothing is left; returns what is left. Conditional on the version read, and fenced."""
+        done = set(partitions)
+        for _ in range(_CONFLICT_RETRIES):
+            current = self.read_reassignment()
+            if current is None:
+                return {}
+            left = {tp: r for tp, r in current.value.items() if tp not in done}
+            transaction = self.store.transaction()
+            add_fence(transaction, fence)
+            if left:
+                transaction.set_data(layout.REASSIGN_PARTITIONS, encode(reassignment_json(left)),
+                                     current.version)
+            else:
+                transaction.delete(layout.REASSIGN_PARTITIONS, current.version)
+            try:
+                commit_fenced(self.store, transaction, fence)
+                return left
+            except (StaleVersionError, ZNodeMissingError) as error:
+                if isinstance(error, StaleVersionError) and error.path == layout.CONTROLLER_EPOCH:
+                    raise
+                continue
+        raise StaleVersionError("the reassignment request kept changing: try again",
+                                path=layout.REASSIGN_PARTITIONS)
+
+    def write_partition_replicas(
+        self,
+        topic: str,
+        partition: int,
+        replicas: Sequence[int],
+        *,
+        fence: ControllerFence | None = None,
+    ) -> Versioned[TopicAssignment]:
+        """The controller's: set one partition's replicas (reassignment), leaving the others.
+
+        A read-modify-write conditional on the assignment's version (retried if partitions were
+        added meanwhile) and fenced. Not `validate_assignment`: mid-reassignment a partition
+        has more replicas than the others, as in Kafka.
+        """
+        path = layout.topic_path(topic)
+        for _ in range(_CONFLICT_RETRIES):
+            current = self.read_assignment(topic)
+            partitions = dict(current.value.partitions)
+            if partition not in partitions:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
+            partitions[partition] = tuple(replicas)
+            new = TopicAssignment(partitions, current.value.version)
+            transaction = self.store.transaction()
+            add_fence(transaction, fence)
+            transaction.set_data(path, encode(new.to_json()), current.version)
+            try:
+                results = commit_fenced(self.store, transaction, fence)
+            except StaleVersionError as error:
+                if error.path == layout.CONTROLLER_EPOCH:
+                    raise
+                continue
+            return Versioned(new, int(results[-1].version))  # type: ignore[attr-defined]
+        raise StaleVersionError(f"the assignment of topic {topic!r} kept changing: try again",
+                                path=path)

@@ -120,3 +120,15 @@ class InvalidTopicConfigError(CoordinationError, ValueError):
 
 class PartitionOwnedError(CoordinationError):
     """Another member of the consumer group owns the partition."""
+
+
+class UnknownTopicOrPartitionError(UnknownTopicError):
+    """A partition the topic does not have (Kafka's UnknownTopicOrPartitionException)."""
+
+
+class UnknownBrokerError(InvalidReplicaAssignmentError):
+    """A replica assignment names a broker that is not registered."""
+
+
+class ReassignmentInProgressError(CoordinationError):
+    """A partition reassignment is under way; another one must wait until it is done."""

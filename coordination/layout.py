@@ -28,6 +28,10 @@ CONFIG = "/config"
 TOPIC_CONFIGS = "/config/topics"
 ADMIN = "/admin"
 DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+"""Kafka's reassignment request: `{"version": 1, "partitions": [{"topic", "partition",
+"replicas"}]}`, written by an admin, shrunk by the controller as partitions finish, deleted when
+empty. Created on demand, not by `ensure_layout`: its existence means "in progress"."""
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 """Kafka's name for the sequential notification znodes: `isr_change_0000000042`."""

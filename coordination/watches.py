@@ -272,3 +272,8 @@ class ClusterWatches:
         """Who the controller is; None while there is none."""
         path = layout.CONTROLLER
         return DataWatch(self.store, path, callback, ControllerInfo.from_json).start()
+
+    def watch_partition_reassignment(self, callback: Callback[Versioned[Any] | None]) -> Watch[Any]:
+        """The pending reassignment request (`/admin/reassign_partitions`, raw JSON); None when
+        there is none."""
+        return DataWatch(self.store, layout.REASSIGN_PARTITIONS, callback).start()

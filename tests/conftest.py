@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
+from actors import Cluster
 from coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
 
 
@@ -90,3 +92,43 @@ def spark(ray_session: None):
     session = start_spark("rafka-tests", configs={"spark.ui.enabled": "false"})
     yield session
     stop_spark()
+
+
+# Fast failure detection, so that failover tests wait seconds, not Kafka's defaults.
+TEST_BROKER_CONFIG = {
+    "zookeeper.session.timeout.ms": 4000,
+    "replica.lag.time.max.ms": 3000,
+    "replica.fetch.wait.max.ms": 200,
+}
+
+
+@pytest.fixture
+def start_cluster(
+    zk_address: ZooKeeperAddress, ray_session: None, tmp_path
+) -> Iterator[Callable[..., Cluster]]:
+    """Start clusters in this test's chroot; every one is shut down afterwards."""
+    clusters: list[Cluster] = []
+
+    def start(brokers: int = 3, **options: Any) -> Cluster:
+        config = {**TEST_BROKER_CONFIG, **options.pop("broker_config", {})}
+        name = options.pop("name", f"t{uuid.uuid4().hex[:10]}")
+        cluster = Cluster.start(
+            brokers,
+            name=name,
+            zk=str(zk_address),
+            data_dir=tmp_path / name,
+            broker_config=config,
+            **options,
+        )
+        clusters.append(cluster)
+        return cluster
+
+    yield start
+    for cluster in clusters:
+        cluster.shutdown()
+
+
+@pytest.fixture
+def cluster(start_cluster: Callable[..., Cluster]) -> Cluster:
+    """Three brokers."""
+    return start_cluster(3)

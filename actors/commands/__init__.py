@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
-BUILTIN = ("up", "down", "status", "topics", "produce", "consume", "groups", "bench")
+BUILTIN = ("up", "down", "status", "brokers", "topics", "reassign", "produce", "consume",
+           "groups", "bench")
 
 
 def register_all(commands: argparse._SubParsersAction) -> None:

@@ -1,0 +1,859 @@
+"""Producer, consumer and end-to-end throughput and latency of rafka, every actor on this machine.
+
+    python bench/produce_consume.py [--records N] [--send-records N] [--partitions 6]
+        [--repeats 3] [--phases baseline,produce_rf1,...] [--quick] [--plot out.png]
+        [--py-spy DIR]
+
+Prints one JSON object (issue 5, point 10). 100-byte records (``--record-size``), keyless: the
+producer's sticky partitioner chooses among ``--partitions`` partitions (where the records went is
+in ``records_per_partition``; ``--partitioning round-robin`` names a partition per batch's worth
+of records instead). A 3-broker cluster is started once (embedded ZooKeeper, local Ray; not timed)
+and every phase gets fresh topics, deleted after it (not timed). Phases, each run ``--repeats``
+times (interleaved, so a noisy neighbour hurts them alike); every figure is reported as best and
+median of the runs:
+
+* ``baseline``: a bare Ray actor (``num_cpus=0``) appending the same encoded record batches the
+  producer would send (``build_batch`` of ``batch.size`` worth of records, built before timing)
+  to a ``bytearray``, with 1 and with 8 calls in flight: what one Ray hop costs, no rafka.
+* ``produce_rf1``: ``send_batch`` (chunks of ``--chunk`` values) to an RF 1 topic, ``acks=1``.
+* ``produce_rf3``: the same to an RF 3 topic with ``min.insync.replicas=2``, ``acks=all``.
+* ``send_rf1`` / ``send_rf3``: one ``send()`` per record, same topics and acks.
+* ``consume``: one consumer reading from the beginning everything ``produce_rf1`` wrote (if that
+  phase is not selected, the records are produced first, untimed).
+* ``latency``: a producer thread sending at a steady ``--rate`` records/s (5,000) to an RF 3
+  ``acks=all`` topic, each value carrying its ``time.perf_counter_ns()`` send time, while the main
+  thread polls a consumer; latency = the time ``poll`` returned the record - its send time.
+  Percentiles over ``--latency-seconds`` (10) after ``--warmup-seconds`` (1) not counted.
+
+Produce phases are timed from the first ``send``/``send_batch`` call to the return of ``flush()``
+(every future resolved); consume from the first ``poll`` to the one that returned the last record.
+The benchmark keeps every 50th future (and the last) and checks them after the clock stops, as a
+caller that sends and flushes would (records of a batch share one outcome, so every batch is
+checked); it does not hold a million futures, which would make the driver's garbage collector the
+thing measured. Everything client-side runs in this one process: the caller's thread and the
+producer's sender thread share one GIL.
+Client settings are the clients' defaults unless given (``--linger-ms``, ``--batch-size``,
+``--max-in-flight``, ``--max-poll-records``, ...); the ones used are in the output's ``config``.
+
+``--py-spy DIR`` records, during the first run of each phase, ``py-spy`` profiles (raw collapsed
+stacks, ``--nonblocking``, ``--threads``) of this driver process and of every replica of the
+phase's topic, into DIR/<phase>-<process>.txt (e.g. ``produce-produce-rf3-0-leader-p2-b1.txt``).
+Sampling costs CPU on a 2-core machine: figures from such a run are not comparable with others.
+
+Targets (issue 5): batch produce RF 1 acks=1 >= 500,000 records/s, RF 3 acks=all >= 250,000;
+per-record ``send()`` >= 200,000 (applied to RF 1 acks=1; RF 3 is reported without a target);
+consume >= 600,000; p99 <= 20 ms at 5,000 records/s with RF 3 acks=all. ``pass`` is judged on the
+best run, ``pass_median`` on the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import ray  # noqa: E402
+
+from actors import Cluster  # noqa: E402
+from actors.accumulator import BATCH_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES  # noqa: E402
+from actors.client_config import ConsumerConfig, ProducerConfig  # noqa: E402
+from actors.naming import replica_name  # noqa: E402
+from logstore.batch import build_batch  # noqa: E402
+
+ALL_PHASES = ("baseline", "produce_rf1", "produce_rf3", "send_rf1", "send_rf3", "consume",
+              "latency")
+
+TARGETS = {
+    "produce_batch_rf1_acks1": 500_000,
+    "produce_batch_rf3_acksall": 250_000,
+    "send_per_record_rf1_acks1": 200_000,
+    "consume_rf1": 600_000,
+}
+TARGET_P99_MS = 20.0
+# Produce phases keep every KEEP-th future to check (see Bench.produce).
+KEEP = 50
+
+# Measured on this machine with the same record size (issue 5), for comparison.
+COMPARISON = {
+    "redis_streams_pipelined_xadd": {"produce_records_per_s": 178_000,
+                                     "consume_records_per_s": 468_000},
+    "nats_jetstream": {"produce_records_per_s": 40_000, "consume_records_per_s": 187_000},
+    "bare_ray_actor_bytearray_1_in_flight": {"produce_records_per_s": 712_000},
+}
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def _percentile(ordered: list[float], q: float) -> float:
+    """Nearest-rank percentile of an already sorted list."""
+    if not ordered:
+        return float("nan")
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def _summary(values: list[float], higher_is_better: bool = True, digits: int = 0) -> dict:
+    def fmt(x: float) -> float:
+        return round(x, digits) if digits else round(x)
+
+    best = max(values) if higher_is_better else min(values)
+    return {"best": fmt(best), "median": fmt(statistics.median(values)),
+            "runs": [fmt(v) for v in values]}
+
+
+def _records_per_batch(batch_size: int, record_size: int) -> int:
+    """How many keyless records the accumulator puts in one batch of `batch_size` bytes."""
+    per_record = RECORD_OVERHEAD_BYTES + record_size
+    return max(1, (batch_size - BATCH_OVERHEAD_BYTES) // per_record)
+
+
+class Profiler:
+    """py-spy record of a few processes for the duration of a `with` block."""
+
+    def __init__(self, directory: Path | None, rate: int, native: bool = False) -> None:
+        self.directory = directory
+        self.rate = rate
+        self.native = native
+
+    @contextlib.contextmanager
+    def record(self, phase: str, targets: dict[str, int]):
+        if self.directory is None or not targets:
+            yield
+            return
+        exe = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which(
+            "py-spy")
+        if exe is None:
+            print("py-spy not found: no profile (pip install py-spy)", file=sys.stderr)
+            yield
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        procs = []
+        for label, pid in targets.items():
+            out = self.directory / f"{phase}-{label}.txt"
+            procs.append(subprocess.Popen(
+                [exe, "record", "--pid", str(pid), "--format", "raw", "--rate", str(self.rate),
+                 *(["--native"] if self.native else ["--nonblocking"]), "--threads",
+                 "--output", str(out)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            ))
+        time.sleep(0.5)  # let py-spy attach before the clock starts
+        try:
+            yield
+        finally:
+            for proc in procs:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGINT)
+            for proc in procs:
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def _replica_pids(cluster: Cluster, topic: str) -> dict[str, int]:
+    """pid of every replica of `topic`, labelled leader|follower-p<partition>-b<broker>."""
+    pids = {}
+    for entry in cluster.describe_topic(topic)["partitions"]:
+        partition = entry["partition"]
+        for broker in entry["replicas"]:
+            handle = ray.get_actor(replica_name(topic, partition, broker),
+                                   namespace=cluster.namespace)
+            role = "leader" if broker == entry["leader"] else "follower"
+            pids[f"{role}-p{partition}-b{broker}"] = ray.get(handle.pid.remote(), timeout=30)
+    return pids
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float, what: str):
+    """Raise TimeoutError in the main thread if the block runs longer than `seconds` (a client
+    call that never returns must not keep the cluster up forever: the caller's finally shuts it
+    down)."""
+
+    def expire(_signum: int, _frame: Any) -> None:
+        raise TimeoutError(f"{what} did not finish within {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _process_table() -> dict[int, tuple[int, float, str]]:
+    """pid -> (parent pid, CPU seconds used so far, command line) of every process (Linux /proc)."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        # fields[1] is the parent pid; fields[11] and [12] utime and stime, in clock ticks.
+        table[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS,
+                             cmdline or stat[stat.index("(") + 1:stat.rindex(")")])
+    return table
+
+
+def _process_group(pid: int, cmdline: str, labels: dict[int, str]) -> str:
+    if pid == os.getpid():
+        return "driver (this process: producer/consumer clients)"
+    if pid in labels:
+        return labels[pid]
+    for needle, group in (("py-spy", "py-spy (profiler)"),
+                          ("ray::PartitionReplica", "other replicas"),
+                          ("ray::Broker", "broker actors"), ("raylet", "raylet"),
+                          ("gcs_server", "gcs_server"), ("java", "zookeeper (java)"),
+                          ("ray::", "other ray actors")):
+        if needle in cmdline:
+            return group
+    if "default_worker.py" in cmdline:
+        return "idle ray workers"
+    return "other ray processes"
+
+
+class CpuMeter:
+    """CPU seconds used by this process and its descendants (Ray, ZooKeeper, actors) during a
+    block, grouped by role; replicas of the phase's topic are labelled leader/follower."""
+
+    def __init__(self, labels: dict[int, str]) -> None:
+        self.labels = labels
+        self.result: dict[str, Any] = {}
+
+    def _tree(self) -> dict[int, tuple[float, str]]:
+        table = _process_table()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _, _) in table.items():
+            children.setdefault(ppid, []).append(pid)
+        out, todo = {}, [os.getpid()]
+        while todo:
+            pid = todo.pop()
+            if pid in table:
+                out[pid] = (table[pid][1], table[pid][2])
+            todo.extend(children.get(pid, ()))
+        return out
+
+    def __enter__(self) -> CpuMeter:
+        self.before = self._tree()
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        wall = time.perf_counter() - self.started
+        after = self._tree()
+        groups: dict[str, float] = {}
+        for pid, (cpu, cmdline) in after.items():
+            used = cpu - self.before.get(pid, (0.0, ""))[0]
+            if used <= 0:
+                continue
+            group = _process_group(pid, cmdline, self.labels)
+            groups[group] = groups.get(group, 0.0) + used
+        total = sum(groups.values())
+        self.result = {
+            "wall_seconds": round(wall, 3),
+            "cpu_seconds_total": round(total, 2),
+            "cores_busy": round(total / wall, 2) if wall > 0 else None,
+            "cpu_seconds": {g: round(v, 2) for g, v in
+                            sorted(groups.items(), key=lambda item: -item[1]) if v >= 0.01},
+        }
+
+
+# ----------------------------------------------------------------------------------- phases
+
+
+class Bench:
+    def __init__(self, cluster: Cluster, args: argparse.Namespace, profiler: Profiler) -> None:
+        self.cluster = cluster
+        self.args = args
+        self.profiler = profiler
+        self.value = os.urandom(args.record_size)
+        self.producer_config = {k: v for k, v in {
+            "linger_ms": args.linger_ms,
+            "batch_size": args.batch_size,
+            "max_in_flight_requests_per_connection": args.max_in_flight,
+        }.items() if v is not None}
+        self.consumer_config = {k: v for k, v in {
+            "max_poll_records": args.max_poll_records,
+            "max_partition_fetch_bytes": args.max_partition_fetch_bytes,
+            "fetch_max_wait_ms": args.fetch_max_wait_ms,
+        }.items() if v is not None}
+
+    # -- topics -------------------------------------------------------------------------------
+
+    def topic(self, name: str, rf: int) -> str:
+        config = {"min.insync.replicas": 2} if rf >= 3 else {}
+        self.cluster.create_topic(name, partitions=self.args.partitions, replication_factor=rf,
+                                  config=config)
+        return name
+
+    def drop(self, name: str) -> None:
+        try:
+            self.cluster.delete_topic(name, timeout_s=120)
+        except Exception as error:  # leave it; the cluster goes at the end anyway
+            print(f"could not delete topic {name}: {error!r}", file=sys.stderr)
+
+    @contextlib.contextmanager
+    def measure(self, phase: str, topic: str | None, profile: bool,
+                extra: dict[str, int] | None = None):
+        """Profile (with --py-spy, first run) and count CPU per process around a phase."""
+        labels = dict(extra or {})
+        if topic is not None:
+            labels.update(_replica_pids(self.cluster, topic))
+        targets = {"driver": os.getpid(), **labels} if profile and self.profiler.directory \
+            else {}
+        meter = CpuMeter({pid: label for label, pid in labels.items()})
+        with self.profiler.record(phase, targets), meter:
+            yield meter
+
+    # -- baseline -----------------------------------------------------------------------------
+
+    def baseline(self, profile: bool) -> dict[str, Any]:
+        args = self.args
+        batch_size = args.batch_size or ProducerConfig().batch_size
+        per_batch = _records_per_batch(batch_size, args.record_size)
+        now_ms = int(time.time() * 1000)
+        batch = build_batch([(None, self.value, now_ms, None)] * per_batch)
+        calls = max(1, args.records // per_batch)
+        records = calls * per_batch
+
+        @ray.remote(num_cpus=0)
+        class Sink:
+            def __init__(self) -> None:
+                self.buf = bytearray()
+
+            def append(self, data: bytes) -> int:
+                self.buf += data
+                return len(self.buf)
+
+            def pid(self) -> int:
+                return os.getpid()
+
+        out: dict[str, Any] = {"records_per_call": per_batch, "bytes_per_call": len(batch),
+                               "calls": calls}
+        for in_flight in (1, 8):
+            sink = Sink.remote()
+            pid = ray.get(sink.pid.remote())
+            with self.measure(f"baseline-{in_flight}", None, profile, {"sink actor": pid}) \
+                    as meter:
+                started = time.perf_counter()
+                pending: list[Any] = []
+                for _ in range(calls):
+                    pending.append(sink.append.remote(batch))  # serialised anew per call
+                    if len(pending) >= in_flight:
+                        ready, pending = ray.wait(pending, num_returns=1)
+                        ray.get(ready)
+                total = ray.get(pending)[-1] if pending else ray.get(sink.append.remote(b""))
+                elapsed = time.perf_counter() - started
+            assert total == calls * len(batch), (total, calls * len(batch))
+            out[f"in_flight_{in_flight}"] = {
+                "seconds": round(elapsed, 3),
+                "records_per_s": round(records / elapsed),
+                "calls_per_s": round(calls / elapsed),
+                "mb_per_s": round(calls * len(batch) / elapsed / 1e6, 1),
+                "cpu": meter.result,
+            }
+            ray.kill(sink)
+        return out
+
+    # -- produce ------------------------------------------------------------------------------
+
+    def produce(self, topic: str, acks: Any, per_record: bool, records: int,
+                profile: bool) -> dict[str, Any]:
+        value = self.value
+        values = [value] * records
+        producer = self.cluster.producer(acks=acks, **self.producer_config)
+        try:
+            producer.metadata.partitions(topic)  # metadata before the clock starts
+            chunk = self.args.chunk
+            # --partitioning round-robin: an explicit partition per batch's worth of records
+            # (per send_batch chunk), chosen before the clock starts; sticky: keyless records,
+            # the producer's sticky partitioner chooses (what the issue measures).
+            partitions = self.args.partitions
+            explicit = self.args.partitioning == "round-robin"
+            per_batch = _records_per_batch(self.args.batch_size or ProducerConfig().batch_size,
+                                           self.args.record_size)
+            targets = [(i // per_batch) % partitions for i in range(records)] if explicit \
+                else None
+            # Keep every KEEP-th future (and the last) to check afterwards, as a caller that
+            # sends and flushes would: holding a million futures would make this process's
+            # garbage collector, not rafka, the cost being measured. Records of one batch share
+            # one outcome, so this still checks every batch.
+            kept: list[Any] = []
+            with self.measure(f"{'send' if per_record else 'produce'}-{topic}", topic,
+                              profile) as meter:
+                started = time.perf_counter()
+                send = producer.send
+                if per_record and targets is not None:
+                    for i, target in enumerate(targets):
+                        future = send(topic, value, partition=target)
+                        if not i % KEEP:
+                            kept.append(future)
+                elif per_record:
+                    for i in range(records):
+                        future = send(topic, value)
+                        if not i % KEEP:
+                            kept.append(future)
+                else:
+                    send_batch = producer.send_batch
+                    for n, begin in enumerate(range(0, records, chunk)):
+                        futures = send_batch(topic, values[begin:begin + chunk],
+                                             partition=n % partitions if explicit else None)
+                        kept += futures[::KEEP]
+                        future = futures[-1]
+                kept.append(future)  # the last record
+                queued = time.perf_counter()
+                producer.flush()
+                elapsed = time.perf_counter() - started
+            failed = sum(1 for f in kept if f.exception(0) is not None)
+            last = kept[-1].exception(0)
+            if failed or last is not None:
+                raise RuntimeError(f"{topic}: {failed} sampled futures failed (last: {last!r})")
+        finally:
+            producer.close()
+        return {
+            "seconds": round(elapsed, 3),
+            "records_per_s": round(records / elapsed),
+            "mb_per_s": round(records * self.args.record_size / elapsed / 1e6, 1),
+            "enqueue_seconds": round(queued - started, 3),
+            "records_per_partition": self.spread(topic),
+            "cpu": meter.result,
+        }
+
+    def spread(self, topic: str) -> list[int | None]:
+        """Each partition's log end offset: where the (keyless, sticky) records went."""
+        partitions = self.cluster.describe_topic(topic)["partitions"]
+        return [p["log_end_offset"] for p in sorted(partitions, key=lambda p: p["partition"])]
+
+    # -- consume ------------------------------------------------------------------------------
+
+    def consume(self, topic: str, expected: int, profile: bool) -> dict[str, Any]:
+        consumer = self.cluster.consumer([topic], auto_offset_reset="earliest",
+                                         **self.consumer_config)
+        try:
+            for tp in consumer.assignment():  # the earliest offsets, before the clock starts
+                consumer.position(tp.topic, tp.partition)
+            count = nbytes = polls = 0
+            with self.measure(f"consume-{topic}", topic, profile) as meter:
+                started = time.perf_counter()
+                deadline = started + max(60.0, expected / 20_000)
+                while count < expected:
+                    records = consumer.poll(timeout_ms=1000)
+                    polls += 1
+                    count += len(records)
+                    for record in records:
+                        nbytes += len(record.value)
+                    if time.perf_counter() > deadline:
+                        raise RuntimeError(f"{topic}: consumed {count} of {expected} in time")
+                elapsed = time.perf_counter() - started
+        finally:
+            consumer.close()
+        if count != expected or nbytes != expected * self.args.record_size:
+            raise RuntimeError(f"{topic}: consumed {count} records / {nbytes} B, "
+                               f"expected {expected}")
+        return {
+            "seconds": round(elapsed, 3),
+            "records_per_s": round(count / elapsed),
+            "mb_per_s": round(nbytes / elapsed / 1e6, 1),
+            "polls": polls,
+            "cpu": meter.result,
+        }
+
+    # -- end-to-end latency -------------------------------------------------------------------
+
+    def latency(self, topic: str, profile: bool) -> dict[str, Any]:
+        args = self.args
+        rate, warmup, seconds = args.rate, args.warmup_seconds, args.latency_seconds
+        total = int(rate * (warmup + seconds))
+        pad = self.value[: max(0, args.record_size - 8)]
+        producer_config = dict(self.producer_config)
+        if args.latency_linger_ms is not None:
+            producer_config["linger_ms"] = args.latency_linger_ms
+        producer = self.cluster.producer(acks="all", **producer_config)
+        consumer = self.cluster.consumer([topic], auto_offset_reset="earliest",
+                                         **self.consumer_config)
+        pack = struct.Struct("<q").pack
+        unpack = struct.Struct("<q").unpack_from
+        futures: list[Any] = []
+        state: dict[str, Any] = {}
+
+        def produce() -> None:
+            try:
+                interval = 1e9 / rate
+                send = producer.send
+                clock = time.perf_counter_ns
+                start = clock()
+                state["start_ns"] = start
+                i = 0
+                while i < total:
+                    due = min(total, int((clock() - start) / interval) + 1)
+                    while i < due:
+                        futures.append(send(topic, pack(clock()) + pad))
+                        i += 1
+                    # Wake at most every 1 ms (5 records per wake at 5,000/s): a sleep per
+                    # record would cost this process (and the GIL) more than the records do.
+                    delay = (start + i * interval - clock()) / 1e9
+                    if delay > 0:
+                        time.sleep(max(delay, 0.001))
+                state["send_seconds"] = (clock() - start) / 1e9
+                producer.flush()
+            except BaseException as error:  # reported by the main thread
+                state["error"] = error
+
+        try:
+            producer.metadata.partitions(topic)
+            for tp in consumer.assignment():
+                consumer.position(tp.topic, tp.partition)
+            samples: list[float] = []
+            sent_at: list[int] = []
+            received = 0
+            with self.measure(f"latency-{topic}", topic, profile) as meter:
+                thread = threading.Thread(target=produce, name="bench-producer", daemon=True)
+                thread.start()
+                while "start_ns" not in state and thread.is_alive():
+                    time.sleep(0.001)
+                counted_from = state.get("start_ns", 0) + int(warmup * 1e9)
+                deadline = time.monotonic() + warmup + seconds + 60
+                clock = time.perf_counter_ns
+                while received < total and time.monotonic() < deadline:
+                    if "error" in state:
+                        break
+                    records = consumer.poll(timeout_ms=100)
+                    now = clock()
+                    received += len(records)
+                    for record in records:
+                        sent = unpack(record.value)[0]
+                        if sent >= counted_from:
+                            samples.append((now - sent) / 1e6)
+                            sent_at.append(sent)
+                thread.join(60)
+            if "error" in state:
+                raise RuntimeError(f"latency producer failed: {state['error']!r}")
+            failed = sum(1 for f in futures if f.exception(0) is not None)
+            if failed or received != total:
+                raise RuntimeError(f"latency: {failed} sends failed, {received} of {total} "
+                                   "records received")
+        finally:
+            producer.close()
+            consumer.close()
+        # Where the slow records were: p99 and max of each second (by send time), to tell a
+        # steady tail from a few stalls (GC, a neighbour's burst, an ISR change).
+        windows: dict[int, list[float]] = {}
+        for sent, latency in zip(sent_at, samples, strict=True):
+            windows.setdefault(int((sent - counted_from) // 1_000_000_000), []).append(latency)
+        per_second = []
+        for second in sorted(windows):
+            window = sorted(windows[second])
+            per_second.append({"second": second, "p50_ms": round(_percentile(window, 50), 2),
+                               "p99_ms": round(_percentile(window, 99), 2),
+                               "max_ms": round(window[-1], 2)})
+        samples.sort()
+        return {
+            "over_target_records": sum(1 for x in samples if x > TARGET_P99_MS),
+            "cpu": meter.result,
+            "per_second": per_second,
+            "records": total,
+            "measured_records": len(samples),
+            "achieved_send_rate": round(total / state["send_seconds"]),
+            "p50_ms": round(_percentile(samples, 50), 3),
+            "p99_ms": round(_percentile(samples, 99), 3),
+            "p999_ms": round(_percentile(samples, 99.9), 3),
+            "max_ms": round(samples[-1], 3),
+            "mean_ms": round(statistics.fmean(samples), 3),
+        }
+
+
+# -------------------------------------------------------------------------------------- run
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown = sorted(set(phases) - set(ALL_PHASES))
+    if unknown:
+        raise SystemExit(f"unknown phases {unknown}: choose from {', '.join(ALL_PHASES)}")
+    profiler = Profiler(Path(args.py_spy) if args.py_spy else None, args.py_spy_rate,
+                        args.py_spy_native)
+    runs: dict[str, list[dict[str, Any]]] = {}
+    name = f"bench-{os.getpid()}"
+    started = time.perf_counter()
+    cluster = Cluster.start(brokers=3, name=name, data_dir=args.data_dir,
+                            broker_config={})
+    setup_s = time.perf_counter() - started
+    try:
+        bench = Bench(cluster, args, profiler)
+
+        def timed(key: str | None, function: Any, *fargs: Any, **fkwargs: Any) -> None:
+            with _deadline(args.phase_timeout, key or function.__name__):
+                result = function(*fargs, **fkwargs)
+            if key is not None:
+                runs.setdefault(key, []).append(result)
+
+        for rep in range(args.repeats):
+            profile = rep == 0
+            if "baseline" in phases:
+                timed("baseline", bench.baseline, profile)
+            if "produce_rf1" in phases or "consume" in phases:
+                rf1 = bench.topic(f"batch-rf1-{rep}", 1)
+                # Without produce_rf1 the records are still produced, for consume, not reported.
+                timed("produce_batch_rf1_acks1" if "produce_rf1" in phases else None,
+                      bench.produce, rf1, 1, per_record=False, records=args.records,
+                      profile=profile and "produce_rf1" in phases)
+                if "consume" in phases:
+                    timed("consume_rf1", bench.consume, rf1, args.records, profile)
+                bench.drop(rf1)
+            for phase, key, rf, acks, per_record, records in [
+                ("produce_rf3", "produce_batch_rf3_acksall", 3, "all", False, args.records),
+                ("send_rf1", "send_per_record_rf1_acks1", 1, 1, True, args.send_records),
+                ("send_rf3", "send_per_record_rf3_acksall", 3, "all", True, args.send_records),
+            ]:
+                if phase in phases:
+                    topic = bench.topic(f"{phase.replace('_', '-')}-{rep}", rf)
+                    timed(key, bench.produce, topic, acks, per_record=per_record,
+                          records=records, profile=profile)
+                    bench.drop(topic)
+            if "latency" in phases:
+                topic = bench.topic(f"latency-rf3-{rep}", 3)
+                timed("latency_rf3_acksall", bench.latency, topic, profile)
+                bench.drop(topic)
+            print(f"run {rep + 1}/{args.repeats} done", file=sys.stderr)
+    finally:
+        cluster.shutdown()
+    return report(args, runs, setup_s)
+
+
+def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
+           setup_s: float) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    passes: dict[str, bool] = {}
+    for name, target in [
+        ("produce_batch_rf1_acks1", TARGETS["produce_batch_rf1_acks1"]),
+        ("produce_batch_rf3_acksall", TARGETS["produce_batch_rf3_acksall"]),
+        ("send_per_record_rf1_acks1", TARGETS["send_per_record_rf1_acks1"]),
+        ("send_per_record_rf3_acksall", None),
+        ("consume_rf1", TARGETS["consume_rf1"]),
+    ]:
+        if name not in runs:
+            continue
+        rates = [r["records_per_s"] for r in runs[name]]
+        entry: dict[str, Any] = {
+            "records_per_s": _summary(rates),
+            "mb_per_s": _summary([r["mb_per_s"] for r in runs[name]], digits=1),
+            "seconds": _summary([r["seconds"] for r in runs[name]], False, digits=3),
+            "target_records_per_s": target,
+        }
+        if "enqueue_seconds" in runs[name][0]:
+            entry["enqueue_seconds"] = _summary([r["enqueue_seconds"] for r in runs[name]],
+                                                False, digits=3)
+        if target is not None:
+            entry["pass"] = max(rates) >= target
+            entry["pass_median"] = statistics.median(rates) >= target
+            entry["best_vs_target"] = round(max(rates) / target, 3)
+            passes[name] = entry["pass"]
+        results[name] = entry
+    if "latency_rf3_acksall" in runs:
+        lat = runs["latency_rf3_acksall"]
+        p99s = [r["p99_ms"] for r in lat]
+        results["latency_rf3_acksall"] = {
+            "rate_records_per_s": args.rate,
+            "achieved_send_rate": _summary([r["achieved_send_rate"] for r in lat]),
+            "measured_records": lat[0]["measured_records"],
+            **{key: _summary([r[key] for r in lat], False, digits=3)
+               for key in ("p50_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms")},
+            "target_p99_ms": TARGET_P99_MS,
+            "pass": min(p99s) <= TARGET_P99_MS,
+            "pass_median": statistics.median(p99s) <= TARGET_P99_MS,
+        }
+        passes["latency_rf3_acksall"] = results["latency_rf3_acksall"]["pass"]
+    if "baseline" in runs:
+        base = runs["baseline"]
+        results["baseline_bare_ray_actor"] = {
+            "records_per_call": base[0]["records_per_call"],
+            "bytes_per_call": base[0]["bytes_per_call"],
+            **{key: {
+                "records_per_s": _summary([r[key]["records_per_s"] for r in base]),
+                "calls_per_s": _summary([r[key]["calls_per_s"] for r in base]),
+                "mb_per_s": _summary([r[key]["mb_per_s"] for r in base], digits=1),
+            } for key in ("in_flight_1", "in_flight_8")},
+        }
+    producer_defaults = ProducerConfig()
+    consumer_defaults = ConsumerConfig()
+    return {
+        "benchmark": "produce_consume",
+        "config": {
+            "records": args.records,
+            "send_records": args.send_records,
+            "record_size": args.record_size,
+            "partitions": args.partitions,
+            "brokers": 3,
+            "repeats": args.repeats,
+            "send_batch_chunk": args.chunk,
+            "partitioning": args.partitioning,
+            "producer": {
+                "linger_ms": args.linger_ms if args.linger_ms is not None
+                else producer_defaults.linger_ms,
+                "batch_size": args.batch_size or producer_defaults.batch_size,
+                "max_in_flight": args.max_in_flight
+                or producer_defaults.max_in_flight_requests_per_connection,
+                "latency_phase_linger_ms": args.latency_linger_ms,
+            },
+            "consumer": {
+                "max_poll_records": args.max_poll_records or consumer_defaults.max_poll_records,
+                "max_partition_fetch_bytes": args.max_partition_fetch_bytes
+                or consumer_defaults.max_partition_fetch_bytes,
+                "fetch_max_wait_ms": args.fetch_max_wait_ms
+                if args.fetch_max_wait_ms is not None else consumer_defaults.fetch_max_wait_ms,
+            },
+            "latency": {"rate": args.rate, "warmup_seconds": args.warmup_seconds,
+                        "seconds": args.latency_seconds},
+            "profiled_with_py_spy": bool(args.py_spy),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "ray": ray.__version__,
+            "cluster_start_seconds": round(setup_s, 1),
+        },
+        "results": results,
+        "comparison_measured_here": COMPARISON,
+        "targets_passed": passes,
+        "all_targets_passed": bool(passes) and all(passes.values()),
+        "raw_runs": runs,
+    }
+
+
+def plot(result: dict[str, Any], out: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return
+    results = result["results"]
+    names, best, median, targets = [], [], [], []
+    for name, entry in results.items():
+        if "records_per_s" in entry and isinstance(entry["records_per_s"], dict):
+            names.append(name.replace("_", "\n", 2))
+            best.append(entry["records_per_s"]["best"])
+            median.append(entry["records_per_s"]["median"])
+            targets.append(entry.get("target_records_per_s"))
+    base = results.get("baseline_bare_ray_actor")
+    if base:
+        for key in ("in_flight_1", "in_flight_8"):
+            names.append(f"bare ray\nactor\n{key}")
+            best.append(base[key]["records_per_s"]["best"])
+            median.append(base[key]["records_per_s"]["median"])
+            targets.append(None)
+    lat = results.get("latency_rf3_acksall")
+    fig, axes = plt.subplots(1, 2 if lat else 1, figsize=(12 if lat else 9, 4.5),
+                             gridspec_kw={"width_ratios": [3, 1]} if lat else None)
+    ax = axes[0] if lat else axes
+    xs = range(len(names))
+    ax.bar([x - 0.2 for x in xs], best, width=0.4, label="best")
+    ax.bar([x + 0.2 for x in xs], median, width=0.4, label="median")
+    for x, target in zip(xs, targets, strict=True):
+        if target:
+            ax.hlines(target, x - 0.45, x + 0.45, colors="red",
+                      label="target" if x == targets.index(target) else None)
+    ax.set_xticks(list(xs), names, fontsize=7)
+    ax.set_ylabel("records/s")
+    ax.legend()
+    ax.set_title(f"rafka, {result['config']['record_size']}-byte records, "
+                 f"{result['config']['partitions']} partitions")
+    if lat:
+        keys = ["p50_ms", "p99_ms", "p999_ms"]
+        axes[1].bar(keys, [lat[k]["best"] for k in keys], label="best")
+        axes[1].axhline(TARGET_P99_MS, color="red", label="p99 target")
+        axes[1].set_ylabel("ms")
+        axes[1].set_title(f"end-to-end latency at {lat['rate_records_per_s']:,}/s")
+        axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000,
+                        help="records per batch-produce run (and consumed)")
+    parser.add_argument("--send-records", type=int, default=500_000,
+                        help="records per per-record send() run")
+    parser.add_argument("--record-size", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--phases", default=",".join(ALL_PHASES),
+                        help=f"comma-separated subset of {','.join(ALL_PHASES)}")
+    parser.add_argument("--chunk", type=int, default=10_000, help="values per send_batch call")
+    parser.add_argument("--partitioning", choices=["sticky", "round-robin"], default="sticky",
+                        help="sticky: keyless records, the producer chooses (default); "
+                             "round-robin: an explicit partition per chunk / batch of records")
+    parser.add_argument("--linger-ms", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--max-in-flight", type=int, default=None)
+    parser.add_argument("--max-poll-records", type=int, default=None)
+    parser.add_argument("--max-partition-fetch-bytes", type=int, default=None)
+    parser.add_argument("--fetch-max-wait-ms", type=int, default=None)
+    parser.add_argument("--rate", type=int, default=5_000, help="latency phase send rate")
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--warmup-seconds", type=float, default=1.0)
+    parser.add_argument("--latency-linger-ms", type=int, default=None,
+                        help="linger.ms of the latency phase's producer (default: --linger-ms)")
+    parser.add_argument("--data-dir", default=None, help="default: a temporary directory")
+    parser.add_argument("--phase-timeout", type=float, default=900.0,
+                        help="give up (and shut the cluster down) if one phase takes longer")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: few records, one repeat, 2 s of latency")
+    parser.add_argument("--plot", metavar="PNG", help="write a bar chart (needs matplotlib)")
+    parser.add_argument("--py-spy", metavar="DIR",
+                        help="profile the driver and the topic's replicas (first run only)")
+    parser.add_argument("--py-spy-rate", type=int, default=100, help="samples per second")
+    parser.add_argument("--py-spy-native", action="store_true",
+                        help="also sample C/C++ frames (Ray's core worker); pauses the process "
+                             "at each sample, so it slows it down more")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.records = min(args.records, 50_000)
+        args.send_records = min(args.send_records, 20_000)
+        args.repeats = 1
+        args.latency_seconds = min(args.latency_seconds, 2.0)
+        args.warmup_seconds = min(args.warmup_seconds, 0.5)
+    # Ray copies its workers' and raylet's output to the driver's stdout: send it to stderr, so
+    # that stdout holds the JSON object only.
+    stdout, sys.stdout = sys.stdout, sys.stderr
+    try:
+        result = run(args)
+    finally:
+        sys.stdout = stdout
+    print(json.dumps(result, indent=2), flush=True)
+    if args.plot:
+        plot(result, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""`rafka brokers add` and `rafka reassign`: growing a cluster `rafka up` started, as a user does
+it (subprocesses), moving a topic onto the new broker without losing a record."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from actors.stack import RayHead
+from coordination.embedded import is_embedded_server, pid_alive
+
+NAME = "reassigntest"
+
+
+def _stop_leftovers(state: dict[str, Any]) -> None:
+    """If `rafka down` failed: stop what `up` recorded, by PID, after checking what it is."""
+    head = state.get("ray_head")
+    if head and pid_alive(head["pid"]):
+        RayHead(head["pid"], head["address"], Path(head["log"])).stop(30)
+    zk = state.get("zookeeper")
+    if zk and is_embedded_server(zk["pid"], zk["data_dir"]):
+        os.kill(zk["pid"], signal.SIGKILL)
+
+
+def test_brokers_add_then_reassign_onto_it(rafka_factory, tmp_path: Path, expect_error) -> None:
+    rafka = rafka_factory(tmp_path)
+    rafka.env["RAFKA_CLUSTER"] = NAME
+    data_dir = tmp_path / "data"
+    state: dict[str, Any] = {}
+    try:
+        up = rafka("up", "--brokers", "1", "--num-cpus", "1", "--data-dir", str(data_dir),
+                   timeout=300)
+        if (data_dir / "cluster.json").exists():
+            state = json.loads((data_dir / "cluster.json").read_text())
+        assert up.returncode == 0, up.stderr
+        rafka.env["RAY_ADDRESS"] = state["ray_address"]
+
+        added = rafka("brokers", "add")
+        assert added.returncode == 0, added.stderr
+        assert added.stdout.strip() == "added broker 1"
+        listed = json.loads(rafka("brokers", "list", "--format", "json").stdout)
+        assert [b["id"] for b in listed["brokers"]] == [0, 1]
+
+        assert rafka("topics", "create", "moving", "--partitions", "2").returncode == 0
+        produced = rafka("produce", "moving", input="a\nb\nc\nd\n")
+        assert produced.returncode == 0, produced.stderr
+
+        expect_error(rafka("reassign", "--topic", "moving", "--replicas", "7"), 1,
+                     "not registered")
+        moved = rafka("reassign", "--topic", "moving", "--replicas", "1", timeout=300)
+        assert moved.returncode == 0, moved.stderr
+        assert "reassignment of partition moving-0 to [1] is completed" in moved.stdout
+        assert "reassignment of partition moving-1 to [1] is completed" in moved.stdout
+        verified = rafka("reassign", "--verify")
+        assert verified.returncode == 0 and "no reassignment is in progress" in verified.stdout
+        partitions = json.loads(rafka("topics", "describe", "moving", "--format", "json")
+                                .stdout)[0]["partitions"]
+        assert all(p["replicas"] == [1] and p["leader"] == 1 for p in partitions)
+        assert not any((data_dir / "broker-0").glob("moving-*"))
+
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "moving", "partition": 0, "replicas": [0, 1]}]}))
+        back = rafka("reassign", "--reassignment-json-file", str(plan), timeout=300)
+        assert back.returncode == 0, back.stderr
+        assert "moving-0 to [0, 1] is completed" in back.stdout
+
+        consumed = rafka("consume", "moving", "--from-beginning", "--max-messages", "4")
+        assert consumed.returncode == 0, consumed.stderr
+        assert sorted(consumed.stdout.split()) == ["a", "b", "c", "d"]
+    finally:
+        rafka("down", timeout=180)
+        _stop_leftovers(state)

@@ -1,0 +1,243 @@
+"""Fault injection: producers (acks=all, replication factor 3, min.insync.replicas 2,
+idempotent) and a consumer group run a workload while a nemesis with a fixed seed kills leader
+replicas, brokers (ray.kill and SIGKILL of the process) and the controller, and expires
+ZooKeeper sessions. The checker then judges the whole history.
+
+The default test run is short (RAFKA_FAULT_SECONDS=30); `RAFKA_FAULT_SECONDS=600 pytest -m
+reliability` is the long version. RAFKA_FAULT_SEED picks the nemesis's choices.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+import ray
+
+from actors import Cluster
+from actors.naming import replica_name
+
+from ..actors.conftest import expire_broker_session, wait_until
+from .checker import Ack, Commit, Fault, History, Poll, check
+
+pytestmark = pytest.mark.reliability
+
+TOPIC = "jepsen"
+PARTITIONS = 3
+
+
+class Recorder:
+    """Everything the workload saw, with times, safe to add to from several threads."""
+
+    def __init__(self) -> None:
+        self.history = History()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+
+    def add(self, kind: str, item: object) -> None:
+        with self.lock:
+            getattr(self.history, kind).append(item)
+
+
+def produce(cluster: Cluster, name: str, recorder: Recorder) -> None:
+    producer = cluster.producer(acks="all", linger_ms=2, retry_backoff_ms=50,
+                                delivery_timeout_ms=120_000)
+    pending = []
+    sequence = 0
+    while not recorder.stop.is_set():
+        for _ in range(20):
+            value = f"{name}-{sequence}".encode()
+            recorder.add("attempts", time.monotonic())
+            pending.append((value, producer.send(TOPIC, value=value)))
+            sequence += 1
+        time.sleep(0.01)
+        pending = settle(pending, recorder, wait=False)
+    settle(pending, recorder, wait=True)
+    producer.close()
+
+
+def settle(pending: list, recorder: Recorder, wait: bool) -> list:
+    left = []
+    for value, future in pending:
+        if not wait and not future.done():
+            left.append((value, future))
+            continue
+        try:
+            meta = future.result(150)
+        except Exception as error:  # an unacknowledged write may or may not exist: fine
+            recorder.errors.append(error)
+            continue
+        recorder.add("acks", Ack(value, meta.partition, meta.offset, time.monotonic()))
+    return left
+
+
+def consume(cluster: Cluster, name: str, recorder: Recorder, until: Callable[[], bool]) -> None:
+    consumer = cluster.consumer([TOPIC], group="checker", enable_auto_commit=False,
+                                auto_offset_reset="earliest", session_timeout_ms=4000,
+                                max_poll_records=200)
+    try:
+        while not until():
+            records = consumer.poll(200)
+            now = time.monotonic()
+            recorder.add("polls", Poll(name, now, tuple((r.partition, r.offset, r.value)
+                                                        for r in records)))
+            if records:
+                positions = {tp: consumer.position(*tp) for tp in consumer.assignment()}
+                try:
+                    consumer.commit(positions)
+                except Exception as error:  # a commit may fail during a fault; retried later
+                    recorder.errors.append(error)
+                    continue
+                for tp, offset in positions.items():
+                    recorder.add("commits", Commit(name, time.monotonic(), tp.partition, offset))
+    finally:
+        consumer.close(commit=False)
+
+
+class Nemesis:
+    """Picks a fault every few seconds with a seeded RNG, and heals what it broke."""
+
+    def __init__(self, cluster: Cluster, recorder: Recorder, seed: int) -> None:
+        self.cluster, self.recorder = cluster, recorder
+        self.random = random.Random(seed)
+        self.down: set[int] = set()
+
+    def leader_of(self, partition: int) -> int:
+        return self.cluster.describe_topic(TOPIC)["partitions"][partition]["leader"]
+
+    def kill_leader_replica(self) -> str:
+        partition = self.random.randrange(PARTITIONS)
+        leader = self.leader_of(partition)
+        if leader < 0:
+            return "no leader"
+        ray.kill(ray.get_actor(replica_name(TOPIC, partition, leader),
+                               namespace=self.cluster.namespace))
+        return f"{TOPIC}-{partition}@{leader}"
+
+    def kill_broker(self) -> str:
+        broker = self.random.choice(sorted({0, 1, 2} - self.down))
+        self.cluster.kill_broker(broker)
+        self.down.add(broker)
+        return str(broker)
+
+    def sigkill_broker(self) -> str:
+        broker = self.random.choice(sorted({0, 1, 2} - self.down))
+        handle = ray.get_actor(f"broker-{broker}", namespace=self.cluster.namespace)
+        os.kill(ray.get(handle.pid.remote(), timeout=30), signal.SIGKILL)
+        # Its replicas die with it: Ray kills the actors a dead actor owned (the cluster helper
+        # does the same at once for ray.kill); here we let Ray do it, as a crash would.
+        self.down.add(broker)
+        return str(broker)
+
+    def expire_session(self) -> str:
+        broker = self.random.choice(sorted({0, 1, 2} - self.down))
+        expire_broker_session(self.cluster, broker)
+        return str(broker)
+
+    def kill_controller(self) -> str:
+        controller = self.cluster.controller()
+        if controller is None or controller in self.down:
+            return "no controller"
+        self.cluster.kill_broker(controller)
+        self.down.add(controller)
+        return str(controller)
+
+    def heal(self) -> None:
+        """Restart every broker the nemesis took down. After a SIGKILL, Ray may hold the dead
+        broker's name for a while: try again until it lets go."""
+        for broker in sorted(self.down):
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    self.cluster.start_broker(broker, timeout_s=120)
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(1)
+        self.down.clear()
+
+    def run(self, seconds: float) -> None:
+        faults = [self.kill_leader_replica, self.kill_broker, self.sigkill_broker,
+                  self.expire_session, self.kill_controller]
+        deadline = time.monotonic() + seconds
+        round_number = 0
+        while time.monotonic() < deadline:
+            fault = faults[round_number % len(faults)] if round_number < len(faults) else \
+                self.random.choice(faults)
+            round_number += 1
+            try:
+                target = fault()
+            except Exception as error:
+                self.recorder.errors.append(error)
+                continue
+            self.recorder.add("faults", Fault(time.monotonic(), fault.__name__, target))
+            time.sleep(self.random.uniform(2.0, 4.0))
+            self.heal()
+            time.sleep(self.random.uniform(1.0, 3.0))
+
+
+def read_final_log(cluster: Cluster) -> dict[int, list[tuple[int, bytes]]]:
+    consumer = cluster.consumer([TOPIC], auto_offset_reset="earliest")
+    ends = consumer.end_offsets([(TOPIC, p) for p in range(PARTITIONS)])
+    log: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + 120
+    while any(consumer.position(*tp) < end for tp, end in ends.items()):
+        for record in consumer.poll(500):
+            log[record.partition].append((record.offset, record.value))
+        assert time.monotonic() < deadline, "the final read did not finish"
+    consumer.close()
+    return log
+
+
+def test_no_acknowledged_record_is_lost_under_faults(start_cluster) -> None:
+    seconds = float(os.environ.get("RAFKA_FAULT_SECONDS", "30"))
+    seed = int(os.environ.get("RAFKA_FAULT_SEED", "20261120"))
+    cluster = start_cluster(3)
+    cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3,
+                         config={"min.insync.replicas": 2})
+    recorder = Recorder()
+    drained = threading.Event()
+    threads = [threading.Thread(target=produce, args=(cluster, f"p{i}", recorder))
+               for i in range(2)]
+    threads += [threading.Thread(target=consume, args=(cluster, f"c{i}", recorder,
+                                                       drained.is_set)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    nemesis = Nemesis(cluster, recorder, seed)
+    try:
+        time.sleep(3)
+        nemesis.run(seconds)
+    finally:
+        nemesis.heal()
+        recorder.stop.set()
+        for thread in threads[:2]:
+            thread.join(300)
+
+    final_log = read_final_log(cluster)
+    total = sum(len(records) for records in final_log.values())
+
+    def consumed_everything() -> bool:
+        with recorder.lock:
+            seen = {(p, o) for poll in recorder.history.polls for p, o, _v in poll.records}
+        return len(seen) >= total
+
+    wait_until(consumed_everything, 120, "the group to read everything")
+    drained.set()
+    for thread in threads[2:]:
+        thread.join(120)
+    recorder.history.final_log = final_log
+    recorder.history.end = time.monotonic()
+    verdict = check(recorder.history, resume_within_s=60)
+    print(json.dumps({"seed": seed, "seconds": seconds, **verdict.summary(),
+                      "client_errors": len(recorder.errors)}, indent=2))
+    assert verdict.faults >= min(5, int(seconds // 6))
+    assert verdict.acknowledged > 0
+    assert verdict.ok, verdict.summary()
