@@ -375,3 +375,35 @@ def test_no_partition_is_read_by_two_members_under_churn(shared: Cluster) -> Non
     assert set(read) == produced
     twice = [value for value, count in read.items() if count > 1]
     assert not twice, f"{len(twice)} records read twice, e.g. {twice[:3]}"
+
+
+def everything_to_the_last(members, partitions_per_topic, current_assignment=None):
+    """A user-supplied assignor: the member whose id sorts last reads every partition."""
+    last = max(members)
+    return {member: ([(topic, p) for topic, count in sorted(partitions_per_topic.items())
+                      for p in range(count)] if member == last else [])
+            for member in members}
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [("roundrobin", [{0, 2}, {1, 3}]), ("sticky", None),
+     (everything_to_the_last, [set(), {0, 1, 2, 3}])],
+)
+def test_live_groups_use_the_configured_assignor(shared: Cluster, strategy, expected) -> None:
+    topic, group = fresh("strategy"), fresh("group")
+    shared.create_topic(topic, partitions=4, replication_factor=1)
+    config = {**GROUP_CONFIG, "partition_assignment_strategy": strategy}
+    first = shared.consumer([topic], group=group, **config)
+    settle([first], [{0, 1, 2, 3}])
+    second = shared.consumer([topic], group=group, **config)
+    if expected is not None:
+        settle([first, second], expected)
+    else:  # sticky: balanced, and the first member keeps two of the partitions it had
+        deadline = time.monotonic() + 30
+        while [len(c.assignment()) for c in (first, second)] != [2, 2]:
+            for consumer in (first, second):
+                consumer.poll(50)
+            assert time.monotonic() < deadline, [c.assignment() for c in (first, second)]
+    for consumer in (first, second):
+        consumer.close()
