@@ -34,10 +34,9 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooK
     server.stop()
 
 
-@pytest.fixture
-def zk_address(zookeeper: EmbeddedZooKeeper, request: pytest.FixtureRequest) -> ZooKeeperAddress:
-    """The server's address under a chroot of this test's own, created empty."""
-    address = zookeeper.address.child(f"tests/{_unique_name(request)}")
+def make_chroot(zookeeper: EmbeddedZooKeeper, name: str) -> ZooKeeperAddress:
+    """The server's address under `/tests/<name>`, created empty."""
+    address = zookeeper.address.child(f"tests/{name}")
     client = KazooClient(hosts=zookeeper.address.servers)
     client.start(timeout=15)
     try:
@@ -46,6 +45,12 @@ def zk_address(zookeeper: EmbeddedZooKeeper, request: pytest.FixtureRequest) -> 
         client.stop()
         client.close()
     return address
+
+
+@pytest.fixture
+def zk_address(zookeeper: EmbeddedZooKeeper, request: pytest.FixtureRequest) -> ZooKeeperAddress:
+    """The server's address under a chroot of this test's own, created empty."""
+    return make_chroot(zookeeper, _unique_name(request))
 
 
 @pytest.fixture
@@ -132,3 +137,19 @@ def start_cluster(
 def cluster(start_cluster: Callable[..., Cluster]) -> Cluster:
     """Three brokers."""
     return start_cluster(3)
+
+
+def cluster_of_its_own(
+    zookeeper: EmbeddedZooKeeper,
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    brokers: int = 3,
+) -> Iterator[Cluster]:
+    """A cluster for a whole test module, in a chroot of its own: yield from it in a
+    module-scoped fixture (the tests then keep apart by using topics of their own)."""
+    chroot = make_chroot(zookeeper, f"{name}-{uuid.uuid4().hex[:8]}")
+    cluster = Cluster.start(brokers, name=name, zk=str(chroot),
+                            data_dir=tmp_path_factory.mktemp(name),
+                            broker_config=TEST_BROKER_CONFIG)
+    yield cluster
+    cluster.shutdown()

@@ -9,7 +9,6 @@ from collections import defaultdict
 
 import pytest
 import ray
-from kazoo.client import KazooClient
 
 from actors import Cluster
 from actors.errors import (
@@ -24,23 +23,12 @@ from actors.naming import replica_name
 from actors.partitioner import default_partition
 from logstore.batch import build_batch, decode_batches
 
-from .conftest import TEST_BROKER_CONFIG
+from ..conftest import cluster_of_its_own
 
 
 @pytest.fixture(scope="module")
 def shared(zookeeper, ray_session, tmp_path_factory):
-    chroot = zookeeper.address.child(f"tests/clients-{uuid.uuid4().hex[:8]}")
-    client = KazooClient(hosts=zookeeper.address.servers)
-    client.start(timeout=15)
-    client.ensure_path(chroot.chroot)
-    client.stop()
-    client.close()
-    cluster = Cluster.start(
-        3, name="clients", zk=str(chroot), data_dir=tmp_path_factory.mktemp("clients"),
-        broker_config=TEST_BROKER_CONFIG,
-    )
-    yield cluster
-    cluster.shutdown()
+    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "clients")
 
 
 def topic_name() -> str:

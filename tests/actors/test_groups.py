@@ -12,7 +12,6 @@ from collections import Counter
 
 import pytest
 import ray
-from kazoo.client import KazooClient
 
 from actors import Cluster
 from actors.consumer import NoOffsetForPartitionError
@@ -21,24 +20,15 @@ from actors.group_consumer import GroupConsumer
 from actors.naming import replica_name
 from actors.offset_manager import OFFSETS_TOPIC, offsets_partition
 
-from .conftest import TEST_BROKER_CONFIG, wait_until
+from ..conftest import cluster_of_its_own
+from .conftest import wait_until
 
 GROUP_CONFIG = {"session_timeout_ms": 4000, "auto_offset_reset": "earliest"}
 
 
 @pytest.fixture(scope="module")
 def shared(zookeeper, ray_session, tmp_path_factory):
-    chroot = zookeeper.address.child(f"tests/groups-{uuid.uuid4().hex[:8]}")
-    client = KazooClient(hosts=zookeeper.address.servers)
-    client.start(timeout=15)
-    client.ensure_path(chroot.chroot)
-    client.stop()
-    client.close()
-    cluster = Cluster.start(3, name="groups", zk=str(chroot),
-                            data_dir=tmp_path_factory.mktemp("groups"),
-                            broker_config=TEST_BROKER_CONFIG)
-    yield cluster
-    cluster.shutdown()
+    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "groups")
 
 
 def fresh(prefix: str) -> str:

@@ -9,7 +9,6 @@ import uuid
 
 import msgpack
 import pytest
-from kazoo.client import KazooClient
 from pyspark.sql import functions as F
 
 from actors import Cluster
@@ -18,7 +17,8 @@ from pipelines.decode import json_values, msgpack_values, utf8
 from pipelines.streaming import stream_topic
 from pipelines.topics import read_topic, write_topic
 
-BROKER_CONFIG = {"zookeeper.session.timeout.ms": 4000, "replica.lag.time.max.ms": 3000}
+from ..conftest import cluster_of_its_own
+
 KAFKA_SOURCE_SCHEMA = [
     ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),
     ("offset", "bigint"), ("timestamp", "timestamp"), ("timestampType", "int"),
@@ -27,17 +27,7 @@ KAFKA_SOURCE_SCHEMA = [
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, ray_session, tmp_path_factory):
-    chroot = zookeeper.address.child(f"tests/pipelines-{uuid.uuid4().hex[:8]}")
-    client = KazooClient(hosts=zookeeper.address.servers)
-    client.start(timeout=15)
-    client.ensure_path(chroot.chroot)
-    client.stop()
-    client.close()
-    cluster = Cluster.start(2, name="pipelines", zk=str(chroot),
-                            data_dir=tmp_path_factory.mktemp("pipelines"),
-                            broker_config=BROKER_CONFIG)
-    yield cluster
-    cluster.shutdown()
+    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "pipelines", 2)
 
 
 def fresh(prefix: str) -> str:
