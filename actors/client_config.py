@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from logstore.errors import InvalidConfigError as ConfigError
+
 __all__ = ["ConsumerConfig", "InvalidConfigError", "ProducerConfig"]
 
 _INT32_MAX = 2**31 - 1
@@ -31,8 +33,12 @@ _KAFKA_ASSIGNOR_CLASSES = {
 }
 
 
-class InvalidConfigError(ValueError):
-    """A client setting is unknown, has a wrong value, or conflicts with another setting."""
+class InvalidConfigError(ConfigError, ValueError):
+    """A client setting is unknown, has a wrong value, or conflicts with another setting.
+
+    A kind of the one `InvalidConfigError` users catch (`actors.errors.InvalidConfigError`), so
+    a bad topic, broker or client setting is caught the same way.
+    """
 
     def __init__(self, key: str, value: Any, allowed: str) -> None:
         self.key = key
