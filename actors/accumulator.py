@@ -28,16 +28,20 @@ gap), Kafka's producer bumps its epoch and numbers the partition from 0 again (K
 until nothing of the partition is in flight, get the new epoch, then ``reset_sequences``.
 
 Measured on this machine (CPython 3.11): ``append`` of a record into an open batch takes about
-0.5 us (16-byte key, 100-byte value, no headers; 0.8 us with one header).
+0.5 us (16-byte key, 100-byte value, no headers; 0.8 us with one header); ``append_run``, the
+bulk form ``send_batch`` uses, 0.15-0.25 us per record (keyless 100-byte values, CPU time).
 """
 
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from itertools import accumulate, repeat
+from operator import add
+from typing import NamedTuple
 
 __all__ = [
     "BATCH_OVERHEAD_BYTES",
@@ -45,6 +49,7 @@ __all__ = [
     "AppendResult",
     "PendingBatch",
     "RecordAccumulator",
+    "RunResult",
     "SequenceTracker",
     "estimate_record_size",
 ]
@@ -79,6 +84,10 @@ def estimate_record_size(key: bytes | None, value: bytes | None, headers: Header
     return size
 
 
+def _payload_size(key: bytes | None, value: bytes | None) -> int:
+    return (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+
+
 def _headers_size(headers: Headers) -> int:
     return sum(len(name) + len(value) + 4 for name, value in headers)
 
@@ -87,16 +96,14 @@ def _headers_size(headers: Headers) -> int:
 class PendingBatch:
     """The records of one partition that travel in one produce request.
 
-    ``handles`` runs parallel to ``records``: whatever the producer gave ``append`` to complete
-    later (futures, callbacks); the accumulator only carries them. ``base_sequence`` is None until
-    the batch is first sent (or when idempotence is off). Compared by identity.
+    ``base_sequence`` is None until the batch is first sent (or when idempotence is off).
+    Compared by identity.
     """
 
     topic: str
     partition: int
     created_ms: int
     records: list[Record] = field(default_factory=list)
-    handles: list[Any] = field(default_factory=list)
     size_bytes: int = BATCH_OVERHEAD_BYTES
     attempts: int = 0
     base_sequence: int | None = None
@@ -135,6 +142,17 @@ class AppendResult(NamedTuple):
     batch: PendingBatch
     batch_is_full: bool
     new_batch_created: bool
+
+
+class RunResult(NamedTuple):
+    """Where ``append_run`` put records: ``taken`` of them, in ``batch`` from ``first_index`` on.
+
+    ``batch.closed`` tells whether the batch is now full (a sticky partitioner should move on).
+    """
+
+    batch: PendingBatch
+    first_index: int
+    taken: int
 
 
 def _advance(sequence: int, increment: int) -> int:
@@ -181,7 +199,7 @@ class RecordAccumulator:
     def __init__(
         self,
         *,
-        batch_size: int = 65_536,  # rafka's batch.size default (see client_config)
+        batch_size: int = 262_144,  # rafka's batch.size default (see client_config)
         linger_ms: int = 5,
         max_in_flight: int = 5,
         enable_idempotence: bool = True,
@@ -214,7 +232,6 @@ class RecordAccumulator:
         timestamp_ms: int,
         headers: Headers | None,
         now_ms: int,
-        handle: Any = None,
     ) -> AppendResult:
         """Add a record to its partition's open batch, opening one when needed.
 
@@ -244,12 +261,81 @@ class RecordAccumulator:
             queue.append(batch)
             created = True
         batch.records.append((key, value, timestamp_ms, headers))
-        batch.handles.append(handle)
         batch.size_bytes += size
         self._buffered_bytes += size
         if batch.size_bytes >= self.batch_size:
             batch.closed = True
         return AppendResult(batch, batch.closed, created)
+
+    def append_run(
+        self,
+        topic: str,
+        partition: int,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None,
+        start: int,
+        timestamp_ms: int,
+        now_ms: int,
+    ) -> RunResult:
+        """Append as many of ``values[start:]`` (and ``keys``, parallel, when given) as the
+        partition's open batch takes, in order, without headers: the bulk form of ``append``.
+
+        At least one record is taken. Call it again from ``start + taken``: the next call opens
+        the next batch. Sizes are counted exactly as ``append`` counts them; the loop over
+        records runs in C (``map``, ``accumulate``, ``zip``), which is the point of it.
+        """
+        tp = (topic, partition)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        batch = queue[-1] if queue else None
+        if batch is None or batch.closed:
+            batch = PendingBatch(topic, partition, now_ms)
+            queue.append(batch)
+        first_index = len(batch.records)
+        taken = 0
+        while True:
+            at = start + taken
+            room = self.batch_size - batch.size_bytes
+            # Size the window from the first record, twice over: computing sizes of records
+            # that will not fit costs as much as appending them.
+            head_size = RECORD_OVERHEAD_BYTES + _payload_size(
+                keys[at] if keys is not None else None, values[at])
+            end = at + max(1, min(room // RECORD_OVERHEAD_BYTES, 2 * (room // head_size)) + 1)
+            window = values[at:end]
+            key_window = keys[at:end] if keys is not None else None
+            if key_window is None and None not in window:
+                sizes = map(len, window)
+            else:
+                sizes = map(_payload_size, key_window or repeat(None, len(window)), window)
+            cumulative = list(accumulate(map(add, sizes, repeat(RECORD_OVERHEAD_BYTES))))
+            fits = bisect_right(cumulative, room)
+            if fits == 0:
+                if taken:
+                    batch.closed = True  # the next record needs a batch of its own
+                    break
+                if batch.records:
+                    # Not even one more fits: close this batch and start the next one.
+                    batch.closed = True
+                    return self.append_run(topic, partition, values, keys, start, timestamp_ms,
+                                           now_ms)
+                fits = 1  # a record larger than batch_size travels alone, as in append
+            batch.records.extend(zip(
+                key_window[:fits] if key_window is not None else repeat(None),
+                window[:fits],
+                repeat(timestamp_ms, fits),
+                repeat(None),
+            ))
+            added = cumulative[fits - 1]
+            batch.size_bytes += added
+            self._buffered_bytes += added
+            taken += fits
+            if fits < len(window) or batch.size_bytes >= self.batch_size:
+                batch.closed = True
+                break
+            if start + taken >= len(values):
+                break
+        return RunResult(batch, first_index, taken)
 
     # -- what to send -------------------------------------------------------------------------
 

@@ -356,7 +356,8 @@ class Broker:
         """This broker's ZooKeeper session id and password, for fault injection: a client that
         joins the session with them and closes it expires the broker's session."""
         assert self.store is not None
-        session_id, password = self.store.client.client_id
+        # None while the client is between connections (kazoo forgets the id until it is back).
+        session_id, password = self.store.client.client_id or (None, None)
         return {"servers": self.store.base_address.servers, "session_id": session_id,
                 "password": password}
 

@@ -271,7 +271,11 @@ class Cluster:
                     return False
                 roles.append(replica.describe.remote())
         expected = {"leader", "follower"}
-        return all(facts["role"] in expected for facts in ray.get(roles, timeout=30))
+        try:
+            described = ray.get(roles, timeout=30)
+        except ray.exceptions.GetTimeoutError:
+            return False  # a replica actor still starting (a busy machine): not online yet
+        return all(facts["role"] in expected for facts in described)
 
     def add_partitions(self, name: str, total: int, *, wait: bool = True,
                        timeout_s: float = 60.0) -> None:

@@ -1,15 +1,19 @@
 """The consumer client: fetches from partition leaders, up to their high watermark only.
 
 Each assigned partition keeps one long-poll fetch in flight (`fetch.max.wait.ms`,
-`fetch.min.bytes`), so the next batch is on its way while the caller processes this one. Records
-come back in offset order per partition; `seek` moves a position, and the fetch in flight for it
-is dropped.
+`fetch.min.bytes`) while it has nothing buffered, so the next batch is on its way while the caller
+processes this one. A fetch's records wait in its own buffer (Kafka's completed fetch) until
+`poll` hands them out, in slices of up to `max.poll.records`, so a poll costs what it returns,
+however much is buffered. Records come back in offset order per partition; `seek` moves a
+position, and the fetch in flight for it and the records buffered for it are dropped.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import ray
@@ -36,6 +40,17 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes]]
+
+
+@dataclass(slots=True)
+class _CompletedFetch:
+    """The records of one fetch of one partition, handed out from ``index`` on; once all are
+    out, the partition's position moves to ``next_offset`` (past any compaction gap)."""
+
+    tp: TopicPartition
+    records: list[ConsumerRecord]
+    next_offset: int
+    index: int = 0
 
 
 class NoOffsetForPartitionError(RafkaError):
@@ -66,7 +81,8 @@ class Consumer:
         self._fetch_positions: dict[TopicPartition, int] = {}
         self._in_flight: dict[Any, tuple[TopicPartition, int]] = {}
         self._fetching: set[TopicPartition] = set()
-        self._buffer: list[ConsumerRecord] = []
+        # At most one per partition: a partition is fetched again once its records are out.
+        self._completed: deque[_CompletedFetch] = deque()
         self._paused: set[TopicPartition] = set()
         self._closed = False
 
@@ -76,6 +92,8 @@ class Consumer:
         """Read exactly these partitions (replacing any earlier assignment)."""
         wanted = [TopicPartition(topic, partition) for topic, partition in partitions]
         for tp in wanted:
+            if type(tp.partition) is not int:
+                raise TypeError(f"a partition is an int, got {tp.partition!r} for {tp.topic}")
             count = self.metadata.partition_count(tp.topic)
             if not 0 <= tp.partition < count:
                 self.metadata.invalidate(tp.topic)  # the topic may have grown since
@@ -112,7 +130,7 @@ class Consumer:
         tp = TopicPartition(topic, partition)
         if tp not in self._positions:
             raise ValueError(f"{topic}-{partition} is not assigned to this consumer")
-        if not isinstance(offset, int) or offset < 0:
+        if type(offset) is not int or offset < 0:
             raise ValueError(f"offset must be a non-negative int, got {offset!r}")
         self._positions[tp] = offset
         self._fetch_positions.pop(tp, None)
@@ -141,8 +159,7 @@ class Consumer:
                 self._fetching.discard(tp)
         for tp in [tp for tp in self._fetch_positions if predicate(tp)]:
             del self._fetch_positions[tp]
-        self._buffer = [r for r in self._buffer
-                        if not predicate(TopicPartition(r.topic, r.partition))]
+        self._completed = deque(fetch for fetch in self._completed if not predicate(fetch.tp))
 
     # ------------------------------------------------------------------------ offsets
 
@@ -190,35 +207,46 @@ class Consumer:
             raise RafkaError("this consumer is closed")
         limit = max_records or self.config.max_poll_records
         deadline = time.monotonic() + timeout_ms / 1000
-        while len(self._buffer) < limit:
+        while True:
             self._start_fetches()
-            remaining = deadline - time.monotonic()
-            if not self._in_flight:
-                if remaining <= 0:
-                    break
-                time.sleep(min(remaining, 0.05))
-                continue
-            wait = max(remaining, 0) if not self._buffer else 0
-            done, _ = ray.wait(list(self._in_flight), num_returns=1, timeout=wait)
-            if not done:
+            if self._in_flight:
+                refs = list(self._in_flight)
+                if not self._completed:
+                    # Nothing to hand out: wait for the first fetch to answer.
+                    ready, _ = ray.wait(refs, num_returns=1,
+                                        timeout=max(deadline - time.monotonic(), 0))
+                    if not ready:
+                        break
+                done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+                for ref in done:
+                    self._complete(ref)
+            if self._completed or time.monotonic() >= deadline:
+                # Even with nothing: fetches failing fast must not hold poll() forever.
                 break
-            for ref in done:
-                self._complete(ref)
-            if time.monotonic() >= deadline:
-                break  # even with nothing: fetches failing fast must not hold poll() forever
-        records, self._buffer = self._buffer[:limit], self._buffer[limit:]
-        for record in records:
-            self._positions[TopicPartition(record.topic, record.partition)] = record.offset + 1
-        # A partition whose buffer is drained is at its fetch position (past compaction gaps).
-        waiting = {TopicPartition(r.topic, r.partition) for r in self._buffer}
-        for tp, fetched in self._fetch_positions.items():
-            if tp not in waiting and tp in self._positions:
-                self._positions[tp] = fetched
+            if not self._in_flight:
+                time.sleep(max(min(deadline - time.monotonic(), 0.05), 0))
+        return self._hand_out(limit)
+
+    def _hand_out(self, limit: int) -> list[ConsumerRecord]:
+        """Up to `limit` buffered records, oldest fetch first, moving positions past them."""
+        records: list[ConsumerRecord] = []
+        while self._completed and len(records) < limit:
+            fetch = self._completed[0]
+            end = fetch.index + limit - len(records)
+            taken = fetch.records[fetch.index:end]
+            records += taken
+            fetch.index += len(taken)
+            if fetch.index < len(fetch.records):
+                self._positions[fetch.tp] = taken[-1].offset + 1
+            else:
+                self._completed.popleft()
+                self._positions[fetch.tp] = fetch.next_offset
         return records
 
     def _start_fetches(self) -> None:
+        buffered = {fetch.tp for fetch in self._completed}
         for tp, position in self._positions.items():
-            if tp in self._fetching or tp in self._paused:
+            if tp in self._fetching or tp in self._paused or tp in buffered:
                 continue
             if position is None:
                 self._reset(tp)
@@ -261,19 +289,17 @@ class Consumer:
         raise_for(reply)
         if not reply["records"]:
             return
-        topic, partition = tp
-        self._buffer.extend(
-            ConsumerRecord(topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers)
-            for r in decode_batches(reply["records"], min_offset=position)
-        )
+        records = decode_batches(reply["records"], min_offset=position,
+                                 topic_partition=tp, record_type=ConsumerRecord)
         # After the last batch, not the last record: compaction leaves gaps at batch ends.
+        self._completed.append(_CompletedFetch(tp, records, reply["next_offset"]))
         self._fetch_positions[tp] = reply["next_offset"]
 
     def close(self) -> None:
         self._closed = True
         self._in_flight.clear()
         self._fetching.clear()
-        self._buffer.clear()
+        self._completed.clear()
 
     def __enter__(self) -> Consumer:
         return self

@@ -89,6 +89,11 @@ class RequestTimedOutError(RafkaError):
     retriable = True
 
 
+class BufferExhaustedError(RequestTimedOutError):
+    """The producer's buffer.memory stayed full for max.block.ms (Kafka's BufferExhaustedException,
+    a TimeoutException): records are produced faster than the cluster takes them."""
+
+
 class InvalidRequiredAcksError(RafkaError):
     """acks must be 0, 1 or "all" (-1)."""
 

@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
@@ -97,11 +98,15 @@ def fetch_committed(
     while True:
         try:
             manager = offset_manager(metadata, group, wait_s=max(0.0, deadline - time.monotonic()))
+            # A replica actor still starting (a new offsets topic) answers late, not never:
+            # like a commit, wait for it only as long as is left, then ask again.
             reply = raise_for(ray.get(manager.fetch_offsets.remote(
-                group, [list(tp) for tp in wanted]), timeout=timeout_s))
+                group, [list(tp) for tp in wanted]),
+                timeout=max(0.1, deadline - time.monotonic())))
             stored = {TopicPartition(t, p): offset for t, p, offset, _meta in reply["offsets"]}
             return {tp: stored.get(tp) for tp in wanted}
-        except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError) as error:
+        except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError,
+                ray.exceptions.GetTimeoutError) as error:
             metadata.invalidate(OFFSETS_TOPIC)
             if time.monotonic() >= deadline:
                 raise BrokerUnavailableError(
@@ -170,6 +175,9 @@ class GroupConsumer(Consumer):
         self._owned: set[TopicPartition] = set()
         self._target: set[TopicPartition] = set()
         self._rebalance_needed = threading.Event()
+        # One worker: asynchronous commits are stored one after another, in order.
+        self._async_commits = ThreadPoolExecutor(max_workers=1,
+                                                 thread_name_prefix="rafka-commit")
         self._rebalance_needed.set()
         self._suspended = False
         self._last_claim_try = 0.0
@@ -264,7 +272,14 @@ class GroupConsumer(Consumer):
                 claimed.add(tp)
         if not claimed:
             return
-        committed = self.committed(claimed)
+        try:
+            committed = self.committed(claimed)
+        except BrokerUnavailableError as error:
+            # Reading from a guessed position could skip or repeat records: keep the claims
+            # (claiming again is harmless) and take the partitions up at the next retry, as
+            # Kafka's poll returns nothing while the committed offsets are not in.
+            log.warning("group %s: committed offsets not available yet: %s", self.group, error)
+            return
         self._owned |= claimed
         self._assign_owned()
         for tp in claimed:
@@ -363,9 +378,13 @@ class GroupConsumer(Consumer):
             self._store_offsets(offsets, timeout_s)
 
     def commit_async(self, offsets: Mapping[tuple[str, int], int] | None = None) -> None:
-        """Commit without waiting; a failure is logged (the next commit covers it)."""
+        """Commit without waiting; a failure is logged (the next commit covers it).
+
+        Commits are stored in the order they were asked for, as Kafka's go over one
+        connection in order: an earlier commit landing last would move the offset back.
+        """
         offsets = self._consumed(self._owned) if offsets is None else offsets
-        threading.Thread(target=self._commit_quietly, args=(dict(offsets),), daemon=True).start()
+        self._async_commits.submit(self._commit_quietly, dict(offsets))
 
     def _commit_quietly(self, offsets: Mapping[TopicPartition, int]) -> None:
         try:
@@ -401,6 +420,7 @@ class GroupConsumer(Consumer):
         """Leave the group: commit (with auto-commit), release everything, unregister."""
         if self._closed:
             return
+        self._async_commits.shutdown(wait=True)  # what was asked for goes first
         if commit if commit is not None else self.config.enable_auto_commit:
             self._commit_quietly(self._consumed(self._owned))
         for watch in self._watches:

@@ -22,6 +22,7 @@ from actors.errors import (
     UnknownTopicError,
 )
 from actors.naming import broker_name, replica_name
+from coordination.validation import validate_topic_name
 
 
 class MetadataCache:
@@ -98,10 +99,16 @@ class MetadataCache:
 
     def partitions(self, topic: str) -> dict[int, dict[str, Any]]:
         """The partitions of `topic`, fetching metadata if unknown or older than the max age."""
-        found = self._topics.get(topic)
+        try:
+            found = self._topics.get(topic)
+        except TypeError:  # unhashable, so not a topic name: refused below
+            found = None
         if found is not None and time.monotonic() - self._fetched_at.get(topic, 0) > self.max_age_s:
             found = None
         if found is None:
+            # Checked here, before asking: a broker refuses an illegal name by raising, which
+            # would read as "no broker answered" after every broker was tried.
+            validate_topic_name(topic)
             self.refresh([topic])
             found = self._topics.get(topic)
             if found is None:

@@ -14,15 +14,18 @@ import logging
 import secrets
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from itertools import groupby, repeat
+from typing import Any, NamedTuple, overload
 
 import ray
 
-from actors.accumulator import PendingBatch, RecordAccumulator
+from actors.accumulator import PendingBatch, RecordAccumulator, _payload_size
 from actors.client_config import ProducerConfig
 from actors.errors import (
     BrokerUnavailableError,
+    BufferExhaustedError,
     ErrorCode,
     RafkaError,
     RecordTooLargeError,
@@ -31,7 +34,7 @@ from actors.errors import (
 )
 from actors.metadata import MetadataCache
 from actors.partitioner import StickyPartitioner, choose_partition
-from logstore.batch import build_batch
+from logstore.batch import build_batch, check_headers
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +120,66 @@ class RecordFuture:
         return None
 
 
+class _Span(NamedTuple):
+    """Records ``start .. start + count`` of a `send_batch` call (in partition order) went to
+    ``partition``, into the batch of ``outcome`` from ``first_index`` on."""
+
+    start: int
+    count: int
+    partition: int
+    outcome: _BatchOutcome
+    first_index: int
+
+
+class SentRecords(Sequence[RecordFuture]):
+    """What `send_batch` answers: one `RecordFuture` per value, in the order given.
+
+    The futures are made when indexed, not when sent: a million of them would cost more than
+    sending the records.
+    """
+
+    def __init__(self, topic: str, timestamp: int, spans: list[_Span],
+                 order: list[int] | None) -> None:
+        self._topic = topic
+        self._timestamp = timestamp
+        self._spans = spans
+        self._starts = [span.start for span in spans]
+        # Where each value sits once grouped by partition (None: not regrouped). `order` lists
+        # the values' indexes in grouped order; this is its inverse.
+        self._position: list[int] | None = None
+        if order is not None:
+            self._position = [0] * len(order)
+            for at, index in enumerate(order):
+                self._position[index] = at
+        self._length = sum(span.count for span in spans)
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> RecordFuture: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RecordFuture]: ...
+
+    def __getitem__(self, index: int | slice) -> RecordFuture | list[RecordFuture]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._length))]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(f"record {index} of {self._length}")
+        at = index if self._position is None else self._position[index]
+        span = self._spans[bisect_right(self._starts, at) - 1]
+        future = RecordFuture(self._topic, span.partition, self._timestamp)
+        future._bind(span.outcome, span.first_index + at - span.start)
+        return future
+
+    def done(self) -> bool:
+        """Whether every record is acknowledged or has failed."""
+        return all(span.outcome.done.is_set() for span in self._spans)
+
+
 class Producer:
     """Kafka's producer on rafka. Build it with `cluster.producer(acks="all", ...)`."""
 
@@ -137,6 +200,8 @@ class Producer:
         self.producer_epoch = 0 if self.config.enable_idempotence else -1
         self._lock = threading.Lock()
         self._wakeup = threading.Condition(self._lock)
+        # Signalled when queued bytes leave the accumulator (buffer.memory back-pressure).
+        self._space = threading.Condition(self._lock)
         self._in_flight: dict[Any, PendingBatch] = {}
         # One outcome per batch, for its whole life (retries included), by batch id.
         self._outcomes: dict[int, _BatchOutcome] = {}
@@ -157,7 +222,11 @@ class Producer:
         timestamp_ms: int | None = None,
         headers: Sequence[tuple[str, bytes]] | None = None,
     ) -> RecordFuture:
-        """Queue one record; the future resolves to its `RecordMetadata`."""
+        """Queue one record; the future resolves to its `RecordMetadata`.
+
+        Blocks while `buffer.memory` bytes wait to be sent, for up to `max.block.ms`, then
+        raises `BufferExhaustedError`, as Kafka's producer does.
+        """
         if self._closed:
             raise RafkaError("this producer is closed: create a new one")
         if value is not None and not isinstance(value, (bytes, bytearray)):
@@ -165,6 +234,15 @@ class Producer:
                             "serialise it first (e.g. json.dumps(v).encode())")
         if key is not None and not isinstance(key, (bytes, bytearray)):
             raise TypeError(f"key must be bytes or None, got {type(key).__name__}")
+        # Checked here, not when the batch is built on the sender thread: a batch that fails
+        # to build after taking its sequence numbers would leave a gap the leader waits on.
+        if timestamp_ms is not None:
+            if type(timestamp_ms) is not int:
+                raise TypeError(f"timestamp_ms must be an int (ms since the epoch) or None, "
+                                f"got {timestamp_ms!r}")
+            if timestamp_ms < 0:
+                raise ValueError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
+        headers = check_headers(headers) or None
         size = (len(value) if value else 0) + (len(key) if key else 0)
         if size > self.config.max_request_size:
             raise RecordTooLargeError(
@@ -180,10 +258,10 @@ class Producer:
         timestamp = now if timestamp_ms is None else timestamp_ms
         future = RecordFuture(topic, partition, timestamp)
         with self._lock:
+            self._wait_for_buffer_space()
             appended = self._accumulator.append(
-                topic, partition, key, value, timestamp, headers, now, future
-            )
-            self._bind(future, appended.batch)
+                topic, partition, key, value, timestamp, headers, now)
+            future._bind(self._outcome_of(appended.batch), len(appended.batch.records) - 1)
             # A new batch starts a linger.ms clock the sender must know of; a full one can go.
             if appended.batch_is_full or appended.new_batch_created:
                 self._wakeup.notify()
@@ -196,38 +274,107 @@ class Producer:
         keys: Iterable[bytes | None] | None = None,
         *,
         partition: int | None = None,
-    ) -> list[RecordFuture]:
-        """Queue many records at once (one lock, one wake-up)."""
-        values = list(values)
-        keys = [None] * len(values) if keys is None else list(keys)
-        if len(keys) != len(values):
-            raise ValueError(f"{len(keys)} keys for {len(values)} values")
-        count = self.metadata.partition_count(topic)
-        now = int(time.time() * 1000)
-        futures = []
-        config = self.config
-        with self._lock:
-            for key, value in zip(keys, values, strict=True):
-                if value is not None and not isinstance(value, (bytes, bytearray)):
-                    raise TypeError(f"values must be bytes or None, got {type(value).__name__}")
-                target = choose_partition(
-                    topic, key, count, partition=partition,
-                    partitioner=config.partitioner, sticky=self._sticky,
-                )
-                future = RecordFuture(topic, target, now)
-                appended = self._accumulator.append(topic, target, key, value, now, None, now,
-                                                    future)
-                self._bind(future, appended.batch)
-                futures.append(future)
-            self._wakeup.notify()
-        return futures
+    ) -> SentRecords:
+        """Queue many records at once: the bulk form of `send`, for records without headers.
 
-    def _bind(self, future: RecordFuture, batch: PendingBatch) -> None:
-        """Tie a record's future to its batch's outcome (under the lock)."""
+        Records are batched exactly as `send` would batch them, but with one lock, one wake-up
+        and no per-record Python work beyond the partitioner for keyed records. The answer is a
+        sequence of futures, one per value, made only when asked for.
+
+        Like `send`, it blocks while `buffer.memory` is full; after `max.block.ms` it raises
+        `BufferExhaustedError`, and the records queued before that are sent all the same.
+        """
+        if self._closed:
+            raise RafkaError("this producer is closed: create a new one")
+        values = values if isinstance(values, list) else list(values)
+        keys = None if keys is None else (keys if isinstance(keys, list) else list(keys))
+        if keys is not None and len(keys) != len(values):
+            raise ValueError(f"{len(keys)} keys for {len(values)} values")
+        self._check_batch_input(values, keys)
+        count = self.metadata.partition_count(topic)
+        config = self.config
+        now = int(time.time() * 1000)
+        if keys is not None and keys.count(None) == len(keys):
+            keys = None  # keyless after all: the sticky partitioner applies
+        if partition is not None or (keys is None and config.partitioner is None):
+            target = None if partition is None else choose_partition(
+                topic, None, count, partition=partition)
+            order = None
+            groups = [(target, values, keys)]
+        else:
+            # Keyed (or user-partitioned): group by partition, keeping each partition's order.
+            targets = [choose_partition(topic, key, count, partitioner=config.partitioner,
+                                        sticky=self._sticky)
+                       for key in (keys if keys is not None else repeat(None, len(values)))]
+            order = sorted(range(len(values)), key=targets.__getitem__)
+            groups = []
+            for target, members in groupby(order, key=targets.__getitem__):
+                indexes = list(members)
+                groups.append((target, [values[i] for i in indexes],
+                               None if keys is None else [keys[i] for i in indexes]))
+        spans: list[_Span] = []
+        position = 0
+        with self._lock:
+            for target, group_values, group_keys in groups:
+                start = 0
+                while start < len(group_values):
+                    self._wait_for_buffer_space()
+                    chosen = target if target is not None else self._sticky.partition(topic, count)
+                    run = self._accumulator.append_run(topic, chosen, group_values, group_keys,
+                                                       start, now, now)
+                    spans.append(_Span(position + start, run.taken, chosen,
+                                       self._outcome_of(run.batch), run.first_index))
+                    start += run.taken
+                    if run.batch.closed:
+                        # KIP-480: keyless records move to another partition once a batch is full.
+                        if target is None:
+                            self._sticky.on_new_batch(topic, count, chosen)
+                        self._wakeup.notify()
+                position += len(group_values)
+            self._wakeup.notify()
+        return SentRecords(topic, now, spans, order)
+
+    def _check_batch_input(self, values: list, keys: list | None) -> None:
+        allowed = {bytes, bytearray, type(None)}
+        for name, items in (("values", values), ("keys", keys or ())):
+            wrong = sorted(t.__name__ for t in set(map(type, items)) - allowed)
+            if wrong:
+                raise TypeError(f"{name} must be bytes or None, got {', '.join(wrong)}: "
+                                "serialise them first (e.g. json.dumps(v).encode())")
+        if keys is None and None not in values:
+            largest = max(map(len, values), default=0)
+        else:
+            largest = max(map(_payload_size, keys or repeat(None), values), default=0)
+        if largest > self.config.max_request_size:
+            raise RecordTooLargeError(
+                f"a record of {largest} bytes is larger than max.request.size="
+                f"{self.config.max_request_size}: raise it (and the topic's message.max.bytes)"
+            )
+
+    def _wait_for_buffer_space(self) -> None:
+        """Block (under the lock) while buffer.memory is used up, as Kafka's send does, for up
+        to max.block.ms: a producer faster than the cluster must not queue without bound."""
+        if self._accumulator.buffered_bytes < self.config.buffer_memory:
+            return
+        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        self._wakeup.notify()  # what fills the buffer must be on its way out
+        while self._accumulator.buffered_bytes >= self.config.buffer_memory:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._closed:
+                raise BufferExhaustedError(
+                    f"{self._accumulator.buffered_bytes} bytes wait to be sent, more than "
+                    f"buffer.memory={self.config.buffer_memory}, and none went out within "
+                    f"max.block.ms={self.config.max_block_ms}: the cluster is slower than this "
+                    "producer or unreachable; raise buffer.memory or max.block.ms, or send less"
+                )
+            self._space.wait(remaining)
+
+    def _outcome_of(self, batch: PendingBatch) -> _BatchOutcome:
+        """The outcome shared by a batch's records (under the lock)."""
         outcome = self._outcomes.get(batch.batch_id)
         if outcome is None:
             outcome = self._outcomes[batch.batch_id] = _BatchOutcome()
-        future._bind(outcome, len(batch.records) - 1)
+        return outcome
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until every request is answered."""
@@ -254,6 +401,7 @@ class Producer:
             with self._lock:
                 self._closed = True
                 self._wakeup.notify_all()
+                self._space.notify_all()
             self._sender.join(5)
 
     def __enter__(self) -> Producer:
@@ -285,6 +433,8 @@ class Producer:
                         count = self.metadata.cached_partition_count(batch.topic)
                         if count:
                             self._sticky.on_new_batch(batch.topic, count, batch.partition)
+                if batches:
+                    self._space.notify_all()
             for batch in batches:
                 self._send(batch)
             self._collect(batches_pending=bool(batches))

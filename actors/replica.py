@@ -260,7 +260,10 @@ class PartitionReplica:
         return reply
 
     async def _produce(self, records: bytes, acks: int, timeout_ms: int) -> dict:
-        if acks not in (0, 1, -1):
+        if not isinstance(timeout_ms, (int, float)):
+            # Before the append: acks=all would only trip on it afterwards, batch in the log.
+            raise TypeError(f"timeout_ms must be a number, got {type(timeout_ms).__name__}")
+        if type(acks) is not int or acks not in (0, 1, -1):
             return error_reply(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}: use 0, 1 or -1")
         if self.role != LEADER:
             return self._not_leader()
@@ -425,6 +428,10 @@ class PartitionReplica:
         if replica_id >= 0:
             self._record_follower_fetch(replica_id, offset)
         deadline = time.monotonic() + max_wait_ms / 1000
+        # A consumer reads up to the high watermark, so its move is news; a follower reads up
+        # to the log end and learns the high watermark with its next records, as in Kafka:
+        # waking it for the watermark alone would cost two more calls per batch.
+        watches_watermark = replica_id < 0
         while True:
             try:
                 data = self.log.read(
@@ -452,7 +459,7 @@ class PartitionReplica:
             await self._wait_until(
                 lambda end=end, high_watermark=high_watermark: (
                     self.log.log_end_offset != end
-                    or self.log.high_watermark != high_watermark
+                    or (watches_watermark and self.log.high_watermark != high_watermark)
                     or self.role != LEADER
                     or self.leader_epoch != epoch
                 ),

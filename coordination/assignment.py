@@ -36,6 +36,10 @@ from coordination.validation import validate_broker_id
 Brokers = Sequence[int] | Mapping[int, "str | None"]
 Assignment = Mapping[int, Sequence[int]]
 
+# A topic's replica assignment is one znode, and ZooKeeper refuses znodes over 1 MB
+# (jute.maxbuffer): 10 000 partitions of replication factor 3 take about 200 KB of it.
+MAX_PARTITIONS_PER_TOPIC = 10_000
+
 
 def assign_replicas(
     brokers: Brokers,
@@ -59,6 +63,12 @@ def assign_replicas(
     if not isinstance(partitions, int) or partitions < 1:
         raise InvalidPartitionsError(
             f"number of partitions must be at least 1, got {partitions!r}"
+        )
+    if first_partition + partitions > MAX_PARTITIONS_PER_TOPIC:
+        raise InvalidPartitionsError(
+            f"{first_partition + partitions} partitions is more than the "
+            f"{MAX_PARTITIONS_PER_TOPIC} a topic may have: a topic's assignment lives in one "
+            "ZooKeeper znode (1 MB at most) and every replica is a Ray actor of its own"
         )
     if not isinstance(replication_factor, int) or replication_factor < 1:
         raise InvalidReplicationFactorError(

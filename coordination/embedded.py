@@ -127,8 +127,12 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def port_is_free(host: str, port: int) -> bool:
+def port_is_free(host: str, port: int, *, reuse_address: bool = False) -> bool:
+    """Whether `port` can be bound. With `reuse_address`, as a server that sets SO_REUSEADDR
+    (ZooKeeper does) binds it: connections lingering in TIME_WAIT do not count."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        if reuse_address:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
@@ -225,17 +229,42 @@ class EmbeddedZooKeeper:
     def start(self) -> EmbeddedZooKeeper:
         if self.running():
             return self
-        java = find_java()
-        jars = pyspark_jars()
         if self.requested_port is not None:
             if not port_is_free(self.host, self.requested_port):
                 raise ZooKeeperPortInUseError(
                     f"port {self.host}:{self.requested_port} is already in use: stop what holds "
                     f"it, choose another port, or leave the port out to get a free one"
                 )
-            port = self.requested_port
+            return self._launch(self.requested_port)
+        return self._launch(free_port(self.host))
+
+    def restart(self, pause_s: float = 0.0, *, kill: bool = True) -> EmbeddedZooKeeper:
+        """Stop the server and start it again on the same port and data dir after `pause_s`.
+
+        By default it is SIGKILLed (by its PID), as a crash would take it: no clean shutdown,
+        no final snapshot. Clients reconnect to the same address, and since a standalone server
+        keeps its sessions in its data dir, sessions that do not time out meanwhile survive.
+        """
+        if self.port is None:
+            raise ZooKeeperStartError("the embedded ZooKeeper was never started: start() it")
+        port = self.port
+        if kill:
+            self.kill()
         else:
-            port = free_port(self.host)
+            self.stop()
+        time.sleep(pause_s)
+        # The killed server's connections linger in TIME_WAIT on this port; ZooKeeper binds
+        # with SO_REUSEADDR, so only a listener of another process stops it.
+        if not port_is_free(self.host, port, reuse_address=True):
+            raise ZooKeeperPortInUseError(
+                f"port {self.host}:{port} was taken while the embedded ZooKeeper was down: "
+                f"it cannot come back on the same address"
+            )
+        return self._launch(port)
+
+    def _launch(self, port: int) -> EmbeddedZooKeeper:
+        java = find_java()
+        jars = pyspark_jars()
         config_path = self._write_config(port)
         command = [
             java,
@@ -336,6 +365,18 @@ class EmbeddedZooKeeper:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+    def kill(self) -> None:
+        """SIGKILL the server (by its PID) and reap it: a crash, with no clean shutdown."""
+        process, self._process = self._process, None
+        _running_servers.discard(self)
+        if process is None:
+            return
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        with contextlib.suppress(FileNotFoundError):
+            (self.data_dir / "zookeeper.pid").unlink()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the server this object started (by its PID), SIGKILL if it will not go."""

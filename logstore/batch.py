@@ -29,7 +29,7 @@ import struct
 import time
 import zlib
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -184,10 +184,17 @@ def _normalise(records: Sequence[Any]) -> list[tuple[Any, Any, int, Any]]:
             raise TypeError(f"record key must be bytes or None, got {type(key).__name__}")
         if value is not None and not isinstance(value, _BYTES_TYPES):
             raise TypeError(f"record value must be bytes or None, got {type(value).__name__}")
-        if headers:
-            headers = tuple(_check_header_pair(h) for h in headers)
-        out.append((key, value, timestamp, headers or ()))
+        out.append((key, value, timestamp, check_headers(headers)))
     return out
+
+
+def check_headers(headers: Any) -> tuple[tuple[str, bytes], ...]:
+    """Record headers as a tuple of ``(str, bytes)`` pairs; ``TypeError`` for anything else."""
+    if headers is None:
+        return ()
+    if isinstance(headers, (str, *_BYTES_TYPES, Mapping)) or not isinstance(headers, Iterable):
+        raise TypeError(f"record headers are a sequence of (str, bytes) pairs, got {headers!r}")
+    return tuple(_check_header_pair(pair) for pair in headers)
 
 
 def _check_header_pair(pair: Any) -> tuple[str, bytes]:
@@ -391,8 +398,9 @@ def validate_batch(
     ``max_size`` -- message.max.bytes -- and matching the buffer exactly), magic, CRC and the
     header's counts. With ``verify_records`` (the default) it also decodes the records, with
     decompression bounded by ``MAX_DECOMPRESSION_RATIO * max_size``, and checks their shape,
-    offset deltas and timestamps; that costs one msgpack decode of the batch. ``require_keys``
-    refuses records without a key (for compacted topics: ``LogConfig.compact``).
+    offset deltas and timestamps; that costs one msgpack decode of the batch. Without, only
+    the records' outer structure is checked, in constant time (:func:`_check_records_framing`).
+    ``require_keys`` refuses records without a key (for compacted topics: ``LogConfig.compact``).
 
     Raises :class:`RecordTooLargeError`, :class:`CorruptRecordError` or
     :class:`InvalidRecordError`.
@@ -419,7 +427,71 @@ def validate_batch(
     header = check_batch(view, 0, verify_crc=True, strict=True)
     if verify_records:
         _verify_records(view, 0, header, MAX_DECOMPRESSION_RATIO * max_size, require_keys)
+    else:
+        _check_records_framing(view, size, header)
     return header
+
+
+# The first bytes of each codec's frame (gzip: RFC 1952; lz4: the frame format; zstd: RFC 8878).
+_CODEC_MAGIC = {
+    _compression.GZIP: b"\x1f\x8b",
+    _compression.LZ4: b"\x04\x22\x4d\x18",
+    _compression.ZSTD: b"\x28\xb5\x2f\xfd",
+}
+# The smallest msgpack encoding of one record [0, 0, nil, nil, []]: six one-byte items.
+_MIN_RECORD_BYTES = 6
+_FIXARRAY_5 = 0x95
+
+
+def _check_records_framing(view: memoryview, size: int, header: BatchHeader) -> None:
+    """Check the records' outer structure without decoding them (the leader's cheap check).
+
+    A CRC only proves the bytes are the ones the client sent, not that a client sent records:
+    without this a buggy or hostile client could have garbage with a valid CRC appended and
+    replicated, to fail every consumer that reads past it. Uncompressed records must open with a
+    msgpack array header whose length is ``record_count``, hold at least the smallest encoding
+    of that many records, and start with a 5-item record of offset delta 0; compressed ones must
+    start with their codec's magic number. A constant number of byte reads, whatever the size:
+    records that pass can still be damaged further in, which consumers detect when decoding.
+    """
+    codec = header.attributes & COMPRESSION_CODEC_MASK
+    if codec:
+        magic = _CODEC_MAGIC[codec]
+        if view[RECORDS_START : RECORDS_START + len(magic)] != magic:
+            raise CorruptRecordError(
+                f"batch at offset {header.base_offset} says its records are "
+                f"{_compression.CODEC_NAMES[codec]}-compressed, "
+                "but they do not start with that codec's magic number"
+            )
+        return
+    payload_size = size - RECORDS_START
+    first = view[RECORDS_START] if payload_size > 0 else None
+    if first is not None and 0x90 <= first <= 0x9F:  # fixarray
+        count, start = first & 0x0F, 1
+    elif first == 0xDC and payload_size >= 3:  # array 16
+        count, start = int.from_bytes(view[RECORDS_START + 1 : RECORDS_START + 3]), 3
+    elif first == 0xDD and payload_size >= 5:  # array 32
+        count, start = int.from_bytes(view[RECORDS_START + 1 : RECORDS_START + 5]), 5
+    else:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset}: its records are not a msgpack array"
+        )
+    if count != header.record_count:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset} says {header.record_count} records but its "
+            f"records array holds {count}"
+        )
+    if payload_size < start + count * _MIN_RECORD_BYTES:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset}: {payload_size} bytes of records cannot hold "
+            f"{count} records"
+        )
+    pos = RECORDS_START + start
+    if view[pos] != _FIXARRAY_5 or view[pos + 1] != 0:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset}: its first record is not [offset_delta 0, "
+            "timestamp_delta, key, value, headers]"
+        )
 
 
 def validate_batches(
@@ -617,17 +689,32 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _records(
-    view: memoryview, pos: int, header: BatchHeader, max_decompressed_size: int
-) -> list[Record]:
+    view: memoryview,
+    pos: int,
+    header: BatchHeader,
+    max_decompressed_size: int,
+    topic_partition: tuple[str, int] | None = None,
+    record_type: type = Record,
+) -> list[Any]:
     entries = unpack_entries(view, pos, header, max_decompressed_size)
     base = header.base_offset
+    stamped = header.attributes & TIMESTAMP_TYPE_MASK
+    first = header.first_timestamp
+    ts = header.max_timestamp
     try:
         # tuple.__new__ builds the NamedTuple in C, skipping its Python-level __new__.
-        if header.attributes & TIMESTAMP_TYPE_MASK:
-            ts = header.max_timestamp
-            return [_tuple_new(Record, (base + od, ts, k, v, h)) for od, _, k, v, h in entries]
-        first = header.first_timestamp
-        return [_tuple_new(Record, (base + od, first + td, k, v, h)) for od, td, k, v, h in entries]
+        if topic_partition is not None:
+            topic, partition = topic_partition
+            if stamped:
+                return [_tuple_new(record_type, (topic, partition, base + od, ts, k, v, h))
+                        for od, _, k, v, h in entries]
+            return [_tuple_new(record_type, (topic, partition, base + od, first + td, k, v, h))
+                    for od, td, k, v, h in entries]
+        if stamped:
+            return [_tuple_new(record_type, (base + od, ts, k, v, h))
+                    for od, _, k, v, h in entries]
+        return [_tuple_new(record_type, (base + od, first + td, k, v, h))
+                for od, td, k, v, h in entries]
     except (TypeError, ValueError) as exc:
         raise CorruptRecordError(
             f"records of the batch at offset {base} have the wrong shape: {exc}"
@@ -658,22 +745,30 @@ def decode_batches(
     *,
     verify_crc: bool = True,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
-) -> list[Record]:
+    topic_partition: tuple[str, int] | None = None,
+    record_type: type = Record,
+) -> list[Any]:
     """Decode every whole batch of a fetch result, dropping records below ``min_offset``.
 
     A fetch returns whole batches, so the first one may start before the offset the consumer
     asked for. Control batches are skipped; a partial trailing batch is ignored.
+
+    Records are ``Record``s, or, given ``topic_partition``, ``record_type(topic, partition,
+    offset, timestamp, key, value, headers)``: a consumer's own record type, built once per
+    record instead of converted from a ``Record``.
     """
-    out: list[Record] = []
+    out: list[Any] = []
     with _gc_paused():
         for header, view in iter_batches(buf):
             if header.last_offset < min_offset or header.attributes & CONTROL_FLAG_MASK:
                 continue
             if verify_crc:
                 check_batch(view, 0, verify_crc=True, strict=False)
-            records = _records(view, 0, header, max_decompressed_size)
+            records = _records(view, 0, header, max_decompressed_size, topic_partition,
+                               record_type)
             if header.base_offset < min_offset:
-                records = records[bisect_left(records, min_offset, key=itemgetter(0)) :]
+                offset_of = itemgetter(0 if topic_partition is None else 2)
+                records = records[bisect_left(records, min_offset, key=offset_of):]
             out += records
     return out
 

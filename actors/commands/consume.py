@@ -18,7 +18,7 @@ from typing import Any
 
 from actors.cluster import Cluster
 from actors.commands.connection import add_connection_options, connect, disconnect
-from actors.commands.errors import CliError, NotAvailableError
+from actors.commands.errors import CliError, NotAvailableError, checked_count, checked_topic
 from actors.commands.output import (
     add_key_value_option,
     console_properties,
@@ -60,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
     topic = args.topic or args.topic_name
     if topic is None:
         raise CliError("which topic? give its name (or --topic NAME)", 2)
+    checked_topic(topic)
+    checked_count(args.partition, "--partition", 0)
+    checked_count(args.max_messages, "--max-messages", 0)
+    checked_count(args.timeout_ms, "--timeout-ms", 0)
     if args.offset is not None and args.partition is None:
         raise CliError("--offset needs --partition (an offset belongs to one partition)", 2)
     if args.group is not None and args.partition is not None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from actors.client_config import InvalidConfigError as InvalidClientConfigError
 from actors.errors import InvalidConfigError, RafkaError
 from actors.stack import RayHeadError
-from coordination.errors import CoordinationError
+from coordination.errors import CoordinationError, InvalidTopicError
+from coordination.validation import validate_topic_name
 
 EXIT_ERROR = 1
 # argparse's code for a usage error; also what a feature not available in this build returns.
@@ -40,3 +41,18 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     InvalidClientConfigError,
     RayHeadError,
 )
+
+
+def checked_topic(name: str) -> str:
+    """`name` if it is a legal topic name, else a usage error, before any connection is made."""
+    try:
+        return validate_topic_name(name)
+    except InvalidTopicError as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+
+
+def checked_count(value: int | None, option: str, minimum: int) -> int | None:
+    """`value` if it is None or at least `minimum`, else a usage error naming `option`."""
+    if value is not None and value < minimum:
+        raise CliError(f"{option} must be at least {minimum}, got {value}", EXIT_USAGE)
+    return value

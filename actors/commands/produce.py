@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO
 
 from actors.commands.connection import add_connection_options, connect, disconnect
-from actors.commands.errors import CliError
+from actors.commands.errors import CliError, checked_count, checked_topic
 from actors.commands.output import add_key_value_option, console_properties, key_values
 from actors.commands.progress import Progress
 from actors.producer import RecordFuture
@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     topic = args.topic or args.topic_name
     if topic is None:
         raise CliError("which topic? give its name (or --topic NAME)", 2)
+    checked_topic(topic)
+    checked_count(args.partition, "--partition", 0)
     settings = key_values(args.producer_property, "--producer-property")
     properties = console_properties(args.property, {
         "parse.key": "true: split key and value", "key.separator": "default tab"})
@@ -61,6 +63,12 @@ def run(args: argparse.Namespace) -> int:
     source, total = _open(args.file)
     cluster = connect(args)
     try:
+        if args.partition is not None:
+            # Checked once here: the producer would refuse each line with a ValueError.
+            count = cluster.partition_count(topic)
+            if args.partition >= count:
+                raise CliError(f"partition {args.partition} does not exist in topic {topic!r}: "
+                               f"it has partitions 0..{count - 1}")
         producer = cluster.producer(acks=args.acks, **settings)
         try:
             with Progress(f"producing to {topic}", total=total,

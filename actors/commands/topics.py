@@ -9,7 +9,7 @@ from typing import Any
 
 from actors.cluster import Cluster
 from actors.commands.connection import add_connection_options, connect, disconnect
-from actors.commands.errors import CliError, NotAvailableError
+from actors.commands.errors import CliError, NotAvailableError, checked_count, checked_topic
 from actors.commands.output import add_key_value_option, echo, key_values, table
 from actors.commands.progress import wait_with_spinner
 from coordination.errors import TopicExistsError, UnknownTopicError
@@ -70,7 +70,7 @@ def _topic(args: argparse.Namespace) -> str | None:
     topic = args.topic or args.topic_name
     if topic is None and args.topic_required:
         raise CliError("which topic? give its name (or --topic NAME)", 2)
-    return topic
+    return None if topic is None else checked_topic(topic)
 
 
 def _with_cluster(args: argparse.Namespace, work: Any) -> int:
@@ -83,6 +83,8 @@ def _with_cluster(args: argparse.Namespace, work: Any) -> int:
 
 def _create(args: argparse.Namespace) -> int:
     topic = _topic(args)
+    checked_count(args.partitions, "--partitions", 1)
+    checked_count(args.replication_factor, "--replication-factor", 1)
     config = key_values(args.config, "--config")
 
     def create(cluster: Cluster) -> int:

@@ -30,7 +30,10 @@ def expire_broker_session(cluster: Cluster, broker_id: int) -> None:
     """Expire a broker's ZooKeeper session on the server: join it with its id and password,
     then close it (ZooKeeper's classic way to force expiry)."""
     broker = ray.get_actor(f"broker-{broker_id}", namespace=cluster.namespace)
-    session = ray.get(broker.zookeeper_session.remote(), timeout=30)
+    # No session id while the broker's client is between connections: wait for one.
+    session = wait_until(
+        lambda: (found := ray.get(broker.zookeeper_session.remote(), timeout=30))["session_id"]
+        and found, 30, f"broker {broker_id} to have a ZooKeeper session")
     imposter = KazooClient(
         hosts=session["servers"], client_id=(session["session_id"], session["password"])
     )

@@ -27,7 +27,7 @@ def _acc(**kwargs: int | bool) -> RecordAccumulator:
 
 
 def _fill(acc: RecordAccumulator, count: int, partition: int = 0, now: int = 0) -> list:
-    return [acc.append("t", partition, b"", VALUE, now, None, now, handle=i) for i in range(count)]
+    return [acc.append("t", partition, b"", VALUE, now, None, now) for _ in range(count)]
 
 
 def _send(acc: RecordAccumulator, batches: list[PendingBatch]) -> list[PendingBatch]:
@@ -54,8 +54,56 @@ def test_records_of_a_partition_share_a_batch_until_it_is_full() -> None:
     assert first.closed and first.record_count == 9
     assert first.size_bytes == BATCH_OVERHEAD_BYTES + 900 <= acc.batch_size
     assert [r.new_batch_created for r in results[:2]] == [True, False]
-    assert first.handles == list(range(9))
     assert first.records[0] == (b"", VALUE, 0, None)
+
+
+def _append_runs(acc: RecordAccumulator, values: list, keys: list | None, partition: int = 0):
+    runs, start = [], 0
+    while start < len(values):
+        run = acc.append_run("t", partition, values, keys, start, 7, 0)
+        runs.append(run)
+        start += run.taken
+    return runs
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    batch_size=st.integers(min_value=1, max_value=3000),
+    records=st.lists(
+        st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=700)),
+        min_size=1, max_size=60),
+    keyed=st.booleans(),
+)
+def test_append_run_batches_exactly_as_appending_one_by_one(batch_size, records, keyed) -> None:
+    one_by_one, bulk = _acc(batch_size=batch_size), _acc(batch_size=batch_size)
+    if not keyed:
+        records = [(None, value) for _, value in records]
+    for key, value in records:
+        one_by_one.append("t", 0, key, value, 7, None, 0)
+    keys = [key for key, _ in records] if keyed else None
+    runs = _append_runs(bulk, [value for _, value in records], keys)
+
+    def shape(acc):
+        return [(b.records, b.size_bytes, b.closed) for b in acc.queued_batches("t", 0)]
+
+    assert shape(bulk) == shape(one_by_one)
+    assert bulk.buffered_bytes == one_by_one.buffered_bytes
+    # Each run says where its records went: together they cover the input, in order.
+    assert sum(run.taken for run in runs) == len(records)
+    placed = [run.batch.records[run.first_index + i][:2] for run in runs for i in range(run.taken)]
+    assert placed == [(key if keyed else None, value) for key, value in records]
+
+
+def test_append_run_closes_a_full_batch_so_the_next_run_opens_another() -> None:
+    acc = _acc()
+    first = acc.append_run("t", 0, [VALUE] * 25, None, 0, 0, 0)
+    assert first.taken == 9 and first.first_index == 0 and first.batch.closed
+    second = acc.append_run("t", 0, [VALUE] * 25, None, 9, 0, 0)
+    assert second.batch is not first.batch and second.taken == 9
+    last = acc.append_run("t", 0, [VALUE] * 25, None, 18, 0, 0)
+    assert last.taken == 7 and not last.batch.closed  # room for two more: it lingers
+    follow = acc.append_run("t", 0, [VALUE] * 3, None, 0, 0, 0)
+    assert follow.batch is last.batch and follow.first_index == 7 and follow.taken == 2
 
 
 def test_a_record_that_fills_the_batch_reports_it_full() -> None:

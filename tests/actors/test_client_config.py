@@ -22,7 +22,7 @@ def test_producer_defaults_are_kafkas_except_linger_and_batch_size() -> None:
     assert config.delivery_timeout_ms == 120_000
     assert (config.compression_type, config.max_request_size) == ("none", 1_048_576)
     # rafka's deliberate differences (see the field comments): batching is what makes calls pay.
-    assert (config.linger_ms, config.batch_size) == (5, 65_536)
+    assert (config.linger_ms, config.batch_size) == (5, 262_144)
 
 
 def test_consumer_defaults_are_kafkas() -> None:

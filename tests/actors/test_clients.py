@@ -3,6 +3,7 @@ and typed errors. One cluster serves the whole module; each test has topics of i
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -12,6 +13,7 @@ import ray
 
 from actors import Cluster
 from actors.errors import (
+    BufferExhaustedError,
     ErrorCode,
     InvalidTopicError,
     NotLeaderError,
@@ -79,6 +81,72 @@ def test_order_holds_per_partition_with_many_requests_in_flight(shared: Cluster)
     for i, meta in enumerate(acknowledged):
         assert meta.partition == default_partition(keys[i], 2)
         assert stored[(meta.partition, meta.offset)] == str(i).encode()
+
+
+def test_send_batch_puts_each_record_where_its_future_says(shared: Cluster) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=3, replication_factor=2)
+    producer = shared.producer(acks="all", batch_size=4096)
+    keyed = [f"key-{i % 7}".encode() for i in range(3000)]
+    keyed_futures = producer.send_batch(topic, [b"k%d" % i for i in range(3000)], keys=keyed)
+    keyless_futures = producer.send_batch(topic, (b"n%d" % i for i in range(3000)))
+    pinned_futures = producer.send_batch(topic, [b"p%d" % i for i in range(500)], partition=2)
+    producer.flush()
+    producer.close()
+
+    assert len(keyed_futures) == len(keyless_futures) == 3000 and len(pinned_futures) == 500
+    stored = {(r.partition, r.offset): (r.key, r.value) for r in consume_all(shared, topic, 6500)}
+    assert len(stored) == 6500
+    for i, future in enumerate(keyed_futures):
+        meta = future.result(0)
+        assert meta.partition == default_partition(keyed[i], 3)
+        assert stored[(meta.partition, meta.offset)] == (keyed[i], b"k%d" % i)
+    keyless = [future.result(0) for future in keyless_futures]
+    assert [stored[(m.partition, m.offset)] for m in keyless] == [
+        (None, b"n%d" % i) for i in range(3000)]
+    # The sticky partitioner moves on as batches fill: keyless records spread over partitions,
+    # and each partition keeps their order.
+    assert len({m.partition for m in keyless}) == 3
+    for partition in range(3):
+        offsets = [m.offset for m in keyless if m.partition == partition]
+        assert offsets == sorted(offsets)
+    assert {f.result(0).partition for f in pinned_futures} == {2}
+    assert [f.result(0).offset for f in pinned_futures[-3:]] == [
+        pinned_futures[0].result(0).offset + i for i in (497, 498, 499)]
+
+
+def test_buffer_memory_bounds_what_waits_and_max_block_ms_bounds_the_wait(
+    shared: Cluster,
+) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=2, replication_factor=1)
+    producer = shared.producer(acks=1, batch_size=2048, buffer_memory=8192)
+    peak, stop = [0], threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], producer._accumulator.buffered_bytes)
+            time.sleep(0.002)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    futures = producer.send_batch(topic, [b"x" * 100] * 5000)
+    producer.flush()
+    stop.set()
+    sampler.join()
+    producer.close()
+    assert all(f.exception(0) is None for f in futures[::100])
+    # It waited for room rather than queueing 580 KB; at most one batch beyond the limit.
+    assert 0 < peak[0] <= 8192 + 2048
+    assert len(consume_all(shared, topic, 5000)) == 5000
+
+    # Full, and not allowed to wait: a typed error, and the records queued before it still go.
+    impatient = shared.producer(acks=1, batch_size=500, buffer_memory=1000, max_block_ms=0)
+    with pytest.raises(BufferExhaustedError, match=r"buffer\.memory=1000"):
+        impatient.send_batch(topic, [b"y" * 100] * 50)
+    impatient.flush()
+    impatient.close()
+    assert len(consume_all(shared, topic, 5001)) > 5000
 
 
 def test_every_acks_level_writes_and_reads_back(shared: Cluster) -> None:

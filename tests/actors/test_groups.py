@@ -189,6 +189,23 @@ def test_auto_commit_and_async_commit(shared: Cluster) -> None:
     consumer.close(commit=False)
 
 
+def test_async_commits_are_stored_in_the_order_they_were_made(shared: Cluster) -> None:
+    topic, group = fresh("order"), fresh("group")
+    shared.create_topic(topic, partitions=1, replication_factor=1)
+    produce(shared, topic, 40, 1)
+    consumer = shared.consumer([topic], group=group, enable_auto_commit=False, **GROUP_CONFIG)
+    got = []
+    while len(got) < 40:
+        got += consumer.poll(500)
+    for offset in range(1, 41):
+        consumer.commit_async({(topic, 0): offset})
+    # Each commit waits for its predecessor, so the last one asked for is the one that stays.
+    wait_until(lambda: consumer.committed([(topic, 0)])[(topic, 0)] == 40, 20, "the last commit")
+    time.sleep(0.5)
+    assert consumer.committed([(topic, 0)])[(topic, 0)] == 40
+    consumer.close(commit=False)
+
+
 def test_offset_reset_policies_without_a_committed_offset(shared: Cluster) -> None:
     topic = fresh("reset")
     shared.create_topic(topic, partitions=1, replication_factor=1)
@@ -294,6 +311,34 @@ def test_a_commit_that_times_out_raises_commit_failed(start_cluster) -> None:
             consumer.commit({("slow", 0): 0}, timeout_s=2)
     finally:
         os.kill(pid, signal.SIGCONT)
+    consumer.close(commit=False)
+
+
+def test_a_member_waits_for_committed_offsets_it_cannot_read_yet(shared: Cluster) -> None:
+    """While the group's offset manager does not answer (its replica is still starting, say),
+    a new member's poll returns nothing instead of failing, and reading starts at the committed
+    offset once the manager answers."""
+    topic, group = fresh("late"), fresh("group")
+    shared.create_topic(topic, partitions=1, replication_factor=1)
+    produce(shared, topic, 10, 1)
+    shared.commit_offsets(group, {(topic, 0): 4})
+    partition = offsets_partition(group, shared.partition_count(OFFSETS_TOPIC))
+    leader = shared.describe_topic(OFFSETS_TOPIC)["partitions"][partition]["leader"]
+    manager = ray.get_actor(replica_name(OFFSETS_TOPIC, partition, leader),
+                            namespace=shared.namespace)
+    pid = ray.get(manager.pid.remote())
+    consumer = shared.consumer([topic], group=group, **GROUP_CONFIG)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert consumer.poll(500) == []  # waits out the fetch of committed offsets (10 s)
+        assert consumer.assignment() == set()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    records = []
+    deadline = time.monotonic() + 30
+    while len(records) < 6 and time.monotonic() < deadline:
+        records += consumer.poll(200)
+    assert [record.offset for record in records] == list(range(4, 10))
     consumer.close(commit=False)
 
 

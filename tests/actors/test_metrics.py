@@ -109,11 +109,14 @@ def test_traffic_and_lag_metrics(start_cluster: Callable[..., Cluster], metrics_
         assert len(records) == produced
         consumer.poll(200)  # caught up: one more round, as a consuming loop would
 
+        # The fetch that found nothing new ends after fetch.max.wait.ms: counted then.
         samples = wait_for_scrape(metrics_port, lambda s: (
             total(s, "ray_rafka_records_in_total", topic=topic) == produced
             and total(s, "ray_rafka_records_out_total", topic=topic) == produced
             and series(s, "ray_rafka_consumer_lag", group=group, topic=topic) == [0]
-        ), "records in and out, lag 0")
+            and total(s, "ray_rafka_fetch_latency_ms_count", topic=topic,
+                      fetcher="consumer") >= 2
+        ), "records in and out, lag 0, two consumer fetches")
     finally:
         consumer.close()
 

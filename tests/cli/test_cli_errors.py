@@ -41,6 +41,21 @@ def test_help_lists_every_command(rafka) -> None:
         (["up", "--name", "bad name"], "not allowed"),
         (["produce", "t", "--property", "parse.keys=true"], "unknown --property parse.keys"),
         (["up", "--zk", "nonsense"], "is not 'host:port'"),
+        # Topic names and numbers a cluster would refuse are refused before connecting to one.
+        (["topics", "create", "../etc"], "contains '/'"),
+        (["topics", "create", "ok", "--partitions", "0"], "--partitions must be at least 1"),
+        (["topics", "create", "ok", "--replication-factor", "-1"], "--replication-factor"),
+        (["topics", "create", "ok", "--partitions", "many"], "invalid int value: 'many'"),
+        (["topics", "describe", ".."], "must not be '.' or '..'"),
+        (["topics", "delete", "x" * 250], "is 250 characters long"),
+        (["topics", "alter", "a\\b", "--partitions", "3"], "contains '\\\\'"),
+        (["produce", "caf\u00e9"], "contains"),
+        (["produce", "ok", "--partition", "-1"], "--partition must be at least 0"),
+        (["consume", ""], "must not be empty"),
+        (["consume", "a b"], "contains ' '"),
+        (["consume", "ok", "--partition", "-3"], "--partition must be at least 0"),
+        (["consume", "ok", "--max-messages", "-1"], "--max-messages must be at least 0"),
+        (["consume", "ok", "--timeout-ms", "-5"], "--timeout-ms must be at least 0"),
     ],
 )
 def test_usage_errors_exit_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str],
@@ -54,6 +69,25 @@ def test_usage_errors_exit_2(argv: list[str], needle: str, capsys: pytest.Captur
     assert code == 2
     assert needle in capsys.readouterr().err
     assert not any(tmp_path.iterdir()), "a usage error starts nothing"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["topics", "create", "../../etc/passwd"], "a topic name is 1 to 249 characters"),
+        (["produce", "orders/2024", "--partition", "0"], "contains '/'"),
+        (["consume", "orders", "--partition", "-1"], "--partition must be at least 0"),
+    ],
+)
+def test_bad_names_and_numbers_as_a_user_types_them(rafka, argv: list[str], needle: str) -> None:
+    # As a subprocess, with no cluster anywhere: one line that says what is allowed, exit 2.
+    result = rafka(*argv, input="a record\n")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rafka: error:"), result.stderr
+    assert needle in lines[0], result.stderr
+    assert not any(rafka.root.rglob("cluster.json")), "nothing must be started"
 
 
 def test_no_java_names_the_package_to_install(rafka, expect_error) -> None:

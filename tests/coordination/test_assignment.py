@@ -9,7 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordination.assignment import assign_replicas, validate_assignment
+from coordination.assignment import (
+    MAX_PARTITIONS_PER_TOPIC,
+    assign_replicas,
+    validate_assignment,
+)
 from coordination.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -126,6 +130,15 @@ def test_new_partitions_must_not_overlap_existing_ones() -> None:
     existing = assign_replicas([1, 2, 3], 3, 2, start_index=0)
     with pytest.raises(InvalidPartitionsError, match="first_partition=3"):
         assign_replicas([1, 2, 3], 2, 2, existing=existing)
+
+
+def test_a_topic_has_at_most_max_partitions_and_refusing_more_is_quick() -> None:
+    assert len(assign_replicas([1, 2, 3], MAX_PARTITIONS_PER_TOPIC, 3)) == MAX_PARTITIONS_PER_TOPIC
+    with pytest.raises(InvalidPartitionsError, match="ZooKeeper znode"):
+        assign_replicas([1, 2, 3], 10**9, 3)  # refused before anything is assigned
+    existing = assign_replicas([1, 2, 3], MAX_PARTITIONS_PER_TOPIC - 1, 2)
+    with pytest.raises(InvalidPartitionsError, match=f"{MAX_PARTITIONS_PER_TOPIC + 1} partitions"):
+        assign_replicas([1, 2, 3], 2, 2, existing=existing, first_partition=len(existing))
 
 
 def test_validate_assignment_normalises_and_checks() -> None:

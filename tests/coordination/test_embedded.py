@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.retry import KazooRetry
 
 from coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress, four_letter_word
 from coordination.errors import (
@@ -106,6 +107,39 @@ def test_data_survives_a_restart_in_the_same_directory(tmp_path: Path) -> None:
         assert client.get("/kept")[0] == b"1"
         client.stop()
         client.close()
+
+
+def test_restart_comes_back_on_the_same_port_and_keeps_sessions(tmp_path: Path) -> None:
+    server = EmbeddedZooKeeper(tmp_path, force_sync=False).start()
+    try:
+        first_pid, address = server.pid, str(server.address)
+        client = KazooClient(hosts=address, timeout=10,
+                             connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5))
+        client.start(timeout=15)
+        session_id = client.client_id[0]
+        client.create("/kept", b"1")
+        client.create("/mine", b"", ephemeral=True)
+        server.restart(pause_s=1.0)
+        assert server.pid != first_pid and _wait_dead(first_pid)
+        assert str(server.address) == address
+        # The client comes back by itself to the same address, in the same session: the
+        # server kept the session across the crash, so its ephemeral znode is still there.
+        deadline = time.monotonic() + 15
+        while not client.connected and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert client.connected
+        assert client.client_id[0] == session_id
+        assert client.get("/kept")[0] == b"1"
+        assert client.exists("/mine") is not None
+        client.stop()
+        client.close()
+    finally:
+        server.stop()
+
+
+def test_restart_of_a_server_never_started_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ZooKeeperStartError, match="never started"):
+        EmbeddedZooKeeper(tmp_path).restart()
 
 
 def test_missing_java_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

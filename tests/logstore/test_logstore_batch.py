@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import time
 import tracemalloc
@@ -191,21 +192,84 @@ def _raw_batch(entries: list, *, max_ts: int = T0, count: int | None = None) -> 
 
 
 @pytest.mark.parametrize(
-    "entries",
+    ("entries", "outer_structure_ok"),
     [
-        [(0, 0, b"k", "text value", ())],  # a str where bytes belong
-        [(0, 0, b"k", b"v")],  # four fields
-        [(1, 0, b"k", b"v", ())],  # offset delta not 0
-        [(0, 0, b"k", b"v", ()), (0, 0, b"k", b"v", ())],  # repeated delta
-        [(0, 0.5, b"k", b"v", ())],  # float timestamp delta
-        [(0, 0, b"k", b"v", (("h", "not bytes"),))],
+        ([(0, 0, b"k", "text value", ())], True),  # a str where bytes belong
+        ([(0, 0, b"k", b"v")], False),  # four fields
+        ([(1, 0, b"k", b"v", ())], False),  # offset delta not 0
+        ([(0, 0, b"k", b"v", ()), (0, 0, b"k", b"v", ())], True),  # repeated delta
+        ([(0, 0.5, b"k", b"v", ())], True),  # float timestamp delta
+        ([(0, 0, b"k", b"v", (("h", "not bytes"),))], True),
     ],
 )
-def test_validate_checks_the_records_themselves(entries: list) -> None:
+def test_validate_checks_the_records_themselves(entries: list, outer_structure_ok: bool) -> None:
     with pytest.raises(CorruptRecordError):
         validate_batch(_raw_batch(entries), MAX)
-    # Without record verification only the framing and CRC are checked.
-    validate_batch(_raw_batch(entries), MAX, verify_records=False)
+    # Without record verification (the leader's mode) the framing, CRC and the records' outer
+    # structure are checked: what lies past the first record's opening bytes is not decoded.
+    if outer_structure_ok:
+        validate_batch(_raw_batch(entries), MAX, verify_records=False)
+    else:
+        with pytest.raises(CorruptRecordError, match="first record"):
+            validate_batch(_raw_batch(entries), MAX, verify_records=False)
+
+
+def _crc_valid_batch(payload: bytes, *, count: int = 1, codec: int = 0) -> bytes:
+    """A batch whose header and CRC are right for ``count`` records, with ``payload`` as its
+    records, whatever those bytes are (what a buggy or hostile client could send)."""
+    tail = struct.pack(">hiqqqhii", codec, count - 1, T0, T0, -1, -1, -1, count)
+    crc = zlib.crc32(payload, zlib.crc32(tail))
+    return struct.pack(">qiibI", 0, 49 + len(payload), -1, 2, crc) + tail + payload
+
+
+@pytest.mark.parametrize(
+    ("payload", "count", "codec", "problem"),
+    [
+        (b"\xc1" * 40, 1, 0, "not a msgpack array"),  # not msgpack at all
+        (b"\xa5hello" + bytes(20), 1, 0, "not a msgpack array"),  # a msgpack str
+        (msgpack.packb([(0, 0, None, b"v", ())] * 2), 3, 0, "holds 2"),  # count disagrees
+        (msgpack.packb([(0, 0, None, b"v", ())] * 20), 21, 0, "holds 20"),  # array 16
+        (b"\xdd\x00\x01\x00\x00" + bytes(30), 65536, 0, "cannot hold"),  # claims 65536
+        (b"\x91", 1, 0, "cannot hold"),  # an array header and nothing else
+        (msgpack.packb([b"not a record"]), 1, 0, "first record"),
+        (msgpack.packb([(0, 0, None, b"v", ())]), 1, 1, "gzip"),  # says gzip, is not
+        (b"\x1f\x8b" + bytes(10), 1, 3, "lz4"),  # gzip's magic, lz4 in the header
+        (b"", 1, 0, "not a msgpack array"),  # no records at all
+    ],
+)
+def test_the_leaders_check_refuses_crc_valid_garbage(
+    payload: bytes, count: int, codec: int, problem: str
+) -> None:
+    batch = _crc_valid_batch(payload, count=count, codec=codec)
+    with pytest.raises(CorruptRecordError, match=problem):
+        validate_batch(batch, MAX, verify_records=False)
+    with pytest.raises(CorruptRecordError):
+        validate_batch(batch, MAX)  # the full check refuses it too
+
+
+@SMALL
+@given(records=records_strategy, codec=st.sampled_from(CODECS))
+def test_the_leaders_check_accepts_every_batch_a_producer_builds(
+    records: list, codec: str
+) -> None:
+    batch = build_batch(records, compression=codec)
+    assert validate_batch(batch, MAX, verify_records=False).record_count == len(records)
+
+
+@SMALL
+@given(garbage=st.binary(min_size=1, max_size=200), count=st.integers(1, 20))
+def test_crc_valid_garbage_never_passes_as_records_a_consumer_cannot_decode(
+    garbage: bytes, count: int
+) -> None:
+    """Whatever the leader's cheap check lets through is only what a consumer's full decode
+    also accepts, or what it refuses with CorruptRecordError: never another exception."""
+    batch = _crc_valid_batch(garbage, count=count)
+    try:
+        validate_batch(batch, MAX, verify_records=False)
+    except CorruptRecordError:
+        return
+    with contextlib.suppress(CorruptRecordError):
+        decode_records(batch)
 
 
 def test_validate_checks_max_timestamp_and_record_count() -> None:
@@ -324,3 +388,28 @@ def test_decode_verifies_the_crc_by_default() -> None:
         decode_batches(bytes(buf))
     with pytest.raises(CorruptRecordError):
         decode_records(bytes(buf))
+
+
+def test_decode_batches_builds_the_callers_record_type_with_topic_and_partition() -> None:
+    from typing import NamedTuple
+
+    from logstore.batch import decode_batches, stamp_batch
+
+    class Fetched(NamedTuple):
+        topic: str
+        partition: int
+        offset: int
+        timestamp: int
+        key: bytes | None
+        value: bytes | None
+        headers: tuple
+
+    first = stamp_batch(build_batch([(b"a", b"1", 1000, None), (None, b"2", 1005, None)]), 40, 3)
+    second = stamp_batch(build_batch([(None, b"3", 1010, [("h", b"x")])]), 42, 3)
+    plain = decode_batches(first + second, min_offset=41)
+    typed = decode_batches(first + second, min_offset=41, topic_partition=("clicks", 7),
+                           record_type=Fetched)
+    assert [type(r) for r in typed] == [Fetched, Fetched]
+    assert typed == [Fetched("clicks", 7, *record) for record in plain]
+    assert [(r.offset, r.timestamp, r.value, r.headers) for r in typed] == [
+        (41, 1005, b"2", ()), (42, 1010, b"3", (("h", b"x"),))]

@@ -6,7 +6,7 @@ commit, the faults) and says what went wrong. The workload and the nemesis recor
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -183,4 +183,32 @@ def check(history: History, *, resume_within_s: float = 30.0) -> Verdict:
         committed_backwards=backwards,
         not_resumed_after=not_resumed,
         longest_unavailability_s=longest,
+    )
+
+
+@dataclass
+class Deliveries:
+    """How often a group received each acknowledged record, for runs where it should be once:
+    no member joins or leaves, and each member commits what it read before polling again."""
+
+    acknowledged: int
+    consumed: int
+    unconsumed: list[Ack]
+    consumed_twice: list[tuple[int, int]]  # (partition, offset) received more than once
+
+    @property
+    def exactly_once(self) -> bool:
+        return not (self.unconsumed or self.consumed_twice)
+
+
+def check_deliveries(history: History) -> Deliveries:
+    """Every acknowledged record received by exactly one poll of the group. (That what it
+    received is what was acknowledged there is `check`'s: lost and conflicting offsets.)"""
+    received = Counter((partition, offset) for poll in history.polls
+                       for partition, offset, _value in poll.records)
+    return Deliveries(
+        acknowledged=len(history.acks),
+        consumed=sum(received.values()),
+        unconsumed=[ack for ack in history.acks if not received[(ack.partition, ack.offset)]],
+        consumed_twice=sorted(key for key, count in received.items() if count > 1),
     )
