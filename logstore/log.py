@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
@@ -154,6 +155,7 @@ class Log:
         self._high_watermark = 0
         self._recovery_point = 0
         self._persisted_high_watermark: int | None = None
+        self._checkpoint_lock = threading.Lock()
         self._persisted_recovery_point: int | None = None
         self._producers = ProducerStateManager()
         # Producer state as it was at each segment's base offset, to rebuild after truncation
@@ -602,10 +604,17 @@ class Log:
         self._last_flush_ms = self._now_ms() if now_ms is None else now_ms
 
     def checkpoint_high_watermark(self) -> None:
-        """Persist the high watermark (also done by flush and close)."""
-        if self._persisted_high_watermark != self._high_watermark:
-            self._high_watermark_file.write(self._high_watermark)
-            self._persisted_high_watermark = self._high_watermark
+        """Persist the high watermark (also done by flush and close).
+
+        Safe to call from another thread while the log is in use: it is the one write a
+        leader makes on a timer, and its fsyncs would otherwise stall every request queued
+        behind it. Two at once are serialised (they share a temporary file).
+        """
+        with self._checkpoint_lock:
+            high_watermark = self._high_watermark
+            if self._persisted_high_watermark != high_watermark:
+                self._high_watermark_file.write(high_watermark)
+                self._persisted_high_watermark = high_watermark
 
     def _write_recovery_point(self) -> None:
         if self._persisted_recovery_point != self._recovery_point:
