@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import ray
@@ -68,10 +69,10 @@ class MetadataCache:
 
     def refresh(self, topics: list[str] | None = None) -> dict[str, Any]:
         """Ask a live broker for metadata; try the others when one does not answer."""
-        candidates = self._brokers or self.broker_ids()
-        candidates = random.sample(candidates, len(candidates))
+        candidates: list[int] = []
         last_error: BaseException | None = None
-        for broker in candidates:
+        for broker in self._candidates():
+            candidates.append(broker)
             name = broker_name(broker)
             try:
                 reply = ray.get(
@@ -96,6 +97,15 @@ class MetadataCache:
             f"no broker of namespace {self.namespace!r} answered a metadata request "
             f"(tried {candidates}): is the cluster running? ({last_error!r})"
         )
+
+    def _candidates(self) -> Iterator[int]:
+        """Brokers to ask, in random order: those last heard of, then, if none of them
+        answered, any other whose actor exists now (they may all have died, and others come
+        back, since)."""
+        known = list(self._brokers)
+        yield from random.sample(known, len(known))
+        others = [broker for broker in self.broker_ids() if broker not in known]
+        yield from random.sample(others, len(others))
 
     def partitions(self, topic: str) -> dict[int, dict[str, Any]]:
         """The partitions of `topic`, fetching metadata if unknown or older than the max age."""

@@ -249,7 +249,7 @@ class Producer:
                 f"a record of {size} bytes is larger than max.request.size="
                 f"{self.config.max_request_size}: raise it (and the topic's message.max.bytes)"
             )
-        count = self.metadata.partition_count(topic)
+        count = self._partition_count(topic)
         partition = choose_partition(
             topic, key, count, partition=partition,
             partitioner=self.config.partitioner, sticky=self._sticky,
@@ -291,7 +291,7 @@ class Producer:
         if keys is not None and len(keys) != len(values):
             raise ValueError(f"{len(keys)} keys for {len(values)} values")
         self._check_batch_input(values, keys)
-        count = self.metadata.partition_count(topic)
+        count = self._partition_count(topic)
         config = self.config
         now = int(time.time() * 1000)
         if keys is not None and keys.count(None) == len(keys):
@@ -333,6 +333,21 @@ class Producer:
                 position += len(group_values)
             self._wakeup.notify()
         return SentRecords(topic, now, spans, order)
+
+    def _partition_count(self, topic: str) -> int:
+        """The topic's partition count, waiting up to max.block.ms for a broker to answer, as
+        Kafka's send waits for metadata: during a failover every broker may be restarting."""
+        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        pause = 0.05
+        while True:
+            try:
+                return self.metadata.partition_count(topic)
+            except BrokerUnavailableError:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise
+                time.sleep(min(pause, remaining))
+                pause = min(pause * 2, 1.0)
 
     def _check_batch_input(self, values: list, keys: list | None) -> None:
         allowed = {bytes, bytearray, type(None)}

@@ -14,7 +14,7 @@ import pytest
 import ray
 
 from actors import Cluster
-from actors.errors import LeaderNotAvailableError, raise_for
+from actors.errors import BrokerUnavailableError, LeaderNotAvailableError, raise_for
 from actors.naming import replica_name
 from logstore.batch import decode_batches
 
@@ -299,3 +299,46 @@ def test_a_partition_whose_isr_is_gone_stays_offline_unless_unclean_election(
         values = [r.value for r in read_everything(cluster, "risky")]
         assert values == [b"both", b"after"]  # "leader-only" is lost, as unclean election says
     producer.close()
+
+
+def test_clients_find_brokers_that_came_back_after_every_broker_they_knew_died(
+    start_cluster,
+) -> None:
+    cluster = start_cluster(3)
+    cluster.create_topic("survivor", partitions=2, replication_factor=3,
+                         config={"min.insync.replicas": 1})
+    cluster.stop_broker(2)
+    producer = cluster.producer(acks=1)
+    producer.send("survivor", value=b"before").result(30)  # it knows brokers 0 and 1 only
+    cluster.start_broker(2)
+    wait_until(lambda: all(2 in p["isr"] for p in cluster.describe_topic("survivor")["partitions"]),
+               60, "broker 2 back in every ISR")
+    cluster.kill_broker(0)
+    cluster.kill_broker(1)
+    # Every broker it knew of is dead: it must find broker 2 rather than give up.
+    assert producer.send("survivor", value=b"after").result(60).offset >= 0
+    producer.close()
+
+
+def test_send_waits_for_metadata_while_no_broker_answers(start_cluster) -> None:
+    cluster = start_cluster(1)
+    cluster.create_topic("patient", partitions=1, replication_factor=1)
+    cluster.kill_broker(0)
+    restarter = threading.Timer(2.0, cluster.start_broker, args=(0,))
+    restarter.start()
+    try:
+        producer = cluster.producer(acks=1)  # no metadata yet, and no broker to ask
+        started = time.monotonic()
+        future = producer.send("patient", value=b"v")  # waits up to max.block.ms (60 s)
+        assert time.monotonic() - started >= 1.0
+        assert future.result(60).offset == 0
+        producer.close()
+    finally:
+        restarter.join()
+    cluster.kill_broker(0)
+    hasty = cluster.producer(acks=1, max_block_ms=300)
+    started = time.monotonic()
+    with pytest.raises(BrokerUnavailableError, match="answered a metadata request"):
+        hasty.send("patient", value=b"v")
+    assert 0.3 <= time.monotonic() - started < 10
+    hasty.close()

@@ -62,16 +62,18 @@ def produce(cluster: Cluster, name: str, recorder: Recorder) -> None:
                                 delivery_timeout_ms=120_000)
     pending = []
     sequence = 0
-    while not recorder.stop.is_set():
-        for _ in range(20):
-            value = f"{name}-{sequence}".encode()
-            recorder.add("attempts", time.monotonic())
-            pending.append((value, producer.send(TOPIC, value=value)))
-            sequence += 1
-        time.sleep(0.01)
-        pending = settle(pending, recorder, wait=False)
-    settle(pending, recorder, wait=True)
-    producer.close()
+    try:
+        while not recorder.stop.is_set():
+            for _ in range(20):
+                value = f"{name}-{sequence}".encode()
+                recorder.add("attempts", time.monotonic())
+                pending.append((value, producer.send(TOPIC, value=value)))
+                sequence += 1
+            time.sleep(0.01)
+            pending = settle(pending, recorder, wait=False)
+        settle(pending, recorder, wait=True)
+    finally:
+        producer.close()
 
 
 def settle(pending: list, recorder: Recorder, wait: bool) -> list:
@@ -302,10 +304,15 @@ def cluster_on_own_zookeeper(own_zookeeper: EmbeddedZooKeeper, ray_session: None
     cluster.shutdown()
 
 
+FAULT_SECONDS = float(os.environ.get("RAFKA_FAULT_SECONDS", "30"))
+
+
+# The suite's 600 s timeout is for the short run: the long one needs its length on top.
+@pytest.mark.timeout(FAULT_SECONDS + 600)
 def test_no_acknowledged_record_is_lost_under_faults(
     cluster_on_own_zookeeper: Cluster, own_zookeeper: EmbeddedZooKeeper
 ) -> None:
-    seconds = float(os.environ.get("RAFKA_FAULT_SECONDS", "30"))
+    seconds = FAULT_SECONDS
     seed = int(os.environ.get("RAFKA_FAULT_SEED", "20261120"))
     cluster = cluster_on_own_zookeeper
     cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3,
