@@ -8,6 +8,7 @@ import time
 import tracemalloc
 import zlib
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import msgpack
 import pytest
@@ -390,20 +391,19 @@ def test_decode_verifies_the_crc_by_default() -> None:
         decode_records(bytes(buf))
 
 
+class Fetched(NamedTuple):
+    """A consumer's own record type."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+
+
 def test_decode_batches_builds_the_callers_record_type_with_topic_and_partition() -> None:
-    from typing import NamedTuple
-
-    from logstore.batch import decode_batches, stamp_batch
-
-    class Fetched(NamedTuple):
-        topic: str
-        partition: int
-        offset: int
-        timestamp: int
-        key: bytes | None
-        value: bytes | None
-        headers: tuple
-
     first = stamp_batch(build_batch([(b"a", b"1", 1000, None), (None, b"2", 1005, None)]), 40, 3)
     second = stamp_batch(build_batch([(None, b"3", 1010, [("h", b"x")])]), 42, 3)
     plain = decode_batches(first + second, min_offset=41)
