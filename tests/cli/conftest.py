@@ -7,13 +7,20 @@ environment drops the RAY_ADDRESS that the in-process Ray exports.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from actors.stack import RayHead
+from coordination.embedded import is_embedded_server, pid_alive
 
 RAFKA = [sys.executable, "-m", "actors.cli"]
 # What would point a subprocess at some other cluster than the test's own.
@@ -42,6 +49,36 @@ class Rafka:
             result.stdout = result.stdout.decode("utf-8", "replace")
             result.stderr = result.stderr.decode("utf-8", "replace")
         return result
+
+
+@contextlib.contextmanager
+def rafka_up(rafka: Rafka, name: str, data_dir: Path, brokers: int,
+             ) -> Iterator[tuple[subprocess.CompletedProcess[str], dict[str, Any]]]:
+    """`rafka up` a cluster of `brokers`, yield its result and the state it recorded, and always
+    take it down: `rafka down`, then, if that failed, what `up` recorded, by PID."""
+    rafka.env["RAFKA_CLUSTER"] = name
+    state: dict[str, Any] = {}
+    try:
+        result = rafka("up", "--brokers", str(brokers), "--num-cpus", "1",
+                       "--data-dir", str(data_dir), timeout=300)
+        if (data_dir / "cluster.json").exists():
+            state = json.loads((data_dir / "cluster.json").read_text())
+        assert result.returncode == 0, result.stderr
+        # Said explicitly, so that no RAY_ADDRESS of another Ray can leak in.
+        rafka.env["RAY_ADDRESS"] = state["ray_address"]
+        yield result, state
+    finally:
+        rafka("down", timeout=180)
+        _stop_leftovers(state)
+
+
+def _stop_leftovers(state: dict[str, Any]) -> None:
+    head = state.get("ray_head")
+    if head and pid_alive(head["pid"]):
+        RayHead(head["pid"], head["address"], Path(head["log"])).stop(30)
+    zk = state.get("zookeeper")
+    if zk and is_embedded_server(zk["pid"], zk["data_dir"]):
+        os.kill(zk["pid"], signal.SIGKILL)
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,9 @@ last test checks that the processes `up` started (their recorded PIDs) are gone.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +21,9 @@ import pytest
 
 from actors.cluster import Cluster
 from actors.stack import RayHead, session_members
-from coordination.embedded import is_embedded_server, pid_alive, wait_for_exit
+from coordination.embedded import is_embedded_server, wait_for_exit
 
-RAFKA = [sys.executable, "-m", "actors.cli"]
+from .conftest import RAFKA, rafka_up
 
 NAME = "clitest"
 
@@ -38,35 +36,12 @@ class Up:
     output: str
 
 
-def _stop_leftovers(state: dict[str, Any]) -> None:
-    """If `rafka down` failed: stop what `up` recorded, by PID, after checking what it is."""
-    head = state.get("ray_head")
-    if head and pid_alive(head["pid"]):
-        RayHead(head["pid"], head["address"], Path(head["log"])).stop(30)
-    zk = state.get("zookeeper")
-    if zk and is_embedded_server(zk["pid"], zk["data_dir"]):
-        os.kill(zk["pid"], signal.SIGKILL)
-
-
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory, rafka_factory) -> Iterator[Up]:
     root = tmp_path_factory.mktemp("rafka-cli")
     rafka = rafka_factory(root)
-    rafka.env["RAFKA_CLUSTER"] = NAME
-    data_dir = root / "data"
-    state: dict[str, Any] = {}
-    try:
-        result = rafka("up", "--brokers", "2", "--num-cpus", "1", "--data-dir", str(data_dir),
-                       timeout=300)
-        if (data_dir / "cluster.json").exists():
-            state = json.loads((data_dir / "cluster.json").read_text())
-        assert result.returncode == 0, result.stderr
-        # Said explicitly, so that no RAY_ADDRESS of another Ray can leak in.
-        rafka.env["RAY_ADDRESS"] = state["ray_address"]
-        yield Up(rafka, state, data_dir, result.stdout)
-    finally:
-        rafka("down", timeout=180)
-        _stop_leftovers(state)
+    with rafka_up(rafka, NAME, root / "data", brokers=2) as (result, state):
+        yield Up(rafka, state, root / "data", result.stdout)
 
 
 def test_up_leaves_a_cluster_that_outlives_it(up: Up) -> None:

@@ -4,40 +4,17 @@ it (subprocesses), moving a topic onto the new broker without losing a record.""
 from __future__ import annotations
 
 import json
-import os
-import signal
 from pathlib import Path
-from typing import Any
 
-from actors.stack import RayHead
-from coordination.embedded import is_embedded_server, pid_alive
+from .conftest import rafka_up
 
 NAME = "reassigntest"
 
 
-def _stop_leftovers(state: dict[str, Any]) -> None:
-    """If `rafka down` failed: stop what `up` recorded, by PID, after checking what it is."""
-    head = state.get("ray_head")
-    if head and pid_alive(head["pid"]):
-        RayHead(head["pid"], head["address"], Path(head["log"])).stop(30)
-    zk = state.get("zookeeper")
-    if zk and is_embedded_server(zk["pid"], zk["data_dir"]):
-        os.kill(zk["pid"], signal.SIGKILL)
-
-
 def test_brokers_add_then_reassign_onto_it(rafka_factory, tmp_path: Path, expect_error) -> None:
     rafka = rafka_factory(tmp_path)
-    rafka.env["RAFKA_CLUSTER"] = NAME
     data_dir = tmp_path / "data"
-    state: dict[str, Any] = {}
-    try:
-        up = rafka("up", "--brokers", "1", "--num-cpus", "1", "--data-dir", str(data_dir),
-                   timeout=300)
-        if (data_dir / "cluster.json").exists():
-            state = json.loads((data_dir / "cluster.json").read_text())
-        assert up.returncode == 0, up.stderr
-        rafka.env["RAY_ADDRESS"] = state["ray_address"]
-
+    with rafka_up(rafka, NAME, data_dir, brokers=1):
         added = rafka("brokers", "add")
         assert added.returncode == 0, added.stderr
         assert added.stdout.strip() == "added broker 1"
@@ -71,6 +48,4 @@ def test_brokers_add_then_reassign_onto_it(rafka_factory, tmp_path: Path, expect
         consumed = rafka("consume", "moving", "--from-beginning", "--max-messages", "4")
         assert consumed.returncode == 0, consumed.stderr
         assert sorted(consumed.stdout.split()) == ["a", "b", "c", "d"]
-    finally:
-        rafka("down", timeout=180)
-        _stop_leftovers(state)
+
