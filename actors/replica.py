@@ -35,7 +35,12 @@ from actors.offset_manager import (
     OffsetCache,
     encode_commit,
 )
-from actors.replication import LeaderState, follower_truncation
+from actors.replication import (
+    AcksAllOutcome,
+    LeaderState,
+    acks_all_outcome,
+    follower_truncation,
+)
 from logstore.batch import build_batch, decode_batches, validate_batches
 from logstore.errors import (
     CorruptRecordError,
@@ -366,24 +371,27 @@ class PartitionReplica:
         epoch = self.leader_epoch
         min_isr = self.config.min_insync_replicas
 
-        def settled() -> bool:
-            return (
-                self.log.high_watermark > last
+        def outcome() -> AcksAllOutcome:
+            return acks_all_outcome(self.log.high_watermark, last, len(self.isr), min_isr)
+
+        await self._wait_until(
+            lambda: (
+                outcome() is not AcksAllOutcome.WAIT
                 or self.role != LEADER
                 or self.leader_epoch != epoch
-                or len(self.isr) < min_isr
-            )
-
-        await self._wait_until(settled, timeout_ms / 1000)
-        if self.log.high_watermark > last and self.leader_epoch == epoch:
-            return reply
+            ),
+            timeout_ms / 1000,
+        )
         if self.role != LEADER or self.leader_epoch != epoch:
             return self._not_leader()
-        if len(self.isr) < min_isr:
+        settled = outcome()
+        if settled is AcksAllOutcome.ACKNOWLEDGE:
+            return reply
+        if settled is AcksAllOutcome.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
             return error_reply(
                 ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                f"appended at {first}, but the ISR shrank to {list(self.isr)}, below "
-                f"min.insync.replicas={min_isr}, before it was replicated",
+                f"appended at {first}, but the ISR is {list(self.isr)}, fewer than "
+                f"min.insync.replicas={min_isr}: not acknowledged; the producer retries it",
             )
         return error_reply(
             ErrorCode.REQUEST_TIMED_OUT,

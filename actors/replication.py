@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -134,6 +135,32 @@ class LeaderState:
             self.high_watermark = candidate
             return True
         return False
+
+
+class AcksAllOutcome(Enum):
+    """Where an acks=all produce request stands (Kafka's `checkEnoughReplicasReachOffset`)."""
+
+    WAIT = "wait"
+    ACKNOWLEDGE = "acknowledge"
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = "not_enough_replicas_after_append"
+
+
+def acks_all_outcome(
+    high_watermark: int, last_offset: int, isr_size: int, min_insync_replicas: int
+) -> AcksAllOutcome:
+    """Whether an acks=all request whose records end at `last_offset` may be answered.
+
+    The high watermark passing the records is not enough: an ISR that shrank to the leader alone
+    lets the high watermark run up to the leader's log end, so records held by one copy would be
+    acknowledged (the 2013 Jepsen finding). They are acknowledged only while the ISR that holds
+    them has at least `min.insync.replicas` members; otherwise the request fails with
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND and the producer retries it, as in Kafka.
+    """
+    if isr_size < min_insync_replicas:
+        return AcksAllOutcome.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    if high_watermark > last_offset:
+        return AcksAllOutcome.ACKNOWLEDGE
+    return AcksAllOutcome.WAIT
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ from actors.replication import (
     NO_LEADER,
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
+    AcksAllOutcome,
     LeaderState,
     Truncation,
+    acks_all_outcome,
     elect_leader,
     elect_preferred_leader,
     follower_truncation,
@@ -206,3 +208,31 @@ def test_preferred_leader_takes_over_only_when_in_sync_and_alive() -> None:
 def test_removing_a_dead_broker_keeps_the_last_isr_member() -> None:
     assert remove_from_isr((1, 2, 3), 2) == (1, 3)
     assert remove_from_isr((2,), 2) == (2,)
+
+
+def test_acks_all_waits_until_the_high_watermark_passes_the_records() -> None:
+    assert acks_all_outcome(10, last_offset=10, isr_size=3, min_insync_replicas=2) is (
+        AcksAllOutcome.WAIT)
+    assert acks_all_outcome(11, last_offset=10, isr_size=2, min_insync_replicas=2) is (
+        AcksAllOutcome.ACKNOWLEDGE)
+
+
+def test_acks_all_is_refused_when_the_isr_shrank_below_the_minimum() -> None:
+    # The ISR shrank to the leader alone, which let the high watermark pass the records: one
+    # copy holds them, so they are not acknowledged (Jepsen 2013).
+    state = leader(isr=(1, 2, 3), log_end_offset=100, high_watermark=100)
+    state.apply_isr({1})
+    assert state.advance_high_watermark(120)
+    assert acks_all_outcome(state.high_watermark, last_offset=119, isr_size=len(state.isr),
+                            min_insync_replicas=2) is (
+        AcksAllOutcome.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    # With min.insync.replicas=1 the leader alone is enough, as the user asked.
+    assert acks_all_outcome(state.high_watermark, last_offset=119, isr_size=1,
+                            min_insync_replicas=1) is AcksAllOutcome.ACKNOWLEDGE
+
+
+@given(st.integers(0, 200), st.integers(0, 200), st.integers(1, 5), st.integers(1, 5))
+def test_acks_all_never_acknowledges_below_min_isr(high_watermark, last, isr_size, min_isr) -> None:
+    outcome = acks_all_outcome(high_watermark, last, isr_size, min_isr)
+    if outcome is AcksAllOutcome.ACKNOWLEDGE:
+        assert isr_size >= min_isr and high_watermark > last
