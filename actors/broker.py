@@ -1,7 +1,8 @@
 """Broker: a named Ray actor per broker id. It holds the broker's ZooKeeper session, registers
 `/brokers/ids/<id>`, competes for controller (and hosts the Controller when it wins), creates and
-owns its PartitionReplica actors on its own Ray node, and passes the controller's LeaderAndIsr
-requests to them.
+owns its pool of ReplicaHost actors on its own Ray node (`num.replica.hosts`), passes the
+controller's LeaderAndIsr requests to them (one call per host, carrying all its partitions), and
+writes its leaders' ISR changes to ZooKeeper.
 
 Kazoo calls back on its own threads; everything the broker does with its state happens on its
 asyncio loop, where those callbacks are handed with `call_soon_threadsafe`.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -25,8 +27,9 @@ from actors import metrics
 from actors.config import BrokerConfig
 from actors.controller import Controller
 from actors.errors import ErrorCode, error_reply
-from actors.naming import broker_name, replica_name
-from actors.replica import PartitionReplicaActor
+from actors.messages import IsrChange, LeaderAndIsrRequest
+from actors.naming import broker_name, replica_host_name
+from actors.replica_host import ReplicaHostActor
 from coordination import layout
 from coordination.election import ControllerElection
 from coordination.errors import (
@@ -35,12 +38,15 @@ from coordination.errors import (
     StaleVersionError,
     ZNodeExistsError,
 )
-from coordination.models import BrokerInfo, PartitionState, TopicAssignment
+from coordination.models import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
 from coordination.partition_state import PartitionStateStore
-from coordination.registration import BrokerRegistration
+from coordination.registration import BrokerRegistration, read_brokers
 from coordination.store import ClusterStore
 
 log = logging.getLogger(__name__)
+
+# How long describe_replicas waits for each replica host.
+HOST_ANSWER_TIMEOUT_S = 2.0
 
 
 class Broker:
@@ -64,10 +70,15 @@ class Broker:
         self.raw_config = dict(config or {})
         self.config = BrokerConfig.from_dict(self.raw_config)
         self.node_id = ray.get_runtime_context().get_node_id()
-        self.replicas: dict[tuple[str, int], Any] = {}
-        # The last LeaderAndIsr applied to each replica: a replica that dies is recreated from it.
-        self.replica_states: dict[tuple[str, int], dict[str, Any]] = {}
-        self._supervisor: asyncio.Task | None = None
+        # The replica-host actors by name, and the last LeaderAndIsr applied to each replica
+        # hosted on them: a host that dies is recreated, and its replicas from these.
+        self.hosts: dict[str, Any] = {}
+        self.replica_states: dict[TopicPartition, LeaderAndIsrRequest] = {}
+        # Every broker's replica-host pool size, from its registration: it names the host of
+        # a partition's leader, which followers fetch from.
+        self._pool_sizes: dict[int, int] = {}
+        # One task per host, awaiting the host's lifeline call: it fails when the host dies.
+        self._host_watches: dict[str, asyncio.Task] = {}
         self.controller_epoch = -1
         self.store: ClusterStore | None = None
         self.registration: BrokerRegistration | None = None
@@ -94,6 +105,7 @@ class Broker:
             actor=broker_name(self.broker_id),
             host=socket.gethostname(),
             rack=self.config.broker_rack,
+            replica_hosts=self.config.num_replica_hosts,
         )
         self.registration = BrokerRegistration(
             store,
@@ -121,7 +133,6 @@ class Broker:
             on_resigned=lambda: self._call_soon(self._on_resigned),
         )
         self.election.start()
-        self._supervisor = asyncio.ensure_future(self._supervise_replicas())
         return {"broker_id": self.broker_id, "node_id": self.node_id, "host": info.host}
 
     def _call_soon(self, function: Any, *args: Any) -> None:
@@ -138,8 +149,8 @@ class Broker:
         if not self._shutting_down:
             log.warning("broker %d lost its ZooKeeper session: fencing its replicas",
                         self.broker_id)
-        for replica in self.replicas.values():
-            replica.fence.remote()
+        for host in self.hosts.values():
+            host.fence.remote()
 
     def _on_elected(self, epoch: int) -> None:
         assert self.store is not None and self.election is not None
@@ -164,8 +175,8 @@ class Broker:
     async def shutdown(self) -> None:
         """Controlled shutdown: resign, unregister, close every replica, close the session."""
         self._shutting_down = True
-        if self._supervisor is not None:
-            self._supervisor.cancel()
+        for watch in self._host_watches.values():
+            watch.cancel()
         if self.controller is not None:
             self.controller.stop()
             self.controller = None
@@ -174,40 +185,45 @@ class Broker:
         if self.registration is not None:
             await asyncio.to_thread(self.registration.unregister)
         await asyncio.gather(
-            *(replica.close.remote() for replica in self.replicas.values()),
+            *(host.close.remote() for host in self.hosts.values()),
             return_exceptions=True,
         )
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
 
-    # --------------------------------------------------------------------- replica actors
+    # ----------------------------------------------------------------------- replica hosts
 
-    def _replica(self, topic: str, partition: int, topic_config: dict[str, Any]) -> Any:
-        key = (topic, partition)
-        handle = self.replicas.get(key)
+    def _host_name(self, topic: str, partition: int) -> str:
+        return replica_host_name(self.broker_id, topic, partition,
+                                 self.config.num_replica_hosts)
+
+    def _host(self, name: str) -> Any:
+        handle = self.hosts.get(name)
         if handle is None:
-            handle = PartitionReplicaActor.options(
-                name=replica_name(topic, partition, self.broker_id),
+            handle = ReplicaHostActor.options(
+                name=name,
                 namespace=self.namespace,
-                # The log lives on this node's disk: the replica must run here.
+                # The logs live on this node's disk: the host must run here.
                 scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_id, soft=False),
                 get_if_exists=True,
-            ).remote(
-                topic,
-                partition,
-                self.broker_id,
-                str(self.data_dir / f"{topic}-{partition}"),
-                topic_config,
-                self.raw_config,
-                self.namespace,
-            )
-            self.replicas[key] = handle
+            ).remote(name, self.broker_id, str(self.data_dir), self.raw_config, self.namespace)
+            self.hosts[name] = handle
+            self._host_watches[name] = asyncio.ensure_future(self._watch_host(name, handle))
         return handle
+
+    async def _leader_hosts(self, requests: list[dict[str, Any]]) -> dict[int, int]:
+        """The pool size of every leader named in `requests`, reading ZooKeeper for new ones."""
+        leaders = {p["leader"] for p in requests if p["leader"] >= 0}
+        if not leaders <= set(self._pool_sizes) and self.store is not None:
+            brokers = await asyncio.to_thread(read_brokers, self.store)
+            self._pool_sizes.update({b: info.replica_hosts for b, info in brokers.items()})
+        return self._pool_sizes
 
     async def leader_and_isr(
         self, controller_epoch: int, partitions: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        """Apply the controller's LeaderAndIsr to this broker's replicas, creating them."""
+        """Apply the controller's LeaderAndIsr to this broker's replicas, creating them: one
+        call per replica host, carrying all of its partitions."""
         if controller_epoch < self.controller_epoch:
             return error_reply(
                 ErrorCode.STALE_CONTROLLER_EPOCH,
@@ -219,23 +235,33 @@ class Broker:
                 f"broker {self.broker_id} is not registered in ZooKeeper",
             )
         self.controller_epoch = controller_epoch
-        for p in partitions:
-            self.replica_states[(p["topic"], p["partition"])] = {
-                **p, "controller_epoch": controller_epoch}
+        pools = await self._leader_hosts(partitions)
+        by_host: dict[str, list[LeaderAndIsrRequest]] = {}
+        for entry in partitions:
+            leader = entry["leader"]
+            leader_host = (replica_host_name(leader, entry["topic"], entry["partition"],
+                                             pools.get(leader, 0)) if leader >= 0 else None)
+            request = LeaderAndIsrRequest.from_controller(entry, controller_epoch, leader_host)
+            self.replica_states[TopicPartition(request.topic, request.partition)] = request
+            by_host.setdefault(self._host_name(request.topic, request.partition),
+                               []).append(request)
+        return await self._apply_on_hosts(by_host)
+
+    async def _apply_on_hosts(
+        self, by_host: dict[str, list[LeaderAndIsrRequest]]
+    ) -> dict[str, Any]:
+        names = list(by_host)
         replies = await asyncio.gather(
-            *(
-                self._replica(p["topic"], p["partition"], p.get("config", {}))
-                .leader_and_isr.remote({**p, "controller_epoch": controller_epoch})
-                for p in partitions
-            ),
+            *(self._host(name).leader_and_isr.remote(by_host[name]) for name in names),
             return_exceptions=True,
         )
-        errors = {
-            f"{p['topic']}-{p['partition']}": repr(r) if isinstance(r, BaseException) else r
-            for p, r in zip(partitions, replies, strict=True)
-            if isinstance(r, BaseException) or r.get("error")
-        }
-        return {"error": 0, "failed": errors}
+        failed: dict[str, Any] = {}
+        for name, reply in zip(names, replies, strict=True):
+            if isinstance(reply, BaseException):
+                failed.update({f"{r.topic}-{r.partition}": repr(reply) for r in by_host[name]})
+            else:
+                failed.update(reply.get("failed", {}))
+        return {"error": 0, "failed": failed}
 
     async def stop_replicas(
         self, controller_epoch: int, partitions: list[tuple[str, int]], delete: bool
@@ -244,82 +270,79 @@ class Broker:
         if controller_epoch < self.controller_epoch:
             return error_reply(ErrorCode.STALE_CONTROLLER_EPOCH, "stale controller epoch")
         self.controller_epoch = controller_epoch
-        closing = []
+        by_host: dict[str, list[tuple[str, int]]] = {}
         for topic, partition in partitions:
-            self.replica_states.pop((topic, partition), None)
-            handle = self.replicas.pop((topic, partition), None)
-            if handle is not None:
-                closing.append((handle, handle.close.remote(delete=delete)))
-        for handle, done in closing:
-            with contextlib.suppress(Exception):
-                await done
-            ray.kill(handle)
+            self.replica_states.pop(TopicPartition(topic, partition), None)
+            name = self._host_name(topic, partition)
+            if name in self.hosts:
+                by_host.setdefault(name, []).append((topic, partition))
+        await asyncio.gather(
+            *(self.hosts[name].stop_replicas.remote(tps, delete) for name, tps in by_host.items()),
+            return_exceptions=True,
+        )
+        # A host of one replica (num.replica.hosts=0) has nothing left to do.
+        if self.config.num_replica_hosts <= 0:
+            for name in by_host:
+                ray.kill(self.hosts.pop(name), no_restart=True)
+                self._host_watches.pop(name).cancel()
         return {"error": 0}
 
-    async def _supervise_replicas(self, interval_s: float = 1.0) -> None:
-        """Recreate replica actors that died while this broker lives.
+    async def _watch_host(self, name: str, handle: Any) -> None:
+        """Recreate a replica host that dies while this broker lives.
 
-        In Kafka a replica cannot die without its broker; here it is a process of its own. Its
-        log survives on disk, so a new actor reopens it (recovering a torn tail) and takes the
-        partition's current state from ZooKeeper, the same leader epoch included.
+        In Kafka a replica cannot die without its broker; here its host is a process of its
+        own. The host answers its lifeline call only by dying, so this costs nothing while it
+        lives and notices at once when it goes. The logs survive on disk, so a new host reopens
+        them (recovering torn tails) and takes each partition's current state from ZooKeeper,
+        the same leader epochs included.
         """
-        while True:
-            await asyncio.sleep(interval_s)
-            keys = list(self.replicas)
-            pings = await asyncio.gather(
-                *(self.replicas[key].pid.remote() for key in keys), return_exceptions=True
-            )
-            for key, ping in zip(keys, pings, strict=True):
-                if isinstance(ping, ray.exceptions.RayActorError) and key in self.replicas:
-                    await self._recreate_replica(key)
+        try:
+            await handle.lifeline.remote()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            if self.hosts.get(name) is handle and not self._shutting_down:
+                log.warning("replica host %s of broker %d died (%s): recreating it", name,
+                            self.broker_id, type(error).__name__)
+                self.hosts.pop(name, None)
+                await self._recreate_host(name)
 
-    async def _recreate_replica(self, key: tuple[str, int]) -> None:
-        topic, partition = key
-        log.warning("replica %s-%d on broker %d died: recreating it", topic, partition,
-                    self.broker_id)
-        self.replicas.pop(key, None)
-        state = self.replica_states.get(key)
-        if state is None or self.store is None:
+    async def _recreate_host(self, name: str) -> None:
+        hosted = [tp for tp in self.replica_states if self._host_name(*tp) == name]
+        if not hosted or self.store is None:
             return
+        states = PartitionStateStore(self.store)
         current = await asyncio.to_thread(
-            PartitionStateStore(self.store).read_partition_state, topic, partition)
-        if current is not None:
-            state = {**state, "leader": current.value.leader,
-                     "leader_epoch": current.value.leader_epoch,
-                     "isr": list(current.value.isr), "zk_version": current.version}
-        handle = self._replica(topic, partition, state.get("config", {}))
+            lambda: {tp: states.read_partition_state(*tp) for tp in hosted})
+        pools = await self._leader_hosts(
+            [{"leader": found.value.leader} for found in current.values() if found is not None])
+        requests = []
+        for tp in hosted:
+            request = self.replica_states[tp]
+            found = current.get(tp)
+            if found is not None:
+                leader = found.value.leader
+                request = dataclasses.replace(
+                    request, leader=leader, leader_epoch=found.value.leader_epoch,
+                    isr=tuple(found.value.isr), zk_version=found.version,
+                    leader_host=replica_host_name(leader, tp.topic, tp.partition,
+                                                  pools.get(leader, 0)) if leader >= 0 else None)
+            requests.append(request)
         with contextlib.suppress(Exception):
-            await handle.leader_and_isr.remote(state)
+            await self._apply_on_hosts({name: requests})
 
     # ------------------------------------------------------------------- ZooKeeper writes
 
-    async def update_partition_state(
-        self, topic: str, partition: int, state: dict[str, Any], expected_version: int
-    ) -> dict[str, Any]:
-        """A leader's ISR change: a conditional write with this broker's session."""
+    async def update_partition_states(self, changes: list[IsrChange]) -> list[dict[str, Any]]:
+        """Leaders' ISR changes: conditional writes with this broker's session, one reply each
+        (the new znode version, or NOT_LEADER_OR_FOLLOWER if someone moved the partition)."""
         assert self.store is not None
         if self.registration is None or not self.registration.registered:
-            return error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                               f"broker {self.broker_id} is not registered")
-        new_state = PartitionState(
-            leader=state["leader"],
-            leader_epoch=state["leader_epoch"],
-            isr=tuple(state["isr"]),
-            controller_epoch=state["controller_epoch"],
-        )
+            refused = error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                  f"broker {self.broker_id} is not registered")
+            return [refused] * len(changes)
         states = PartitionStateStore(self.store)
-        try:
-            version = await asyncio.to_thread(
-                states.update_partition_state, topic, partition, new_state, expected_version
-            )
-        except StaleVersionError as error:
-            return error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(error))
-        except CoordinationError as error:
-            return error_reply(ErrorCode.REQUEST_TIMED_OUT, str(error))
-        # Tell the controller, which keeps every partition's state.
-        with contextlib.suppress(CoordinationError):
-            await asyncio.to_thread(states.write_isr_change_notification, [(topic, partition)])
-        return {"error": 0, "version": version}
+        return await asyncio.to_thread(_write_isr_changes, states, changes)
 
     async def elect_preferred_leaders(self) -> dict[str, Any]:
         """Preferred-leader election, if this broker is the controller."""
@@ -343,8 +366,19 @@ class Broker:
             "registered": bool(self.registration and self.registration.registered),
             "controller": bool(self.election and self.election.is_controller),
             "controller_epoch": self.election.epoch if self.election else None,
-            "replicas": sorted(f"{topic}-{partition}" for topic, partition in self.replicas),
+            "replicas": sorted(f"{topic}-{partition}" for topic, partition in self.replica_states),
+            "replica_hosts": sorted(self.hosts),
         }
+
+    async def describe_replicas(self, topic: str | None = None) -> list[dict[str, Any]]:
+        """Every replica this broker hosts (of `topic` only, if given), as its host sees it."""
+        calls = [asyncio.wait_for(asyncio.wrap_future(host.describe.remote(topic).future()),
+                                  HOST_ANSWER_TIMEOUT_S)
+                 for host in self.hosts.values()]
+        # A host that does not answer (paused, dying) leaves its replicas out.
+        found = await asyncio.gather(*calls, return_exceptions=True)
+        return [replica for replicas in found if not isinstance(replicas, BaseException)
+                for replica in replicas]
 
     async def ping(self) -> int:
         return self.broker_id
@@ -362,14 +396,49 @@ class Broker:
                 "password": password}
 
     async def replica_pid(self, topic: str, partition: int) -> int | None:
-        """The process id of one of this broker's replica actors (fault injection, tests)."""
-        handle = self.replicas.get((topic, partition))
+        """The process id of the host of one of this broker's replicas (fault injection)."""
+        handle = self.hosts.get(self._host_name(topic, partition))
         return None if handle is None else await handle.pid.remote()
+
+    async def replica_host_pids(self) -> dict[str, int]:
+        """The process id of each of this broker's replica hosts."""
+        names = list(self.hosts)
+        pids = await asyncio.gather(*(self.hosts[name].pid.remote() for name in names),
+                                    return_exceptions=True)
+        return {name: pid for name, pid in zip(names, pids, strict=True)
+                if isinstance(pid, int)}
+
+
+def _write_isr_changes(
+    states: PartitionStateStore, changes: list[IsrChange]
+) -> list[dict[str, Any]]:
+    replies: list[dict[str, Any]] = []
+    written = []
+    for change in changes:
+        new_state = PartitionState(change.leader, change.leader_epoch, tuple(change.isr),
+                                   change.controller_epoch)
+        try:
+            version = states.update_partition_state(change.topic, change.partition, new_state,
+                                                    change.zk_version)
+        except StaleVersionError as error:
+            replies.append(error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(error)))
+            continue
+        except CoordinationError as error:
+            replies.append(error_reply(ErrorCode.REQUEST_TIMED_OUT, str(error)))
+            continue
+        replies.append({"error": 0, "version": version})
+        written.append((change.topic, change.partition))
+    if written:
+        # Tell the controller, which keeps every partition's state.
+        with contextlib.suppress(CoordinationError):
+            states.write_isr_change_notification(written)
+    return replies
 
 
 def read_metadata(store: ClusterStore, topics: list[str] | None) -> dict[str, Any]:
     """Cluster metadata straight from ZooKeeper, in one consistent-enough pass."""
-    brokers = sorted(int(child) for child in store.children_or_empty(layout.BROKER_IDS))
+    infos = read_brokers(store)
+    brokers = sorted(infos)
     controller = store.read_optional(layout.CONTROLLER)
     names = topics if topics is not None else store.children_or_empty(layout.TOPICS)
     result: dict[str, Any] = {}
@@ -381,8 +450,13 @@ def read_metadata(store: ClusterStore, topics: list[str] | None) -> dict[str, An
         for partition, replicas in TopicAssignment.from_json(assignment.value).partitions.items():
             state = store.read_optional(layout.partition_state_path(topic, partition))
             value = state.value if state else {"leader": -1, "leader_epoch": -1, "isr": []}
+            leader = value["leader"]
             partitions[partition] = {
-                "leader": value["leader"],
+                "leader": leader,
+                # The actor that serves the leader's replica: what clients send to.
+                "leader_host": replica_host_name(leader, topic, partition,
+                                                 infos[leader].replica_hosts)
+                if leader in infos else None,
                 "leader_epoch": value["leader_epoch"],
                 "isr": list(value["isr"]),
                 "replicas": list(replicas),

@@ -29,7 +29,7 @@ from actors.group_consumer import (
     fetch_committed,
     store_committed,
 )
-from actors.naming import broker_name, cluster_namespace, replica_name
+from actors.naming import broker_id_of, broker_name, cluster_namespace, is_replica_host_of
 from actors.offset_manager import OFFSETS_TOPIC
 from actors.producer import Producer
 from actors.runtime import init_ray
@@ -185,10 +185,9 @@ class Cluster:
         if graceful:
             with contextlib.suppress(Exception):  # dying anyway
                 ray.get(handle.shutdown.remote(), timeout=30)
-        # Its replicas die with it, at once: in Kafka they live in the broker's process, and a
-        # replica outliving its broker would go on fetching and answering.
-        replicas = self._named_actors(lambda name: name.startswith("replica-")
-                                      and name.rsplit("-", 1)[1] == str(broker_id))
+        # Its replica hosts die with it, at once: in Kafka replicas live in the broker's
+        # process, and a host outliving its broker would go on fetching and answering.
+        replicas = self._named_actors(lambda name: is_replica_host_of(name, broker_id))
         ray.kill(handle, no_restart=True)
         for name in replicas:
             with contextlib.suppress(ValueError):
@@ -257,25 +256,42 @@ class Cluster:
         """Every partition has a leader, and every live replica knows its role."""
         description = self.admin.describe_topic(topic)
         live = {broker["id"] for broker in self.brokers()}
-        roles = []
+        expected: dict[int, set[int]] = {}
         for partition, state in description.states.items():
             if state is None or state.value.leader < 0:
                 return False
             for broker in description.assignment.value.partitions[partition]:
-                if broker not in live:
-                    continue
-                try:
-                    replica = ray.get_actor(replica_name(topic, partition, broker),
-                                            namespace=self.namespace)
-                except ValueError:
-                    return False
-                roles.append(replica.describe.remote())
-        expected = {"leader", "follower"}
-        try:
-            described = ray.get(roles, timeout=30)
-        except ray.exceptions.GetTimeoutError:
-            return False  # a replica actor still starting (a busy machine): not online yet
-        return all(facts["role"] in expected for facts in described)
+                if broker in live:
+                    expected.setdefault(broker, set()).add(partition)
+        replicas, complete = self._replicas_of(topic, set(expected))
+        return complete and all(
+            (broker, partition) in replicas
+            and replicas[(broker, partition)]["role"] in ("leader", "follower")
+            for broker, partitions in expected.items()
+            for partition in partitions
+        )
+
+    def _replicas_of(
+        self, topic: str, brokers: set[int], timeout_s: float = 30.0
+    ) -> tuple[dict[tuple[int, int], dict[str, Any]], bool]:
+        """What each of `brokers` says of its replicas of `topic`, by (broker, partition); and
+        whether every broker answered in time (one still starting on a busy machine may not)."""
+        calls = {}
+        for broker in sorted(brokers):
+            with contextlib.suppress(BrokerUnavailableError):
+                calls[broker] = self._broker(broker).describe_replicas.remote(topic)
+        found: dict[tuple[int, int], dict[str, Any]] = {}
+        complete = len(calls) == len(brokers)
+        deadline = time.monotonic() + timeout_s
+        for call in calls.values():
+            try:
+                replicas = ray.get(call, timeout=max(0.0, deadline - time.monotonic()))
+            except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
+                complete = False
+                continue
+            for facts in replicas:
+                found[(facts["broker"], facts["partition"])] = facts
+        return found, complete
 
     def add_partitions(self, name: str, total: int, *, wait: bool = True,
                        timeout_s: float = 60.0) -> None:
@@ -292,6 +308,10 @@ class Cluster:
     def describe_topic(self, name: str) -> dict[str, Any]:
         """Each partition's leader, replicas, ISR, leader epoch and high watermark."""
         description = self.admin.describe_topic(name)
+        leaders = {state.value.leader for state in description.states.values()
+                   if state is not None and state.value.leader >= 0}
+        # Where a leader is unreachable, the description says what ZooKeeper says.
+        described, _complete = self._replicas_of(name, leaders, timeout_s=10)
         partitions = []
         for partition, replicas in description.assignment.value.partitions.items():
             state = description.states.get(partition)
@@ -305,15 +325,10 @@ class Cluster:
                 "high_watermark": None,
                 "log_end_offset": None,
             }
-            if leader >= 0:
-                try:
-                    replica = ray.get_actor(replica_name(name, partition, leader),
-                                            namespace=self.namespace)
-                    facts = ray.get(replica.describe.remote(), timeout=10)
-                    entry["high_watermark"] = facts["high_watermark"]
-                    entry["log_end_offset"] = facts["log_end_offset"]
-                except Exception:
-                    pass  # leader unreachable: the description says what ZooKeeper says
+            facts = described.get((leader, partition))
+            if facts is not None and facts["role"] == "leader":
+                entry["high_watermark"] = facts["high_watermark"]
+                entry["log_end_offset"] = facts["log_end_offset"]
             partitions.append(entry)
         return {"name": name, "config": dict(description.config), "partitions": partitions,
                 "marked_for_deletion": description.marked_for_deletion}
@@ -528,8 +543,8 @@ class Cluster:
     def shutdown(self) -> None:
         """Stop every broker of this cluster, then what `start()` started (ZooKeeper, Ray)."""
         ids = set(self._brokers)
-        ids |= {int(name.rsplit("-", 1)[1])
-                for name in self._named_actors(lambda name: name.startswith("broker-"))}
+        ids |= {broker_id_of(name)
+                for name in self._named_actors(lambda name: broker_id_of(name) is not None)}
         for broker_id in sorted(ids):
             with contextlib.suppress(BrokerUnavailableError):
                 self.stop_broker(broker_id)

@@ -1,7 +1,8 @@
 """The consumer client: fetches from partition leaders, up to their high watermark only.
 
-Each assigned partition keeps one long-poll fetch in flight (`fetch.max.wait.ms`,
-`fetch.min.bytes`) while it has nothing buffered, so the next batch is on its way while the caller
+One fetch carries every assigned partition led on one replica host (Kafka's fetch per broker),
+and each host keeps one long-poll fetch in flight (`fetch.max.wait.ms`, `fetch.min.bytes`) for
+the partitions that have nothing buffered, so the next batch is on its way while the caller
 processes this one. A fetch's records wait in its own buffer (Kafka's completed fetch) until
 `poll` hands them out, in slices of up to `max.poll.records`, so a poll costs what it returns,
 however much is buffered. Records come back in offset order per partition; `seek` moves a
@@ -27,6 +28,7 @@ from actors.errors import (
     RafkaError,
     raise_for,
 )
+from actors.messages import OffsetQuery, PartitionFetch
 from actors.metadata import MetadataCache
 from coordination.models import TopicPartition
 from logstore.batch import decode_batches
@@ -79,8 +81,10 @@ class Consumer:
         # runs ahead of it by what is buffered.
         self._positions: dict[TopicPartition, int | None] = {}
         self._fetch_positions: dict[TopicPartition, int] = {}
-        self._in_flight: dict[Any, tuple[TopicPartition, int]] = {}
-        self._fetching: set[TopicPartition] = set()
+        # Each fetch in flight: the host it went to and the (partition, offset) it asked for;
+        # and the fetch each partition waits on (a partition sought meanwhile leaves it).
+        self._in_flight: dict[Any, tuple[str, list[tuple[TopicPartition, int]]]] = {}
+        self._fetching: dict[TopicPartition, Any] = {}
         # At most one per partition: a partition is fetched again once its records are out.
         self._completed: deque[_CompletedFetch] = deque()
         self._paused: set[TopicPartition] = set()
@@ -153,10 +157,12 @@ class Consumer:
         return self._positions[tp]
 
     def _drop_fetches(self, predicate: Any) -> None:
-        for ref, (tp, _offset) in list(self._in_flight.items()):
-            if predicate(tp):
+        for tp in [tp for tp in self._fetching if predicate(tp)]:
+            del self._fetching[tp]
+        # A fetch none of whose partitions is still waiting on it frees its host at once.
+        for ref, (_host, parts) in list(self._in_flight.items()):
+            if not any(self._fetching.get(tp) is ref for tp, _offset in parts):
                 del self._in_flight[ref]
-                self._fetching.discard(tp)
         for tp in [tp for tp in self._fetch_positions if predicate(tp)]:
             del self._fetch_positions[tp]
         self._completed = deque(fetch for fetch in self._completed if not predicate(fetch.tp))
@@ -166,8 +172,9 @@ class Consumer:
     def _list_offsets(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
         for _attempt in range(20):
             try:
-                replica = self.metadata.leader_replica(tp.topic, tp.partition, wait_s=10)
-                reply = ray.get(replica.list_offsets.remote(timestamp_ms), timeout=30)
+                _name, host = self.metadata.leader_host(tp.topic, tp.partition, wait_s=10)
+                reply = ray.get(host.list_offsets.remote(
+                    [OffsetQuery(tp.topic, tp.partition, timestamp_ms)]), timeout=30)[0]
                 return raise_for(reply)["offset"]
             except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError):
                 self.metadata.invalidate(tp.topic)
@@ -245,37 +252,61 @@ class Consumer:
 
     def _start_fetches(self) -> None:
         buffered = {fetch.tp for fetch in self._completed}
-        for tp, position in self._positions.items():
+        busy = {host for host, _parts in self._in_flight.values()}
+        wanted: dict[str, tuple[Any, list[tuple[TopicPartition, int]]]] = {}
+        for tp in self._positions:
             if tp in self._fetching or tp in self._paused or tp in buffered:
                 continue
-            if position is None:
+            if self._positions[tp] is None:
                 self._reset(tp)
             position = self._fetch_positions.get(tp, self._positions[tp])
             try:
-                replica = self.metadata.leader_replica(tp.topic, tp.partition)
+                name, host = self.metadata.leader_host(tp.topic, tp.partition)
             except BrokerUnavailableError:
                 continue  # no leader now: try again on the next round
-            ref = replica.fetch.remote(
-                position,
-                self.config.max_partition_fetch_bytes,
-                max_wait_ms=self.config.fetch_max_wait_ms,
-                min_bytes=self.config.fetch_min_bytes,
+            if name not in busy:
+                wanted.setdefault(name, (host, []))[1].append((tp, position))
+        config = self.config
+        for name, (host, parts) in wanted.items():
+            ref = host.fetch.remote(
+                [PartitionFetch(tp.topic, tp.partition, position,
+                                config.max_partition_fetch_bytes) for tp, position in parts],
+                config.fetch_max_wait_ms,
+                config.fetch_min_bytes,
+                config.fetch_max_bytes,
             )
-            self._in_flight[ref] = (tp, position)
-            self._fetching.add(tp)
+            self._in_flight[ref] = (name, parts)
+            for tp, _position in parts:
+                self._fetching[tp] = ref
 
     def _complete(self, ref: Any) -> None:
-        tp, position = self._in_flight.pop(ref)
-        self._fetching.discard(tp)
+        _host, parts = self._in_flight.pop(ref)
+        current = [(index, tp, position) for index, (tp, position) in enumerate(parts)
+                   if self._fetching.get(tp) is ref]
+        for _index, tp, _position in current:
+            del self._fetching[tp]
+        if not current:
+            return  # sought elsewhere meanwhile
+        try:
+            replies = ray.get(ref)
+        except Exception:  # the leader's host died
+            for _index, tp, _position in current:
+                self.metadata.invalidate(tp.topic)
+            return
+        for index, tp, position in current:
+            self._on_fetched(tp, replies[index])
+            self._complete_partition(tp, position, replies[index])
+
+    def _on_fetched(self, tp: TopicPartition, reply: dict[str, Any]) -> None:
+        """Every partition's fetch reply, before it is handled (group members read the high
+        watermark off it for their lag)."""
+
+    def _complete_partition(self, tp: TopicPartition, position: int,
+                            reply: dict[str, Any]) -> None:
         if tp not in self._positions or self._fetch_positions.get(
             tp, self._positions[tp]
         ) != position:
             return  # sought elsewhere meanwhile
-        try:
-            reply = ray.get(ref)
-        except Exception:  # the leader's actor died
-            self.metadata.invalidate(tp.topic)
-            return
         code = reply.get("error", 0)
         if code in _RETRIABLE:
             self.metadata.invalidate(tp.topic)

@@ -83,10 +83,12 @@ def ensure_offsets_topic(store: ClusterStore, partitions: int = DEFAULT_OFFSETS_
         admin.create_topic_auto(OFFSETS_TOPIC, partitions, min(3, brokers), OFFSETS_TOPIC_CONFIG)
 
 
-def offset_manager(metadata: MetadataCache, group: str, wait_s: float) -> Any:
-    """The replica actor that manages `group`'s offsets: the leader of its partition."""
-    count = metadata.partition_count(OFFSETS_TOPIC)
-    return metadata.leader_replica(OFFSETS_TOPIC, offsets_partition(group, count), wait_s=wait_s)
+def offset_manager(metadata: MetadataCache, group: str, wait_s: float) -> tuple[Any, int]:
+    """The replica host that manages `group`'s offsets (it leads the group's partition of
+    `__consumer_offsets`), and that partition."""
+    partition = offsets_partition(group, metadata.partition_count(OFFSETS_TOPIC))
+    _name, host = metadata.leader_host(OFFSETS_TOPIC, partition, wait_s=wait_s)
+    return host, partition
 
 
 def fetch_committed(
@@ -97,11 +99,12 @@ def fetch_committed(
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            manager = offset_manager(metadata, group, wait_s=max(0.0, deadline - time.monotonic()))
-            # A replica actor still starting (a new offsets topic) answers late, not never:
+            manager, partition = offset_manager(
+                metadata, group, wait_s=max(0.0, deadline - time.monotonic()))
+            # A replica host still starting (a new offsets topic) answers late, not never:
             # like a commit, wait for it only as long as is left, then ask again.
             reply = raise_for(ray.get(manager.fetch_offsets.remote(
-                group, [list(tp) for tp in wanted]),
+                partition, group, [list(tp) for tp in wanted]),
                 timeout=max(0.1, deadline - time.monotonic())))
             stored = {TopicPartition(t, p): offset for t, p, offset, _meta in reply["offsets"]}
             return {tp: stored.get(tp) for tp in wanted}
@@ -123,9 +126,11 @@ def store_committed(
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            manager = offset_manager(metadata, group, wait_s=max(0.0, deadline - time.monotonic()))
+            manager, partition = offset_manager(
+                metadata, group, wait_s=max(0.0, deadline - time.monotonic()))
             remaining_ms = int(max(0.1, deadline - time.monotonic()) * 1000)
-            reply = ray.get(manager.commit_offsets.remote(group, entries, remaining_ms),
+            reply = ray.get(manager.commit_offsets.remote(partition, group, entries,
+                                                          remaining_ms),
                             timeout=timeout_s)
             raise_for(reply)
             return
@@ -331,21 +336,14 @@ class GroupConsumer(Consumer):
         self.lag.update(self._positions)
         return records
 
-    def _complete(self, ref: Any) -> None:
-        entry = self._in_flight.get(ref)
-        super()._complete(ref)
-        if entry is None or not self.lag.on:
+    def _on_fetched(self, tp: TopicPartition, reply: dict[str, Any]) -> None:
+        if not self.lag.on:
             return
-        tp = entry[0]
         now = time.monotonic()
         if now - self._high_watermark_read_at.get(tp, -LAG_REFRESH_S) < LAG_REFRESH_S:
             return
         self._high_watermark_read_at[tp] = now
-        try:
-            reply = ray.get(ref, timeout=0)  # done already: ray.wait returned it
-        except Exception:  # the fetch failed; the fetch path has dealt with it
-            return
-        high_watermark = reply.get("high_watermark") if isinstance(reply, dict) else None
+        high_watermark = reply.get("high_watermark")
         if high_watermark is not None:
             self.lag.high_watermarks[tp] = high_watermark
 

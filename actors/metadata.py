@@ -1,4 +1,5 @@
-"""Client-side cluster metadata: which broker leads each partition, and the actor to send to.
+"""Client-side cluster metadata: which broker leads each partition, and the replica-host actor
+that serves it (what a producer or consumer sends to).
 
 Any process in the Ray cluster can build one from the cluster's namespace: the brokers are named
 actors there. The cache is refreshed when a request fails with a "not leader"-style error, as
@@ -22,7 +23,7 @@ from actors.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from actors.naming import broker_name, replica_name
+from actors.naming import broker_id_of, broker_name
 from coordination.validation import validate_topic_name
 
 
@@ -55,14 +56,12 @@ class MetadataCache:
 
     def broker_ids(self) -> list[int]:
         """The brokers whose actors exist in the namespace (alive or being restarted)."""
-        prefix = broker_name(0)[:-1]
         ids = []
         for entry in list_named_actors(all_namespaces=True):
-            name = entry["name"]
-            if entry["namespace"] == self.namespace and name.startswith(prefix):
-                suffix = name[len(prefix):]
-                if suffix.isdigit():
-                    ids.append(int(suffix))
+            if entry["namespace"] == self.namespace:
+                broker_id = broker_id_of(entry["name"])
+                if broker_id is not None:
+                    ids.append(broker_id)
         return sorted(ids)
 
     # ------------------------------------------------------------------------ metadata
@@ -144,14 +143,16 @@ class MetadataCache:
             )
         return partitions[partition]["leader"]
 
-    def leader_replica(self, topic: str, partition: int, wait_s: float = 0.0) -> Any:
-        """The actor of the partition's current leader, waiting up to `wait_s` for one."""
+    def leader_host(self, topic: str, partition: int, wait_s: float = 0.0) -> tuple[str, Any]:
+        """The name and actor of the host of the partition's current leader, waiting up to
+        `wait_s` for one."""
         deadline = time.monotonic() + wait_s
         while True:
             leader = self.leader(topic, partition)
-            if leader >= 0:
+            name = self._topics.get(topic, {}).get(partition, {}).get("leader_host")
+            if leader >= 0 and name:
                 try:
-                    return self.handle(replica_name(topic, partition, leader))
+                    return name, self.handle(name)
                 except ValueError:
                     pass  # the broker has not created it yet, or it just died
             # What we know is stale: the next call asks the brokers again.
@@ -173,6 +174,6 @@ class MetadataCache:
         """Forget the leaders of `topic` and their handles (after a "not leader" answer)."""
         with self._lock:
             partitions = self._topics.pop(topic, None)
-        for partition, info in (partitions or {}).items():
-            if info["leader"] >= 0:
-                self.forget(replica_name(topic, partition, info["leader"]))
+        for info in (partitions or {}).values():
+            if info.get("leader_host"):
+                self.forget(info["leader_host"])

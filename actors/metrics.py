@@ -10,7 +10,7 @@ Every metric is defined here, once, with Kafka-like names (issue 9, point 4):
 | `rafka_bytes_out_total` | counter | topic, partition | leader, per consumer fetch |
 | `rafka_replication_bytes_out_total` | counter | topic, partition | leader, per follower fetch |
 | `rafka_produce_latency_ms` | histogram | topic | leader, per produce request |
-| `rafka_fetch_latency_ms` | histogram | topic, fetcher | leader, per fetch (long polls included) |
+| `rafka_fetch_latency_ms` | histogram | topic, fetcher | host, per fetch and topic (long polls) |
 | `rafka_isr_shrinks_total` | counter | topic | leader, per ISR shrink (its or the controller's) |
 | `rafka_isr_expands_total` | counter | topic | leader, per ISR expansion (its or controller's) |
 | `rafka_under_replicated_partitions` | gauge | topic, partition, broker | every replica |
@@ -168,7 +168,8 @@ class ReplicaMetrics:
         if self.on:
             observe("rafka_produce_latency_ms", ms, self.topic_tags)
 
-    def fetched(self, follower: bool, records: int, nbytes: int, ms: float) -> None:
+    def fetched(self, follower: bool, records: int, nbytes: int) -> None:
+        """What one fetch served of this partition (called only when it served something)."""
         if not self.on:
             return
         if follower:
@@ -176,7 +177,12 @@ class ReplicaMetrics:
         else:
             inc("rafka_records_out", records, self.partition_tags)
             inc("rafka_bytes_out", nbytes, self.partition_tags)
-        observe("rafka_fetch_latency_ms", ms, self.fetch_tags[FOLLOWER if follower else CONSUMER])
+
+    def fetch_latency(self, follower: bool, ms: float) -> None:
+        """How long a fetch that carried this partition's topic took (once per topic)."""
+        if self.on:
+            observe("rafka_fetch_latency_ms", ms,
+                    self.fetch_tags[FOLLOWER if follower else CONSUMER])
 
     def isr_changed(self, change: str) -> None:
         if self.on:

@@ -1,6 +1,14 @@
-"""Names of rafka's actors in a cluster's Ray namespace: how any process finds any actor."""
+"""Names of rafka's actors in a cluster's Ray namespace: how any process finds any actor.
+
+Actor names are made and read here only.
+"""
 
 from __future__ import annotations
+
+import zlib
+
+BROKER_PREFIX = "broker-"
+REPLICA_HOST_PREFIX = "replica-host-"
 
 
 def cluster_namespace(cluster_name: str) -> str:
@@ -8,10 +16,28 @@ def cluster_namespace(cluster_name: str) -> str:
 
 
 def broker_name(broker_id: int) -> str:
-    return f"broker-{broker_id}"
+    return f"{BROKER_PREFIX}{broker_id}"
 
 
-def replica_name(topic: str, partition: int, broker_id: int) -> str:
-    # Topic names are [A-Za-z0-9._-] (validated), so this is unambiguous: the partition and
-    # broker ids are the last two dash-separated parts.
-    return f"replica-{topic}-{partition}-{broker_id}"
+def broker_id_of(name: str) -> int | None:
+    """The id in a broker actor's name; None if `name` is not one."""
+    suffix = name[len(BROKER_PREFIX):] if name.startswith(BROKER_PREFIX) else ""
+    return int(suffix) if suffix.isdigit() else None
+
+
+def replica_host_name(broker_id: int, topic: str, partition: int, pool_size: int) -> str:
+    """The replica-host actor of broker `broker_id` that holds `topic`-`partition`.
+
+    With a pool, a topic's partitions go round the pool from a place its name picks, so that
+    the partitions of one topic spread evenly and each topic starts somewhere else. With no
+    pool (0), every replica has a host of its own. Topic names are [A-Za-z0-9._-] (validated),
+    so the broker id, always right after the prefix, is unambiguous.
+    """
+    if pool_size <= 0:
+        return f"{REPLICA_HOST_PREFIX}{broker_id}-{topic}-{partition}"
+    index = (zlib.crc32(topic.encode()) + partition) % pool_size
+    return f"{REPLICA_HOST_PREFIX}{broker_id}-{index}"
+
+
+def is_replica_host_of(name: str, broker_id: int) -> bool:
+    return name.startswith(f"{REPLICA_HOST_PREFIX}{broker_id}-")

@@ -2,8 +2,9 @@
 
 `send()` only puts the record in the accumulator (per-partition batches, `linger.ms`,
 `batch.size`) and returns a future; a sender thread, as in Kafka's producer, turns ready batches
-into record batches, sends them to the partition leaders' actors with several requests in flight,
-and retries what fails. With idempotence (the default) each batch carries the producer id and a
+into record batches, sends them to the partition leaders' replica hosts (one request per host,
+carrying the batches of every partition led there) with several requests in flight, and retries
+what fails. With idempotence (the default) each batch carries the producer id and a
 per-partition sequence number, so a retry is never appended twice and the leader appends a
 partition's batches in order, whatever order Ray delivers them in.
 """
@@ -32,6 +33,7 @@ from actors.errors import (
     RequestTimedOutError,
     raise_for,
 )
+from actors.messages import PartitionProduce
 from actors.metadata import MetadataCache
 from actors.partitioner import StickyPartitioner, choose_partition
 from logstore.batch import build_batch, check_headers
@@ -202,7 +204,8 @@ class Producer:
         self._wakeup = threading.Condition(self._lock)
         # Signalled when queued bytes leave the accumulator (buffer.memory back-pressure).
         self._space = threading.Condition(self._lock)
-        self._in_flight: dict[Any, PendingBatch] = {}
+        # The batches each request in flight carries, by its object ref.
+        self._in_flight: dict[Any, list[PendingBatch]] = {}
         # One outcome per batch, for its whole life (retries included), by batch id.
         self._outcomes: dict[int, _BatchOutcome] = {}
         self._flushing = 0
@@ -450,28 +453,41 @@ class Producer:
                             self._sticky.on_new_batch(batch.topic, count, batch.partition)
                 if batches:
                     self._space.notify_all()
-            for batch in batches:
-                self._send(batch)
+            if batches:
+                self._send(batches)
             self._collect(batches_pending=bool(batches))
 
-    def _send(self, batch: PendingBatch) -> None:
-        try:
-            replica = self.metadata.leader_replica(batch.topic, batch.partition, wait_s=0)
-            payload = build_batch(
-                batch.records,
-                compression=self.config.compression_type,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=batch.base_sequence if batch.base_sequence is not None else -1,
-            )
-            ref = replica.produce.remote(payload, self.config.acks, self.config.request_timeout_ms)
-        except (BrokerUnavailableError, ValueError) as error:
-            self._retry_or_fail(batch, error)
-            return
-        except Exception as error:
-            self._fail(batch, error)
-            return
-        self._in_flight[ref] = batch
+    def _send(self, batches: list[PendingBatch]) -> None:
+        """One produce request per leader host, carrying every batch led there."""
+        requests: dict[str, tuple[Any, list[PendingBatch], list[PartitionProduce]]] = {}
+        for batch in batches:
+            try:
+                name, host = self.metadata.leader_host(batch.topic, batch.partition, wait_s=0)
+                payload = build_batch(
+                    batch.records,
+                    compression=self.config.compression_type,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=batch.base_sequence if batch.base_sequence is not None else -1,
+                )
+            except (BrokerUnavailableError, ValueError) as error:
+                self._retry_or_fail(batch, error)
+                continue
+            except Exception as error:
+                self._fail(batch, error)
+                continue
+            _host, carried, parts = requests.setdefault(name, (host, [], []))
+            carried.append(batch)
+            parts.append(PartitionProduce(batch.topic, batch.partition, payload))
+        for host, carried, parts in requests.values():
+            try:
+                ref = host.produce.remote(parts, self.config.acks,
+                                          self.config.request_timeout_ms)
+            except Exception as error:
+                for batch in carried:
+                    self._fail(batch, error)
+                continue
+            self._in_flight[ref] = carried
 
     def _collect(self, batches_pending: bool) -> None:
         if not self._in_flight:
@@ -482,31 +498,36 @@ class Producer:
         if not done and not batches_pending:
             done, _ = ray.wait(refs, num_returns=1, timeout=0.05)
         for ref in done:
-            batch = self._in_flight.pop(ref)
+            batches = self._in_flight.pop(ref)
             try:
-                reply = ray.get(ref)
-            except Exception as error:  # the replica's actor died: the leader moved
-                self.metadata.invalidate(batch.topic)
-                self._retry_or_fail(batch, BrokerUnavailableError(
-                    f"the leader of {batch.topic}-{batch.partition} died before answering "
-                    f"({type(error).__name__}); the record may or may not be written"))
-                continue
-            code = reply.get("error", 0)
-            if not code:
-                with self._lock:
-                    self._accumulator.on_completed(batch)
-                    outcome = self._outcomes.pop(batch.batch_id)
-                    self._wakeup.notify_all()
-                outcome.complete(reply["base_offset"])
-                continue
-            try:
-                raise_for(reply)
-            except Exception as error:
-                if ErrorCode(code) in _RETRIABLE:
+                replies = ray.get(ref)
+            except Exception as error:  # the leader's host died: the leaders moved
+                for batch in batches:
                     self.metadata.invalidate(batch.topic)
-                    self._retry_or_fail(batch, error)
-                else:
-                    self._fail(batch, error)
+                    self._retry_or_fail(batch, BrokerUnavailableError(
+                        f"the leader of {batch.topic}-{batch.partition} died before answering "
+                        f"({type(error).__name__}); the record may or may not be written"))
+                continue
+            for batch, reply in zip(batches, replies, strict=True):
+                self._complete(batch, reply)
+
+    def _complete(self, batch: PendingBatch, reply: dict[str, Any]) -> None:
+        code = reply.get("error", 0)
+        if not code:
+            with self._lock:
+                self._accumulator.on_completed(batch)
+                outcome = self._outcomes.pop(batch.batch_id)
+                self._wakeup.notify_all()
+            outcome.complete(reply["base_offset"])
+            return
+        try:
+            raise_for(reply)
+        except Exception as error:
+            if ErrorCode(code) in _RETRIABLE:
+                self.metadata.invalidate(batch.topic)
+                self._retry_or_fail(batch, error)
+            else:
+                self._fail(batch, error)
 
     def _retry_or_fail(self, batch: PendingBatch, error: BaseException) -> None:
         now = int(time.time() * 1000)

@@ -1,47 +1,44 @@
-"""PartitionReplica: one Ray actor per topic, partition and broker, owning that replica's log.
+"""PartitionReplica: one replica of one partition, an object hosted by a ReplicaHost actor.
 
-As leader it appends produce requests, answers fetches from consumers and followers, keeps the
-ISR and moves the high watermark (the arithmetic is `actors.replication.LeaderState`). As
-follower it pulls from the leader's actor and truncates where the leader epochs say (KIP-101).
+A replica owns its log and its role. As leader it appends produce requests, serves reads to
+consumers and followers, tracks what each follower holds and moves the high watermark (the
+arithmetic is `actors.replication.LeaderState`). As follower it is fed by its host's replica
+fetcher (`actors.replica_fetcher`), which pulls from the leader's host for every partition the
+two hosts share; the replica only appends what arrives and truncates where the leader epochs
+say (KIP-101).
 
-It is an async actor: long-poll fetches and acks=all produce requests wait on the event loop
-while others run. Everything runs on that one loop, so the log needs no locks; but two calls from
-one caller may run in either order, which is why idempotent produce requests are ordered by their
-sequence numbers, not by arrival.
+Who leads, at which epochs, comes from the controller (LeaderAndIsr); the decision of what to
+do with such a request is `actors.replication.apply_leader_and_isr`, a pure function. The
+replica runs on its host's event loop alone, so the log needs no locks; two calls may still run
+in either order, which is why idempotent produce requests are ordered by their sequence
+numbers, not by arrival.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
-import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
-
-import ray
+from typing import Any, Protocol
 
 from actors.config import BrokerConfig, TopicConfig
 from actors.errors import ErrorCode, error_reply
+from actors.messages import LeaderAndIsrRequest, ReplicaRole
 from actors.metrics import ReplicaMetrics
-from actors.naming import broker_name, replica_name
-from actors.offset_manager import (
-    OFFSETS_TOPIC,
-    OffsetAndMetadata,
-    OffsetCache,
-    encode_commit,
-)
 from actors.replication import (
     AcksAllOutcome,
+    FetchClock,
+    LeaderAndIsrDecision,
     LeaderState,
     acks_all_outcome,
-    follower_truncation,
+    apply_leader_and_isr,
 )
-from logstore.batch import build_batch, decode_batches, validate_batches
+from coordination.models import TopicPartition
+from logstore.batch import validate_batches
 from logstore.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -54,41 +51,52 @@ from logstore.producer_state import SequenceOutcome
 
 log = logging.getLogger(__name__)
 
-LEADER, FOLLOWER, OFFLINE = "leader", "follower", "offline"
+LEADER, FOLLOWER, OFFLINE = ReplicaRole.LEADER, ReplicaRole.FOLLOWER, ReplicaRole.OFFLINE
 
 # How long a leader holds an idempotent batch that arrived ahead of its predecessor (Ray may run
 # two calls of one producer out of order) before answering OUT_OF_ORDER_SEQUENCE_NUMBER.
 REORDER_WAIT_S = 2.0
 
+# Writes an ISR change to ZooKeeper through the broker: (replica, new ISR) -> reply.
+IsrWriter = Callable[["PartitionReplica", list[int]], Awaitable[dict[str, Any]]]
 
-def _now_ms() -> int:
+
+class ChangeListener(Protocol):
+    """Told of every change of a replica's log, high watermark or role."""
+
+    def changed(self, replica: PartitionReplica) -> None: ...
+
+
+def now_ms() -> int:
     return int(time.time() * 1000)
 
 
 class PartitionReplica:
-    """One replica of one partition. Created by its broker, pinned to the broker's node."""
+    """One replica of one partition, on the broker whose disk holds its log."""
 
     def __init__(
         self,
         topic: str,
         partition: int,
         broker_id: int,
-        log_dir: str,
+        log_dir: Path,
         topic_config: dict[str, Any],
-        broker_config: dict[str, Any],
-        namespace: str,
+        broker_config: BrokerConfig,
+        write_isr: IsrWriter,
     ) -> None:
         self.topic = topic
         self.partition = partition
+        self.tp = TopicPartition(topic, partition)
         self.broker_id = broker_id
-        self.namespace = namespace
         self.config = TopicConfig.from_dict(topic_config)
-        self.broker_config = BrokerConfig.from_dict(broker_config)
-        self.log_dir = Path(log_dir)
-        self.log = Log.open(self.log_dir, self.config.log)
+        self.broker_config = broker_config
+        self.log_dir = log_dir
+        self.log = Log.open(log_dir, self.config.log)
+        self._write_isr_through_broker = write_isr
 
         self.role = OFFLINE
         self.leader_id = -1
+        self.leader_host: str | None = None
         self.leader_epoch = -1
         self.controller_epoch = -1
         self.zk_version = -1
@@ -97,25 +105,22 @@ class PartitionReplica:
         self.leader_state: LeaderState | None = None
 
         # Set and replaced on every change of log, high watermark or role: waiters wake up and
-        # look again (a broadcast, where an asyncio.Condition would need its lock held).
+        # look again (a broadcast, where an asyncio.Condition would need its lock held). What
+        # waits on many partitions at once (a fetch) is told through `listeners` instead.
         self._changed: asyncio.Event | None = None
-        self._tasks: list[asyncio.Task] = []
-        self._isr_write_in_progress = False
-        self._handles: dict[str, Any] = {}
-        # On `__consumer_offsets` the leader is the offset manager of the groups mapped here.
-        self.offsets: OffsetCache | None = None
+        self.listeners: set[ChangeListener] = set()
+        self._isr_write: asyncio.Task | None = None
+        self.next_maintenance_ms = now_ms() + self._maintenance_interval_ms()
         self.metrics = ReplicaMetrics(topic, partition, broker_id)
-        # Everything allocated so far (Ray, the modules, the opened log) lives as long as the
-        # process: out of the collector's sight, a full collection no longer walks it, which
-        # otherwise stalls every request behind it for tens of milliseconds every few seconds.
-        gc.freeze()
 
     # ------------------------------------------------------------------ waiting and waking
 
-    def _notify(self) -> None:
+    def notify(self) -> None:
         if self._changed is not None:
             self._changed.set()
         self._changed = asyncio.Event()
+        for listener in self.listeners:
+            listener.changed(self)
 
     async def _wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -129,17 +134,7 @@ class PartitionReplica:
                 await asyncio.wait_for(self._changed.wait(), remaining)
         return True
 
-    def _handle(self, name: str) -> Any:
-        handle = self._handles.get(name)
-        if handle is None:
-            handle = ray.get_actor(name, namespace=self.namespace)
-            self._handles[name] = handle
-        return handle
-
-    def _forget(self, name: str) -> None:
-        self._handles.pop(name, None)
-
-    def _not_leader(self) -> dict[str, Any]:
+    def not_leader(self) -> dict[str, Any]:
         return error_reply(
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
             f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition}"
@@ -150,27 +145,31 @@ class PartitionReplica:
 
     # --------------------------------------------------------------------- control plane
 
-    async def leader_and_isr(self, state: dict[str, Any]) -> dict[str, Any]:
+    def leader_and_isr(self, request: LeaderAndIsrRequest) -> dict[str, Any]:
         """The controller's word on who leads, at which epochs (Kafka's LeaderAndIsr)."""
-        if state["controller_epoch"] < self.controller_epoch:
+        decision = apply_leader_and_isr(
+            request,
+            broker_id=self.broker_id,
+            role=self.role,
+            leader_id=self.leader_id,
+            leader_epoch=self.leader_epoch,
+            controller_epoch=self.controller_epoch,
+            zk_version=self.zk_version,
+        )
+        if decision is LeaderAndIsrDecision.STALE_CONTROLLER:
             return error_reply(
                 ErrorCode.STALE_CONTROLLER_EPOCH,
-                f"controller epoch {state['controller_epoch']} is older than "
+                f"controller epoch {request.controller_epoch} is older than "
                 f"{self.controller_epoch}: ignored",
             )
-        if state["leader_epoch"] < self.leader_epoch or (
-            state["leader_epoch"] == self.leader_epoch
-            and self.role != OFFLINE
-            and state["leader"] == self.leader_id
-            and state.get("zk_version", -1) <= self.zk_version
-        ):
-            # Already applied (the controller resends on failover): nothing to do.
+        if decision is LeaderAndIsrDecision.ALREADY_APPLIED:
             return {"error": 0, "role": self.role}
-        self.controller_epoch = state["controller_epoch"]
-        self.replicas = tuple(state["replicas"])
-        old_isr, self.isr = set(self.isr), tuple(state["isr"])
-        self.zk_version = state.get("zk_version", -1)
-        if state["leader"] == self.broker_id:
+        self.controller_epoch = request.controller_epoch
+        self.replicas = tuple(request.replicas)
+        old_isr, self.isr = set(self.isr), tuple(request.isr)
+        self.zk_version = request.zk_version
+        self.leader_host = request.leader_host
+        if decision is LeaderAndIsrDecision.BECOME_LEADER:
             if self.role == LEADER:
                 # The controller may change our ISR (it drops dead brokers itself, bumping the
                 # epoch): count that as the leader's own shrinks and expands are, so the metric
@@ -179,26 +178,15 @@ class PartitionReplica:
                     self.metrics.isr_changed("shrink")
                 if set(self.isr) - old_isr:
                     self.metrics.isr_changed("expand")
-            self._become_leader(state)
+            self._become_leader(request.leader_epoch)
         else:
-            self._become_follower(state)
+            self._become_follower(request.leader, request.leader_epoch)
         return {"error": 0, "role": self.role}
 
-    def _spawn(self, work) -> None:
-        self._tasks = [task for task in self._tasks if not task.done()]
-        self._tasks.append(asyncio.ensure_future(work))
-
-    def _cancel_tasks(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        self._tasks = []
-
-    def _become_leader(self, state: dict[str, Any]) -> None:
-        self._cancel_tasks()
-        now = _now_ms()
+    def _become_leader(self, leader_epoch: int) -> None:
         self.role = LEADER
         self.leader_id = self.broker_id
-        self.leader_epoch = state["leader_epoch"]
+        self.leader_epoch = leader_epoch
         # The epoch starts at the log end: a follower asking where it ends learns it here.
         self.log.epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
         self.leader_state = LeaderState.become_leader(
@@ -208,45 +196,30 @@ class PartitionReplica:
             self.leader_epoch,
             log_end_offset=self.log.log_end_offset,
             high_watermark=self.log.high_watermark,
-            now_ms=now,
+            now_ms=now_ms(),
         )
         self._advance_high_watermark()
         self._report_under_replicated()
-        if self.topic == OFFSETS_TOPIC:
-            self._load_offsets()
-        self._spawn(self._maintain_isr())
-        self._spawn(self._maintain_log())
-        self._notify()
+        self.notify()
 
-    def _become_follower(self, state: dict[str, Any]) -> None:
-        self._cancel_tasks()
-        self.offsets = None
-        self.role = FOLLOWER if state["leader"] >= 0 else OFFLINE
-        self.leader_id = state["leader"]
-        self.leader_epoch = state["leader_epoch"]
+    def _become_follower(self, leader_id: int, leader_epoch: int) -> None:
+        self.role = FOLLOWER if leader_id >= 0 else OFFLINE
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
         self.leader_state = None
         self._report_under_replicated()
-        if self.role == FOLLOWER:
-            self._spawn(self._follow(self.leader_id, self.leader_epoch))
-        self._spawn(self._maintain_log())
-        self._notify()
+        self.notify()
 
-    async def fence(self) -> None:
-        """The broker lost its ZooKeeper session: lead nothing until the controller says so."""
-        self._cancel_tasks()
+    def go_offline(self, reason: str | None = None) -> None:
+        """Lead and follow nothing until the controller says otherwise: the broker lost its
+        ZooKeeper session, or an ISR write showed that someone else moved the partition."""
+        if reason:
+            log.warning("%s-%d on broker %d steps down: %s", self.topic, self.partition,
+                        self.broker_id, reason)
         self.role = OFFLINE
         self.leader_state = None
         self._report_under_replicated()
-        self._notify()
-
-    def _step_down(self, reason: str) -> None:
-        log.warning("%s-%d on broker %d steps down: %s", self.topic, self.partition,
-                    self.broker_id, reason)
-        self._cancel_tasks()
-        self.role = OFFLINE
-        self.leader_state = None
-        self._report_under_replicated()
-        self._notify()
+        self.notify()
 
     def _report_under_replicated(self) -> None:
         # Only the leader reports its partition (as Kafka's UnderReplicatedPartitions): a
@@ -259,7 +232,7 @@ class PartitionReplica:
         state = self.leader_state
         if state is not None and state.advance_high_watermark(self.log.log_end_offset):
             self.log.high_watermark = state.high_watermark
-            self._notify()
+            self.notify()
 
     async def produce(self, records: bytes, acks: int = -1, timeout_ms: int = 30_000) -> dict:
         """Append one producer batch (or several) as leader; reply with the base offset."""
@@ -276,7 +249,7 @@ class PartitionReplica:
         if type(acks) is not int or acks not in (0, 1, -1):
             return error_reply(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}: use 0, 1 or -1")
         if self.role != LEADER:
-            return self._not_leader()
+            return self.not_leader()
         try:
             headers = validate_batches(
                 records, self.config.log.message_max_bytes, verify_records=False
@@ -301,7 +274,9 @@ class PartitionReplica:
             if duplicate is not None:
                 return await self._acknowledge(acks, duplicate[0], duplicate[1], -1, timeout_ms)
             if self.role != LEADER or self.leader_epoch != epoch:
-                return self._not_leader()
+                return self.not_leader()
+        if self.leader_state is not None:
+            self.leader_state.before_append(self.log.log_end_offset)
         try:
             info = self.log.append_as_leader(records, self.leader_epoch)
         except LogStoreError as error:
@@ -310,7 +285,7 @@ class PartitionReplica:
         # record count comes from the batch headers, already parsed, never from the records.
         self.metrics.produced(sum(header.record_count for header in headers), len(records))
         self._advance_high_watermark()
-        self._notify()
+        self.notify()
         return await self._acknowledge(
             acks, info.first_offset, info.last_offset, info.log_append_time_ms, timeout_ms
         )
@@ -383,7 +358,7 @@ class PartitionReplica:
             timeout_ms / 1000,
         )
         if self.role != LEADER or self.leader_epoch != epoch:
-            return self._not_leader()
+            return self.not_leader()
         settled = outcome()
         if settled is AcksAllOutcome.ACKNOWLEDGE:
             return reply
@@ -399,36 +374,10 @@ class PartitionReplica:
             f"{timeout_ms} ms",
         )
 
-    async def fetch(
-        self,
-        offset: int,
-        max_bytes: int = 1_048_576,
-        *,
-        replica_id: int = -1,
-        leader_epoch: int = -1,
-        max_wait_ms: int = 0,
-        min_bytes: int = 1,
-    ) -> dict:
-        """Whole batches from `offset`: up to the high watermark for consumers, up to the log
-        end for followers (`replica_id` >= 0). Waits up to `max_wait_ms` for `min_bytes`."""
-        started = time.perf_counter()
-        reply = await self._fetch(offset, max_bytes, replica_id, leader_epoch, max_wait_ms,
-                                  min_bytes)
-        data = reply.get("records")
-        # Records served: those from `offset` on (a consumer drops the ones before it in the
-        # first batch), read off the reply's offsets, not by decoding the batches. Exact
-        # except across compaction gaps, where it counts the gap too.
-        count = reply["next_offset"] - offset if data else 0
-        self.metrics.fetched(replica_id >= 0, count, len(data) if data else 0,
-                             (time.perf_counter() - started) * 1000)
-        return reply
-
-    async def _fetch(
-        self, offset: int, max_bytes: int, replica_id: int, leader_epoch: int,
-        max_wait_ms: int, min_bytes: int,
-    ) -> dict:
+    def check_leader_epoch(self, leader_epoch: int) -> dict[str, Any] | None:
+        """An error reply if this replica cannot answer a request made at `leader_epoch`."""
         if self.role != LEADER:
-            return self._not_leader()
+            return self.not_leader()
         if leader_epoch >= 0 and leader_epoch != self.leader_epoch:
             code = (
                 ErrorCode.FENCED_LEADER_EPOCH
@@ -437,81 +386,75 @@ class PartitionReplica:
             )
             return error_reply(code, f"leader epoch {leader_epoch}, this leader is at "
                                      f"{self.leader_epoch}", leader=self.leader_id)
-        epoch = self.leader_epoch
-        if replica_id >= 0:
-            self._record_follower_fetch(replica_id, offset)
-        deadline = time.monotonic() + max_wait_ms / 1000
-        # A consumer reads up to the high watermark, so its move is news; a follower reads up
-        # to the log end and learns the high watermark with its next records, as in Kafka:
-        # waking it for the watermark alone would cost two more calls per batch.
-        watches_watermark = replica_id < 0
-        while True:
-            try:
-                data = self.log.read(
-                    offset, max_bytes,
-                    max_offset=None if replica_id >= 0 else self.log.high_watermark,
-                )
-            except OffsetOutOfRangeError as error:
-                return error_reply(
-                    ErrorCode.OFFSET_OUT_OF_RANGE, str(error),
-                    log_start_offset=self.log.log_start_offset,
-                    log_end_offset=self.log.log_end_offset,
-                    high_watermark=self.log.high_watermark,
-                )
-            remaining = deadline - time.monotonic()
-            if len(data.records) >= min_bytes or remaining <= 0:
-                return {
-                    "error": 0,
-                    "records": data.records,
-                    "next_offset": data.next_offset,
-                    "high_watermark": self.log.high_watermark,
-                    "log_start_offset": data.log_start_offset,
-                    "log_end_offset": data.log_end_offset,
-                }
-            end, high_watermark = self.log.log_end_offset, self.log.high_watermark
-            await self._wait_until(
-                lambda end=end, high_watermark=high_watermark: (
-                    self.log.log_end_offset != end
-                    or (watches_watermark and self.log.high_watermark != high_watermark)
-                    or self.role != LEADER
-                    or self.leader_epoch != epoch
-                ),
-                remaining,
-            )
-            if self.role != LEADER or self.leader_epoch != epoch:
-                return self._not_leader()
+        return None
 
-    def _record_follower_fetch(self, follower_id: int, offset: int) -> None:
+    def read(self, offset: int, max_bytes: int, *, follower: bool) -> dict[str, Any]:
+        """Whole batches from `offset`: up to the high watermark for consumers, up to the log
+        end for followers. Never waits: the host's fetch waits across partitions."""
+        if self.role != LEADER:
+            return self.not_leader()
+        log_ = self.log
+        if offset == (log_.log_end_offset if follower else log_.high_watermark) and (
+                offset >= log_.log_start_offset):
+            # Nothing to read (most fetches of an idle partition): no need to touch the log.
+            return {"error": 0, "records": b"", "next_offset": offset,
+                    "high_watermark": log_.high_watermark,
+                    "log_start_offset": log_.log_start_offset,
+                    "log_end_offset": log_.log_end_offset}
+        try:
+            data = self.log.read(
+                offset, max_bytes, max_offset=None if follower else self.log.high_watermark)
+        except OffsetOutOfRangeError as error:
+            return error_reply(
+                ErrorCode.OFFSET_OUT_OF_RANGE, str(error),
+                log_start_offset=self.log.log_start_offset,
+                log_end_offset=self.log.log_end_offset,
+                high_watermark=self.log.high_watermark,
+            )
+        return {
+            "error": 0,
+            "records": data.records,
+            "next_offset": data.next_offset,
+            "high_watermark": self.log.high_watermark,
+            "log_start_offset": data.log_start_offset,
+            "log_end_offset": data.log_end_offset,
+        }
+
+    def record_follower_fetch(
+        self, follower_id: int, offset: int, clock: FetchClock | None = None
+    ) -> None:
+        """A follower fetched at `offset`: it holds everything before it."""
         state = self.leader_state
         if state is None:
             return
-        state.record_follower_fetch(follower_id, offset, self.log.log_end_offset, _now_ms())
+        state.record_follower_fetch(follower_id, offset, self.log.log_end_offset, now_ms(),
+                                    clock)
         self._advance_high_watermark()
-        if state.followers_to_add() and not self._isr_write_in_progress:
-            new_isr = set(state.isr) | state.followers_to_add()
-            self._spawn(self._write_isr(new_isr, "expand"))
+        joining = state.followers_to_add()
+        if joining:
+            self.change_isr(set(state.isr) | joining, "expand")
+
+    def followers_to_remove(self, now: int) -> set[int]:
+        state = self.leader_state
+        if state is None or self._isr_write is not None:
+            return set()
+        return state.followers_to_remove(self.log.log_end_offset, now,
+                                         self.broker_config.replica_lag_time_max_ms)
+
+    def change_isr(self, new_isr: set[int], change: str) -> None:
+        """Write the new ISR to ZooKeeper (one write at a time), conditional on the version
+        this leader last saw; then apply it."""
+        if self._isr_write is None and self.leader_state is not None:
+            self._isr_write = asyncio.ensure_future(self._write_isr(new_isr, change))
 
     async def _write_isr(self, new_isr: set[int], change: str) -> None:
-        """Write the new ISR to ZooKeeper, conditional on the version this leader last saw."""
-        if self._isr_write_in_progress or self.leader_state is None:
-            return
-        self._isr_write_in_progress = True
         epoch = self.leader_epoch
         try:
-            new_state = {
-                "leader": self.broker_id,
-                "leader_epoch": epoch,
-                "isr": sorted(new_isr),
-                "controller_epoch": self.controller_epoch,
-            }
-            broker = self._handle(broker_name(self.broker_id))
-            reply = await broker.update_partition_state.remote(
-                self.topic, self.partition, new_state, self.zk_version
-            )
+            reply = await self._write_isr_through_broker(self, sorted(new_isr))
             if self.leader_state is None or self.leader_epoch != epoch:
                 return
             if reply.get("error"):
-                self._step_down(f"ISR {change} to {sorted(new_isr)} refused: {reply['message']}")
+                self.go_offline(f"ISR {change} to {sorted(new_isr)} refused: {reply['message']}")
                 return
             self.zk_version = reply["version"]
             self.isr = tuple(sorted(new_isr))
@@ -520,38 +463,23 @@ class PartitionReplica:
             self._report_under_replicated()
             log.info("%s-%d ISR %s to %s", self.topic, self.partition, change, self.isr)
             self._advance_high_watermark()
-            self._notify()
+            self.notify()
         finally:
-            self._isr_write_in_progress = False
+            self._isr_write = None
 
-    async def _maintain_isr(self) -> None:
-        lag_ms = self.broker_config.replica_lag_time_max_ms
-        while self.role == LEADER and self.leader_state is not None:
-            await asyncio.sleep(lag_ms / 2000)
-            state = self.leader_state
-            if state is None:
-                return
-            lagging = state.followers_to_remove(self.log.log_end_offset, _now_ms(), lag_ms)
-            if lagging:
-                await self._write_isr(set(state.isr) - lagging, "shrink")
-            # Two fsyncs: on a thread, so produce and fetch requests do not wait behind them.
-            await asyncio.to_thread(self.log.checkpoint_high_watermark)
-
-    async def offsets_for_leader_epoch(self, epoch: int, current_leader_epoch: int = -1) -> dict:
+    def offsets_for_leader_epoch(self, epoch: int, current_leader_epoch: int = -1) -> dict:
         """Where `epoch` ends in this leader's log (Kafka's OffsetsForLeaderEpoch)."""
-        if self.role != LEADER:
-            return self._not_leader()
-        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
-            return error_reply(ErrorCode.FENCED_LEADER_EPOCH,
-                               f"leader epoch {current_leader_epoch} is not {self.leader_epoch}")
+        refused = self.check_leader_epoch(current_leader_epoch)
+        if refused is not None:
+            return refused
         found_epoch, end_offset = self.log.end_offset_for_epoch(epoch)
         return {"error": 0, "leader_epoch": found_epoch, "end_offset": end_offset}
 
-    async def list_offsets(self, timestamp_ms: int) -> dict:
+    def list_offsets(self, timestamp_ms: int) -> dict:
         """-2: log start, -1: high watermark (what a consumer can read), else first offset at
         or after the timestamp (None if none), as Kafka's ListOffsets."""
         if self.role != LEADER:
-            return self._not_leader()
+            return self.not_leader()
         if timestamp_ms == -1:
             offset = self.log.high_watermark
         elif timestamp_ms == -2:
@@ -562,135 +490,38 @@ class PartitionReplica:
                 offset = None  # only records a consumer may read count
         return {"error": 0, "offset": offset}
 
-    # ------------------------------------------------------------------- offset manager
-
-    def _load_offsets(self) -> None:
-        """Rebuild the offset cache from the whole log: this replica just became leader."""
-        cache = OffsetCache()
-        offset = self.log.log_start_offset
-        while offset < self.log.log_end_offset:
-            data = self.log.read(offset, 1 << 20)
-            if data.next_offset <= offset:
-                break
-            cache.load((r.key, r.value) for r in decode_batches(data.records, min_offset=offset))
-            offset = data.next_offset
-        self.offsets = cache
-
-    async def commit_offsets(
-        self, group: str, offsets: list[list[Any]], timeout_ms: int = 5000
-    ) -> dict:
-        """Store a group's offsets `[[topic, partition, offset, metadata], ...]`; answer once
-        they are replicated to the ISR (acks=all), as Kafka's offset manager does."""
-        if self.role != LEADER or self.offsets is None:
-            return self._not_leader()
-        now = _now_ms()
-        records = []
-        for topic, partition, offset, metadata in offsets:
-            key, value = encode_commit(group, topic, partition,
-                                       OffsetAndMetadata(offset, metadata or "", now))
-            records.append((key, value, now, None))
-        reply = await self.produce(build_batch(records), acks=-1, timeout_ms=timeout_ms)
-        if not reply.get("error") and self.offsets is not None:
-            for key, value, _timestamp, _headers in records:
-                self.offsets.apply(key, value)
-        return reply
-
-    async def fetch_offsets(self, group: str, partitions: list[list[Any]] | None = None) -> dict:
-        """A group's committed offsets, from the cache: `[[topic, partition, offset, meta]]`."""
-        if self.role != LEADER or self.offsets is None:
-            return self._not_leader()
-        found = self.offsets.get(group, partitions)
-        return {"error": 0, "offsets": [[topic, partition, committed.offset, committed.metadata]
-                                        for (topic, partition), committed in found.items()]}
-
-    async def offset_groups(self) -> dict:
-        if self.role != LEADER or self.offsets is None:
-            return self._not_leader()
-        return {"error": 0, "groups": self.offsets.groups()}
-
     # ---------------------------------------------------------------------- follower side
 
-    async def _follow(self, leader_id: int, epoch: int) -> None:
-        """Pull from the leader's actor until the role or epoch changes."""
-        backoff_s = self.broker_config.replica_fetch_backoff_ms / 1000
-        name = replica_name(self.topic, self.partition, leader_id)
-        truncated = False
-        while self.role == FOLLOWER and self.leader_epoch == epoch:
-            try:
-                leader = self._handle(name)
-                if not truncated:
-                    await self._truncate_to_leader(leader, epoch)
-                    truncated = True
-                reply = await leader.fetch.remote(
-                    self.log.log_end_offset,
-                    self.broker_config.replica_fetch_max_bytes,
-                    replica_id=self.broker_id,
-                    leader_epoch=epoch,
-                    max_wait_ms=self.broker_config.replica_fetch_wait_max_ms,
-                )
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # the leader's actor died or is not there yet
-                log.debug("fetch from %s failed: %r", name, error)
-                self._forget(name)
-                await asyncio.sleep(backoff_s)
-                continue
-            if self.role != FOLLOWER or self.leader_epoch != epoch:
-                return
-            code = reply.get("error", 0)
-            if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                if self.log.log_end_offset < reply["log_start_offset"]:
-                    self.log.truncate_fully_and_start_at(reply["log_start_offset"])
-                else:
-                    truncated = False
-                continue
-            if code:
-                await asyncio.sleep(backoff_s)
-                continue
-            if reply["records"]:
-                self.log.append_as_follower(reply["records"])
-            self.log.high_watermark = min(reply["high_watermark"], self.log.log_end_offset)
-            self._notify()
-
-    async def _truncate_to_leader(self, leader: Any, epoch: int) -> None:
-        ask = self.log.epoch_cache.latest_epoch
-        while ask is not None:
-            answer = await leader.offsets_for_leader_epoch.remote(ask, epoch)
-            if answer.get("error"):
-                raise RuntimeError(answer["message"])
-            decision = follower_truncation(
-                (answer["leader_epoch"], answer["end_offset"]),
-                self.log.end_offset_for_epoch,
-                self.log.log_end_offset,
-                self.log.high_watermark,
-            )
-            if decision.offset is not None:
-                if decision.offset < self.log.log_end_offset:
-                    log.info("%s-%d on broker %d truncates to %d (leader epoch %d)",
-                             self.topic, self.partition, self.broker_id, decision.offset, epoch)
-                    self.log.truncate_to(decision.offset)
-                return
-            ask = decision.ask_epoch
+    def append_from_leader(self, reply: dict[str, Any]) -> None:
+        """What the leader sent for this partition: records up to its log end, and its high
+        watermark, which is how a follower learns it (as in Kafka)."""
+        if reply["records"]:
+            self.log.append_as_follower(reply["records"])
+        self.log.high_watermark = min(reply["high_watermark"], self.log.log_end_offset)
+        self.notify()
 
     # ------------------------------------------------------------------------ both sides
 
-    async def _maintain_log(self) -> None:
-        """Retention, compaction and the flush policy, between requests."""
-        interval_s = min(self.config.log.segment_ms, 30_000) / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            self.log.maybe_flush()
-            if self.config.log.delete:
-                self.log.delete_old_segments()
-            if self.config.log.compact:
-                self.log.compact()
+    def _maintenance_interval_ms(self) -> int:
+        return min(self.config.log.segment_ms, 30_000)
 
-    async def describe(self) -> dict:
+    def maintain_log(self, now: int) -> None:
+        """Retention, compaction and the flush policy, when due (the host calls this often)."""
+        if now < self.next_maintenance_ms:
+            return
+        self.next_maintenance_ms = now + self._maintenance_interval_ms()
+        self.log.maybe_flush()
+        if self.config.log.delete:
+            self.log.delete_old_segments()
+        if self.config.log.compact:
+            self.log.compact()
+
+    def describe(self) -> dict[str, Any]:
         return {
             "topic": self.topic,
             "partition": self.partition,
             "broker": self.broker_id,
-            "role": self.role,
+            "role": str(self.role),
             "leader": self.leader_id,
             "leader_epoch": self.leader_epoch,
             "isr": list(self.isr),
@@ -699,18 +530,18 @@ class PartitionReplica:
             "high_watermark": self.log.high_watermark,
         }
 
-    async def pid(self) -> int:
-        return os.getpid()
-
-    async def close(self, delete: bool = False) -> None:
-        """Stop serving; with `delete`, remove the log from disk (topic deletion)."""
-        self._cancel_tasks()
+    def stop(self) -> None:
+        """Stop serving (on the host's loop): waiters wake and find the replica offline."""
+        if self._isr_write is not None:
+            self._isr_write.cancel()
         self.role = OFFLINE
-        self._notify()
+        self.leader_state = None
+        self.notify()
+
+    def release(self, delete: bool = False) -> None:
+        """Close the log (flushing it), and with `delete` remove it from disk (topic deletion).
+        Blocking file work: the host runs it on a thread, after `stop`."""
         if not self.log.closed:
             self.log.close()
         if delete:
             shutil.rmtree(self.log_dir, ignore_errors=True)
-
-
-PartitionReplicaActor = ray.remote(num_cpus=0, max_concurrency=1000)(PartitionReplica)

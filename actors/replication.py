@@ -1,8 +1,8 @@
 """The replication arithmetic of one partition, with no I/O: what a leader knows of its followers,
 the ISR it proposes, its high watermark, and where a new follower truncates (KIP-101).
 
-The PartitionReplica actor feeds it fetches and appends and does what it answers: write the ISR
-to ZooKeeper, truncate the log, wake waiting producers.
+A PartitionReplica feeds it fetches, appends and the controller's requests, and does what it
+answers: change role, write the ISR to ZooKeeper, truncate the log, wake waiting producers.
 """
 
 from __future__ import annotations
@@ -11,8 +11,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from actors.messages import LeaderAndIsrRequest, ReplicaRole
+
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
+
+
+@dataclass
+class FetchClock:
+    """When a follower's fetch session last fetched. One session carries many partitions but
+    lists only those whose fetch state changed, so a partition that was not listed was fetched
+    all the same, at the session's time, at its last listed offset."""
+
+    last_fetch_ms: int = 0
 
 
 @dataclass
@@ -25,6 +36,8 @@ class FollowerProgress:
     # The leader's log end offset when this follower last fetched: a follower that reaches it by
     # its next fetch was caught up at the time of the previous one.
     last_fetch_leader_log_end_offset: int = 0
+    # The session the follower fetches this partition in, if any.
+    clock: FetchClock | None = None
 
 
 @dataclass
@@ -78,10 +91,14 @@ class LeaderState:
         )
 
     def record_follower_fetch(
-        self, follower_id: int, fetch_offset: int, leader_log_end_offset: int, now_ms: int
+        self, follower_id: int, fetch_offset: int, leader_log_end_offset: int, now_ms: int,
+        clock: FetchClock | None = None,
     ) -> None:
-        """A follower fetched at `fetch_offset`: that is its log end offset now."""
+        """A follower fetched at `fetch_offset`: that is its log end offset now. With a
+        `clock`, it fetches in a session, and its later fetches that do not list this
+        partition count as fetches at the same offset (`before_append`)."""
         progress = self.followers.setdefault(follower_id, FollowerProgress())
+        progress.clock = clock
         if fetch_offset >= leader_log_end_offset:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
         elif fetch_offset >= progress.last_fetch_leader_log_end_offset:
@@ -89,6 +106,24 @@ class LeaderState:
         progress.log_end_offset = fetch_offset
         progress.last_fetch_leader_log_end_offset = leader_log_end_offset
         progress.last_fetch_ms = now_ms
+
+    def before_append(self, log_end_offset: int) -> None:
+        """The leader is about to append past `log_end_offset`.
+
+        A follower level with it was caught up until now: when it last fetched, in its session,
+        without listing this partition (nothing had changed for it), it was at the log end. Its
+        fetch state is brought up to that session fetch, as if it had listed the partition, so
+        that the append does not make it look lagging since the last time it did list it.
+        Costs one comparison per follower; an idle fetch costs nothing per partition.
+        """
+        for progress in self.followers.values():
+            clock = progress.clock
+            if (clock is not None and progress.log_end_offset >= log_end_offset
+                    and clock.last_fetch_ms > progress.last_fetch_ms):
+                progress.last_caught_up_ms = max(progress.last_caught_up_ms,
+                                                 clock.last_fetch_ms)
+                progress.last_fetch_ms = clock.last_fetch_ms
+                progress.last_fetch_leader_log_end_offset = log_end_offset
 
     def followers_to_add(self) -> set[int]:
         """Followers outside the ISR that have caught up to the high watermark in this epoch."""
@@ -135,6 +170,47 @@ class LeaderState:
             self.high_watermark = candidate
             return True
         return False
+
+
+class LeaderAndIsrDecision(Enum):
+    """What a replica does with a LeaderAndIsr request."""
+
+    STALE_CONTROLLER = "stale_controller"  # from a deposed controller: refused
+    ALREADY_APPLIED = "already_applied"  # a resend (controller failover): nothing to do
+    BECOME_LEADER = "become_leader"
+    BECOME_FOLLOWER = "become_follower"  # or offline, when the partition has no leader
+
+
+def apply_leader_and_isr(
+    request: LeaderAndIsrRequest,
+    *,
+    broker_id: int,
+    role: ReplicaRole,
+    leader_id: int,
+    leader_epoch: int,
+    controller_epoch: int,
+    zk_version: int,
+) -> LeaderAndIsrDecision:
+    """The replica's role transition on a LeaderAndIsr request, from what it is now.
+
+    Requests from an older controller epoch are refused; one at an older leader epoch, or the
+    same leader epoch, leader and state version as what the replica already applied, changes
+    nothing. Otherwise the replica leads if the request names its broker, and follows (or stays
+    offline, with no leader) if not; even at the same leader epoch, since a replica that went
+    offline (fenced) must take its role back when the controller repeats itself.
+    """
+    if request.controller_epoch < controller_epoch:
+        return LeaderAndIsrDecision.STALE_CONTROLLER
+    if request.leader_epoch < leader_epoch or (
+        request.leader_epoch == leader_epoch
+        and role != ReplicaRole.OFFLINE
+        and request.leader == leader_id
+        and request.zk_version <= zk_version
+    ):
+        return LeaderAndIsrDecision.ALREADY_APPLIED
+    if request.leader == broker_id:
+        return LeaderAndIsrDecision.BECOME_LEADER
+    return LeaderAndIsrDecision.BECOME_FOLLOWER
 
 
 class AcksAllOutcome(Enum):

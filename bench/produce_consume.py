@@ -74,7 +74,6 @@ import ray  # noqa: E402
 from actors import Cluster  # noqa: E402
 from actors.accumulator import BATCH_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES  # noqa: E402
 from actors.client_config import ConsumerConfig, ProducerConfig  # noqa: E402
-from actors.naming import replica_name  # noqa: E402
 from logstore.batch import build_batch  # noqa: E402
 
 ALL_PHASES = ("baseline", "produce_rf1", "produce_rf3", "send_rf1", "send_rf3", "consume",
@@ -170,15 +169,12 @@ class Profiler:
 
 
 def _replica_pids(cluster: Cluster, topic: str) -> dict[str, int]:
-    """pid of every replica of `topic`, labelled leader|follower-p<partition>-b<broker>."""
+    """pid of every replica host, labelled by its actor name (replica-host-<broker>-<n>)."""
     pids = {}
-    for entry in cluster.describe_topic(topic)["partitions"]:
-        partition = entry["partition"]
-        for broker in entry["replicas"]:
-            handle = ray.get_actor(replica_name(topic, partition, broker),
-                                   namespace=cluster.namespace)
-            role = "leader" if broker == entry["leader"] else "follower"
-            pids[f"{role}-p{partition}-b{broker}"] = ray.get(handle.pid.remote(), timeout=30)
+    for broker in sorted({b for entry in cluster.describe_topic(topic)["partitions"]
+                          for b in entry["replicas"]}):
+        handle = ray.get_actor(f"broker-{broker}", namespace=cluster.namespace)
+        pids.update(ray.get(handle.replica_host_pids.remote(), timeout=30))
     return pids
 
 

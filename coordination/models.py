@@ -66,6 +66,9 @@ class BrokerInfo:
     version: int = FORMAT_VERSION
     timestamp: int = field(default_factory=now_ms)
     epoch: int | None = field(default=None, compare=False)
+    # How many replica-host actors hold the broker's replicas (0: one per replica): with the
+    # topic and partition, it names the actor a client or follower sends to.
+    replica_hosts: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +76,7 @@ class BrokerInfo:
             "actor": self.actor,
             "host": self.host,
             "rack": self.rack,
+            "replica_hosts": self.replica_hosts,
             "version": self.version,
             "timestamp": str(self.timestamp),
         }
@@ -84,6 +88,7 @@ class BrokerInfo:
             actor=str(data["actor"]),
             host=str(data["host"]),
             rack=data.get("rack"),
+            replica_hosts=int(data.get("replica_hosts", 0)),
             version=int(data.get("version", FORMAT_VERSION)),
             timestamp=int(data.get("timestamp", 0)),
             epoch=epoch,

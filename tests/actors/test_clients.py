@@ -21,11 +21,11 @@ from actors.errors import (
     UnknownTopicError,
     raise_for,
 )
-from actors.naming import replica_name
 from actors.partitioner import default_partition
 from logstore.batch import build_batch, decode_batches
 
 from ..conftest import cluster_of_its_own
+from ..replicas import ReplicaOnHost
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +47,9 @@ def consume_all(cluster: Cluster, topic: str, expected: int, timeout_s: float = 
     return records
 
 
-def leader_replica(cluster: Cluster, topic: str, partition: int):
-    leader = cluster.describe_topic(topic)["partitions"][partition]["leader"]
-    name = replica_name(topic, partition, leader)
-    return leader, ray.get_actor(name, namespace=cluster.namespace)
+def leader_replica(cluster: Cluster, topic: str, partition: int) -> tuple[int, ReplicaOnHost]:
+    replica = ReplicaOnHost(cluster, topic, partition)
+    return replica.broker, replica
 
 
 def test_order_holds_per_partition_with_many_requests_in_flight(shared: Cluster) -> None:
@@ -168,8 +167,8 @@ def test_a_follower_refuses_produce_and_names_the_leader(shared: Cluster) -> Non
     shared.create_topic(topic, partitions=1, replication_factor=3)
     state = shared.describe_topic(topic)["partitions"][0]
     follower = next(b for b in state["replicas"] if b != state["leader"])
-    replica = ray.get_actor(replica_name(topic, 0, follower), namespace=shared.namespace)
-    reply = ray.get(replica.produce.remote(build_batch([(None, b"x", 0, None)]), 1))
+    replica = ReplicaOnHost(shared, topic, 0, follower)
+    reply = replica.produce(build_batch([(None, b"x", 0, None)]), 1)
     with pytest.raises(NotLeaderError) as error:
         raise_for(reply)
     assert error.value.leader == state["leader"]
@@ -191,12 +190,12 @@ def test_the_leader_refuses_bad_batches_and_changes_nothing(shared: Cluster) -> 
         (bytes(corrupt), ErrorCode.CORRUPT_MESSAGE),
         (too_large, ErrorCode.MESSAGE_TOO_LARGE),
     ]:
-        reply = ray.get(replica.produce.remote(payload, 1))
+        reply = replica.produce(payload, 1)
         assert reply["error"] == code, reply
-    reply = ray.get(replica.produce.remote(good, 7))
+    reply = replica.produce(good, 7)
     assert reply["error"] == ErrorCode.INVALID_REQUIRED_ACKS
-    assert ray.get(replica.describe.remote())["log_end_offset"] == 0
-    assert raise_for(ray.get(replica.produce.remote(good, 1)))["base_offset"] == 0
+    assert replica.describe()["log_end_offset"] == 0
+    assert raise_for(replica.produce(good, 1))["base_offset"] == 0
 
 
 def test_a_retried_idempotent_batch_is_acknowledged_but_not_appended_twice(
@@ -207,10 +206,10 @@ def test_a_retried_idempotent_batch_is_acknowledged_but_not_appended_twice(
     _leader, replica = leader_replica(shared, topic, 0)
     records = [(None, f"r{i}".encode(), 0, None) for i in range(10)]
     batch = build_batch(records, producer_id=42, producer_epoch=0, base_sequence=0)
-    first = raise_for(ray.get(replica.produce.remote(batch, -1)))
-    retry = raise_for(ray.get(replica.produce.remote(batch, -1)))
+    first = raise_for(replica.produce(batch, -1))
+    retry = raise_for(replica.produce(batch, -1))
     assert retry["base_offset"] == first["base_offset"] == 0
-    assert ray.get(replica.describe.remote())["log_end_offset"] == 10
+    assert replica.describe()["log_end_offset"] == 10
 
 
 def test_the_leader_appends_idempotent_batches_in_sequence_order_whatever_the_arrival(
@@ -223,12 +222,12 @@ def test_the_leader_appends_idempotent_batches_in_sequence_order_whatever_the_ar
                         producer_epoch=0)
     second = build_batch([(None, b"second", 0, None)] * 5, producer_id=7, base_sequence=5,
                          producer_epoch=0)
-    later = replica.produce.remote(second, 1)  # arrives first
+    later = replica.produce_async(second, 1)  # arrives first
     time.sleep(0.2)
-    earlier = replica.produce.remote(first, 1)
-    assert raise_for(ray.get(earlier))["base_offset"] == 0
-    assert raise_for(ray.get(later))["base_offset"] == 5
-    reply = ray.get(replica.fetch.remote(0, 1 << 20))
+    earlier = replica.produce_async(first, 1)
+    assert raise_for(ray.get(earlier)[0])["base_offset"] == 0
+    assert raise_for(ray.get(later)[0])["base_offset"] == 5
+    reply = replica.fetch(0, 1 << 20)
     assert [r.value for r in decode_batches(reply["records"])] == [b"first"] * 5 + [b"second"] * 5
 
 

@@ -14,10 +14,15 @@ import pytest
 import ray
 
 from actors import Cluster
-from actors.errors import BrokerUnavailableError, LeaderNotAvailableError, raise_for
-from actors.naming import replica_name
-from logstore.batch import decode_batches
+from actors.errors import (
+    BrokerUnavailableError,
+    ErrorCode,
+    LeaderNotAvailableError,
+    raise_for,
+)
+from logstore.batch import build_batch, decode_batches
 
+from ..replicas import ReplicaOnHost
 from .conftest import expire_broker_session, partition_state, wait_until
 
 
@@ -133,9 +138,8 @@ def test_a_restarted_broker_catches_up_and_rejoins_the_isr(cluster: Cluster) -> 
         for p in cluster.describe_topic("events")["partitions"]:
             if 2 not in p["isr"]:
                 return False
-            replica = ray.get_actor(replica_name("events", p["partition"], 2),
-                                    namespace=cluster.namespace)
-            if ray.get(replica.describe.remote())["log_end_offset"] != p["log_end_offset"]:
+            replica = ReplicaOnHost(cluster, "events", p["partition"], 2)
+            if replica.describe()["log_end_offset"] != p["log_end_offset"]:
                 return False
         return True
 
@@ -169,15 +173,15 @@ def test_a_broker_whose_session_expires_loses_leadership_then_rejoins(cluster: C
     wait_until(lambda: partition_state(cluster, "payments", 0)["leader_epoch"] > epoch, 30,
                "a new leader epoch")
     # The old leader is fenced: it refuses writes, and clients move on by themselves.
-    old = ray.get_actor(replica_name("payments", 0, leader), namespace=cluster.namespace)
+    old = ReplicaOnHost(cluster, "payments", 0, leader)
     later = [producer.send("payments", value=f"1-{i}".encode()) for i in range(100)]
     producer.flush()
     acknowledged = {}
     for future in first + later:
         meta = future.result(30)
         acknowledged[(meta.partition, meta.offset)] = None
-    assert ray.get(old.describe.remote())["role"] != "leader" or partition_state(
-        cluster, "payments", 0)["leader"] == leader
+    refused = old.produce(build_batch([(None, b"to-the-old-leader", 0, None)]), 1)
+    assert refused["error"] == ErrorCode.NOT_LEADER_OR_FOLLOWER, refused
     wait_until(lambda: leader in partition_state(cluster, "payments", 0)["isr"], 60,
                "the expired broker back in the ISR")
     values = [r.value for r in read_everything(cluster, "payments")]
@@ -213,12 +217,9 @@ def test_kip101_a_returning_leader_truncates_to_the_new_leaders_log(
         # Let the follower's long-poll fetch in flight come back empty (replica.fetch.wait.max.ms
         # is 200 ms here): then no fetch is waiting at the leader to carry what it writes next.
         time.sleep(1.0)
-        leader_replica = ray.get_actor(replica_name("ledger", 0, old_leader),
-                                       namespace=cluster.namespace)
-        from logstore.batch import build_batch
-
+        leader_replica = ReplicaOnHost(cluster, "ledger", 0, old_leader)
         lost = build_batch([(None, f"unreplicated-{i}".encode(), 0, None) for i in range(5)])
-        assert raise_for(ray.get(leader_replica.produce.remote(lost, 1)))["base_offset"] == 20
+        assert raise_for(leader_replica.produce(lost, 1))["base_offset"] == 20
         cluster.kill_broker(old_leader)
     finally:
         os.kill(pid, signal.SIGCONT)

@@ -17,10 +17,10 @@ from actors import Cluster
 from actors.consumer import NoOffsetForPartitionError
 from actors.errors import CommitFailedError
 from actors.group_consumer import GroupConsumer
-from actors.naming import replica_name
 from actors.offset_manager import OFFSETS_TOPIC, offsets_partition
 
 from ..conftest import cluster_of_its_own
+from ..replicas import ReplicaOnHost
 from .conftest import wait_until
 
 GROUP_CONFIG = {"session_timeout_ms": 4000, "auto_offset_reset": "earliest"}
@@ -302,9 +302,8 @@ def test_a_commit_that_times_out_raises_commit_failed(start_cluster) -> None:
     consumer = cluster.consumer(["slow"], group="stuck", **GROUP_CONFIG)
     settle([consumer], [{0}])
     leader = cluster.describe_topic(OFFSETS_TOPIC)["partitions"][offsets_partition("stuck", 3)]
-    manager = ray.get_actor(replica_name(OFFSETS_TOPIC, offsets_partition("stuck", 3),
-                                         leader["leader"]), namespace=cluster.namespace)
-    pid = ray.get(manager.pid.remote())
+    pid = ReplicaOnHost(cluster, OFFSETS_TOPIC, offsets_partition("stuck", 3),
+                        leader["leader"]).pid()
     os.kill(pid, signal.SIGSTOP)
     try:
         with pytest.raises(CommitFailedError, match="did not complete"):
@@ -324,9 +323,7 @@ def test_a_member_waits_for_committed_offsets_it_cannot_read_yet(shared: Cluster
     shared.commit_offsets(group, {(topic, 0): 4})
     partition = offsets_partition(group, shared.partition_count(OFFSETS_TOPIC))
     leader = shared.describe_topic(OFFSETS_TOPIC)["partitions"][partition]["leader"]
-    manager = ray.get_actor(replica_name(OFFSETS_TOPIC, partition, leader),
-                            namespace=shared.namespace)
-    pid = ray.get(manager.pid.remote())
+    pid = ReplicaOnHost(shared, OFFSETS_TOPIC, partition, leader).pid()
     consumer = shared.consumer([topic], group=group, **GROUP_CONFIG)
     os.kill(pid, signal.SIGSTOP)
     try:

@@ -12,21 +12,15 @@ import os
 import signal
 import time
 
-import ray
-
 from actors import Cluster
 from actors.errors import ErrorCode
 from logstore.batch import build_batch
 
+from ..replicas import ReplicaOnHost
 from .conftest import partition_state, wait_until
 from .test_failover import read_everything
 
 TOPIC = "guarded"
-
-
-def _replica_pid(cluster: Cluster, broker: int) -> int:
-    handle = ray.get_actor(f"broker-{broker}", namespace=cluster.namespace)
-    return ray.get(handle.replica_pid.remote(TOPIC, 0), timeout=30)
 
 
 def test_acks_all_is_never_acknowledged_by_the_leader_alone(cluster: Cluster) -> None:
@@ -38,8 +32,8 @@ def test_acks_all_is_never_acknowledged_by_the_leader_alone(cluster: Cluster) ->
                        and s, 60, "a full ISR")
     leader = state["leader"]
     followers = [b for b in state["replicas"] if b != leader]
-    pids = [_replica_pid(cluster, b) for b in followers]
-    leader_pid = _replica_pid(cluster, leader)
+    pids = [ReplicaOnHost(cluster, TOPIC, 0, b).pid() for b in followers]
+    leader_pid = ReplicaOnHost(cluster, TOPIC, 0, leader).pid()
     assert leader_pid not in pids
 
     for pid in pids:
@@ -50,10 +44,8 @@ def test_acks_all_is_never_acknowledged_by_the_leader_alone(cluster: Cluster) ->
         wait_until(lambda: partition_state(cluster, TOPIC, 0)["isr"] == [leader], 30,
                    "the ISR to shrink to the leader")
         # A new request is refused outright; the producer's waiting ones keep being retried.
-        metadata = cluster.producer(acks="all").metadata
-        replica = metadata.leader_replica(TOPIC, 0, wait_s=10)
-        reply = ray.get(replica.produce.remote(build_batch([(None, b"direct", 0, None)]), -1,
-                                               5000), timeout=30)
+        reply = ReplicaOnHost(cluster, TOPIC, 0, leader).produce(
+            build_batch([(None, b"direct", 0, None)]), -1, 5000)
         assert reply["error"] == ErrorCode.NOT_ENOUGH_REPLICAS, reply
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:

@@ -7,10 +7,8 @@ import time
 from typing import Any
 
 import pytest
-import ray
 
 from actors import Cluster
-from actors.naming import replica_name
 from coordination.errors import (
     InvalidReplicaAssignmentError,
     ReassignmentInProgressError,
@@ -19,12 +17,12 @@ from coordination.errors import (
     UnknownTopicOrPartitionError,
 )
 
+from ..replicas import ReplicaOnHost
 from .conftest import wait_until
 
 
 def _replica_facts(cluster: Cluster, topic: str, partition: int, broker: int) -> dict[str, Any]:
-    replica = ray.get_actor(replica_name(topic, partition, broker), namespace=cluster.namespace)
-    return ray.get(replica.describe.remote(), timeout=30)
+    return ReplicaOnHost(cluster, topic, partition, broker).describe()
 
 
 def test_replicas_move_to_a_new_broker_while_clients_run(cluster: Cluster) -> None:

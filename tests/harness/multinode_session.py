@@ -31,8 +31,9 @@ from ray.cluster_utils import Cluster as RayCluster
 from ray.util.state import list_actors
 
 from actors import Cluster
-from actors.naming import replica_name
+from actors.naming import replica_host_name
 from coordination.embedded import EmbeddedZooKeeper, free_port, pid_alive
+from coordination.registration import read_brokers
 
 TOPIC = "placed"
 PARTITIONS = 3
@@ -60,19 +61,25 @@ def wait_for(condition: Any, timeout_s: float, what: str) -> Any:
 
 
 def placement(cluster: Cluster, ray_address: str) -> dict[str, Any]:
-    """Where Ray runs each broker (as it says itself) and each replica (as Ray's state API
-    says, the view `ray list actors` gives a user)."""
+    """Where Ray runs each broker (as it says itself) and each replica: the node of its replica
+    host, as Ray's state API says (the view `ray list actors` gives a user)."""
     brokers = {}
     for broker_id in range(BROKERS):
         handle = ray.get_actor(f"broker-{broker_id}", namespace=cluster.namespace)
         brokers[broker_id] = ray.get(handle.describe.remote(), timeout=30)["node_id"]
-    replicas = {}
+    hosts = {}
     # The address said outright: left out, the state API may pick another Ray on this machine.
     for actor in list_actors(address=ray_address, filters=[("state", "=", "ALIVE")],
                              limit=10_000, detail=True, raise_on_missing_output=False):
-        if actor.ray_namespace == cluster.namespace and actor.name.startswith(
-                f"replica-{TOPIC}-"):
-            replicas[actor.name] = actor.node_id
+        if actor.ray_namespace == cluster.namespace:
+            hosts[actor.name] = actor.node_id
+    pools = {b: info.replica_hosts for b, info in read_brokers(cluster.store).items()}
+    replicas = {}
+    for p in cluster.describe_topic(TOPIC)["partitions"]:
+        for b in p["replicas"]:
+            host = replica_host_name(b, TOPIC, p["partition"], pools.get(b, 0))
+            if host in hosts:
+                replicas[f"{TOPIC}-{p['partition']}-{b}"] = hosts[host]
     return {"brokers": brokers, "replicas": replicas}
 
 
@@ -248,7 +255,7 @@ def main(work_dir: Path, result_path: Path) -> None:
         result["assignment"] = {p["partition"]: p["replicas"]
                                 for p in cluster.describe_topic(TOPIC)["partitions"]}
         result["expected_replicas"] = sorted(
-            replica_name(TOPIC, p, b) for p, replicas in result["assignment"].items()
+            f"{TOPIC}-{p}-{b}" for p, replicas in result["assignment"].items()
             for b in replicas)
         result["placement"] = wait_for(
             lambda: (found := placement(cluster, ray_cluster.address))

@@ -38,7 +38,6 @@ from actors.errors import (
     UnknownTopicError,
     raise_for,
 )
-from actors.naming import replica_name
 from logstore.batch import build_batch
 from logstore.checkpoint import (
     HIGH_WATERMARK_FILE,
@@ -49,6 +48,7 @@ from logstore.checkpoint import (
 from logstore.errors import InvalidConfigError
 
 from ..conftest import cluster_of_its_own
+from ..replicas import ReplicaOnHost
 
 pytestmark = pytest.mark.reliability
 
@@ -115,8 +115,8 @@ def log_ends(cluster: Cluster) -> dict[tuple[str, int], tuple[Any, Any]]:
 
 
 def actor_pids(cluster: Cluster) -> dict[str, int]:
-    """Every broker and replica actor of the cluster, with the process it runs in: an actor
-    that died (or died and was restarted) is missing or has another pid."""
+    """Every broker and replica-host actor of the cluster, with the process it runs in: an
+    actor that died (or died and was restarted) is missing or has another pid."""
     names = sorted(entry["name"] for entry in list_named_actors(all_namespaces=True)
                    if entry["namespace"] == cluster.namespace
                    and entry["name"].startswith(("broker-", "replica-")))
@@ -133,8 +133,12 @@ class Unharmed:
         self.ends = log_ends(cluster)
         self.pids = actor_pids(cluster)
         self.topics = sorted(cluster.list_topics())
-        # Brokers, replicas of both topics (RF 3): a cluster of 3 has 3 + 3 * 3 such actors.
-        assert len(self.pids) == 3 + 3 * (PARTITIONS + 1), self.pids
+        # Three brokers, and the host of every replica of both topics (RF 3).
+        hosts = {ReplicaOnHost(cluster, topic, p["partition"], broker).host_name
+                 for topic in (TOPIC, SMALL_TOPIC)
+                 for p in cluster.describe_topic(topic)["partitions"]
+                 for broker in p["replicas"]}
+        assert set(self.pids) >= hosts | {"broker-0", "broker-1", "broker-2"}, self.pids
 
     def check(self) -> None:
         cluster = self.cluster
@@ -388,8 +392,7 @@ def test_bad_client_settings(cluster: Cluster, unharmed) -> None:
 
 
 def _leader(cluster: Cluster) -> Any:
-    leader = cluster.describe_topic(TOPIC)["partitions"][0]["leader"]
-    return ray.get_actor(replica_name(TOPIC, 0, leader), namespace=cluster.namespace)
+    return ReplicaOnHost(cluster, TOPIC, 0)
 
 
 def _with_crc(batch: bytearray) -> bytes:
@@ -461,7 +464,7 @@ def test_malformed_batches_sent_straight_to_a_leader(cluster: Cluster, unharmed)
     @given(case=malformed_batches(), acks=st.sampled_from([0, 1, -1]))
     def check(case: tuple[str, bytes], acks: int) -> None:
         kind, data = case
-        reply = ray.get(leader.produce.remote(data, acks, 5000), timeout=30)
+        reply = leader.produce(data, acks, 5000)
         with pytest.raises((CorruptRecordError, RecordTooLargeError)) as refused:
             raise_for(reply)
         if kind == "huge length":
@@ -481,13 +484,13 @@ def test_wrong_arguments_to_a_leaders_produce(cluster: Cluster, unharmed) -> Non
         # A programming error of the caller: Ray raises it at the caller as the TypeError it is
         # (RayTaskError subclasses the original), and the actor carries on.
         with pytest.raises(TypeError):
-            raise_for(ray.get(leader.produce.remote(records, acks, 5000), timeout=30))
+            raise_for(leader.produce(records, acks, 5000))
 
     @EXAMPLES
     @given(acks=st.one_of(st.integers().filter(lambda a: a not in (0, 1, -1)),
                           st.sampled_from(["all", "1", None, b"1", [1], "-1"])))
     def bad_acks(acks: Any) -> None:
-        reply = ray.get(leader.produce.remote(good, acks, 5000), timeout=30)
+        reply = leader.produce(good, acks, 5000)
         with pytest.raises(InvalidRequiredAcksError, match="acks"):
             raise_for(reply)
 
@@ -497,7 +500,7 @@ def test_wrong_arguments_to_a_leaders_produce(cluster: Cluster, unharmed) -> Non
         # Refused before the append: acks=all would only trip on it while waiting, with the
         # batch already in the log.
         with pytest.raises(TypeError, match="timeout_ms"):
-            raise_for(ray.get(leader.produce.remote(good, -1, timeout_ms), timeout=30))
+            raise_for(leader.produce(good, -1, timeout_ms))
 
     non_bytes()
     bad_acks()

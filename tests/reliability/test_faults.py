@@ -29,12 +29,12 @@ import pytest
 import ray
 
 from actors import Cluster
-from actors.naming import replica_name
 from coordination.embedded import EmbeddedZooKeeper
 from coordination.errors import TopicExistsError, ZooKeeperUnavailableError
 
 from ..actors.conftest import expire_broker_session, wait_until
 from ..conftest import TEST_BROKER_CONFIG, make_chroot
+from ..replicas import ReplicaOnHost
 from .checker import Ack, Commit, Fault, History, Poll, check
 
 pytestmark = pytest.mark.reliability
@@ -135,8 +135,8 @@ class Nemesis:
         leader = self.leader_of(partition)
         if leader < 0:
             return "no leader"
-        ray.kill(ray.get_actor(replica_name(TOPIC, partition, leader),
-                               namespace=self.cluster.namespace))
+        # Its host goes, and every replica on it: the broker recreates the host.
+        ray.kill(ReplicaOnHost(self.cluster, TOPIC, partition, leader).host)
         return f"{TOPIC}-{partition}@{leader}"
 
     def kill_broker(self) -> str:

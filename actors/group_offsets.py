@@ -1,0 +1,67 @@
+"""The offset manager: the leader of a `__consumer_offsets` partition, serving the commits and
+offset fetches of the groups mapped to it (`actors.offset_manager` is its pure part).
+
+A commit is a produce request with acks=all to that partition, so it is answered once the ISR
+holds it, as in Kafka; the cache answers fetches and is rebuilt from the log whenever the
+replica becomes leader.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.offset_manager import OffsetAndMetadata, OffsetCache, encode_commit
+from actors.replica import LEADER, PartitionReplica, now_ms
+from logstore.batch import build_batch, decode_batches
+
+
+class OffsetManager:
+    """The offsets of the groups whose `__consumer_offsets` partition `replica` leads."""
+
+    def __init__(self, replica: PartitionReplica) -> None:
+        self.replica = replica
+        self.cache = OffsetCache()
+        log = replica.log
+        offset = log.log_start_offset
+        while offset < log.log_end_offset:
+            data = log.read(offset, 1 << 20)
+            if data.next_offset <= offset:
+                break
+            self.cache.load((r.key, r.value) for r in decode_batches(data.records,
+                                                                     min_offset=offset))
+            offset = data.next_offset
+
+    @property
+    def serving(self) -> bool:
+        return self.replica.role == LEADER
+
+    async def commit(
+        self, group: str, offsets: list[list[Any]], timeout_ms: int = 5000
+    ) -> dict[str, Any]:
+        """Store a group's offsets `[[topic, partition, offset, metadata], ...]`."""
+        if not self.serving:
+            return self.replica.not_leader()
+        now = now_ms()
+        records = []
+        for topic, partition, offset, metadata in offsets:
+            key, value = encode_commit(group, topic, partition,
+                                       OffsetAndMetadata(offset, metadata or "", now))
+            records.append((key, value, now, None))
+        reply = await self.replica.produce(build_batch(records), acks=-1, timeout_ms=timeout_ms)
+        if not reply.get("error"):
+            for key, value, _timestamp, _headers in records:
+                self.cache.apply(key, value)
+        return reply
+
+    def fetch(self, group: str, partitions: list[list[Any]] | None = None) -> dict[str, Any]:
+        """A group's committed offsets, from the cache: `[[topic, partition, offset, meta]]`."""
+        if not self.serving:
+            return self.replica.not_leader()
+        found = self.cache.get(group, partitions)
+        return {"error": 0, "offsets": [[topic, partition, committed.offset, committed.metadata]
+                                        for (topic, partition), committed in found.items()]}
+
+    def groups(self) -> dict[str, Any]:
+        if not self.serving:
+            return self.replica.not_leader()
+        return {"error": 0, "groups": self.cache.groups()}

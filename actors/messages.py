@@ -1,0 +1,116 @@
+"""The typed messages that rafka's actors send each other, and the roles a replica can take.
+
+Everything here travels between Ray actors of one cluster (Ray pickles it; nothing from outside
+the cluster is ever unpickled). Hot-path requests are NamedTuples, which cost no more to send
+than the plain tuples they are; replies stay plain dicts with Kafka's error codes (`actors.errors`),
+since `raise_for` reads them the same way wherever they come from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, NamedTuple
+
+
+class ReplicaRole(str, Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    OFFLINE = "offline"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrRequest:
+    """The controller's word on one partition, as its broker hands it to the replica's host."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = -1
+    # The name of the leader's replica-host actor, where a follower fetches from.
+    leader_host: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_controller(
+        cls, entry: dict[str, Any], controller_epoch: int, leader_host: str | None
+    ) -> LeaderAndIsrRequest:
+        return cls(
+            topic=entry["topic"],
+            partition=entry["partition"],
+            leader=entry["leader"],
+            leader_epoch=entry["leader_epoch"],
+            isr=tuple(entry["isr"]),
+            replicas=tuple(entry["replicas"]),
+            controller_epoch=controller_epoch,
+            zk_version=entry.get("zk_version", -1),
+            leader_host=leader_host,
+            config=dict(entry.get("config") or {}),
+        )
+
+
+class PartitionProduce(NamedTuple):
+    """One partition's share of a produce request: record batches, as bytes."""
+
+    topic: str
+    partition: int
+    records: bytes
+
+
+class PartitionFetch(NamedTuple):
+    """One partition's share of a consumer's fetch request."""
+
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+
+
+class ReplicaFetchPartition(NamedTuple):
+    """One partition's share of a follower host's fetch: where the follower's log ends, the
+    leader epoch it follows (a leader of another epoch refuses it), and the high watermark it
+    knows: a partition with no records and no news about its high watermark is left out of the
+    answer, as in Kafka's incremental fetch sessions (KIP-227), so an idle fetch costs little
+    however many partitions it carries."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    high_watermark: int
+
+
+class EpochQuery(NamedTuple):
+    """OffsetsForLeaderEpoch for one partition: where does `epoch` end on the leader?"""
+
+    topic: str
+    partition: int
+    epoch: int
+    current_leader_epoch: int
+
+
+class OffsetQuery(NamedTuple):
+    """ListOffsets for one partition: -2 (log start), -1 (high watermark) or a timestamp."""
+
+    topic: str
+    partition: int
+    timestamp_ms: int
+
+
+class IsrChange(NamedTuple):
+    """A leader's ISR change, written by its broker with a conditional ZooKeeper write."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int

@@ -1,0 +1,263 @@
+"""ReplicaFetcher: the follower side of replication between two replica hosts.
+
+A follower host runs one fetcher per leader host it follows. One request serves every
+partition the two hosts share, each with its own fetch offset and leader epoch, as Kafka's
+replica fetcher threads do per pair of brokers; the leader host answers as soon as any of them
+has records, or after `replica.fetch.wait.max.ms`. The request lists only the partitions whose
+fetch state changed, in a fetch session the leader keeps (`actors.fetch_session`).
+
+A partition that starts following (a new leader epoch) first truncates where the leader's epochs
+say (KIP-101, with KIP-279's extra rounds, `actors.replication.follower_truncation`), asked for
+all such partitions in one request.
+
+The fetcher runs on its host's event loop and only touches replicas between two awaits, so a
+reply is applied only to a replica still following that leader at that epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+from actors.config import BrokerConfig
+from actors.errors import ErrorCode
+from actors.messages import EpochQuery, ReplicaFetchPartition
+from actors.replica import FOLLOWER, PartitionReplica
+from actors.replication import follower_truncation
+from coordination.models import TopicPartition
+from logstore.errors import LogStoreError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Following:
+    replica: PartitionReplica
+    leader_epoch: int
+    # After an error for this partition alone: not fetched again before then (monotonic s).
+    backoff_until: float = 0.0
+
+    @property
+    def current(self) -> bool:
+        return self.replica.role == FOLLOWER and self.replica.leader_epoch == self.leader_epoch
+
+
+class ReplicaFetcher:
+    """Fetches every partition this host follows on one leader host, in one fetch session."""
+
+    def __init__(
+        self,
+        leader_host: str,
+        broker_id: int,
+        config: BrokerConfig,
+        handle: Callable[[str], Any],
+        forget: Callable[[str], None],
+    ) -> None:
+        self.leader_host = leader_host
+        self.broker_id = broker_id
+        self.config = config
+        self._handle = handle
+        self._forget = forget
+        self.partitions: dict[TopicPartition, _Following] = {}
+        # The session: what the leader holds of it, what to list next time (changed or
+        # answered), what to tell it is gone, and whether to start it over with a full list.
+        self.session_id = secrets.randbits(62)
+        self._full = True
+        self._in_session: set[TopicPartition] = set()
+        self._to_list: set[TopicPartition] = set()
+        self._removed: set[TopicPartition] = set()
+        self._untruncated: set[TopicPartition] = set()
+        self._task: asyncio.Task | None = None
+        # The fetch waiting at the leader: a partition that starts following cancels it, so
+        # that it is listed at once rather than after replica.fetch.wait.max.ms.
+        self._waiting: Any = None
+
+    def add(self, replica: PartitionReplica) -> None:
+        """Follow `replica`'s partition at its current leader epoch (truncating first)."""
+        tp = replica.tp
+        self.partitions[tp] = _Following(replica, replica.leader_epoch)
+        self._untruncated.add(tp)
+        self._removed.discard(tp)
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+        elif self._waiting is not None:
+            ray.cancel(self._waiting)
+            self._waiting = None
+
+    def remove(self, tp: TopicPartition) -> None:
+        if self.partitions.pop(tp, None) is None:
+            return
+        self._untruncated.discard(tp)
+        self._to_list.discard(tp)
+        if tp in self._in_session:
+            self._in_session.discard(tp)
+            self._removed.add(tp)
+
+    def stop(self) -> None:
+        self.partitions.clear()
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        backoff_s = self.config.replica_fetch_backoff_ms / 1000
+        while self.partitions or self._removed:
+            try:
+                leader = self._handle(self.leader_host)
+                await self._truncate(leader)
+                listing = self._listing()
+                removed = [tuple(tp) for tp in self._removed]
+                if not listing and not self._in_session and not removed:
+                    await asyncio.sleep(backoff_s)  # all truncating or backing off
+                    continue
+                self._waiting = leader.replica_fetch.remote(
+                    self.broker_id,
+                    self.session_id,
+                    self._full,
+                    listing,
+                    removed,
+                    self.config.replica_fetch_wait_max_ms,
+                    self.config.replica_fetch_max_bytes,
+                    self.config.replica_fetch_response_max_bytes,
+                )
+                try:
+                    reply = await self._waiting
+                finally:
+                    self._waiting = None
+            except asyncio.CancelledError:
+                raise
+            except ray.exceptions.TaskCancelledError:
+                # Woken for a new partition. The leader may or may not have taken the listing
+                # in: list it again (taking it twice changes nothing).
+                self._to_list.update(TopicPartition(r.topic, r.partition) for r in listing)
+                continue
+            except Exception as error:  # the leader's host died or is not there yet
+                log.debug("fetch from %s failed: %r", self.leader_host, error)
+                self._forget(self.leader_host)
+                self._restart_session()
+                await asyncio.sleep(backoff_s)
+                continue
+            if reply.get("error") == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
+                self._restart_session()
+                continue
+            self._full = False
+            self._removed.difference_update(TopicPartition(*tp) for tp in removed)
+            for request in listing:
+                tp = TopicPartition(request.topic, request.partition)
+                self._to_list.discard(tp)
+                if tp in self.partitions:
+                    self._in_session.add(tp)
+            for topic, partition, answer in reply["partitions"]:
+                tp = TopicPartition(topic, partition)
+                self._apply(tp, answer)
+                if tp in self.partitions:
+                    self._to_list.add(tp)  # answered: listed again, with where it is now
+
+    def _restart_session(self) -> None:
+        self._full = True
+        self._in_session.clear()
+        self._removed.clear()
+
+    def _listing(self) -> list[ReplicaFetchPartition]:
+        """What the next fetch lists: every partition ready to fetch (full) or those changed
+        or answered since the last fetch, unless backing off."""
+        now = time.monotonic()
+        candidates = self.partitions if self._full else self._to_list
+        listing = []
+        for tp in candidates:
+            following = self.partitions.get(tp)
+            if (following is None or tp in self._untruncated or following.backoff_until > now
+                    or not following.current):
+                continue
+            log_ = following.replica.log
+            listing.append(ReplicaFetchPartition(tp.topic, tp.partition, log_.log_end_offset,
+                                                 following.leader_epoch, log_.high_watermark))
+        if self._full:
+            self._to_list.clear()
+        return listing
+
+    def _apply(self, tp: TopicPartition, reply: dict[str, Any]) -> None:
+        following = self.partitions.get(tp)
+        if following is None or not following.current:
+            return
+        replica = following.replica
+        if replica.log.log_end_offset != reply.get("fetch_offset"):
+            return  # truncated meanwhile: this reply was read for an offset we left
+        code = reply.get("error", 0)
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if replica.log.log_end_offset < reply["log_start_offset"]:
+                replica.log.truncate_fully_and_start_at(reply["log_start_offset"])
+            else:
+                self._untruncated.add(tp)
+            return
+        if code:
+            following.backoff_until = (time.monotonic()
+                                       + self.config.replica_fetch_backoff_ms / 1000)
+            return
+        try:
+            replica.append_from_leader(reply)
+        except LogStoreError as error:
+            log.warning("%s-%d on broker %d could not append what its leader sent (%s): "
+                        "truncating and fetching again", tp.topic, tp.partition,
+                        self.broker_id, error)
+            self._untruncated.add(tp)
+
+    async def _truncate(self, leader: Any) -> None:
+        """KIP-101 for every partition that has just started following: one request a round."""
+        asking = {
+            tp: self.partitions[tp].replica.log.epoch_cache.latest_epoch
+            for tp in self._untruncated if tp in self.partitions
+        }
+        self._untruncated &= set(self.partitions)
+        while asking:
+            # A partition whose log knows no epoch has nothing the leader could disagree with
+            # beyond its high watermark: Kafka truncates it to the high watermark.
+            for tp in [tp for tp, epoch in asking.items() if epoch is None]:
+                del asking[tp]
+                following = self.partitions.get(tp)
+                if following is not None and following.current:
+                    self._truncate_to(tp, following, min(following.replica.log.high_watermark,
+                                                         following.replica.log.log_end_offset))
+            if not asking:
+                return
+            queries = [EpochQuery(tp.topic, tp.partition, epoch, self.partitions[tp].leader_epoch)
+                       for tp, epoch in asking.items() if tp in self.partitions]
+            answers = await leader.offsets_for_leader_epoch.remote(queries)
+            next_round = {}
+            for query, answer in zip(queries, answers, strict=True):
+                tp = TopicPartition(query.topic, query.partition)
+                following = self.partitions.get(tp)
+                if (following is None or not following.current
+                        or following.leader_epoch != query.current_leader_epoch):
+                    continue
+                if answer.get("error"):
+                    following.backoff_until = (time.monotonic()
+                                               + self.config.replica_fetch_backoff_ms / 1000)
+                    continue
+                log_ = following.replica.log
+                decision = follower_truncation(
+                    (answer["leader_epoch"], answer["end_offset"]),
+                    log_.end_offset_for_epoch,
+                    log_.log_end_offset,
+                    log_.high_watermark,
+                )
+                if decision.offset is not None:
+                    self._truncate_to(tp, following, decision.offset)
+                else:
+                    next_round[tp] = decision.ask_epoch
+            asking = next_round
+
+    def _truncate_to(self, tp: TopicPartition, following: _Following, offset: int) -> None:
+        replica = following.replica
+        if offset < replica.log.log_end_offset:
+            log.info("%s-%d on broker %d truncates to %d (leader epoch %d)", replica.topic,
+                     replica.partition, self.broker_id, offset, following.leader_epoch)
+            replica.log.truncate_to(offset)
+        self._untruncated.discard(tp)
+        self._to_list.add(tp)

@@ -1,0 +1,601 @@
+"""ReplicaHost: a Ray actor that hosts many partition replicas of one broker.
+
+A Ray actor is a process (about 65 MB and seconds to start), so one per replica caps a machine
+near a hundred partitions. A broker therefore keeps a small pool of hosts on its own node
+(`num.replica.hosts`), and each replica is an object on one of them (`actors.naming` says
+which); the replica is the unit of data, the host the unit of isolation, as a partition and a
+broker are in Kafka.
+
+Every request carries many partitions: a producer sends one request per host with the batches
+of every partition led there, a consumer fetches all its partitions on a host at once, and a
+follower host pulls every partition it shares with a leader host in one fetch
+(`actors.replica_fetcher`). The host runs them all on one asyncio loop, so replicas need no
+locks; a fetch that waits, waits on all its partitions at once (`ChangeListener`).
+
+The host also does, for all its replicas at once, what each did on its own timers before: ISR
+shrinks (`replica.lag.time.max.ms`), high-watermark checkpoints, retention and flushes; and it
+hands the broker the ISR changes of all its leaders in one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from actors.config import BrokerConfig
+from actors.errors import ErrorCode, error_reply
+from actors.fetch_session import FetchSession
+from actors.group_offsets import OffsetManager
+from actors.messages import (
+    EpochQuery,
+    IsrChange,
+    LeaderAndIsrRequest,
+    OffsetQuery,
+    PartitionFetch,
+    PartitionProduce,
+    ReplicaFetchPartition,
+)
+from actors.naming import broker_name
+from actors.offset_manager import OFFSETS_TOPIC
+from actors.replica import FOLLOWER, LEADER, PartitionReplica, now_ms
+from actors.replica_fetcher import ReplicaFetcher
+from coordination.models import TopicPartition
+
+log = logging.getLogger(__name__)
+
+# Kafka's replica.high.watermark.checkpoint.interval.ms.
+HIGH_WATERMARK_CHECKPOINT_INTERVAL_S = 5.0
+# A fetch session nobody used for this long is dropped (Kafka evicts idle sessions too).
+SESSION_IDLE_TIMEOUT_S = 120.0
+
+
+class _Listening:
+    """Registered with many replicas for the length of a `with` block: a consumer's fetch
+    waiting on many partitions wakes when any of them changes."""
+
+    def __init__(self, replicas: list[PartitionReplica]) -> None:
+        self.replicas = replicas
+        self.event = asyncio.Event()
+
+    def changed(self, replica: PartitionReplica) -> None:
+        self.event.set()
+
+    def __enter__(self) -> asyncio.Event:
+        for replica in self.replicas:
+            replica.listeners.add(self)
+        return self.event
+
+    def __exit__(self, *exc_info: object) -> None:
+        for replica in self.replicas:
+            replica.listeners.discard(self)
+
+
+class _WakeSessions:
+    """Listens to every replica of the host: a change wakes the fetch sessions carrying it."""
+
+    def __init__(self, watchers: dict[TopicPartition, set[FetchSession]]) -> None:
+        self.watchers = watchers
+
+    def changed(self, replica: PartitionReplica) -> None:
+        for session in self.watchers.get(replica.tp, ()):
+            session.mark(replica.tp)
+
+
+def _unknown_partition(broker_id: int, topic: str, partition: int) -> dict[str, Any]:
+    return error_reply(
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        f"broker {broker_id} hosts no replica of {topic}-{partition} here: refresh metadata",
+    )
+
+
+class ReplicaHost:
+    """Hosts replicas of broker `broker_id`; created by that broker on its node."""
+
+    def __init__(
+        self, name: str, broker_id: int, data_dir: str, broker_config: dict[str, Any],
+        namespace: str,
+    ) -> None:
+        self.name = name
+        self.broker_id = broker_id
+        self.data_dir = Path(data_dir)
+        self.config = BrokerConfig.from_dict(broker_config)
+        self.namespace = namespace
+        self.replicas: dict[TopicPartition, PartitionReplica] = {}
+        self.offset_managers: dict[int, OffsetManager] = {}
+        self.fetchers: dict[str, ReplicaFetcher] = {}
+        # The fetch sessions of follower hosts with this host, and which of them carry each
+        # partition (a partition's change wakes those).
+        self.sessions: dict[tuple[int, int], FetchSession] = {}
+        self.session_watchers: dict[TopicPartition, set[FetchSession]] = {}
+        self._wake_sessions = _WakeSessions(self.session_watchers)
+        self._handles: dict[str, Any] = {}
+        self._pending_isr: list[tuple[IsrChange, asyncio.Future]] = []
+        self._isr_flush: asyncio.Task | None = None
+        self._maintenance: asyncio.Task | None = None
+        # Everything allocated so far (Ray, the modules) lives as long as the process: out of
+        # the collector's sight, a full collection no longer walks it, which otherwise stalls
+        # every request behind it for tens of milliseconds every few seconds.
+        gc.freeze()
+
+    # ----------------------------------------------------------------------- plumbing
+
+    def _handle(self, name: str) -> Any:
+        handle = self._handles.get(name)
+        if handle is None:
+            handle = ray.get_actor(name, namespace=self.namespace)
+            self._handles[name] = handle
+        return handle
+
+    def _forget(self, name: str) -> None:
+        self._handles.pop(name, None)
+
+    def _ensure_maintenance(self) -> None:
+        if self._maintenance is None or self._maintenance.done():
+            self._maintenance = asyncio.ensure_future(self._maintain())
+
+    # --------------------------------------------------------------------- control plane
+
+    async def leader_and_isr(self, requests: list[LeaderAndIsrRequest]) -> dict[str, Any]:
+        """Apply the controller's LeaderAndIsr to these partitions, creating their replicas."""
+        self._ensure_maintenance()
+        failed: dict[str, Any] = {}
+        for request in requests:
+            tp = TopicPartition(request.topic, request.partition)
+            try:
+                replica = self.replicas.get(tp)
+                if replica is None:
+                    replica = PartitionReplica(
+                        request.topic, request.partition, self.broker_id,
+                        self.data_dir / f"{request.topic}-{request.partition}",
+                        request.config, self.config, self._write_isr,
+                    )
+                    replica.listeners.add(self._wake_sessions)
+                    self.replicas[tp] = replica
+                reply = replica.leader_and_isr(request)
+            except Exception as error:  # one bad partition must not stop the others
+                log.exception("LeaderAndIsr for %s-%d failed", request.topic, request.partition)
+                failed[f"{request.topic}-{request.partition}"] = repr(error)
+                continue
+            if reply.get("error"):
+                failed[f"{request.topic}-{request.partition}"] = reply
+                continue
+            self._after_role_change(tp, replica)
+        return {"error": 0, "failed": failed}
+
+    def _after_role_change(self, tp: TopicPartition, replica: PartitionReplica) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(tp)
+        if replica.role == FOLLOWER and replica.leader_host is not None:
+            fetcher = self.fetchers.get(replica.leader_host)
+            if fetcher is None:
+                fetcher = self.fetchers[replica.leader_host] = ReplicaFetcher(
+                    replica.leader_host, self.broker_id, self.config, self._handle, self._forget)
+            fetcher.add(replica)
+        if tp.topic == OFFSETS_TOPIC:
+            if replica.role == LEADER:
+                # Rebuilt from the whole log on every new leadership: it may have missed commits.
+                self.offset_managers[tp.partition] = OffsetManager(replica)
+            else:
+                self.offset_managers.pop(tp.partition, None)
+
+    async def fence(self) -> None:
+        """The broker lost its ZooKeeper session: lead nothing until the controller says so."""
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        self.fetchers.clear()
+        for replica in self.replicas.values():
+            replica.go_offline()
+
+    async def stop_replicas(self, partitions: list[tuple[str, int]], delete: bool) -> None:
+        """Stop (and with `delete`, remove from disk) replicas: topic deletion, reassignment."""
+        for topic, partition in partitions:
+            tp = TopicPartition(topic, partition)
+            for fetcher in self.fetchers.values():
+                fetcher.remove(tp)
+            if topic == OFFSETS_TOPIC:
+                self.offset_managers.pop(partition, None)
+            replica = self.replicas.pop(tp, None)
+            if replica is not None:
+                replica.stop()
+                await asyncio.to_thread(replica.release, delete)
+
+    async def close(self) -> None:
+        """Stop serving every replica and close their logs (controlled shutdown)."""
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        self.fetchers.clear()
+        replicas, self.replicas = list(self.replicas.values()), {}
+        self.offset_managers.clear()
+        for replica in replicas:
+            replica.stop()
+        for replica in replicas:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(replica.release)
+
+    # ------------------------------------------------------------------- ISR changes
+
+    async def _write_isr(self, replica: PartitionReplica, isr: list[int]) -> dict[str, Any]:
+        """Queue an ISR change; the changes of one turn of the loop go to the broker as one."""
+        change = IsrChange(replica.topic, replica.partition, self.broker_id,
+                           replica.leader_epoch, tuple(isr), replica.controller_epoch,
+                           replica.zk_version)
+        future = asyncio.get_running_loop().create_future()
+        self._pending_isr.append((change, future))
+        if self._isr_flush is None:
+            self._isr_flush = asyncio.ensure_future(self._flush_isr_changes())
+        return await future
+
+    async def _flush_isr_changes(self) -> None:
+        await asyncio.sleep(0)  # let the other changes of this turn join
+        batch, self._pending_isr, self._isr_flush = self._pending_isr, [], None
+        try:
+            broker = self._handle(broker_name(self.broker_id))
+            replies = await broker.update_partition_states.remote([c for c, _ in batch])
+        except Exception as error:
+            self._forget(broker_name(self.broker_id))
+            replies = [error_reply(ErrorCode.REQUEST_TIMED_OUT,
+                                   f"broker {self.broker_id} did not write the ISR: {error!r}")
+                       ] * len(batch)
+        for (_change, future), reply in zip(batch, replies, strict=True):
+            if not future.done():
+                future.set_result(reply)
+
+    # ------------------------------------------------------------------------ timers
+
+    async def _maintain(self) -> None:
+        """ISR shrinks, checkpoints, retention and flushes for every replica here."""
+        lag_ms = self.config.replica_lag_time_max_ms
+        interval_s = max(min(lag_ms / 2000, 1.0), 0.05)
+        next_checkpoint = time.monotonic() + HIGH_WATERMARK_CHECKPOINT_INTERVAL_S
+        while True:
+            await asyncio.sleep(interval_s)
+            now = now_ms()
+            for replica in list(self.replicas.values()):
+                try:
+                    if replica.role == LEADER:
+                        lagging = replica.followers_to_remove(now)
+                        if lagging:
+                            replica.change_isr(set(replica.isr) - lagging, "shrink")
+                    replica.maintain_log(now)
+                except Exception:
+                    log.exception("maintenance of %s-%d failed", replica.topic,
+                                  replica.partition)
+            self._drop_idle_sessions()
+            if time.monotonic() >= next_checkpoint:
+                next_checkpoint = time.monotonic() + HIGH_WATERMARK_CHECKPOINT_INTERVAL_S
+                # fsyncs: on a thread, so that requests do not wait behind them.
+                await asyncio.to_thread(_checkpoint_high_watermarks,
+                                        [r.log for r in self.replicas.values()])
+
+    def _drop_idle_sessions(self) -> None:
+        """Sessions of followers that stopped fetching (a host that died, a broker that went):
+        their follower starts a new one if it comes back."""
+        limit = time.monotonic() - SESSION_IDLE_TIMEOUT_S
+        for session in [s for s in self.sessions.values() if s.last_used < limit]:
+            self._close_session(session)
+
+    # ------------------------------------------------------------------------ produce
+
+    async def produce(
+        self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000
+    ) -> list[dict[str, Any]]:
+        """Append each partition's batches as its leader; one reply per partition, in order.
+        With acks=all the request is answered once every partition's records are in its ISR."""
+        if len(requests) == 1:
+            return [await self._produce_one(requests[0], acks, timeout_ms)]
+        return list(await asyncio.gather(
+            *(self._produce_one(request, acks, timeout_ms) for request in requests)))
+
+    async def _produce_one(self, request: PartitionProduce, acks: int, timeout_ms: int) -> dict:
+        replica = self.replicas.get(TopicPartition(request.topic, request.partition))
+        if replica is None:
+            return _unknown_partition(self.broker_id, request.topic, request.partition)
+        return await replica.produce(request.records, acks, timeout_ms)
+
+    # -------------------------------------------------------------------------- fetch
+
+    async def fetch(
+        self,
+        requests: list[PartitionFetch],
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+        max_bytes: int = 52_428_800,
+    ) -> list[dict[str, Any]]:
+        """A consumer's fetch: whole batches of each partition from its offset, up to the high
+        watermark; waits up to `max_wait_ms` until `min_bytes` are there in all."""
+        started = time.perf_counter()
+        replicas = [self.replicas.get(TopicPartition(r.topic, r.partition)) for r in requests]
+
+        def read(index: int) -> dict[str, Any]:
+            request, replica = requests[index], replicas[index]
+            if replica is None:
+                return _unknown_partition(self.broker_id, request.topic, request.partition)
+            return replica.read(request.offset, request.max_bytes, follower=False)
+
+        replies = await self._read_waiting(
+            replicas, read, max_wait_ms, min_bytes, max_bytes,
+            # A consumer reads up to the high watermark: its move is news.
+            changed=lambda replica, seen: (replica.log.high_watermark, replica.role,
+                                           replica.leader_epoch) != seen,
+            seen=lambda replica: (replica.log.high_watermark, replica.role,
+                                  replica.leader_epoch),
+        )
+        self._count_fetches(requests, replicas, replies, started, follower=False)
+        return replies
+
+    @staticmethod
+    def _count_fetches(requests, replicas, replies, started: float, *, follower: bool) -> None:
+        # Records served: those from the fetch offset on, read off the reply's offsets, not by
+        # decoding the batches. Exact except across compaction gaps, where it counts the gap.
+        # Latency once per topic of the request: an idle fetch of many partitions must not cost
+        # a metric call for each.
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        timed: set[str] = set()
+        for request, replica, reply in zip(requests, replicas, replies, strict=True):
+            if replica is None or reply.get("error"):
+                continue
+            if request.topic not in timed:
+                timed.add(request.topic)
+                replica.metrics.fetch_latency(follower, elapsed_ms)
+            data = reply["records"]
+            if data:
+                replica.metrics.fetched(follower, reply["next_offset"] - request.offset,
+                                        len(data))
+
+    async def replica_fetch(
+        self,
+        follower_id: int,
+        session_id: int,
+        full: bool,
+        partitions: list[ReplicaFetchPartition],
+        removed: list[tuple[str, int]],
+        max_wait_ms: int,
+        partition_max_bytes: int,
+        max_bytes: int,
+    ) -> dict[str, Any]:
+        """A follower host's fetch in its session (`actors.fetch_session`): `partitions` lists
+        what changed since its last fetch (everything, when `full`), `removed` what left.
+
+        Each listed fetch offset is what that follower holds: the leader counts it towards the
+        high watermark and the ISR first. The answer, as soon as a partition has records or an
+        error (or after `max_wait_ms`), covers the partitions with news, high watermarks
+        included, as `{"partitions": [(topic, partition, reply), ...]}`.
+        """
+        started = time.perf_counter()
+        key = (follower_id, session_id)
+        session = self.sessions.get(key)
+        if full:
+            if session is not None:
+                self._close_session(session)
+            session = self.sessions[key] = FetchSession(follower_id, session_id)
+        elif session is None:
+            return error_reply(ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                               f"no fetch session {session_id} of broker {follower_id} here: "
+                               "start a new one with a full fetch")
+        session.touch(now_ms())
+        for topic, partition in removed:
+            tp = TopicPartition(topic, partition)
+            session.remove(tp)
+            self._unwatch(session, tp)
+        for request in partitions:
+            tp = session.list(request)
+            self.session_watchers.setdefault(tp, set()).add(session)
+            replica = self.replicas.get(tp)
+            if replica is not None and replica.check_leader_epoch(request.leader_epoch) is None:
+                replica.record_follower_fetch(follower_id, request.offset, session.clock)
+
+        answers: dict[TopicPartition, dict[str, Any]] = {}
+        watermark_news: set[TopicPartition] = set()
+        budget = max_bytes
+        deadline = time.monotonic() + max_wait_ms / 1000
+        while True:
+            for tp, request in session.take_dirty():
+                replica = self.replicas.get(tp)
+                if replica is None:
+                    answers[tp] = _unknown_partition(self.broker_id, tp.topic, tp.partition)
+                elif (refused := replica.check_leader_epoch(request.leader_epoch)) is not None:
+                    answers[tp] = refused
+                elif request.offset != replica.log.log_end_offset:
+                    if budget <= 0:
+                        session.dirty.add(tp)  # the next fetch brings it
+                        continue
+                    answers[tp] = replica.read(request.offset, partition_max_bytes,
+                                               follower=True)
+                    budget -= len(answers[tp].get("records") or b"")
+                elif replica.log.high_watermark != request.high_watermark:
+                    # News, but not worth an answer of its own: a follower learns the high
+                    # watermark with its next records, as in Kafka, or when the wait is over.
+                    watermark_news.add(tp)
+                    continue
+                else:
+                    continue
+                answers[tp]["fetch_offset"] = request.offset
+                session.answered(tp)
+            remaining = deadline - time.monotonic()
+            if answers or remaining <= 0:
+                break
+            session.event.clear()
+            if not session.dirty:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(session.event.wait(), remaining)
+        for tp in watermark_news - set(answers):
+            request, replica = session.listed.get(tp), self.replicas.get(tp)
+            if request is None or replica is None:
+                continue
+            answers[tp] = {"error": 0, "records": b"", "next_offset": request.offset,
+                           "high_watermark": replica.log.high_watermark,
+                           "log_start_offset": replica.log.log_start_offset,
+                           "log_end_offset": replica.log.log_end_offset,
+                           "fetch_offset": request.offset}
+            session.answered(tp)
+        self._count_replication(answers, started)
+        return {"error": 0,
+                "partitions": [(tp.topic, tp.partition, reply) for tp, reply in answers.items()]}
+
+    def _count_replication(self, answers: dict[TopicPartition, dict[str, Any]],
+                           started: float) -> None:
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        timed: set[str] = set()
+        for tp, reply in answers.items():
+            replica = self.replicas.get(tp)
+            if replica is None or reply.get("error"):
+                continue
+            if tp.topic not in timed:
+                timed.add(tp.topic)
+                replica.metrics.fetch_latency(True, elapsed_ms)
+            if reply["records"]:
+                replica.metrics.fetched(True, reply["next_offset"] - reply["fetch_offset"],
+                                        len(reply["records"]))
+
+    def _unwatch(self, session: FetchSession, tp: TopicPartition) -> None:
+        watchers = self.session_watchers.get(tp)
+        if watchers is not None:
+            watchers.discard(session)
+            if not watchers:
+                del self.session_watchers[tp]
+
+    def _close_session(self, session: FetchSession) -> None:
+        for tp in list(session.members):
+            self._unwatch(session, tp)
+        self.sessions.pop((session.follower_id, session.session_id), None)
+        session.event.set()
+
+    async def _read_waiting(
+        self, replicas, read, max_wait_ms: int, min_bytes: int, max_bytes: int, *,
+        changed, seen,
+    ) -> list[dict[str, Any]]:
+        """Read every partition; if fewer than `min_bytes` came back, wait until one of them
+        changes in a way that matters (`changed`), and read the changed ones again."""
+        replies: list[dict[str, Any]] = [{}] * len(replicas)
+        budget = max_bytes
+        total = 0
+        for index in range(len(replicas)):
+            reply = read(index) if budget > 0 else _empty(replicas[index])
+            replies[index] = reply
+            size = len(reply.get("records") or b"")
+            total += size
+            budget -= size
+        deadline = time.monotonic() + max_wait_ms / 1000
+        live = [replica for replica in replicas if replica is not None]
+        if total >= min_bytes or not live or max_wait_ms <= 0:
+            return replies
+        positions = {id(replica): index for index, replica in enumerate(replicas)
+                     if replica is not None}
+        states = {id(replica): seen(replica) for replica in live}
+        with _Listening(live) as event:
+            while total < min_bytes:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                event.clear()
+                if not any(changed(replica, states[id(replica)]) for replica in live):
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(event.wait(), remaining)
+                for replica in live:
+                    if not changed(replica, states[id(replica)]):
+                        continue
+                    states[id(replica)] = seen(replica)
+                    index = positions[id(replica)]
+                    reply = read(index)
+                    replies[index] = reply
+                    total += len(reply.get("records") or b"")
+                    if reply.get("error"):
+                        total = max(total, min_bytes)  # an error is news: answer now
+        return replies
+
+    async def offsets_for_leader_epoch(self, queries: list[EpochQuery]) -> list[dict[str, Any]]:
+        """Where each epoch ends in each leader's log (Kafka's OffsetsForLeaderEpoch)."""
+        answers = []
+        for query in queries:
+            replica = self.replicas.get(TopicPartition(query.topic, query.partition))
+            if replica is None:
+                answers.append(_unknown_partition(self.broker_id, query.topic, query.partition))
+            else:
+                answers.append(replica.offsets_for_leader_epoch(query.epoch,
+                                                                query.current_leader_epoch))
+        return answers
+
+    async def list_offsets(self, queries: list[OffsetQuery]) -> list[dict[str, Any]]:
+        """Kafka's ListOffsets for several partitions led here."""
+        answers = []
+        for query in queries:
+            replica = self.replicas.get(TopicPartition(query.topic, query.partition))
+            if replica is None:
+                answers.append(_unknown_partition(self.broker_id, query.topic, query.partition))
+            else:
+                answers.append(replica.list_offsets(query.timestamp_ms))
+        return answers
+
+    # ------------------------------------------------------------------ offset manager
+
+    def _offset_manager(self, partition: int) -> OffsetManager | dict[str, Any]:
+        manager = self.offset_managers.get(partition)
+        if manager is None:
+            return _unknown_partition(self.broker_id, OFFSETS_TOPIC, partition)
+        return manager
+
+    async def commit_offsets(
+        self, partition: int, group: str, offsets: list[list[Any]], timeout_ms: int = 5000
+    ) -> dict[str, Any]:
+        manager = self._offset_manager(partition)
+        if isinstance(manager, dict):
+            return manager
+        return await manager.commit(group, offsets, timeout_ms)
+
+    async def fetch_offsets(
+        self, partition: int, group: str, partitions: list[list[Any]] | None = None
+    ) -> dict[str, Any]:
+        manager = self._offset_manager(partition)
+        return manager if isinstance(manager, dict) else manager.fetch(group, partitions)
+
+    async def offset_groups(self, partition: int) -> dict[str, Any]:
+        manager = self._offset_manager(partition)
+        return manager if isinstance(manager, dict) else manager.groups()
+
+    # ----------------------------------------------------------------------- describe
+
+    async def describe(self, topic: str | None = None) -> list[dict[str, Any]]:
+        """Each replica hosted here (of `topic` only, if given): role, epochs, offsets."""
+        return [replica.describe() for tp, replica in sorted(self.replicas.items())
+                if topic is None or tp.topic == topic]
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+    async def lifeline(self) -> None:
+        """Never answers: the broker's call fails when this host dies, which is how it
+        learns, without polling."""
+        await asyncio.Event().wait()
+
+
+def _empty(replica: PartitionReplica | None) -> dict[str, Any]:
+    """A partition left out of a response whose byte budget is spent: nothing, no error."""
+    if replica is None:
+        return {"error": 0, "records": b"", "next_offset": 0, "high_watermark": 0,
+                "log_start_offset": 0, "log_end_offset": 0}
+    log_ = replica.log
+    return {"error": 0, "records": b"", "next_offset": 0, "high_watermark": log_.high_watermark,
+            "log_start_offset": log_.log_start_offset, "log_end_offset": log_.log_end_offset}
+
+
+def _checkpoint_high_watermarks(logs: list[Any]) -> None:
+    for log_ in logs:
+        if log_.closed:
+            continue
+        try:
+            log_.checkpoint_high_watermark()
+        except OSError as error:  # closed and deleted meanwhile (topic deletion)
+            log.debug("high-watermark checkpoint skipped: %r", error)
+
+
+ReplicaHostActor = ray.remote(num_cpus=0, max_concurrency=1000)(ReplicaHost)

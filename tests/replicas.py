@@ -1,0 +1,47 @@
+"""Reach one partition replica on its replica host directly, bypassing the clients: for tests
+that send a leader what no client would, or pause the process a replica lives in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+
+from actors import Cluster
+from actors.messages import PartitionFetch, PartitionProduce
+from actors.naming import replica_host_name
+from coordination.registration import read_brokers
+
+
+class ReplicaOnHost:
+    """The replica of `topic`-`partition` on `broker` (its current leader if None)."""
+
+    def __init__(self, cluster: Cluster, topic: str, partition: int,
+                 broker: int | None = None) -> None:
+        if broker is None:
+            broker = cluster.describe_topic(topic)["partitions"][partition]["leader"]
+        pool = read_brokers(cluster.store)[broker].replica_hosts
+        self.topic, self.partition, self.broker = topic, partition, broker
+        self.host_name = replica_host_name(broker, topic, partition, pool)
+        self.host = ray.get_actor(self.host_name, namespace=cluster.namespace)
+
+    def produce_async(self, records: bytes, acks: int = 1, timeout_ms: int = 30_000) -> Any:
+        """The object ref of the host's reply list (one entry: this partition's)."""
+        return self.host.produce.remote(
+            [PartitionProduce(self.topic, self.partition, records)], acks, timeout_ms)
+
+    def produce(self, records: bytes, acks: int = 1, timeout_ms: int = 30_000) -> dict:
+        return ray.get(self.produce_async(records, acks, timeout_ms), timeout=60)[0]
+
+    def fetch(self, offset: int, max_bytes: int = 1 << 20) -> dict:
+        request = PartitionFetch(self.topic, self.partition, offset, max_bytes)
+        return ray.get(self.host.fetch.remote([request]), timeout=60)[0]
+
+    def describe(self) -> dict:
+        for facts in ray.get(self.host.describe.remote(self.topic), timeout=60):
+            if facts["partition"] == self.partition:
+                return facts
+        raise LookupError(f"{self.topic}-{self.partition} is not on {self.host_name}")
+
+    def pid(self) -> int:
+        return ray.get(self.host.pid.remote(), timeout=60)
