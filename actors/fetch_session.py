@@ -42,6 +42,8 @@ class FetchSession:
         # Partitions that changed since the session last looked at them.
         self.dirty: set[TopicPartition] = set()
         self.event = asyncio.Event()
+        # The follower has a partition to list: its waiting fetch (or the next) answers now.
+        self.woken = False
 
     def touch(self, now_ms: int) -> None:
         self.clock.last_fetch_ms = now_ms
@@ -62,6 +64,10 @@ class FetchSession:
     def answered(self, tp: TopicPartition) -> None:
         """The follower lists a partition again after an answer about it."""
         self.listed.pop(tp, None)
+
+    def wake(self) -> None:
+        self.woken = True
+        self.event.set()
 
     def mark(self, tp: TopicPartition) -> None:
         if tp in self.listed:

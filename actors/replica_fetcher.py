@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import ray
-
 from actors.config import BrokerConfig
 from actors.errors import ErrorCode
 from actors.messages import EpochQuery, ReplicaFetchPartition
@@ -75,9 +73,10 @@ class ReplicaFetcher:
         self._removed: set[TopicPartition] = set()
         self._untruncated: set[TopicPartition] = set()
         self._task: asyncio.Task | None = None
-        # The fetch waiting at the leader: a partition that starts following cancels it, so
+        # Whether a fetch waits at the leader: a partition that starts following wakes it, so
         # that it is listed at once rather than after replica.fetch.wait.max.ms.
-        self._waiting: Any = None
+        self._waiting = False
+        self._woken = False
 
     def add(self, replica: PartitionReplica) -> None:
         """Follow `replica`'s partition at its current leader epoch (truncating first)."""
@@ -87,9 +86,13 @@ class ReplicaFetcher:
         self._removed.discard(tp)
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
-        elif self._waiting is not None:
-            ray.cancel(self._waiting)
-            self._waiting = None
+        elif self._waiting and not self._woken and not self._full:
+            self._woken = True
+            try:
+                self._handle(self.leader_host).wake_session.remote(self.broker_id,
+                                                                   self.session_id)
+            except Exception as error:  # the leader's host is gone: the fetch fails anyway
+                log.debug("could not wake the fetch from %s: %r", self.leader_host, error)
 
     def remove(self, tp: TopicPartition) -> None:
         if self.partitions.pop(tp, None) is None:
@@ -116,27 +119,22 @@ class ReplicaFetcher:
                 if not listing and not self._in_session and not removed:
                     await asyncio.sleep(backoff_s)  # all truncating or backing off
                     continue
-                self._waiting = leader.replica_fetch.remote(
-                    self.broker_id,
-                    self.session_id,
-                    self._full,
-                    listing,
-                    removed,
-                    self.config.replica_fetch_wait_max_ms,
-                    self.config.replica_fetch_max_bytes,
-                    self.config.replica_fetch_response_max_bytes,
-                )
+                self._waiting, self._woken = True, False
                 try:
-                    reply = await self._waiting
+                    reply = await leader.replica_fetch.remote(
+                        self.broker_id,
+                        self.session_id,
+                        self._full,
+                        listing,
+                        removed,
+                        self.config.replica_fetch_wait_max_ms,
+                        self.config.replica_fetch_max_bytes,
+                        self.config.replica_fetch_response_max_bytes,
+                    )
                 finally:
-                    self._waiting = None
+                    self._waiting = False
             except asyncio.CancelledError:
                 raise
-            except ray.exceptions.TaskCancelledError:
-                # Woken for a new partition. The leader may or may not have taken the listing
-                # in: list it again (taking it twice changes nothing).
-                self._to_list.update(TopicPartition(r.topic, r.partition) for r in listing)
-                continue
             except Exception as error:  # the leader's host died or is not there yet
                 log.debug("fetch from %s failed: %r", self.leader_host, error)
                 self._forget(self.leader_host)

@@ -422,7 +422,7 @@ class ReplicaHost:
                 answers[tp]["fetch_offset"] = request.offset
                 session.answered(tp)
             remaining = deadline - time.monotonic()
-            if answers or remaining <= 0:
+            if answers or remaining <= 0 or session.woken:
                 break
             session.event.clear()
             if not session.dirty:
@@ -438,9 +438,16 @@ class ReplicaHost:
                            "log_end_offset": replica.log.log_end_offset,
                            "fetch_offset": request.offset}
             session.answered(tp)
+        session.woken = False
         self._count_replication(answers, started)
         return {"error": 0,
                 "partitions": [(tp.topic, tp.partition, reply) for tp, reply in answers.items()]}
+
+    async def wake_session(self, follower_id: int, session_id: int) -> None:
+        """The follower has a new partition to list: answer its waiting fetch now."""
+        session = self.sessions.get((follower_id, session_id))
+        if session is not None:
+            session.wake()
 
     def _count_replication(self, answers: dict[TopicPartition, dict[str, Any]],
                            started: float) -> None:
