@@ -1,9 +1,12 @@
 """The consumer client: fetches from partition leaders, up to their high watermark only.
 
-One fetch carries every assigned partition led on one replica host (Kafka's fetch per broker),
-and each host keeps one long-poll fetch in flight (`fetch.max.wait.ms`, `fetch.min.bytes`) for
-the partitions that have nothing buffered, so the next batch is on its way while the caller
-processes this one. A fetch's records wait in its own buffer (Kafka's completed fetch) until
+One fetch carries every partition that is ready to be fetched and led on one replica host
+(Kafka's fetch per broker); each partition with nothing buffered keeps one long-poll fetch in
+flight (`fetch.max.wait.ms`, `fetch.min.bytes`), so the next batch is on its way while the caller
+processes this one. A partition that becomes ready while a fetch to its host waits does not wait
+behind it: it goes in a fetch of its own round, with the others ready then.
+
+A fetch's records wait in its own buffer (Kafka's completed fetch) until
 `poll` hands them out, in slices of up to `max.poll.records`, so a poll costs what it returns,
 however much is buffered. Records come back in offset order per partition; `seek` moves a
 position, and the fetch in flight for it and the records buffered for it are dropped.
@@ -252,7 +255,6 @@ class Consumer:
 
     def _start_fetches(self) -> None:
         buffered = {fetch.tp for fetch in self._completed}
-        busy = {host for host, _parts in self._in_flight.values()}
         wanted: dict[str, tuple[Any, list[tuple[TopicPartition, int]]]] = {}
         for tp in self._positions:
             if tp in self._fetching or tp in self._paused or tp in buffered:
@@ -264,8 +266,7 @@ class Consumer:
                 name, host = self.metadata.leader_host(tp.topic, tp.partition)
             except BrokerUnavailableError:
                 continue  # no leader now: try again on the next round
-            if name not in busy:
-                wanted.setdefault(name, (host, []))[1].append((tp, position))
+            wanted.setdefault(name, (host, []))[1].append((tp, position))
         config = self.config
         for name, (host, parts) in wanted.items():
             ref = host.fetch.remote(

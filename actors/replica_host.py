@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import heapq
 import logging
 import os
 import time
@@ -120,6 +121,9 @@ class ReplicaHost:
         self._pending_isr: list[tuple[IsrChange, asyncio.Future]] = []
         self._isr_flush: asyncio.Task | None = None
         self._maintenance: asyncio.Task | None = None
+        # When each replica's log maintenance is next due: (ms, order, partition), a heap.
+        self._log_maintenance: list[tuple[int, int, TopicPartition]] = []
+        self._maintenance_order = 0
         # Everything allocated so far (Ray, the modules) lives as long as the process: out of
         # the collector's sight, a full collection no longer walks it, which otherwise stalls
         # every request behind it for tens of milliseconds every few seconds.
@@ -159,6 +163,7 @@ class ReplicaHost:
                     )
                     replica.listeners.add(self._wake_sessions)
                     self.replicas[tp] = replica
+                    self._schedule_log_maintenance(replica)
                 reply = replica.leader_and_isr(request)
             except Exception as error:  # one bad partition must not stop the others
                 log.exception("LeaderAndIsr for %s-%d failed", request.topic, request.partition)
@@ -253,29 +258,51 @@ class ReplicaHost:
     # ------------------------------------------------------------------------ timers
 
     async def _maintain(self) -> None:
-        """ISR shrinks, checkpoints, retention and flushes for every replica here."""
+        """ISR shrinks, checkpoints, retention and flushes for every replica here.
+
+        Each turn looks at the leaders (for lagging followers) and at the replicas whose log
+        maintenance is due, not at every replica: an idle host of a thousand replicas should
+        cost next to nothing.
+        """
         lag_ms = self.config.replica_lag_time_max_ms
         interval_s = max(min(lag_ms / 2000, 1.0), 0.05)
         next_checkpoint = time.monotonic() + HIGH_WATERMARK_CHECKPOINT_INTERVAL_S
         while True:
             await asyncio.sleep(interval_s)
             now = now_ms()
-            for replica in list(self.replicas.values()):
+            for replica in [r for r in self.replicas.values() if r.role == LEADER]:
                 try:
-                    if replica.role == LEADER:
-                        lagging = replica.followers_to_remove(now)
-                        if lagging:
-                            replica.change_isr(set(replica.isr) - lagging, "shrink")
-                    replica.maintain_log(now)
+                    lagging = replica.followers_to_remove(now)
+                    if lagging:
+                        replica.change_isr(set(replica.isr) - lagging, "shrink")
                 except Exception:
-                    log.exception("maintenance of %s-%d failed", replica.topic,
-                                  replica.partition)
+                    log.exception("ISR check of %s-%d failed", replica.topic, replica.partition)
+            self._maintain_due_logs(now)
             self._drop_idle_sessions()
             if time.monotonic() >= next_checkpoint:
                 next_checkpoint = time.monotonic() + HIGH_WATERMARK_CHECKPOINT_INTERVAL_S
                 # fsyncs: on a thread, so that requests do not wait behind them.
                 await asyncio.to_thread(_checkpoint_high_watermarks,
                                         [r.log for r in self.replicas.values()])
+
+    def _maintain_due_logs(self, now: int) -> None:
+        """Retention, compaction and flushes of the replicas whose turn has come."""
+        due = self._log_maintenance
+        while due and due[0][0] <= now:
+            when, _order, tp = heapq.heappop(due)
+            replica = self.replicas.get(tp)
+            if replica is None or replica.next_maintenance_ms != when:
+                continue  # stopped since, or recreated with a turn of its own
+            try:
+                replica.maintain_log(now)
+            except Exception:
+                log.exception("log maintenance of %s-%d failed", tp.topic, tp.partition)
+            self._schedule_log_maintenance(replica)
+
+    def _schedule_log_maintenance(self, replica: PartitionReplica) -> None:
+        self._maintenance_order += 1
+        heapq.heappush(self._log_maintenance,
+                       (replica.next_maintenance_ms, self._maintenance_order, replica.tp))
 
     def _drop_idle_sessions(self) -> None:
         """Sessions of followers that stopped fetching (a host that died, a broker that went):

@@ -43,7 +43,10 @@ Sampling costs CPU on a 2-core machine: figures from such a run are not comparab
 Targets (issue 5): batch produce RF 1 acks=1 >= 500,000 records/s, RF 3 acks=all >= 250,000;
 per-record ``send()`` >= 200,000 (applied to RF 1 acks=1; RF 3 is reported without a target);
 consume >= 600,000; p99 <= 20 ms at 5,000 records/s with RF 3 acks=all. ``pass`` is judged on the
-best run, ``pass_median`` on the median.
+median run. Each throughput also gives its median as a ratio to the bare Ray actor (8 calls in
+flight) measured in the same invocation, which is how changes are judged on a noisy machine.
+``--compare-partitions 100`` also runs batch produce RF 3 acks=all on 100 partitions, which must
+keep 80 % of its figure on ``--partitions`` (the scale issue).
 """
 
 from __future__ import annotations
@@ -89,13 +92,9 @@ TARGET_P99_MS = 20.0
 # Produce phases keep every KEEP-th future to check (see Bench.produce).
 KEEP = 50
 
-# Measured on this machine with the same record size (issue 5), for comparison.
-COMPARISON = {
-    "redis_streams_pipelined_xadd": {"produce_records_per_s": 178_000,
-                                     "consume_records_per_s": 468_000},
-    "nats_jetstream": {"produce_records_per_s": 40_000, "consume_records_per_s": 187_000},
-    "bare_ray_actor_bytearray_1_in_flight": {"produce_records_per_s": 712_000},
-}
+# With --compare-partitions N: batch produce RF 3 acks=all on N partitions keeps at least this
+# share of its figure on --partitions (the scale issue).
+COMPARE_PARTITIONS_MIN_RATIO = 0.8
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -304,10 +303,10 @@ class Bench:
 
     # -- topics -------------------------------------------------------------------------------
 
-    def topic(self, name: str, rf: int) -> str:
+    def topic(self, name: str, rf: int, partitions: int | None = None) -> str:
         config = {"min.insync.replicas": 2} if rf >= 3 else {}
-        self.cluster.create_topic(name, partitions=self.args.partitions, replication_factor=rf,
-                                  config=config)
+        self.cluster.create_topic(name, partitions=partitions or self.args.partitions,
+                                  replication_factor=rf, config=config, timeout_s=120)
         return name
 
     def drop(self, name: str) -> None:
@@ -392,7 +391,7 @@ class Bench:
             # --partitioning round-robin: an explicit partition per batch's worth of records
             # (per send_batch chunk), chosen before the clock starts; sticky: keyless records,
             # the producer's sticky partitioner chooses (what the issue measures).
-            partitions = self.args.partitions
+            partitions = producer.metadata.partition_count(topic)
             explicit = self.args.partitioning == "round-robin"
             per_batch = _records_per_batch(self.args.batch_size or ProducerConfig().batch_size,
                                            self.args.record_size)
@@ -634,6 +633,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     timed(key, bench.produce, topic, acks, per_record=per_record,
                           records=records, profile=profile)
                     bench.drop(topic)
+            if "produce_rf3" in phases and args.compare_partitions:
+                many = args.compare_partitions
+                topic = bench.topic(f"produce-rf3-p{many}-{rep}", 3, many)
+                timed(f"produce_batch_rf3_acksall_p{many}", bench.produce, topic, "all",
+                      per_record=False, records=args.records, profile=False)
+                bench.drop(topic)
             if "latency" in phases:
                 topic = bench.topic(f"latency-rf3-{rep}", 3)
                 timed("latency_rf3_acksall", bench.latency, topic, profile)
@@ -648,9 +653,14 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
            setup_s: float) -> dict[str, Any]:
     results: dict[str, Any] = {}
     passes: dict[str, bool] = {}
+    base_rate = None
+    if "baseline" in runs:
+        base_rate = statistics.median(r["in_flight_8"]["records_per_s"] for r in runs["baseline"])
+    many = f"produce_batch_rf3_acksall_p{args.compare_partitions}"
     for name, target in [
         ("produce_batch_rf1_acks1", TARGETS["produce_batch_rf1_acks1"]),
         ("produce_batch_rf3_acksall", TARGETS["produce_batch_rf3_acksall"]),
+        (many, None),
         ("send_per_record_rf1_acks1", TARGETS["send_per_record_rf1_acks1"]),
         ("send_per_record_rf3_acksall", None),
         ("consume_rf1", TARGETS["consume_rf1"]),
@@ -667,12 +677,23 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
         if "enqueue_seconds" in runs[name][0]:
             entry["enqueue_seconds"] = _summary([r["enqueue_seconds"] for r in runs[name]],
                                                 False, digits=3)
+        if base_rate:
+            # This machine moves 2x from day to day: judge changes by this ratio to the bare
+            # actor measured in the same invocation.
+            entry["median_vs_bare_actor_8_in_flight"] = round(
+                statistics.median(rates) / base_rate, 3)
         if target is not None:
-            entry["pass"] = max(rates) >= target
-            entry["pass_median"] = statistics.median(rates) >= target
-            entry["best_vs_target"] = round(max(rates) / target, 3)
+            # Judged on the median run; the best is there to read, not to pass on.
+            entry["pass"] = statistics.median(rates) >= target
+            entry["median_vs_target"] = round(statistics.median(rates) / target, 3)
             passes[name] = entry["pass"]
         results[name] = entry
+    if many in results and "produce_batch_rf3_acksall" in results:
+        ratio = (results[many]["records_per_s"]["median"]
+                 / results["produce_batch_rf3_acksall"]["records_per_s"]["median"])
+        results[many]["median_vs_partitions"] = round(ratio, 3)
+        results[many]["pass"] = ratio >= COMPARE_PARTITIONS_MIN_RATIO
+        passes[many] = results[many]["pass"]
     if "latency_rf3_acksall" in runs:
         lat = runs["latency_rf3_acksall"]
         p99s = [r["p99_ms"] for r in lat]
@@ -683,8 +704,7 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
             **{key: _summary([r[key] for r in lat], False, digits=3)
                for key in ("p50_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms")},
             "target_p99_ms": TARGET_P99_MS,
-            "pass": min(p99s) <= TARGET_P99_MS,
-            "pass_median": statistics.median(p99s) <= TARGET_P99_MS,
+            "pass": statistics.median(p99s) <= TARGET_P99_MS,
         }
         passes["latency_rf3_acksall"] = results["latency_rf3_acksall"]["pass"]
     if "baseline" in runs:
@@ -735,7 +755,6 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
             "cluster_start_seconds": round(setup_s, 1),
         },
         "results": results,
-        "comparison_measured_here": COMPARISON,
         "targets_passed": passes,
         "all_targets_passed": bool(passes) and all(passes.values()),
         "raw_runs": runs,
@@ -801,6 +820,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="records per per-record send() run")
     parser.add_argument("--record-size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--compare-partitions", type=int, default=0, metavar="N",
+                        help="also run batch produce RF 3 acks=all on N partitions, judged "
+                             f"against --partitions (>= {COMPARE_PARTITIONS_MIN_RATIO:.0%})")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--phases", default=",".join(ALL_PHASES),
                         help=f"comma-separated subset of {','.join(ALL_PHASES)}")
