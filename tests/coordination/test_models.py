@@ -37,12 +37,13 @@ def test_topic_assignment_round_trips_with_string_keys(partitions: dict[int, lis
 
 
 def test_broker_info_writes_kafka_style_timestamps_and_reads_numbers_too() -> None:
-    info = BrokerInfo(1, "broker-1", "h", rack=None, timestamp=5)
+    info = BrokerInfo(1, "broker-1", "h", rack=None, timestamp=5, replica_hosts=2)
     assert info.to_json() == {
         "node_id": 1,
         "actor": "broker-1",
         "host": "h",
         "rack": None,
+        "replica_hosts": 2,
         "version": 1,
         "timestamp": "5",
     }
