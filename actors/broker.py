@@ -395,6 +395,10 @@ class Broker:
         return {"servers": self.store.base_address.servers, "session_id": session_id,
                 "password": password}
 
+    async def replica_host_of(self, topic: str, partition: int) -> str:
+        """The name of the replica host that holds (or would hold) this broker's replica."""
+        return self._host_name(topic, partition)
+
     async def replica_pid(self, topic: str, partition: int) -> int | None:
         """The process id of the host of one of this broker's replicas (fault injection)."""
         handle = self.hosts.get(self._host_name(topic, partition))

@@ -9,8 +9,6 @@ import ray
 
 from actors import Cluster
 from actors.messages import PartitionFetch, PartitionProduce
-from actors.naming import replica_host_name
-from coordination.registration import read_brokers
 
 
 class ReplicaOnHost:
@@ -20,9 +18,10 @@ class ReplicaOnHost:
                  broker: int | None = None) -> None:
         if broker is None:
             broker = cluster.describe_topic(topic)["partitions"][partition]["leader"]
-        pool = read_brokers(cluster.store)[broker].replica_hosts
+        # The broker says, not its registration: it may be between two ZooKeeper sessions.
+        handle = ray.get_actor(f"broker-{broker}", namespace=cluster.namespace)
         self.topic, self.partition, self.broker = topic, partition, broker
-        self.host_name = replica_host_name(broker, topic, partition, pool)
+        self.host_name = ray.get(handle.replica_host_of.remote(topic, partition), timeout=60)
         self.host = ray.get_actor(self.host_name, namespace=cluster.namespace)
 
     def produce_async(self, records: bytes, acks: int = 1, timeout_ms: int = 30_000) -> Any:
