@@ -38,6 +38,9 @@ from coordination.models import (
 )
 from coordination.store import ClusterStore, encode
 
+# Partitions per multi-op: each carries two small znodes, far below ZooKeeper's 1 MB request cap.
+CREATE_CHUNK = 500
+
 
 def add_fence(transaction: TransactionRequest, fence: ControllerFence | None) -> None:
     """Make a multi-op conditional on the controller epoch still being the fence's."""
@@ -76,7 +79,13 @@ class PartitionStateStore:
     def read_partition_states(
         self, topic: str, partitions: Iterable[int]
     ) -> dict[int, Versioned[PartitionState] | None]:
-        return {p: self.read_partition_state(topic, p) for p in partitions}
+        """Many partitions' states in one pipelined pass."""
+        partitions = list(partitions)
+        found = self.store.read_many_optional(
+            [layout.partition_state_path(topic, p) for p in partitions])
+        return {p: None if versioned is None
+                else Versioned(PartitionState.from_json(versioned.value), versioned.version)
+                for p, versioned in zip(partitions, found, strict=True)}
 
     def create_partition_states(
         self,
@@ -100,21 +109,29 @@ class PartitionStateStore:
                 f"topic {topic!r} has no partitions {unknown} (it has "
                 f"{assignment.partition_count}): add them with add_partitions first"
             )
-        for partition in states:
-            if not self.store.exists(layout.partition_path(topic, partition)):
-                self.store.ensure_path(layout.partition_path(topic, partition))
-        transaction = self.store.transaction()
-        add_fence(transaction, fence)
-        for partition, state in sorted(states.items()):
-            path = layout.partition_state_path(topic, partition)
-            transaction.create(path, encode(state.to_json()), acl=self.store.acl)
-        try:
-            commit_fenced(self.store, transaction, fence)
-        except ZNodeExistsError:
-            raise StaleVersionError(
-                f"a partition state of topic {topic!r} exists already (someone else wrote it): "
-                f"read the states and use update_partition_state for those",
-            ) from None
+        # A few round trips, however many partitions: the parent once, the partitions that
+        # already have a znode (an earlier attempt that died half way) in one listing, then the
+        # znodes in transactions of CREATE_CHUNK partitions, each fenced.
+        parent = layout.partition_path(topic, 0).rsplit("/", 1)[0]
+        self.store.ensure_path(parent)
+        existing = set(self.store.children_or_empty(parent))
+        ordered = sorted(states.items())
+        for start in range(0, len(ordered), CREATE_CHUNK):
+            transaction = self.store.transaction()
+            add_fence(transaction, fence)
+            for partition, state in ordered[start:start + CREATE_CHUNK]:
+                if str(partition) not in existing:
+                    transaction.create(layout.partition_path(topic, partition), b"",
+                                       acl=self.store.acl)
+                transaction.create(layout.partition_state_path(topic, partition),
+                                   encode(state.to_json()), acl=self.store.acl)
+            try:
+                commit_fenced(self.store, transaction, fence)
+            except ZNodeExistsError:
+                raise StaleVersionError(
+                    f"a partition state of topic {topic!r} exists already (someone else wrote "
+                    "it): read the states and use update_partition_state for those",
+                ) from None
         return dict.fromkeys(states, 0)
 
     def update_partition_state(

@@ -467,6 +467,22 @@ class ClusterStore:
         except ZNodeMissingError:
             return None
 
+    def read_many_optional(self, paths: list[str]) -> list[Versioned[Any] | None]:
+        """Decoded values of many znodes (None where missing), pipelined: every request is sent
+        before the first answer is awaited, so a thousand reads cost about one round trip."""
+        client = self.client
+        pending = [(path, client.get_async(path)) for path in paths]
+        found: list[Versioned[Any] | None] = []
+        for path, result in pending:
+            try:
+                with self._errors("read", path):
+                    data, stat = result.get(timeout=self.request_timeout_s)
+            except ZNodeMissingError:
+                found.append(None)
+                continue
+            found.append(Versioned(decode(data), stat.version))
+        return found
+
     def write(self, path: str, value: Any, version: int) -> int:
         """Set a znode if it is still at `version`; return the new version.
 

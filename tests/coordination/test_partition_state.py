@@ -84,3 +84,19 @@ def test_isr_change_notifications(states: PartitionStateStore) -> None:
     assert states.isr_change_notifications() == []
     with pytest.raises(ValueError):
         states.write_isr_change_notification([("../x", 0)])
+
+
+def test_a_thousand_states_are_written_in_a_few_chunks_and_read_back_in_one_pass(
+    store: ClusterStore,
+) -> None:
+    TopicAdmin(store).create_topic("wide", {p: [1, 2, 3] for p in range(1200)})
+    states = PartitionStateStore(store)
+    # A partition znode left without its state (an earlier attempt that died half way).
+    store.ensure_path("/brokers/topics/wide/partitions/7")
+    wanted = {p: PartitionState(p % 3 + 1, 0, (1, 2, 3), 1) for p in range(1200)}
+    assert states.create_partition_states("wide", wanted) == dict.fromkeys(range(1200), 0)
+    read = states.read_partition_states("wide", range(1200))
+    assert {p: v.value for p, v in read.items() if v is not None} == wanted
+    assert states.read_partition_states("wide", [1200 + 1]) == {1201: None}
+    with pytest.raises(StaleVersionError):
+        states.create_partition_states("wide", {0: INITIAL})
