@@ -316,14 +316,19 @@ class Controller:
             return
         log.info("controller %d: brokers %s; dead %s, new %s", self.broker_id,
                  sorted(brokers), sorted(dead), sorted(born))
-        changed: set[TopicPartition] = set()
+        # Each partition's write is conditional on its own version, so they go to ZooKeeper
+        # together (kazoo pipelines them on the session): a broker that led hundreds of
+        # partitions costs a few round trips, not hundreds in a row.
+        to_elect, to_shrink = [], []
         for tp, versioned in list(self.states.items()):
             state = versioned.value
             if state.leader in dead or state.leader not in self.live:
-                if await self._elect(tp):
-                    changed.add(tp)
-            elif dead & set(state.isr) and await self._shrink_isr(tp, dead):
-                changed.add(tp)
+                to_elect.append(tp)
+            elif dead & set(state.isr):
+                to_shrink.append(tp)
+        outcomes = await asyncio.gather(*(self._elect(tp) for tp in to_elect),
+                                        *(self._shrink_isr(tp, dead) for tp in to_shrink))
+        changed = {tp for tp, moved in zip(to_elect + to_shrink, outcomes, strict=True) if moved}
         changed |= await self._bring_online(self._partitions_without_state())
         await self._send_leader_and_isr(changed)
         # New brokers learn every partition they hold, to lead or to follow.
@@ -417,16 +422,23 @@ class Controller:
     async def elect_preferred_leaders(self) -> list[TopicPartition]:
         """Give leadership back to each partition's first replica where it is in sync."""
         moved = []
-        for tp, versioned in list(self.states.items()):
-            state = versioned.value
-            preferred = elect_preferred_leader(
-                self._replicas(tp), state.leader, state.isr, set(self.live)
-            )
-            if preferred is None:
-                continue
-            new_state = PartitionState(preferred, state.leader_epoch + 1, state.isr, self.epoch)
-            if await self._write_state(tp, new_state):
-                moved.append(tp)
+        for tp in list(self.states):
+            # A stale write means the leader changed the ISR meanwhile (its notification may
+            # not have reached us yet): decide again on what ZooKeeper holds now.
+            for _attempt in range(3):
+                if tp not in self.states:
+                    break  # its topic went meanwhile
+                state = self.states[tp].value
+                preferred = elect_preferred_leader(
+                    self._replicas(tp), state.leader, state.isr, set(self.live)
+                )
+                if preferred is None:
+                    break
+                new_state = PartitionState(preferred, state.leader_epoch + 1, state.isr,
+                                           self.epoch)
+                if await self._write_state(tp, new_state):
+                    moved.append(tp)
+                    break
         await self._send_leader_and_isr(set(moved))
         return moved
 
