@@ -549,25 +549,21 @@ class ReplicaHost:
 
     async def offsets_for_leader_epoch(self, queries: list[EpochQuery]) -> list[dict[str, Any]]:
         """Where each epoch ends in each leader's log (Kafka's OffsetsForLeaderEpoch)."""
-        answers = []
-        for query in queries:
-            replica = self.replicas.get(TopicPartition(query.topic, query.partition))
-            if replica is None:
-                answers.append(_unknown_partition(self.broker_id, query.topic, query.partition))
-            else:
-                answers.append(replica.offsets_for_leader_epoch(query.epoch,
-                                                                query.current_leader_epoch))
-        return answers
+        return self._answer_each(queries, lambda replica, query: replica.offsets_for_leader_epoch(
+            query.epoch, query.current_leader_epoch))
 
     async def list_offsets(self, queries: list[OffsetQuery]) -> list[dict[str, Any]]:
         """Kafka's ListOffsets for several partitions led here."""
+        return self._answer_each(queries,
+                                 lambda replica, query: replica.list_offsets(query.timestamp_ms))
+
+    def _answer_each(self, queries: list[Any], answer: Any) -> list[dict[str, Any]]:
+        """`answer(replica, query)` for each query's partition, or why it is not here."""
         answers = []
         for query in queries:
             replica = self.replicas.get(TopicPartition(query.topic, query.partition))
-            if replica is None:
-                answers.append(_unknown_partition(self.broker_id, query.topic, query.partition))
-            else:
-                answers.append(replica.list_offsets(query.timestamp_ms))
+            answers.append(answer(replica, query) if replica is not None
+                           else _unknown_partition(self.broker_id, query.topic, query.partition))
         return answers
 
     # ------------------------------------------------------------------ offset manager
