@@ -430,6 +430,16 @@ class PartitionReplica:
         state.record_follower_fetch(follower_id, offset, self.log.log_end_offset, now_ms(),
                                     clock)
         self._advance_high_watermark()
+        self.maybe_expand_isr()
+
+    def maybe_expand_isr(self) -> None:
+        """Add the followers that caught up to the ISR. Called on their fetches and, since a
+        caught-up follower's session stops listing the partition, on the host's timer too:
+        an expansion that could not be written then (another ISR write in flight, a refused
+        write) is tried again."""
+        state = self.leader_state
+        if state is None:
+            return
         joining = state.followers_to_add()
         if joining:
             self.change_isr(set(state.isr) | joining, "expand")

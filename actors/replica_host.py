@@ -260,9 +260,9 @@ class ReplicaHost:
     async def _maintain(self) -> None:
         """ISR shrinks, checkpoints, retention and flushes for every replica here.
 
-        Each turn looks at the leaders (for lagging followers) and at the replicas whose log
-        maintenance is due, not at every replica: an idle host of a thousand replicas should
-        cost next to nothing.
+        Each turn looks at the leaders (followers to drop from or add to the ISR) and at the
+        replicas whose log maintenance is due, not at every replica: an idle host of a thousand
+        replicas should cost next to nothing.
         """
         lag_ms = self.config.replica_lag_time_max_ms
         interval_s = max(min(lag_ms / 2000, 1.0), 0.05)
@@ -275,6 +275,8 @@ class ReplicaHost:
                     lagging = replica.followers_to_remove(now)
                     if lagging:
                         replica.change_isr(set(replica.isr) - lagging, "shrink")
+                    else:
+                        replica.maybe_expand_isr()
                 except Exception:
                     log.exception("ISR check of %s-%d failed", replica.topic, replica.partition)
             self._maintain_due_logs(now)
