@@ -421,6 +421,16 @@ class Controller:
 
     async def elect_preferred_leaders(self) -> list[TopicPartition]:
         """Give leadership back to each partition's first replica where it is in sync."""
+        # Leaders change their ISR themselves and the notification may not have reached us:
+        # decide on what ZooKeeper holds now (one pipelined read per topic).
+        for topic, assignment in list(self.assignments.items()):
+            fresh = await self._zk(self.partition_states.read_partition_states, topic,
+                                   list(assignment.partitions))
+            for partition, versioned in fresh.items():
+                tp = TopicPartition(topic, partition)
+                if versioned is not None and tp in self.states and (
+                        versioned.version > self.states[tp].version):
+                    self.states[tp] = versioned
         moved = []
         for tp in list(self.states):
             # A stale write means the leader changed the ISR meanwhile (its notification may
