@@ -397,10 +397,7 @@ class PartitionReplica:
         if offset == (log_.log_end_offset if follower else log_.high_watermark) and (
                 offset >= log_.log_start_offset):
             # Nothing to read (most fetches of an idle partition): no need to touch the log.
-            return {"error": 0, "records": b"", "next_offset": offset,
-                    "high_watermark": log_.high_watermark,
-                    "log_start_offset": log_.log_start_offset,
-                    "log_end_offset": log_.log_end_offset}
+            return self.nothing_at(offset)
         try:
             data = self.log.read(
                 offset, max_bytes, max_offset=None if follower else self.log.high_watermark)
@@ -419,6 +416,14 @@ class PartitionReplica:
             "log_start_offset": data.log_start_offset,
             "log_end_offset": data.log_end_offset,
         }
+
+    def nothing_at(self, offset: int) -> dict[str, Any]:
+        """A fetch reply with no records for `offset`, with where the log stands."""
+        log_ = self.log
+        return {"error": 0, "records": b"", "next_offset": offset,
+                "high_watermark": log_.high_watermark,
+                "log_start_offset": log_.log_start_offset,
+                "log_end_offset": log_.log_end_offset}
 
     def record_follower_fetch(
         self, follower_id: int, offset: int, clock: FetchClock | None = None

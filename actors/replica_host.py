@@ -341,45 +341,83 @@ class ReplicaHost:
         max_bytes: int = 52_428_800,
     ) -> list[dict[str, Any]]:
         """A consumer's fetch: whole batches of each partition from its offset, up to the high
-        watermark; waits up to `max_wait_ms` until `min_bytes` are there in all."""
+        watermark; waits up to `max_wait_ms` until `min_bytes` are there in all, waking when
+        a partition's high watermark, role or leader epoch changes."""
         started = time.perf_counter()
         replicas = [self.replicas.get(TopicPartition(r.topic, r.partition)) for r in requests]
-
-        def read(index: int) -> dict[str, Any]:
-            request, replica = requests[index], replicas[index]
+        replies: list[dict[str, Any]] = []
+        budget = max_bytes
+        for request, replica in zip(requests, replicas, strict=True):
             if replica is None:
-                return _unknown_partition(self.broker_id, request.topic, request.partition)
-            return replica.read(request.offset, request.max_bytes, follower=False)
-
-        replies = await self._read_waiting(
-            replicas, read, max_wait_ms, min_bytes, max_bytes,
-            # A consumer reads up to the high watermark: its move is news.
-            changed=lambda replica, seen: (replica.log.high_watermark, replica.role,
-                                           replica.leader_epoch) != seen,
-            seen=lambda replica: (replica.log.high_watermark, replica.role,
-                                  replica.leader_epoch),
-        )
-        self._count_fetches(requests, replicas, replies, started, follower=False)
+                replies.append(_unknown_partition(self.broker_id, request.topic,
+                                                  request.partition))
+            elif budget <= 0:  # the rest waits for the next fetch
+                replies.append(replica.nothing_at(request.offset))
+            else:
+                replies.append(replica.read(request.offset, request.max_bytes, follower=False))
+                budget -= len(replies[-1].get("records") or b"")
+        total = max_bytes - budget
+        live = [(index, replica) for index, replica in enumerate(replicas) if replica is not None]
+        if total < min_bytes and live and max_wait_ms > 0:
+            await self._wait_for_consumer_records(requests, live, replies, max_wait_ms,
+                                                  min_bytes - total)
+        self._count_served(((TopicPartition(r.topic, r.partition), r.offset, reply)
+                            for r, reply in zip(requests, replies, strict=True)),
+                           started, follower=False)
         return replies
 
-    @staticmethod
-    def _count_fetches(requests, replicas, replies, started: float, *, follower: bool) -> None:
-        # Records served: those from the fetch offset on, read off the reply's offsets, not by
-        # decoding the batches. Exact except across compaction gaps, where it counts the gap.
-        # Latency once per topic of the request: an idle fetch of many partitions must not cost
-        # a metric call for each.
+    async def _wait_for_consumer_records(
+        self, requests: list[PartitionFetch], live: list[tuple[int, PartitionReplica]],
+        replies: list[dict[str, Any]], max_wait_ms: int, missing_bytes: int,
+    ) -> None:
+        """Wait until `missing_bytes` more can be read (or an error is news), reading again
+        only the partitions that changed."""
+
+        def seen(replica: PartitionReplica) -> tuple[int, Any, int]:
+            return replica.log.high_watermark, replica.role, replica.leader_epoch
+
+        deadline = time.monotonic() + max_wait_ms / 1000
+        states = {index: seen(replica) for index, replica in live}
+        with _Listening([replica for _index, replica in live]) as event:
+            while missing_bytes > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                event.clear()
+                if all(seen(replica) == states[index] for index, replica in live):
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(event.wait(), remaining)
+                for index, replica in live:
+                    if seen(replica) == states[index]:
+                        continue
+                    states[index] = seen(replica)
+                    request = requests[index]
+                    replies[index] = replica.read(request.offset, request.max_bytes,
+                                                  follower=False)
+                    missing_bytes -= len(replies[index].get("records") or b"")
+                    if replies[index].get("error"):
+                        return  # an error is news: answer now
+
+    def _count_served(self, served, started: float, *, follower: bool) -> None:
+        """Metrics of a fetch, from `(partition, fetch offset, reply)` of each partition.
+
+        Records served are those from the fetch offset on, read off the reply's offsets, not by
+        decoding the batches (exact except across compaction gaps, where it counts the gap).
+        Latency once per topic: an idle fetch of many partitions must not cost a metric call
+        for each.
+        """
         elapsed_ms = (time.perf_counter() - started) * 1000
         timed: set[str] = set()
-        for request, replica, reply in zip(requests, replicas, replies, strict=True):
+        for tp, fetch_offset, reply in served:
+            replica = self.replicas.get(tp)
             if replica is None or reply.get("error"):
                 continue
-            if request.topic not in timed:
-                timed.add(request.topic)
+            if tp.topic not in timed:
+                timed.add(tp.topic)
                 replica.metrics.fetch_latency(follower, elapsed_ms)
-            data = reply["records"]
-            if data:
-                replica.metrics.fetched(follower, reply["next_offset"] - request.offset,
-                                        len(data))
+            if reply["records"]:
+                replica.metrics.fetched(follower, reply["next_offset"] - fetch_offset,
+                                        len(reply["records"]))
 
     async def replica_fetch(
         self,
@@ -461,14 +499,11 @@ class ReplicaHost:
             request, replica = session.listed.get(tp), self.replicas.get(tp)
             if request is None or replica is None:
                 continue
-            answers[tp] = {"error": 0, "records": b"", "next_offset": request.offset,
-                           "high_watermark": replica.log.high_watermark,
-                           "log_start_offset": replica.log.log_start_offset,
-                           "log_end_offset": replica.log.log_end_offset,
-                           "fetch_offset": request.offset}
+            answers[tp] = {**replica.nothing_at(request.offset), "fetch_offset": request.offset}
             session.answered(tp)
         session.woken = False
-        self._count_replication(answers, started)
+        self._count_served(((tp, reply["fetch_offset"], reply) for tp, reply in answers.items()),
+                           started, follower=True)
         return {"error": 0,
                 "partitions": [(tp.topic, tp.partition, reply) for tp, reply in answers.items()]}
 
@@ -477,21 +512,6 @@ class ReplicaHost:
         session = self.sessions.get((follower_id, session_id))
         if session is not None:
             session.wake()
-
-    def _count_replication(self, answers: dict[TopicPartition, dict[str, Any]],
-                           started: float) -> None:
-        elapsed_ms = (time.perf_counter() - started) * 1000
-        timed: set[str] = set()
-        for tp, reply in answers.items():
-            replica = self.replicas.get(tp)
-            if replica is None or reply.get("error"):
-                continue
-            if tp.topic not in timed:
-                timed.add(tp.topic)
-                replica.metrics.fetch_latency(True, elapsed_ms)
-            if reply["records"]:
-                replica.metrics.fetched(True, reply["next_offset"] - reply["fetch_offset"],
-                                        len(reply["records"]))
 
     def _unwatch(self, session: FetchSession, tp: TopicPartition) -> None:
         watchers = self.session_watchers.get(tp)
@@ -505,49 +525,6 @@ class ReplicaHost:
             self._unwatch(session, tp)
         self.sessions.pop((session.follower_id, session.session_id), None)
         session.event.set()
-
-    async def _read_waiting(
-        self, replicas, read, max_wait_ms: int, min_bytes: int, max_bytes: int, *,
-        changed, seen,
-    ) -> list[dict[str, Any]]:
-        """Read every partition; if fewer than `min_bytes` came back, wait until one of them
-        changes in a way that matters (`changed`), and read the changed ones again."""
-        replies: list[dict[str, Any]] = [{}] * len(replicas)
-        budget = max_bytes
-        total = 0
-        for index in range(len(replicas)):
-            reply = read(index) if budget > 0 else _empty(replicas[index])
-            replies[index] = reply
-            size = len(reply.get("records") or b"")
-            total += size
-            budget -= size
-        deadline = time.monotonic() + max_wait_ms / 1000
-        live = [replica for replica in replicas if replica is not None]
-        if total >= min_bytes or not live or max_wait_ms <= 0:
-            return replies
-        positions = {id(replica): index for index, replica in enumerate(replicas)
-                     if replica is not None}
-        states = {id(replica): seen(replica) for replica in live}
-        with _Listening(live) as event:
-            while total < min_bytes:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                event.clear()
-                if not any(changed(replica, states[id(replica)]) for replica in live):
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(event.wait(), remaining)
-                for replica in live:
-                    if not changed(replica, states[id(replica)]):
-                        continue
-                    states[id(replica)] = seen(replica)
-                    index = positions[id(replica)]
-                    reply = read(index)
-                    replies[index] = reply
-                    total += len(reply.get("records") or b"")
-                    if reply.get("error"):
-                        total = max(total, min_bytes)  # an error is news: answer now
-        return replies
 
     async def offsets_for_leader_epoch(self, queries: list[EpochQuery]) -> list[dict[str, Any]]:
         """Where each epoch ends in each leader's log (Kafka's OffsetsForLeaderEpoch)."""
@@ -608,16 +585,6 @@ class ReplicaHost:
         """Never answers: the broker's call fails when this host dies, which is how it
         learns, without polling."""
         await asyncio.Event().wait()
-
-
-def _empty(replica: PartitionReplica | None) -> dict[str, Any]:
-    """A partition left out of a response whose byte budget is spent: nothing, no error."""
-    if replica is None:
-        return {"error": 0, "records": b"", "next_offset": 0, "high_watermark": 0,
-                "log_start_offset": 0, "log_end_offset": 0}
-    log_ = replica.log
-    return {"error": 0, "records": b"", "next_offset": 0, "high_watermark": log_.high_watermark,
-            "log_start_offset": log_.log_start_offset, "log_end_offset": log_.log_end_offset}
 
 
 def _checkpoint_high_watermarks(logs: list[Any]) -> None:
