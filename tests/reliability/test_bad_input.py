@@ -60,6 +60,8 @@ EXAMPLES = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
+MSGPACK_INTEGERS = st.integers(-(2**63), 2**64 - 1)
+
 TOPIC = "good"
 PARTITIONS = 2
 SMALL_TOPIC = "small"  # message.max.bytes far below the producer's max.request.size
@@ -436,9 +438,11 @@ def malformed_batches(draw: st.DrawFn) -> tuple[str, bytes]:
         count = struct.unpack_from(">i", good, 57)[0]
         garbage = draw(st.one_of(
             # Not an array: any msgpack scalar, map or string.
+            # Integers within msgpack's range: beyond it packb itself raises OverflowError,
+            # which failed this test now and then, before anything reached the leader.
             st.builds(lambda v: msgpack.packb(v) + bytes(8 * count),
-                      st.integers() | st.text() | st.binary() | st.dictionaries(
-                          st.text(max_size=3), st.integers(), min_size=1)),
+                      MSGPACK_INTEGERS | st.text() | st.binary() | st.dictionaries(
+                          st.text(max_size=3), MSGPACK_INTEGERS, min_size=1)),
             # An array of another length than record_count.
             st.builds(lambda n: msgpack.packb([[0, 0, None, b"x", []]] * n),
                       st.integers(0, 40).filter(lambda n: n != count)),
