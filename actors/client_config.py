@@ -235,6 +235,8 @@ class ConsumerConfig:
     max_partition_fetch_bytes: int = 1_048_576
     max_poll_records: int = 500
     session_timeout_ms: int = 45_000
+    # How long offset lookups (end_offsets, position resets) retry before giving up.
+    default_api_timeout_ms: int = 60_000
     # Kafka 3.x lists [range, cooperative-sticky]; the ZooKeeper-era consumer rafka follows
     # (and the seeds' walk-through) used range. A name, or a user assignor object.
     partition_assignment_strategy: Any = "range"
@@ -292,6 +294,7 @@ _CONSUMER_PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "max_partition_fetch_bytes": _integer(1),
     "max_poll_records": _integer(1),
     "session_timeout_ms": _integer(1),
+    "default_api_timeout_ms": _integer(0),
     "partition_assignment_strategy": _assignment_strategy,
     "offsets_storage": _one_of("kafka", "zookeeper"),
 }

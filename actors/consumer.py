@@ -27,6 +27,7 @@ from actors.errors import (
     BrokerUnavailableError,
     ErrorCode,
     NotLeaderError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     RafkaError,
     raise_for,
@@ -173,16 +174,26 @@ class Consumer:
     # ------------------------------------------------------------------------ offsets
 
     def _list_offsets(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
-        for _attempt in range(20):
+        """Ask the leader, retrying what may pass (no leader yet, a leader still learning its
+        high watermark) for up to default.api.timeout.ms, as Kafka's consumer does."""
+        deadline = time.monotonic() + self.config.default_api_timeout_ms / 1000
+        while True:
             try:
                 _name, host = self.metadata.leader_host(tp.topic, tp.partition, wait_s=10)
                 reply = ray.get(host.list_offsets.remote(
                     [OffsetQuery(tp.topic, tp.partition, timestamp_ms)]), timeout=30)[0]
                 return raise_for(reply)["offset"]
-            except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError):
+            except OffsetNotAvailableError:
+                if time.monotonic() > deadline:
+                    raise
+            except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError) as error:
                 self.metadata.invalidate(tp.topic)
-                time.sleep(0.1)
-        raise BrokerUnavailableError(f"no leader of {tp.topic}-{tp.partition} answered")
+                if time.monotonic() > deadline:
+                    raise BrokerUnavailableError(
+                        f"no leader of {tp.topic}-{tp.partition} answered within "
+                        f"default.api.timeout.ms ({self.config.default_api_timeout_ms} ms): "
+                        f"{error}") from error
+            time.sleep(0.1)
 
     def beginning_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
         return {TopicPartition(*tp): self._list_offsets(TopicPartition(*tp), -2)

@@ -47,6 +47,7 @@ class ErrorCode(IntEnum):
     FETCH_SESSION_ID_NOT_FOUND = 70
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
+    OFFSET_NOT_AVAILABLE = 78
     INVALID_RECORD = 87
 
 
@@ -119,6 +120,14 @@ class UnknownPartitionError(RafkaError, ValueError):
     """The topic exists but has no such partition."""
 
 
+class OffsetNotAvailableError(RafkaError):
+    """The leader cannot answer for the high watermark yet (Kafka: OFFSET_NOT_AVAILABLE, from
+    KIP-207): it became leader with records its followers have not confirmed, and until they
+    fetch, its high watermark may be behind what it was under the previous leader."""
+
+    retriable = True
+
+
 class BrokerUnavailableError(RafkaError):
     """A broker or replica actor is gone (it died, or was never started)."""
 
@@ -149,6 +158,7 @@ _ERRORS: dict[ErrorCode, type[Exception]] = {
     ErrorCode.KAFKA_STORAGE_ERROR: KafkaStorageError,
     ErrorCode.FENCED_LEADER_EPOCH: FencedLeaderEpochError,
     ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
+    ErrorCode.OFFSET_NOT_AVAILABLE: OffsetNotAvailableError,
     ErrorCode.INVALID_RECORD: InvalidRecordError,
 }
 

@@ -495,15 +495,33 @@ class PartitionReplica:
         or after the timestamp (None if none), as Kafka's ListOffsets."""
         if self.role != LEADER:
             return self.not_leader()
+        if timestamp_ms == -2:
+            return {"error": 0, "offset": self.log.log_start_offset}
         if timestamp_ms == -1:
             offset = self.log.high_watermark
-        elif timestamp_ms == -2:
-            offset = self.log.log_start_offset
         else:
             offset = self.log.offset_for_timestamp(timestamp_ms)
-            if offset is not None and offset >= self.log.high_watermark:
+        if offset is not None and offset >= self.log.high_watermark:
+            if self.high_watermark_lags():
+                return error_reply(
+                    ErrorCode.OFFSET_NOT_AVAILABLE,
+                    f"the leader of {self.topic}-{self.partition} (epoch {self.leader_epoch}) "
+                    "has records its followers have not yet confirmed, so its high watermark "
+                    "may be behind the last one: retry",
+                )
+            if timestamp_ms != -1:
                 offset = None  # only records a consumer may read count
         return {"error": 0, "offset": offset}
+
+    def high_watermark_lags(self) -> bool:
+        """Whether this leader's high watermark may be behind what consumers already saw.
+
+        A new leader (or a leader whose host restarted) starts from the high watermark it had
+        as a follower or checkpointed, which lags the previous leader's. Only once it passes
+        the first offset of this leader's term is it known to be current (Kafka, KIP-207).
+        """
+        state = self.leader_state
+        return state is not None and state.epoch_start_offset > self.log.high_watermark
 
     # ---------------------------------------------------------------------- follower side
 

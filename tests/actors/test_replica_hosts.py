@@ -6,11 +6,15 @@ records written with acks=all survive the death of a host, and the broker brings
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 
 import ray
 
 from actors import Cluster
+from actors.errors import OffsetNotAvailableError
 
 from ..replicas import ReplicaOnHost
 from .conftest import partition_state, wait_until
@@ -104,3 +108,67 @@ def test_one_actor_per_replica_when_the_pool_is_zero(start_cluster) -> None:
     others = {key: pid for key, pid in pids.items() if key != (1, follower)}
     assert all(replicas[key].pid() == pid for key, pid in others.items())
     check_acknowledged(acknowledged, read_everything(cluster, "single"))
+
+
+def test_a_restarted_leader_never_reports_an_older_high_watermark(cluster: Cluster) -> None:
+    """A leader whose host restarts comes back with the high watermark it last checkpointed,
+    behind what consumers already saw, until its followers fetch again. Until then it must say
+    OFFSET_NOT_AVAILABLE (KIP-207), never hand out the older value: a consumer that trusted it
+    would stop reading short of acknowledged records, or reset its position backwards."""
+    topic = "rewind"
+    cluster.create_topic(topic, partitions=1, replication_factor=3,
+                         config={"min.insync.replicas": 2})
+    producer = cluster.producer(acks="all", linger_ms=0)
+    consumer = cluster.consumer([topic], default_api_timeout_ms=500)
+    acknowledged = 0
+    lagged = False
+    # The host checkpoints its high watermarks every few seconds: a restart that lands just
+    # after a checkpoint has nothing stale to show, so try until one does.
+    for _attempt in range(4):
+        for future in [producer.send(topic, value=b"v") for _ in range(30)]:
+            future.result(60)
+        acknowledged += 30
+        assert consumer.end_offsets([(topic, 0)])[(topic, 0)] == acknowledged
+        state = wait_until(lambda: (s := partition_state(cluster, topic, 0))
+                           and len(s["isr"]) == 3 and s, 60, "a full ISR")
+        leader = ReplicaOnHost(cluster, topic, 0, state["leader"])
+        followers = [ReplicaOnHost(cluster, topic, 0, b).pid()
+                     for b in state["replicas"] if b != state["leader"]]
+        old_pid = leader.pid()
+        for pid in followers:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            ray.kill(leader.host)
+            restarted = wait_until(lambda pid=old_pid: _leading_again(cluster, topic, pid), 60,
+                                   "the leader's host back, leading again")
+            lagged = restarted["high_watermark"] < restarted["log_end_offset"]
+            refused = 0
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline:
+                try:
+                    end = consumer.end_offsets([(topic, 0)])[(topic, 0)]
+                except OffsetNotAvailableError:
+                    refused += 1
+                    continue
+                assert end >= acknowledged, (
+                    f"the high watermark went back from {acknowledged} to {end}")
+        finally:
+            for pid in followers:
+                os.kill(pid, signal.SIGCONT)
+        if lagged:
+            assert refused, "a lagging leader answered end_offsets anyway"
+            break
+    assert lagged, "no restart caught the leader with a stale high watermark"
+    wait_until(lambda: consumer.end_offsets([(topic, 0)])[(topic, 0)] == acknowledged, 60,
+               "the high watermark back where it was")
+    consumer.close()
+    producer.close()
+
+
+def _leading_again(cluster: Cluster, topic: str, old_pid: int) -> dict | None:
+    try:
+        replica = ReplicaOnHost(cluster, topic, 0)
+        facts = replica.describe()
+    except (LookupError, ray.exceptions.RayActorError):
+        return None
+    return facts if replica.pid() != old_pid and facts["role"] == "leader" else None
