@@ -161,13 +161,21 @@ def _advance(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
+def _retreat(sequence: int, decrement: int) -> int:
+    """``sequence`` moved back by ``decrement``, wrapping below 0 to the top, as it wrapped up."""
+    if sequence >= decrement:
+        return sequence - decrement
+    return _MAX_SEQUENCE + 1 - (decrement - sequence)
+
+
 class SequenceTracker:
     """The next idempotence sequence number of each partition of one producer (id, epoch).
 
     Sequences count records: a batch of n records starting at s is followed by one starting at
     s + n (wrapping after 2**31 - 1 to 0, as Kafka). Numbers are handed out when a batch is first
-    sent, in queue order, and never taken back: a retry keeps its number, so the leader sees the
-    same (producer, sequence) and drops a duplicate.
+    sent, in queue order: a retry keeps its number, so the leader sees the same (producer,
+    sequence) and drops a duplicate. They are taken back only from a batch the leader refused
+    before appending it (``release``).
     """
 
     def __init__(self) -> None:
@@ -183,6 +191,12 @@ class SequenceTracker:
         base = self._next.get(tp, 0)
         self._next[tp] = _advance(base, record_count)
         return base
+
+    def release(self, topic: str, partition: int, record_count: int) -> None:
+        """Take back the last ``record_count`` numbers handed out (a batch the leader refused
+        before appending it: see ``RecordAccumulator.release_sequences``)."""
+        tp = (topic, partition)
+        self._next[tp] = _retreat(self._next.get(tp, 0), record_count)
 
     def reset(self, topic: str, partition: int) -> None:
         """Start the partition again at 0 (after a producer-epoch bump, KIP-360)."""
@@ -218,7 +232,8 @@ class RecordAccumulator:
         # Insertion-ordered, so ready() answers partitions in a stable order; a partition with
         # nothing queued is dropped from it, so ready() only walks partitions with work.
         self._queues: dict[TopicPartitionKey, deque[PendingBatch]] = {}
-        self._in_flight: dict[TopicPartitionKey, int] = {}
+        # Each partition's batches in flight, in the order they were sent.
+        self._in_flight: dict[TopicPartitionKey, list[PendingBatch]] = {}
         self._buffered_bytes = 0
 
     # -- the hot path -------------------------------------------------------------------------
@@ -359,7 +374,7 @@ class RecordAccumulator:
     def _sendable(self, now_ms: int, flush: bool) -> Iterator[PendingBatch]:
         linger = self.linger_ms
         for tp, queue in self._queues.items():
-            in_flight = self._in_flight.get(tp, 0)
+            in_flight = len(self._in_flight.get(tp, ()))
             for batch in queue:
                 if in_flight >= self.max_in_flight:
                     break
@@ -384,7 +399,7 @@ class RecordAccumulator:
         for tp, queue in self._queues.items():
             if not queue:
                 continue
-            in_flight = self._in_flight.get(tp, 0)
+            in_flight = len(self._in_flight.get(tp, ()))
             if in_flight >= self.max_in_flight:
                 continue
             head = queue[0]
@@ -417,7 +432,7 @@ class RecordAccumulator:
                 f"{batch!r} is not next in line for {tp[0]}-{tp[1]}: send batches in the order "
                 "ready() returns them"
             )
-        in_flight = self._in_flight.get(tp, 0)
+        in_flight = len(self._in_flight.get(tp, ()))
         if in_flight >= self.max_in_flight:
             raise ValueError(
                 f"{tp[0]}-{tp[1]} already has {in_flight} batches in flight "
@@ -426,7 +441,7 @@ class RecordAccumulator:
         queue.popleft()
         if not queue:
             del self._queues[tp]
-        self._in_flight[tp] = in_flight + 1
+        self._in_flight.setdefault(tp, []).append(batch)
         batch.closed = True
         batch.in_flight = True
         batch.attempts += 1
@@ -444,10 +459,9 @@ class RecordAccumulator:
             return
         batch.in_flight = False
         tp = (batch.topic, batch.partition)
-        remaining = self._in_flight[tp] - 1
-        if remaining:
-            self._in_flight[tp] = remaining
-        else:
+        remaining = self._in_flight[tp]
+        remaining.remove(batch)
+        if not remaining:
             del self._in_flight[tp]
 
     def reenqueue(self, batch: PendingBatch, now_ms: int, backoff_ms: int) -> None:
@@ -482,12 +496,35 @@ class RecordAccumulator:
         tp = (topic, partition)
         if self._in_flight.get(tp):
             raise ValueError(
-                f"{topic}-{partition} still has {self._in_flight[tp]} batches in flight: "
+                f"{topic}-{partition} still has {len(self._in_flight[tp])} batches in flight: "
                 "wait for them before resetting its sequence numbers"
             )
         self.sequences.reset(topic, partition)
         for batch in self._queues.get(tp, ()):
             batch.base_sequence = None
+
+    def release_sequences(self, failed: PendingBatch) -> None:
+        """The leader refused ``failed`` before appending any of it (a corrupt or invalid batch,
+        one too large): its sequence numbers were never used, and the partition's later batches
+        move down by its record count, as in Kafka's producer
+        (``adjustSequencesDueToFailedBatch``); else the leader would wait on the gap forever.
+
+        Later batches still in flight carry their old numbers: the leader answers them
+        OUT_OF_ORDER_SEQUENCE_NUMBER (it cannot append them before the gap is filled, and
+        nothing fills it), and their retries carry the new ones. Call after
+        ``on_completed(failed)``.
+        """
+        if failed.base_sequence is None:
+            return
+        tp = (failed.topic, failed.partition)
+        count = failed.record_count
+        # Numbers are handed out in batch order (retries keep theirs, and go out in batch
+        # order too), so the batches numbered after `failed` are those created after it.
+        for batch in (*self._in_flight.get(tp, ()), *self._queues.get(tp, ())):
+            if batch.base_sequence is not None and batch.batch_id > failed.batch_id:
+                batch.base_sequence = _retreat(batch.base_sequence, count)
+        self.sequences.release(failed.topic, failed.partition, count)
+        failed.base_sequence = None
 
     # -- giving up ----------------------------------------------------------------------------
 
@@ -528,7 +565,7 @@ class RecordAccumulator:
         return bool(self._queues) or bool(self._in_flight)
 
     def in_flight_count(self, topic: str, partition: int) -> int:
-        return self._in_flight.get((topic, partition), 0)
+        return len(self._in_flight.get((topic, partition), ()))
 
     def queued_batches(self, topic: str, partition: int) -> list[PendingBatch]:
         """The partition's queue, front first (a copy)."""

@@ -51,6 +51,13 @@ _RETRIABLE = {
     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     ErrorCode.KAFKA_STORAGE_ERROR,
 }
+# Refusals of a batch the leader checked before appending anything of it: its sequence numbers
+# were never used, and go back to the partition's later batches (`release_sequences`).
+_REFUSED_BEFORE_APPEND = {
+    ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.INVALID_RECORD,
+}
 
 
 class RecordMetadata(NamedTuple):
@@ -527,7 +534,8 @@ class Producer:
                 self.metadata.invalidate(batch.topic)
                 self._retry_or_fail(batch, error)
             else:
-                self._fail(batch, error)
+                self._fail(batch, error,
+                           release_sequences=ErrorCode(code) in _REFUSED_BEFORE_APPEND)
 
     def _retry_or_fail(self, batch: PendingBatch, error: BaseException) -> None:
         now = int(time.time() * 1000)
@@ -540,9 +548,12 @@ class Producer:
             self._accumulator.reenqueue(batch, now, self.config.retry_backoff_ms)
             self._wakeup.notify_all()
 
-    def _fail(self, batch: PendingBatch, error: BaseException) -> None:
+    def _fail(self, batch: PendingBatch, error: BaseException, *,
+              release_sequences: bool = False) -> None:
         with self._lock:
             self._accumulator.on_completed(batch)
+            if release_sequences:
+                self._accumulator.release_sequences(batch)
             outcome = self._outcomes.pop(batch.batch_id)
             self._wakeup.notify_all()
         outcome.complete(error=error)

@@ -251,13 +251,17 @@ class PartitionReplica:
         if self.role != LEADER:
             return self.not_leader()
         try:
-            headers = validate_batches(
-                records, self.config.log.message_max_bytes, verify_records=False
-            )
+            # Every record decoded and checked, not only the CRC: a CRC proves the bytes are
+            # the ones the client sent, not that they are records; one malformed record stored
+            # would fail every consumer that reads that far.
+            headers = validate_batches(records, self.config.log.message_max_bytes,
+                                       require_keys=self.config.log.compact)
         except RecordTooLargeError as error:
             return error_reply(ErrorCode.MESSAGE_TOO_LARGE, str(error))
-        except (CorruptRecordError, InvalidRecordError) as error:
+        except CorruptRecordError as error:
             return error_reply(ErrorCode.CORRUPT_MESSAGE, str(error))
+        except InvalidRecordError as error:
+            return error_reply(ErrorCode.INVALID_RECORD, str(error))
         if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
             return error_reply(
                 ErrorCode.NOT_ENOUGH_REPLICAS,

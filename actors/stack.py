@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import ray
+from ray._common.utils import get_ray_address_file
 
 from actors.runtime import init_ray
 from coordination.embedded import (
@@ -127,6 +128,10 @@ class RayHead:
     the foreground, watching the head's processes (GCS, raylet, dashboard agent, workers), and
     on SIGTERM it stops them all, so one PID is the handle on the whole node. `ray.init()`
     without an address would instead start a Ray that dies with its driver.
+
+    `ray start` also points the machine's `ray.init()` at the new head (Ray's
+    `ray_current_cluster` file); stopping the head puts that pointer back as it was before, so
+    that a user's next `ray.init()` does not look for a head that is gone.
     """
 
     pid: int
@@ -134,6 +139,8 @@ class RayHead:
     log_path: Path
     # "token": clients must present ~/.ray/auth_token (Ray's default for a new local cluster).
     auth_mode: str = "token"
+    # What Ray's pointer said before this head was started (None: there was none).
+    pointer_before: str | None = None
 
     @classmethod
     def start(
@@ -179,12 +186,14 @@ class RayHead:
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 env=env, check=False, timeout=60,
             )
+        pointer_before = read_ray_pointer()
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 env=env, start_new_session=True,
             )
-        head = cls(process.pid, f"{ray.util.get_node_ip_address()}:{port}", log_path, auth_mode)
+        head = cls(process.pid, f"{ray.util.get_node_ip_address()}:{port}", log_path, auth_mode,
+                   pointer_before)
         try:
             head._wait_until_serving(process, port, timeout_s)
         except BaseException:
@@ -223,6 +232,16 @@ class RayHead:
     def running(self) -> bool:
         return self.is_head(self.pid, self.address)
 
+    def record(self) -> dict[str, object]:
+        """What `rafka up` writes down for `rafka down` (see `from_record`)."""
+        return {"pid": self.pid, "address": self.address, "log": str(self.log_path),
+                "pointer_before": self.pointer_before}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, object]) -> RayHead:
+        return cls(int(record["pid"]), str(record["address"]), Path(str(record["log"])),
+                   pointer_before=record.get("pointer_before"))  # type: ignore[arg-type]
+
     def stop(self, timeout_s: float = 60.0) -> list[int]:
         """SIGTERM the head (it drains and stops its processes), then kill what is left of its
         session; return the PIDs signalled. Only processes in the head's own session, which
@@ -242,7 +261,34 @@ class RayHead:
             for pid in stragglers:
                 wait_for_exit(pid, 5.0)
             signalled += stragglers
+            restore_ray_pointer(ray_pointer_path(), self.address, self.pointer_before)
         return signalled
+
+
+def ray_pointer_path() -> Path:
+    """Ray's pointer to the machine's current cluster (`ray_current_cluster` in Ray's temp
+    dir), which `ray start` writes and a `ray.init()` without an address follows."""
+    return Path(get_ray_address_file(None))
+
+
+def read_ray_pointer(path: Path | None = None) -> str | None:
+    try:
+        return (path or ray_pointer_path()).read_text().strip() or None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def restore_ray_pointer(path: Path, ours: str, before: str | None) -> bool:
+    """Put Ray's pointer back as it was before our head started, if it still names our head;
+    True if it did. A pointer to any other head (one started since, by anyone) is left alone:
+    it is not ours to remove."""
+    if read_ray_pointer(path) != ours:
+        return False
+    if before is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(before)
+    return True
 
 
 def _port_open(port: int, host: str = "127.0.0.1") -> bool:

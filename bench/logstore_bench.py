@@ -9,7 +9,10 @@ once (not timed in the append figures), then:
 * ``plain_write``: the same bytes written with ``file.write``;
 * ``read_parse``: ``Log.read`` from offset 0 to the end with 1 MiB fetches and
   ``decode_batches`` of each (CRC checked), i.e. what a consumer does;
-* ``plain_read``: the file read back with 1 MiB ``file.read`` calls (no parsing).
+* ``plain_read``: the file read back with 1 MiB ``file.read`` calls (no parsing);
+* ``validate_framing`` and ``validate_full``: a leader's check of each batch as it arrives from
+  a producer, ``validate_batch`` without and with ``verify_records`` (framing, CRC and the
+  records' outer structure; or every record decoded and checked), to put beside ``append``.
 
 Neither side fsyncs inside the timed loops (the log's default leaves flushing to the OS).
 Targets: append >= 50 % of the plain write rate; read + parse >= 2,000,000 records/s.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +36,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 from logstore import Log, LogConfig, build_batch, decode_batches  # noqa: E402
+from logstore.batch import validate_batch  # noqa: E402
 
 READ_SIZE = 1 << 20
 
@@ -88,6 +93,13 @@ def bench_read_parse(log: Log) -> tuple[float, int]:
     return time.perf_counter() - started, count
 
 
+def bench_validate(batches: list[bytes], verify_records: bool) -> float:
+    started = time.perf_counter()
+    for batch in batches:
+        validate_batch(batch, len(batch), verify_records=verify_records)
+    return time.perf_counter() - started
+
+
 def bench_plain_read(path: Path) -> float:
     started = time.perf_counter()
     with open(path, "rb", buffering=0) as f:
@@ -102,20 +114,25 @@ def run(records: int, record_size: int, batch: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="rafka-bench-") as tmp:
         directory = Path(tmp)
         plain = directory / "plain.bin"
-        # Alternate and keep the best of three, so a noisy neighbour hurts both sides alike.
-        append_s = write_s = read_s = plain_read_s = float("inf")
+        # Alternate and keep the median of three, so a noisy neighbour hurts both sides alike.
+        runs: dict[str, list[float]] = {name: [] for name in (
+            "append", "write", "read", "plain_read", "framing", "full")}
         parsed = 0
         for _ in range(3):
             if (directory / "bench-0").exists():
                 _remove_tree(directory / "bench-0")
             elapsed, log = bench_append(directory, batches)
-            append_s = min(append_s, elapsed)
-            write_s = min(write_s, bench_plain_write(plain, batches))
+            runs["append"].append(elapsed)
+            runs["write"].append(bench_plain_write(plain, batches))
             elapsed, parsed = bench_read_parse(log)
-            read_s = min(read_s, elapsed)
-            plain_read_s = min(plain_read_s, bench_plain_read(plain))
+            runs["read"].append(elapsed)
+            runs["plain_read"].append(bench_plain_read(plain))
+            runs["framing"].append(bench_validate(batches, verify_records=False))
+            runs["full"].append(bench_validate(batches, verify_records=True))
             log.close()
             plain.unlink()
+    append_s, write_s, read_s, plain_read_s, framing_s, full_s = (
+        statistics.median(times) for times in runs.values())
     append = _rate(records, total_bytes, append_s)
     plain_write = _rate(records, total_bytes, write_s)
     read_parse = _rate(parsed, total_bytes, read_s)
@@ -131,6 +148,10 @@ def run(records: int, record_size: int, batch: int) -> dict[str, object]:
         "read_parse": read_parse,
         "plain_read": plain_read,
         "records_parsed": parsed,
+        "validate_framing": _rate(records, total_bytes, framing_s),
+        "validate_full": _rate(records, total_bytes, full_s),
+        # What full validation adds to a leader's append, per record.
+        "validate_full_vs_append": round(full_s / append_s, 3),
         "targets": {
             "append_at_least_half_plain_write": write_s / append_s >= 0.5,
             "read_parse_at_least_2M_records_per_s": read_parse["records_per_s"] >= 2_000_000,

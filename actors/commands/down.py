@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from pathlib import Path
 
 import ray
 
@@ -56,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         stopped.append(f"broker(s) {', '.join(sorted(brokers, key=int))}")
     head = recorded.ray_head
     if head is not None:
-        pids = RayHead(head["pid"], head["address"], Path(head["log"])).stop(args.timeout)
+        pids = RayHead.from_record(head).stop(args.timeout)
         if pids:
             stopped.append(f"Ray head (pid {head['pid']})")
     zookeeper = recorded.zookeeper

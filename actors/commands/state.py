@@ -54,7 +54,7 @@ class ClusterState:
     data_dir: str
     brokers: int
     # What `up` started, and so what `down` stops: {"pid", "data_dir"} of the embedded ZooKeeper,
-    # {"pid", "address", "log"} of the Ray head; None for what was there before (--zk, --address).
+    # `RayHead.record()` of the Ray head; None for what was there before (--zk, --address).
     zookeeper: dict[str, Any] | None = None
     ray_head: dict[str, Any] | None = None
     # How clients authenticate to the Ray head `up` started ("token": ~/.ray/auth_token).

@@ -159,8 +159,7 @@ def _bring_up(args: argparse.Namespace, data_dir: Path, broker_config: dict[str,
             brokers=args.brokers, ray_auth_mode=auth_mode,
             zookeeper=None if zookeeper is None else {
                 "pid": zookeeper.pid, "data_dir": str(zookeeper.data_dir)},
-            ray_head=None if head is None else {
-                "pid": head.pid, "address": head.address, "log": str(head.log_path)},
+            ray_head=None if head is None else head.record(),
         )
         # Recorded before the brokers start, so that `rafka down` can clean up an interrupted up.
         recorded.save()

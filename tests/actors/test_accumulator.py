@@ -342,17 +342,48 @@ def test_sequence_numbers_wrap_like_kafkas() -> None:
     assert tracker.next_sequence("t", 0) == 0
 
 
+def test_a_batch_refused_before_its_append_hands_its_sequences_to_the_later_ones() -> None:
+    acc = _acc(linger_ms=0)
+    _fill(acc, 9 * 3)
+    first, refused, third = _send(acc, acc.ready(0))
+    _fill(acc, 2)  # queued, not yet numbered
+    assert [b.base_sequence for b in (first, refused, third)] == [0, 9, 18]
+    acc.on_completed(refused)  # the leader said CORRUPT_MESSAGE: nothing of it was appended
+    acc.release_sequences(refused)
+    assert (first.base_sequence, third.base_sequence) == (0, 9)
+    assert acc.sequences.next_sequence("t", 0) == 18
+    # The third, still in flight with its old number, comes back out of order and is resent
+    # with the new one; the queued batch follows it without a gap.
+    acc.on_completed(first)
+    acc.reenqueue(third, now_ms=0, backoff_ms=0)
+    again, queued = _send(acc, acc.ready(0))
+    assert (again, again.base_sequence, queued.base_sequence) == (third, 9, 18)
+
+
+def test_released_sequences_wrap_back_below_zero() -> None:
+    tracker = SequenceTracker()
+    tracker.assign("t", 0, 2**31 - 2)
+    assert tracker.assign("t", 0, 5) == 2**31 - 2
+    tracker.release("t", 0, 5)
+    assert tracker.next_sequence("t", 0) == 2**31 - 2
+
+
 # -- the whole protocol against a leader that dedupes and enforces order ----------------------
 
 
 class _Leader:
-    """Appends a batch only when its sequence is the next expected; drops exact duplicates."""
+    """Appends a batch only when its sequence is the next expected; drops exact duplicates;
+    refuses outright, before looking at its sequence, a batch holding a poisoned record (as a
+    leader refuses a malformed batch)."""
 
-    def __init__(self) -> None:
+    def __init__(self, poisoned: set[bytes]) -> None:
         self.log: dict[int, list[bytes]] = defaultdict(list)
         self.next_sequence: dict[int, int] = defaultdict(int)
+        self.poisoned = poisoned
 
     def produce(self, batch: PendingBatch) -> str:
+        if any(value in self.poisoned for _, value, _, _ in batch.records):
+            return "refused"
         expected = self.next_sequence[batch.partition]
         if batch.base_sequence == expected:
             self.log[batch.partition].extend(value for _, value, _, _ in batch.records)
@@ -373,7 +404,9 @@ def test_every_record_lands_once_and_in_order_despite_failures_and_reordering(
         linger_ms=5,
         max_in_flight=data.draw(st.integers(min_value=1, max_value=5), label="max_in_flight"),
     )
-    leader = _Leader()
+    poisoned: set[bytes] = set()
+    refused: set[bytes] = set()
+    leader = _Leader(poisoned)
     appended: dict[int, list[bytes]] = defaultdict(list)
     in_flight: list[PendingBatch] = []
     now = 0
@@ -387,6 +420,10 @@ def test_every_record_lands_once_and_in_order_despite_failures_and_reordering(
         outcome = leader.produce(batch)
         if outcome == "out_of_order" or fate == "lost_answer":  # appended, but we never heard
             acc.reenqueue(batch, now, 3)
+        elif outcome == "refused":  # what the producer does with CORRUPT_MESSAGE and the like
+            acc.on_completed(batch)
+            acc.release_sequences(batch)
+            refused.update(value for _, value, _, _ in batch.records)
         else:
             acc.on_completed(batch)
 
@@ -395,8 +432,10 @@ def test_every_record_lands_once_and_in_order_despite_failures_and_reordering(
         action = data.draw(st.sampled_from(["append", "append", "tick", "send", "answer"]))
         if action == "append":
             partition = data.draw(st.integers(min_value=0, max_value=2))
-            value = f"{counter}".encode() * data.draw(st.integers(min_value=1, max_value=30))
+            value = f"{counter}:".encode() * data.draw(st.integers(min_value=1, max_value=15))
             counter += 1
+            if data.draw(st.integers(min_value=0, max_value=9), label="poison") == 0:
+                poisoned.add(value)
             acc.append("t", partition, None, value, now, None, now)
             appended[partition].append(value)
         elif action == "tick":
@@ -421,7 +460,9 @@ def test_every_record_lands_once_and_in_order_despite_failures_and_reordering(
             answer(in_flight[-1], "ok")  # newest first: the worst order for sequencing
         now += 3
     assert not acc.has_pending()
-    assert {p: leader.log[p] for p in appended} == dict(appended)
+    assert refused >= poisoned
+    assert {p: leader.log[p] for p in appended} == {
+        p: [value for value in values if value not in refused] for p, values in appended.items()}
 
 
 def test_drain_all_without_a_clock_sends_retries_at_once() -> None:

@@ -75,7 +75,7 @@ def rafka_up(rafka: Rafka, name: str, data_dir: Path, brokers: int,
 def _stop_leftovers(state: dict[str, Any]) -> None:
     head = state.get("ray_head")
     if head and pid_alive(head["pid"]):
-        RayHead(head["pid"], head["address"], Path(head["log"])).stop(30)
+        RayHead.from_record(head).stop(30)
     zk = state.get("zookeeper")
     if zk and is_embedded_server(zk["pid"], zk["data_dir"]):
         os.kill(zk["pid"], signal.SIGKILL)

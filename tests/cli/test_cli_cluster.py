@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +43,19 @@ class Up:
 def up(tmp_path_factory: pytest.TempPathFactory, rafka_factory) -> Iterator[Up]:
     root = tmp_path_factory.mktemp("rafka-cli")
     rafka = rafka_factory(root)
-    with rafka_up(rafka, NAME, root / "data", brokers=2) as (result, state):
-        yield Up(rafka, state, root / "data", result.stdout)
+    # A Ray temp dir of its own (short: Ray's socket paths must fit in 107 bytes), so that the
+    # pointer `ray start` writes there is this test's alone to check.
+    ray_temp = Path(tempfile.mkdtemp(prefix="rafka-ray-", dir="/tmp"))
+    rafka.env["RAY_TMPDIR"] = str(ray_temp)
+    try:
+        with rafka_up(rafka, NAME, root / "data", brokers=2) as (result, state):
+            yield Up(rafka, state, root / "data", result.stdout)
+    finally:
+        shutil.rmtree(ray_temp, ignore_errors=True)
+
+
+def _ray_pointer(up: Up) -> Path:
+    return Path(up.rafka.env["RAY_TMPDIR"]) / "ray" / "ray_current_cluster"
 
 
 def test_up_leaves_a_cluster_that_outlives_it(up: Up) -> None:
@@ -51,6 +65,8 @@ def test_up_leaves_a_cluster_that_outlives_it(up: Up) -> None:
     head = up.state["ray_head"]
     assert RayHead.is_head(head["pid"], head["address"])
     assert up.state["ray_address"] == head["address"]
+    # `ray start` points this machine's ray.init() at the head while it runs, as Ray does.
+    assert _ray_pointer(up).read_text().strip() == head["address"]
     pointer = Path(up.rafka.env["RAFKA_HOME"]) / "clusters" / f"{NAME}.json"
     assert json.loads(pointer.read_text())["data_dir"] == str(up.data_dir)
 
@@ -226,6 +242,15 @@ def test_down_stops_what_up_started_and_nothing_else(up: Up) -> None:
     assert wait_for_exit(zk_pid, 30), "the embedded ZooKeeper must be stopped"
     assert wait_for_exit(head_pid, 30), "the Ray head must be stopped"
     assert session_members(head_pid) == [], "every process of the Ray head's session is gone"
+    # Ray is left as `up` found it: no pointer to the head that is gone, so that a user's next
+    # Ray program starts a Ray of its own instead of waiting for that head.
+    assert not _ray_pointer(up).exists()
+    program = subprocess.run(
+        [sys.executable, "-c", "import ray; ray.init(num_cpus=1); "
+         "print(ray.get(ray.put(41)) + 1); ray.shutdown()"],
+        capture_output=True, text=True, timeout=180, cwd=up.rafka.root,
+        env={key: value for key, value in up.rafka.env.items() if key != "RAY_ADDRESS"})
+    assert program.returncode == 0 and program.stdout.split()[-1] == "42", program.stderr[-2000:]
     assert not (up.data_dir / "cluster.json").exists()
     again = up.rafka("down")
     assert again.returncode == 0 and "nothing to stop" in again.stderr

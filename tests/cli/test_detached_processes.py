@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.stack import RayHead, session_members
+from actors.stack import RayHead, read_ray_pointer, restore_ray_pointer, session_members
 from coordination.embedded import (
     EmbeddedZooKeeper,
     is_embedded_server,
@@ -74,3 +74,23 @@ def test_ray_head_check_rejects_other_processes() -> None:
     assert not RayHead.is_head(os.getpid(), "127.0.0.1:6379")
     assert not RayHead.is_head(2**22 + 1, "127.0.0.1:6379")  # no such process
     assert os.getpid() in session_members(os.getsid(0))
+
+
+def test_ray_pointer_goes_back_to_what_it_was_only_if_it_names_our_head(tmp_path: Path) -> None:
+    pointer = tmp_path / "ray_current_cluster"
+    ours, theirs = "10.0.0.5:40001", "10.0.0.5:6379"
+    # Nothing before: our pointer is removed.
+    pointer.write_text(ours)
+    assert restore_ray_pointer(pointer, ours, None)
+    assert not pointer.exists()
+    # Another Ray's before: it is written back.
+    pointer.write_text(ours)
+    assert restore_ray_pointer(pointer, ours, theirs)
+    assert read_ray_pointer(pointer) == theirs
+    # A Ray started after ours owns the pointer now: left alone, whatever was there before.
+    pointer.write_text(theirs)
+    assert not restore_ray_pointer(pointer, ours, None)
+    assert read_ray_pointer(pointer) == theirs
+    pointer.unlink()
+    assert not restore_ray_pointer(pointer, ours, theirs)
+    assert not pointer.exists()

@@ -31,6 +31,7 @@ from actors import Cluster
 from actors.client_config import InvalidConfigError as InvalidClientConfigError
 from actors.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     InvalidRequiredAcksError,
     InvalidTopicError,
     RafkaError,
@@ -38,7 +39,7 @@ from actors.errors import (
     UnknownTopicError,
     raise_for,
 )
-from logstore.batch import build_batch
+from logstore.batch import build_batch, encode_batch
 from logstore.checkpoint import (
     HIGH_WATERMARK_FILE,
     LOG_START_OFFSET_FILE,
@@ -412,7 +413,7 @@ def malformed_batches(draw: st.DrawFn) -> tuple[str, bytes]:
     good = bytearray(_good_batch(draw(st.integers(1, 20))))
     kind = draw(st.sampled_from([
         "truncated", "wrong length", "wrong magic", "bad crc", "record count",
-        "garbage records", "huge length", "trailing bytes", "empty",
+        "garbage records", "bad later record", "huge length", "trailing bytes", "empty",
     ]))
     if kind == "truncated":
         return kind, bytes(good[: draw(st.integers(0, len(good) - 1))])
@@ -453,12 +454,39 @@ def malformed_batches(draw: st.DrawFn) -> tuple[str, bytes]:
         batch = good[:61] + garbage
         struct.pack_into(">i", batch, 8, len(batch) - 12)
         return kind, _with_crc(batch)
+    if kind == "bad later record":
+        return kind, draw(batches_with_a_bad_later_record())
     if kind == "huge length":
         struct.pack_into(">i", good, 8, 2**31 - 1)
         return kind, bytes(good)
     if kind == "trailing bytes":
         return kind, bytes(good) + draw(st.binary(min_size=1, max_size=100))
     return kind, b""
+
+
+# What a record can be instead of [offset_delta, timestamp_delta, key, value, headers].
+_BAD_RECORDS = st.sampled_from([
+    b"not a record", 7, None, (0, 0, None, b"x"), (0, 0, None, b"x", (), b"sixth"),
+    (0, 0, 7, b"x", ()), (0, 0, None, "text", ()), (0, 0.5, None, b"x", ()),
+    (0, 0, None, b"x", "headers"), (0, 0, None, b"x", (("h", "text"),)),
+    (0, 0, None, b"x", ((b"name", b"v"),)), (0, 0, None, b"x", (("h", b"v", b"w"),)),
+])
+
+
+@st.composite
+def batches_with_a_bad_later_record(draw: st.DrawFn) -> bytes:
+    """CRC-valid, header consistent, the first record good, a later one malformed, compressed
+    or not: the leader must look at every record, not only the first."""
+    count = draw(st.integers(2, 20))
+    entries: list[Any] = [(i, 0, None, b"x" * 10, ()) for i in range(count)]
+    at = draw(st.integers(1, count - 1))
+    bad = draw(_BAD_RECORDS)
+    # A record-shaped replacement keeps its place's offset delta: only the drawn flaw is wrong.
+    entries[at] = (at, *bad[1:]) if isinstance(bad, tuple) else bad
+    codec = draw(st.sampled_from([0, 1, 3, 4]))  # none, gzip, lz4, zstd
+    return encode_batch(entries, base_offset=0, leader_epoch=-1, attributes=codec,
+                        last_offset_delta=count - 1, first_timestamp=T0, max_timestamp=T0,
+                        producer_id=-1, producer_epoch=-1, base_sequence=-1, codec=codec)
 
 
 def test_malformed_batches_sent_straight_to_a_leader(cluster: Cluster, unharmed) -> None:
@@ -509,6 +537,24 @@ def test_wrong_arguments_to_a_leaders_produce(cluster: Cluster, unharmed) -> Non
     non_bytes()
     bad_acks()
     bad_timeout()
+
+
+def test_a_compacted_topic_refuses_records_without_a_key(cluster: Cluster, topics) -> None:
+    """Compaction keeps the last record of each key: a record without one has nowhere to go.
+    Kafka refuses it with INVALID_RECORD, and stores nothing of the request."""
+    cluster.create_topic("compacted", partitions=1, replication_factor=3,
+                         config={"cleanup.policy": "compact"})
+    producer = cluster.producer(acks="all", linger_ms=0)
+    kept = producer.send("compacted", key=b"k", value=b"kept").result(60)
+    with pytest.raises(InvalidRecordError, match="key"):
+        producer.send("compacted", value=b"no key").result(60)
+    # A batch straight to the leader, keyed records around a keyless one: all refused.
+    batch = build_batch([(b"a", b"1", T0, None), (None, b"2", T0, None), (b"c", b"3", T0, None)])
+    with pytest.raises(InvalidRecordError):
+        raise_for(ReplicaOnHost(cluster, "compacted", 0).produce(batch, -1, 5000))
+    after = producer.send("compacted", key=b"k", value=b"after").result(60)
+    producer.close()
+    assert after.offset == kept.offset + 1, "nothing of the refused records was stored"
 
 
 # ---------------------------------------------------------------------------- command line
