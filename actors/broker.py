@@ -41,7 +41,7 @@ from coordination.errors import (
 from coordination.models import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
 from coordination.partition_state import PartitionStateStore
 from coordination.registration import BrokerRegistration, read_brokers
-from coordination.store import ClusterStore
+from coordination.store import ClusterStore, SessionEvent
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +63,12 @@ class Broker:
     ) -> None:
         self.broker_id = broker_id
         self.cluster_name = cluster_name
-        self.zk_address = zk_address
         self.namespace = namespace
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.raw_config = dict(config or {})
         self.config = BrokerConfig.from_dict(self.raw_config)
+        self.zk_address = self.config.zookeeper_connect or zk_address
         self.node_id = ray.get_runtime_context().get_node_id()
         # The replica-host actors by name, and the last LeaderAndIsr applied to each replica
         # hosted on them: a host that dies is recreated, and its replicas from these.
@@ -86,6 +86,12 @@ class Broker:
         self.controller: Controller | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._shutting_down = False
+        # Cut off from ZooKeeper: the task that fences the replicas once the session must have
+        # expired, and whether it did (see `_on_session`).
+        self._granted_session_timeout_ms = self.config.zookeeper_session_timeout_ms
+        self._cut_off: asyncio.Task | None = None
+        self._fenced_while_cut_off = False
+        self._unfencing: asyncio.Future | None = None
 
     # ------------------------------------------------------------------------ life cycle
 
@@ -100,6 +106,8 @@ class Broker:
         await asyncio.to_thread(store.start)
         await asyncio.to_thread(store.ensure_layout)
         self.store = store
+        self._granted_session_timeout_ms = store.session_timeout_ms
+        store.add_session_listener(lambda event: self._call_soon(self._on_session, event))
         info = BrokerInfo(
             node_id=self.broker_id,
             actor=broker_name(self.broker_id),
@@ -142,6 +150,40 @@ class Broker:
 
     def _on_registered(self) -> None:
         log.info("broker %d registered", self.broker_id)
+
+    def _on_session(self, event: SessionEvent) -> None:
+        """Fence the replicas once a lost connection has lasted a session timeout.
+
+        ZooKeeper expires a session it has not heard from for that long, but the client learns
+        of it only when it reconnects: a broker cut off from ZooKeeper (and not from Ray) would
+        go on leading meanwhile, while the controller has moved its partitions elsewhere. Past
+        the timeout the session is gone for certain, so the broker stops leading then, as it
+        does on an expiry it is told of (`_on_unregistered`). Should the connection come back
+        with the session alive after all (a server that granted a longer timeout than asked),
+        the replicas take back what ZooKeeper says they are.
+        """
+        if event is SessionEvent.SUSPENDED:
+            if self._cut_off is None and not self._shutting_down:
+                self._cut_off = asyncio.ensure_future(
+                    self._fence_when_expired(self._granted_session_timeout_ms / 1000))
+            return
+        if self._cut_off is not None:
+            self._cut_off.cancel()
+            self._cut_off = None
+        if event in (SessionEvent.CONNECTED, SessionEvent.RECONNECTED) and self.store is not None:
+            self._granted_session_timeout_ms = self.store.session_timeout_ms
+        if event is SessionEvent.RECONNECTED and self._fenced_while_cut_off:
+            self._unfencing = asyncio.gather(*(self._recreate_host(name) for name in self.hosts))
+        self._fenced_while_cut_off = False
+
+    async def _fence_when_expired(self, timeout_s: float) -> None:
+        await asyncio.sleep(timeout_s)
+        log.warning("broker %d has been cut off from ZooKeeper for its session timeout (%.1f s): "
+                    "its session is gone, fencing its replicas", self.broker_id, timeout_s)
+        self._fenced_while_cut_off = True
+        self._cut_off = None
+        for host in self.hosts.values():
+            host.fence.remote()
 
     def _on_unregistered(self) -> None:
         # Our session expired: another broker may already lead our partitions. Lead nothing
@@ -308,6 +350,8 @@ class Broker:
                 await self._recreate_host(name)
 
     async def _recreate_host(self, name: str) -> None:
+        """Give a host its replicas again, as ZooKeeper has them now (after the host was
+        recreated, or fenced while the session turned out to be alive)."""
         hosted = [tp for tp in self.replica_states if self._host_name(*tp) == name]
         if not hosted or self.store is None:
             return

@@ -129,7 +129,7 @@ class Cluster:
         stack = LocalStack.start(zk=zk, ray_address=ray_address)
         return cls(name, stack)
 
-    def _create_broker(self, broker_id: int) -> Any:
+    def _create_broker(self, broker_id: int, config: Mapping[str, Any] | None = None) -> Any:
         options: dict[str, Any] = {
             "name": broker_name(broker_id),
             "namespace": self.namespace,
@@ -145,7 +145,7 @@ class Cluster:
             str(self.stack.zk_address),
             self.namespace,
             str(self.data_dir / f"broker-{broker_id}"),
-            self.broker_config,
+            {**self.broker_config, **(config or {})},
         )
         self._brokers[broker_id] = handle
         return handle.start.remote()
@@ -201,10 +201,12 @@ class Cluster:
         """Kill a broker's actor outright (its replicas die with it)."""
         self.stop_broker(broker_id, graceful=False)
 
-    def start_broker(self, broker_id: int, timeout_s: float = 60.0) -> None:
-        """Start (or restart) a broker; it rejoins as follower and catches up."""
+    def start_broker(self, broker_id: int, timeout_s: float = 60.0,
+                     config: Mapping[str, Any] | None = None) -> None:
+        """Start (or restart) a broker; it rejoins as follower and catches up. `config`
+        overrides the cluster's broker settings for this broker alone."""
         try:
-            ray.get(self._create_broker(broker_id), timeout=timeout_s)
+            ray.get(self._create_broker(broker_id, config), timeout=timeout_s)
         except BaseException:
             # A broker that could not register must not linger holding its name.
             handle = self._brokers.pop(broker_id, None)

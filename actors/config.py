@@ -117,6 +117,10 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     broker_rack: str | None = None
+    # This broker's ZooKeeper connect string, chroot included (Kafka's zookeeper.connect); None:
+    # the cluster's. Brokers of one cluster must reach the same ensemble and chroot; another
+    # route to it (a proxy, in the fault tests) is what this is for.
+    zookeeper_connect: str | None = None
     # Not Kafka's: how many replica-host actors (processes) hold this broker's partition
     # replicas. Each is a Ray worker process (about 65 MB, and about 0.6% of a core even idle);
     # 0 gives every replica an actor of its own, as rafka did before replicas shared hosts.
@@ -136,7 +140,7 @@ class BrokerConfig:
                 raise _unknown(str(key), sorted(set(names) - {"topic.defaults"}), "broker")
             if spec.type in ("bool", bool):
                 changes[spec.name] = _parse_bool(key, raw)
-            elif key == "broker.rack":
+            elif key in ("broker.rack", "zookeeper.connect"):
                 changes[spec.name] = None if raw is None else str(raw)
             else:
                 changes[spec.name] = _parse_int(key, raw, minimum=0)

@@ -213,6 +213,9 @@ class Producer:
         self._space = threading.Condition(self._lock)
         # The batches each request in flight carries, by its object ref.
         self._in_flight: dict[Any, list[PendingBatch]] = {}
+        # When each request in flight was sent (monotonic s): one not answered within
+        # request.timeout.ms is given up on and its batches retried, as Kafka's client does.
+        self._sent_at: dict[Any, float] = {}
         # One outcome per batch, for its whole life (retries included), by batch id.
         self._outcomes: dict[int, _BatchOutcome] = {}
         self._flushing = 0
@@ -495,6 +498,7 @@ class Producer:
                     self._fail(batch, error)
                 continue
             self._in_flight[ref] = carried
+            self._sent_at[ref] = time.monotonic()
 
     def _collect(self, batches_pending: bool) -> None:
         if not self._in_flight:
@@ -506,6 +510,7 @@ class Producer:
             done, _ = ray.wait(refs, num_returns=1, timeout=0.05)
         for ref in done:
             batches = self._in_flight.pop(ref)
+            del self._sent_at[ref]
             try:
                 replies = ray.get(ref)
             except Exception as error:  # the leader's host died: the leaders moved
@@ -517,6 +522,27 @@ class Producer:
                 continue
             for batch, reply in zip(batches, replies, strict=True):
                 self._complete(batch, reply)
+        self._give_up_on_silent_requests()
+
+    def _give_up_on_silent_requests(self) -> None:
+        """Retry the batches of requests not answered within request.timeout.ms.
+
+        A leader's host that is paused (or cut off) answers nothing, and its partitions would
+        wait for it however long it takes while another broker leads them. The request may
+        still be appended when the host resumes: with idempotence the retry carries the same
+        sequence numbers, and a leader that has both keeps one.
+        """
+        # A second of slack: the leader's own REQUEST_TIMED_OUT, at request.timeout.ms, comes
+        # first whenever the leader can answer at all.
+        deadline = time.monotonic() - self.config.request_timeout_ms / 1000 - 1
+        for ref in [ref for ref, sent in self._sent_at.items() if sent < deadline]:
+            del self._sent_at[ref]
+            for batch in self._in_flight.pop(ref):
+                self.metadata.invalidate(batch.topic)
+                self._retry_or_fail(batch, RequestTimedOutError(
+                    f"the leader of {batch.topic}-{batch.partition} did not answer within "
+                    f"request.timeout.ms ({self.config.request_timeout_ms} ms); the record may "
+                    "or may not be written"))
 
     def _complete(self, batch: PendingBatch, reply: dict[str, Any]) -> None:
         code = reply.get("error", 0)

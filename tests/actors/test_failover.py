@@ -58,8 +58,9 @@ def check_acknowledged(acknowledged: dict[tuple[int, int], bytes], records: list
 class Workload:
     """A producer thread writing numbered records (acks=all, idempotent) until stopped."""
 
-    def __init__(self, cluster: Cluster, topic: str) -> None:
-        self.producer = cluster.producer(acks="all", linger_ms=2, retry_backoff_ms=50)
+    def __init__(self, cluster: Cluster, topic: str, **producer_options: object) -> None:
+        self.producer = cluster.producer(**{"acks": "all", "linger_ms": 2,
+                                            "retry_backoff_ms": 50, **producer_options})
         self.topic = topic
         self.acknowledged: dict[tuple[int, int], bytes] = {}
         self.failed = 0

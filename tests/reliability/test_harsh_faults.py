@@ -1,0 +1,202 @@
+"""Faults that overlap, and faults that pause a process instead of killing it.
+
+Each scenario runs an acks=all, idempotent producer (RF 3, min.insync.replicas 2) through one
+fault and then checks what a user would: no acknowledged record lost, changed or doubled, and no
+write acknowledged while the cluster could not have kept it. The scenarios:
+
+- two of three brokers down at once: writes are refused, never acknowledged, then all returns;
+- a leader killed while the controller is paused past its ZooKeeper session: the next controller
+  elects a leader, and the paused one, when it resumes, is no longer the controller;
+- a partition leader paused (SIGSTOP: its broker and its replica hosts, as a Kafka broker's JVM
+  would be) past its session timeout: on its return, nothing it accepts is acknowledged;
+- a broker cut off from ZooKeeper by a severed TCP proxy while Ray still reaches it: once its
+  session must have expired it stops leading, and it accepts no write the new leader never sees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import ray
+
+from actors import Cluster
+from actors.errors import ErrorCode
+from logstore.batch import build_batch
+
+from ..actors.conftest import partition_state, wait_until
+from ..actors.test_failover import Workload, check_acknowledged, read_everything
+from ..replicas import ReplicaOnHost
+from .tcp_proxy import TcpProxy
+
+TOPIC = "harsh"
+# A leader that is paused answers nothing: the producer gives up on it after this, and retries.
+REQUEST_TIMEOUT_MS = 8_000
+# The test cluster's ZooKeeper session timeout (tests/conftest.py), and a pause well past it.
+SESSION_TIMEOUT_S = 6.0
+PAST_THE_SESSION_S = SESSION_TIMEOUT_S + 4
+
+
+def _create_topic(cluster: Cluster, partitions: int = 3) -> None:
+    cluster.create_topic(TOPIC, partitions=partitions, replication_factor=3,
+                         config={"min.insync.replicas": 2})
+
+
+def _processes_of(cluster: Cluster, broker: int) -> list[int]:
+    """A broker's process and its replica hosts': what a broker's JVM is in Kafka."""
+    handle = ray.get_actor(f"broker-{broker}", namespace=cluster.namespace)
+    hosts = ray.get(handle.replica_host_pids.remote(), timeout=30)
+    return [ray.get(handle.pid.remote(), timeout=30), *hosts.values()]
+
+
+@contextlib.contextmanager
+def _paused(pids: list[int]) -> Iterator[None]:
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
+def _acknowledged_more(workload: Workload, count: int, what: str, timeout_s: float = 90) -> None:
+    before = len(workload.acknowledged)
+    wait_until(lambda: len(workload.acknowledged) >= before + count, timeout_s, what)
+
+
+def _refused(reply: dict) -> bool:
+    return reply.get("error", 0) != 0
+
+
+def _stray_write() -> bytes:
+    return build_batch([(None, b"stray", int(time.time() * 1000), None)])
+
+
+def test_two_of_three_brokers_down_refuse_writes_then_everything_returns(
+    cluster: Cluster,
+) -> None:
+    _create_topic(cluster)
+    with Workload(cluster, TOPIC, request_timeout_ms=REQUEST_TIMEOUT_MS) as workload:
+        _acknowledged_more(workload, 500, "writes before the fault")
+        survivor = cluster.controller()
+        down = [broker for broker in (0, 1, 2) if broker != survivor]
+        for broker in down:
+            cluster.kill_broker(broker)
+        # The controller moves every partition to the survivor, alone in every ISR.
+        wait_until(lambda: all(p["leader"] == survivor and p["isr"] == [survivor]
+                               for p in cluster.describe_topic(TOPIC)["partitions"]),
+                   60, "the survivor leading every partition, alone")
+        acknowledged = len(workload.acknowledged)
+        time.sleep(3)
+        assert len(workload.acknowledged) == acknowledged, (
+            "records acknowledged with one broker of three up, min.insync.replicas=2")
+        reply = ReplicaOnHost(cluster, TOPIC, 0, survivor).produce(_stray_write(), -1, 5000)
+        assert reply["error"] == ErrorCode.NOT_ENOUGH_REPLICAS, reply
+        for broker in down:
+            cluster.start_broker(broker)
+        wait_until(lambda: all(len(p["isr"]) == 3
+                               for p in cluster.describe_topic(TOPIC)["partitions"]),
+                   90, "every ISR whole again")
+        _acknowledged_more(workload, 500, "writes after both brokers returned")
+    assert workload.failed == 0, workload.errors[:3]
+    check_acknowledged(workload.acknowledged, read_everything(cluster, TOPIC))
+
+
+def test_a_leader_killed_while_the_controller_is_paused(cluster: Cluster) -> None:
+    _create_topic(cluster)
+    controller = cluster.controller()
+    states = cluster.describe_topic(TOPIC)["partitions"]
+    victim = next(p["leader"] for p in states if p["leader"] != controller)
+    survivor = ({0, 1, 2} - {controller, victim}).pop()
+    orphaned = [p["partition"] for p in states if p["leader"] == victim]
+    with Workload(cluster, TOPIC, request_timeout_ms=REQUEST_TIMEOUT_MS) as workload:
+        _acknowledged_more(workload, 500, "writes before the fault")
+        with _paused(_processes_of(cluster, controller)):
+            cluster.kill_broker(victim)
+            # Nobody acts until the paused controller's session expires; then the survivor
+            # becomes controller and gives the victim's partitions a leader.
+            wait_until(lambda: cluster.controller() == survivor, 60, "a new controller")
+            wait_until(lambda: all(partition_state(cluster, TOPIC, p)["leader"] == survivor
+                                   for p in orphaned), 60, "leaders for the victim's partitions")
+            time.sleep(2)
+        # The old controller resumes to find its session gone: it is a broker like the others.
+        wait_until(lambda: all(len(p["isr"]) == 2
+                               for p in cluster.describe_topic(TOPIC)["partitions"]),
+                   90, "the paused broker back in every ISR")
+        assert cluster.controller() == survivor
+        _acknowledged_more(workload, 500, "writes after the pause")
+        cluster.start_broker(victim)
+        wait_until(lambda: all(len(p["isr"]) == 3
+                               for p in cluster.describe_topic(TOPIC)["partitions"]),
+                   90, "every ISR whole again")
+    assert workload.failed == 0, workload.errors[:3]
+    check_acknowledged(workload.acknowledged, read_everything(cluster, TOPIC))
+
+
+def test_a_leader_paused_past_its_session_is_fenced_when_it_returns(cluster: Cluster) -> None:
+    _create_topic(cluster, partitions=1)
+    with Workload(cluster, TOPIC, request_timeout_ms=REQUEST_TIMEOUT_MS) as workload:
+        _acknowledged_more(workload, 300, "writes before the fault")
+        state = partition_state(cluster, TOPIC, 0)
+        leader, epoch = state["leader"], state["leader_epoch"]
+        old = ReplicaOnHost(cluster, TOPIC, 0, leader)
+        with _paused(_processes_of(cluster, leader)):
+            wait_until(lambda: partition_state(cluster, TOPIC, 0)["leader_epoch"] > epoch, 60,
+                       "a new leader while the old one is paused")
+            _acknowledged_more(workload, 300, "writes to the new leader")
+        # At once, before it can have heard anything: whatever it still believes, a write it
+        # takes is never acknowledged (its followers follow someone else now).
+        reply = old.produce(_stray_write(), -1, 5000)
+        assert _refused(reply), reply
+        wait_until(lambda: leader in partition_state(cluster, TOPIC, 0)["isr"], 90,
+                   "the paused broker back in the ISR")
+        _acknowledged_more(workload, 300, "writes after the pause")
+    assert workload.failed == 0, workload.errors[:3]
+    records = read_everything(cluster, TOPIC)
+    check_acknowledged(workload.acknowledged, records)
+    assert b"stray" not in {r.value for r in records}, "a write to the fenced leader was kept"
+
+
+def test_a_broker_cut_off_from_zookeeper_stops_leading(start_cluster) -> None:
+    cluster = start_cluster(3)
+    zookeeper = cluster.stack.zk_address
+    proxy = TcpProxy(zookeeper.hosts[0])
+    try:
+        # Broker 2 reaches ZooKeeper through the proxy; Ray still reaches it directly.
+        cluster.kill_broker(2)
+        cluster.start_broker(2, config={"zookeeper.connect": f"{proxy.address}{zookeeper.chroot}"})
+        _create_topic(cluster)
+        led = [p["partition"] for p in cluster.describe_topic(TOPIC)["partitions"]
+               if p["leader"] == 2]
+        assert led, "broker 2 leads nothing: the scenario needs a partition it leads"
+        partition = led[0]
+        with Workload(cluster, TOPIC, request_timeout_ms=REQUEST_TIMEOUT_MS) as workload:
+            _acknowledged_more(workload, 300, "writes before the fault")
+            epoch = partition_state(cluster, TOPIC, partition)["leader_epoch"]
+            old = ReplicaOnHost(cluster, TOPIC, partition, 2)
+            proxy.cut()
+            wait_until(lambda: partition_state(cluster, TOPIC, partition)["leader_epoch"] > epoch,
+                       60, "a new leader once broker 2's session expired")
+            # Past its session timeout broker 2 knows its session is gone, though it cannot
+            # hear so from ZooKeeper: it leads nothing, for acks=all and acks=1 alike.
+            wait_until(lambda: old.describe()["role"] != "leader", SESSION_TIMEOUT_S + 10,
+                       "broker 2 to stop leading while cut off")
+            for acks in (-1, 1):
+                reply = old.produce(_stray_write(), acks, 5000)
+                assert reply["error"] == ErrorCode.NOT_LEADER_OR_FOLLOWER, reply
+            _acknowledged_more(workload, 300, "writes to the new leader")
+            proxy.restore()
+            wait_until(lambda: all(len(p["isr"]) == 3
+                                   for p in cluster.describe_topic(TOPIC)["partitions"]),
+                       90, "broker 2 back in every ISR")
+            _acknowledged_more(workload, 300, "writes after the cut healed")
+        assert workload.failed == 0, workload.errors[:3]
+        records = read_everything(cluster, TOPIC)
+        check_acknowledged(workload.acknowledged, records)
+        assert b"stray" not in {r.value for r in records}
+    finally:
+        proxy.close()
