@@ -364,8 +364,8 @@ class Cluster:
         registered. It holds nothing until topics are created or replicas reassigned to it."""
         if broker_id is None:
             taken = set(read_brokers(self.store)) | set(self._brokers)
-            taken |= {int(name.rsplit("-", 1)[1]) for name in self._named_actors(
-                lambda name: name.startswith("broker-") and name.rsplit("-", 1)[1].isdigit())}
+            taken |= {broker_id_of(name) for name in self._named_actors(
+                lambda name: broker_id_of(name) is not None)}
             broker_id = max(taken, default=-1) + 1
         elif broker_id in read_brokers(self.store):
             raise BrokerIdInUseError(f"broker {broker_id} is registered already: choose "

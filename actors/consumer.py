@@ -14,6 +14,7 @@ position, and the fetch in flight for it and the records buffered for it are dro
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -25,17 +26,18 @@ import ray
 from actors.client_config import ConsumerConfig
 from actors.errors import (
     BrokerUnavailableError,
-    ErrorCode,
-    NotLeaderError,
-    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     RafkaError,
+    error_for,
+    is_retriable,
     raise_for,
 )
-from actors.messages import OffsetQuery, PartitionFetch
+from actors.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetQuery, PartitionFetch
 from actors.metadata import MetadataCache
 from coordination.models import TopicPartition
 from logstore.batch import decode_batches
+
+log = logging.getLogger(__name__)
 
 
 class ConsumerRecord(NamedTuple):
@@ -63,12 +65,6 @@ class NoOffsetForPartitionError(RafkaError):
     """auto.offset.reset=none and the partition has no position: seek first."""
 
 
-_RETRIABLE = {
-    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.FENCED_LEADER_EPOCH,
-    ErrorCode.UNKNOWN_LEADER_EPOCH,
-    ErrorCode.REQUEST_TIMED_OUT,
-}
 
 
 class Consumer:
@@ -183,25 +179,24 @@ class Consumer:
                 reply = ray.get(host.list_offsets.remote(
                     [OffsetQuery(tp.topic, tp.partition, timestamp_ms)]), timeout=30)[0]
                 return raise_for(reply)["offset"]
-            except OffsetNotAvailableError:
-                if time.monotonic() > deadline:
+            except Exception as error:
+                if not is_retriable(error):
                     raise
-            except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError) as error:
-                self.metadata.invalidate(tp.topic)
-                if time.monotonic() > deadline:
-                    raise BrokerUnavailableError(
-                        f"no leader of {tp.topic}-{tp.partition} answered within "
-                        f"default.api.timeout.ms ({self.config.default_api_timeout_ms} ms): "
-                        f"{error}") from error
+                last_error = error
+            self.metadata.invalidate(tp.topic)
+            if time.monotonic() > deadline:
+                last_error.add_note(f"still so after default.api.timeout.ms "
+                                    f"({self.config.default_api_timeout_ms} ms)")
+                raise last_error
             time.sleep(0.1)
 
     def beginning_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
-        return {TopicPartition(*tp): self._list_offsets(TopicPartition(*tp), -2)
+        return {TopicPartition(*tp): self._list_offsets(TopicPartition(*tp), EARLIEST_TIMESTAMP)
                 for tp in partitions}
 
     def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
         """The high watermark of each partition: the offset after the last readable record."""
-        return {TopicPartition(*tp): self._list_offsets(TopicPartition(*tp), -1)
+        return {TopicPartition(*tp): self._list_offsets(TopicPartition(*tp), LATEST_TIMESTAMP)
                 for tp in partitions}
 
     def offsets_for_times(
@@ -218,7 +213,8 @@ class Consumer:
                 f"{tp.topic}-{tp.partition} has no position and auto.offset.reset=none: "
                 "seek() first, or use earliest/latest"
             )
-        self._positions[tp] = self._list_offsets(tp, -2 if policy == "earliest" else -1)
+        self._positions[tp] = self._list_offsets(
+            tp, EARLIEST_TIMESTAMP if policy == "earliest" else LATEST_TIMESTAMP)
 
     # --------------------------------------------------------------------------- poll
 
@@ -301,7 +297,11 @@ class Consumer:
             return  # sought elsewhere meanwhile
         try:
             replies = ray.get(ref)
-        except Exception:  # the leader's host died
+        except Exception as error:
+            if not is_retriable(error):  # the host raised: a bug, not a fault to wait out
+                raise
+            log.debug("fetch of %s failed (%r): asking for the leaders again",
+                      [f"{tp.topic}-{tp.partition}" for _index, tp, _position in current], error)
             for _index, tp, _position in current:
                 self.metadata.invalidate(tp.topic)
             return
@@ -319,17 +319,17 @@ class Consumer:
             tp, self._positions[tp]
         ) != position:
             return  # sought elsewhere meanwhile
-        code = reply.get("error", 0)
-        if code in _RETRIABLE:
-            self.metadata.invalidate(tp.topic)
-            return
-        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            if self.config.auto_offset_reset == "none":
-                raise OffsetOutOfRangeError(reply["message"])
-            self._positions[tp] = None
-            self._fetch_positions.pop(tp, None)
-            return
-        raise_for(reply)
+        error = error_for(reply)
+        if error is not None:
+            if is_retriable(error):
+                self.metadata.invalidate(tp.topic)
+                return
+            if isinstance(error, OffsetOutOfRangeError) and (
+                    self.config.auto_offset_reset != "none"):
+                self._positions[tp] = None  # reset by auto.offset.reset at the next poll
+                self._fetch_positions.pop(tp, None)
+                return
+            raise error
         if not reply["records"]:
             return
         records = decode_batches(reply["records"], min_offset=position,

@@ -17,12 +17,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import ray
 
 from actors.config import TopicConfig
+from actors.controller_events import (
+    AssignmentChanged,
+    BrokersChanged,
+    ControllerEvent,
+    DeletionsRequested,
+    IsrChangesNotified,
+    PreferredLeaderCheck,
+    ReassignmentCheck,
+    ReassignmentsRequested,
+    TopicsChanged,
+)
 from actors.naming import broker_name
+from actors.reassignment import (
+    AddReplicas,
+    CompleteReassignment,
+    ReassignmentDone,
+    ReorderReplicas,
+    WaitForReplicas,
+    next_reassignment_step,
+)
 from actors.replication import elect_leader, elect_preferred_leader, remove_from_isr
 from coordination.admin import TopicAdmin, parse_reassignment
 from coordination.errors import ControllerMovedError, StaleVersionError, UnknownTopicError
@@ -69,7 +89,18 @@ class Controller:
         self.configs: dict[str, TopicConfig] = {}
         self.raw_configs: dict[str, dict[str, str]] = {}
         self.states: dict[TopicPartition, Versioned[PartitionState]] = {}
-        self.events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
+        # Which method handles which event: every event the controller knows, in one place.
+        self._handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
+            BrokersChanged: self._on_brokers,
+            TopicsChanged: self._on_topics,
+            AssignmentChanged: self._on_assignment,
+            DeletionsRequested: self._on_deletions,
+            IsrChangesNotified: self._on_isr_changes,
+            PreferredLeaderCheck: self._on_preferred_leader_check,
+            ReassignmentsRequested: self._on_reassignments,
+            ReassignmentCheck: self._on_reassignment_check,
+        }
         self._loop = asyncio.get_running_loop()
         self._watches: list[Any] = []
         self._topic_watches: dict[str, Any] = {}
@@ -98,9 +129,10 @@ class Controller:
             task.cancel()
         self._tasks = []
 
-    def _queue(self, kind: str) -> Any:
-        def deliver(value: Any) -> None:
-            self._loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
+    def _queue(self, event: Callable[..., ControllerEvent]) -> Callable[..., None]:
+        """A watch callback (on a kazoo thread) that queues `event(*what it is given)`."""
+        def deliver(*value: Any) -> None:
+            self._loop.call_soon_threadsafe(self.events.put_nowait, event(*value))
 
         return deliver
 
@@ -113,23 +145,23 @@ class Controller:
             await self._initialize()
             watches = ClusterWatches(self.store)
             self._watches = [
-                watches.watch_brokers(self._queue("brokers")),
-                watches.watch_topics(self._queue("topics")),
-                watches.watch_topic_deletions(self._queue("deletions")),
-                watches.watch_isr_change_notifications(self._queue("isr_changes")),
-                watches.watch_partition_reassignment(self._queue("reassignments")),
+                watches.watch_brokers(self._queue(BrokersChanged)),
+                watches.watch_topics(self._queue(TopicsChanged)),
+                watches.watch_topic_deletions(self._queue(DeletionsRequested)),
+                watches.watch_isr_change_notifications(self._queue(IsrChangesNotified)),
+                watches.watch_partition_reassignment(self._queue(ReassignmentsRequested)),
             ]
             self._tasks.append(asyncio.ensure_future(self._check_preferred_leaders_forever()))
             self._tasks.append(asyncio.ensure_future(self._check_reassignments_forever()))
             while True:
-                kind, value = await self.events.get()
+                event = await self.events.get()
                 try:
-                    await getattr(self, f"_on_{kind}")(value)
+                    await self._handlers[type(event)](event)
                 except ControllerMovedError:
                     log.warning("controller %d was deposed", self.broker_id)
                     return
                 except Exception:
-                    log.exception("controller %d failed handling %s", self.broker_id, kind)
+                    log.exception("controller %d failed handling %r", self.broker_id, event)
         except asyncio.CancelledError:
             raise
         except ControllerMovedError:
@@ -159,9 +191,9 @@ class Controller:
         except UnknownTopicError:
             return
         if topic not in self._topic_watches:  # its partition count may grow
-            deliver = self._queue("assignment")
+            deliver = self._queue(AssignmentChanged)
             self._topic_watches[topic] = ClusterWatches(self.store).watch_topic_assignment(
-                topic, lambda versioned, topic=topic: deliver((topic, versioned)))
+                topic, lambda versioned, topic=topic: deliver(topic, versioned))
         self.assignments[topic] = description.assignment.value
         self.raw_configs[topic] = dict(description.config)
         self.configs[topic] = TopicConfig.from_dict(description.config)
@@ -307,7 +339,8 @@ class Controller:
 
     # --------------------------------------------------------------------------- events
 
-    async def _on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
+    async def _on_brokers(self, event: BrokersChanged) -> None:
+        brokers = event.brokers
         old, self.live = self.live, dict(brokers)
         # A new broker epoch is a bounce: the broker lost what it led, whatever the ids say.
         dead = {b for b, info in old.items() if b not in brokers or brokers[b].epoch != info.epoch}
@@ -335,7 +368,8 @@ class Controller:
         hosted = {tp for tp in self.states if born & set(self._replicas(tp))}
         await self._send_leader_and_isr(hosted - changed, brokers=born)
 
-    async def _on_topics(self, topics: set[str]) -> None:
+    async def _on_topics(self, event: TopicsChanged) -> None:
+        topics = event.topics
         for topic in set(self.assignments) - topics:
             self._forget_topic(topic)
         added = topics - set(self.assignments)
@@ -359,9 +393,9 @@ class Controller:
         for tp in [tp for tp in self.states if tp.topic == topic]:
             del self.states[tp]
 
-    async def _on_assignment(self, change: tuple[str, Versioned[TopicAssignment] | None]) -> None:
+    async def _on_assignment(self, event: AssignmentChanged) -> None:
         """A topic's assignment changed: partitions were added (Kafka never removes any)."""
-        topic, versioned = change
+        topic, versioned = event.topic, event.assignment
         if versioned is None or topic not in self.assignments:
             return
         if versioned.version < self._assignment_versions.get(topic, -1):
@@ -374,7 +408,8 @@ class Controller:
                  versioned.value.partition_count)
         await self._send_leader_and_isr(await self._bring_online(added))
 
-    async def _on_deletions(self, topics: set[str]) -> None:
+    async def _on_deletions(self, event: DeletionsRequested) -> None:
+        topics = event.topics
         for topic in sorted(topics):
             await self._delete_topic(topic)
 
@@ -397,8 +432,8 @@ class Controller:
         self._forget_topic(topic)
         log.info("controller %d deleted topic %s", self.broker_id, topic)
 
-    async def _on_isr_changes(self, names: list[str]) -> None:
-        if not names:
+    async def _on_isr_changes(self, event: IsrChangesNotified) -> None:
+        if not event.notifications:
             return
         partitions = await self._zk(self.partition_states.consume_isr_change_notifications)
         for tp in partitions:
@@ -414,9 +449,9 @@ class Controller:
     async def _check_preferred_leaders_forever(self) -> None:
         while True:
             await asyncio.sleep(self.preferred_leader_check_s)
-            self.events.put_nowait(("preferred_leaders", None))
+            self.events.put_nowait(PreferredLeaderCheck())
 
-    async def _on_preferred_leaders(self, _value: Any) -> None:
+    async def _on_preferred_leader_check(self, _event: PreferredLeaderCheck) -> None:
         await self.elect_preferred_leaders()
 
     async def elect_preferred_leaders(self) -> list[TopicPartition]:
@@ -454,21 +489,12 @@ class Controller:
 
     # ---------------------------------------------------------------------- reassignment
     #
-    # Kafka's ZooKeeper-era algorithm (KafkaController.onPartitionReassignment), per partition,
-    # with RS the replicas now, TRS the target and ORS - TRS the replicas that leave:
-    #   1. assignment = RS + (TRS - RS); bump the leader epoch so that the leader learns the new
-    #      replica list; LeaderAndIsr to all, so the new replicas start fetching as followers;
-    #   2. wait until every replica of TRS is in the ISR (the leader adds it once caught up);
-    #   3. if the leader is not in TRS (or not live), the first live in-sync replica of TRS
-    #      leads; the leaving replicas leave the ISR, in the same fenced write (one epoch bump
-    #      instead of Kafka's two: the leaving replicas are told nothing in between anyway);
-    #   4. assignment = TRS; LeaderAndIsr to TRS; StopReplica (delete) to the leaving replicas;
-    #   5. drop the partition from /admin/reassign_partitions (the znode goes when empty).
-    # Each step is decided afresh from ZooKeeper, so a new controller resumes where the last
-    # one stopped. Waiting never blocks the event loop: steps are re-checked on ISR change
-    # notifications and every `reassignment_check_s`.
+    # The steps, and the decision of which comes next, are in `actors/reassignment.py`; here
+    # they are carried out. Waiting never blocks the event loop: steps are re-checked on ISR
+    # change notifications and every `reassignment_check_s`.
 
-    async def _on_reassignments(self, versioned: Versioned[Any] | None) -> None:
+    async def _on_reassignments(self, event: ReassignmentsRequested) -> None:
+        versioned = event.request
         if versioned is None:
             self.reassigning = {}
             self._reassignment_announced.clear()
@@ -492,9 +518,9 @@ class Controller:
             await asyncio.sleep(self.reassignment_check_s)
             if self.reassigning and not self._reassignment_check_queued:
                 self._reassignment_check_queued = True
-                self.events.put_nowait(("reassignment_check", None))
+                self.events.put_nowait(ReassignmentCheck())
 
-    async def _on_reassignment_check(self, _value: Any) -> None:
+    async def _on_reassignment_check(self, _event: ReassignmentCheck) -> None:
         self._reassignment_check_queued = False
         await self._continue_reassignments()
 
@@ -527,46 +553,40 @@ class Controller:
             return False  # not online yet: its state comes first
         self.states[tp] = fresh
         current = self._replicas(tp)
-        if current == target:
-            return True  # done, by us or by a controller before us
-        if set(current) == set(target):  # only the order (the preferred leader) changes
-            await self._write_replicas(tp, target)
-            await self._send_leader_and_isr({tp})
-            return True
-        if tp not in self._reassignment_announced:  # step 1
-            union = current + tuple(b for b in target if b not in current)
-            if union != current:
-                await self._write_replicas(tp, union)
-            state = fresh.value
-            bumped = PartitionState(state.leader, state.leader_epoch + 1, state.isr, self.epoch)
-            if not await self._write_state(tp, bumped):
-                return False  # the leader changed the ISR meanwhile: again at the next check
-            self._reassignment_announced.add(tp)
-            log.info("%s-%d: replicas %s -> %s, waiting for %s to catch up", tp.topic,
-                     tp.partition, list(current), list(union),
-                     sorted(set(target) - set(state.isr)))
-            await self._send_leader_and_isr({tp})
-            return False
-        state = self.states[tp].value
-        if not set(target) <= set(state.isr):  # step 2
-            return False
-        leader = state.leader  # step 3: leadership moves last
-        if leader not in target or leader not in self.live:
-            candidates = [b for b in target if b in state.isr and b in self.live]
-            if not candidates:
+        step = next_reassignment_step(current, target, fresh.value, set(self.live),
+                                      announced=tp in self._reassignment_announced,
+                                      controller_epoch=self.epoch)
+        match step:
+            case ReassignmentDone():
+                return True
+            case ReorderReplicas(replicas):
+                await self._write_replicas(tp, replicas)
+                await self._send_leader_and_isr({tp})
+                return True
+            case AddReplicas(replicas, state):
+                if replicas != current:
+                    await self._write_replicas(tp, replicas)
+                if not await self._write_state(tp, state):
+                    return False  # the leader changed the ISR meanwhile: again at the next check
+                self._reassignment_announced.add(tp)
+                log.info("%s-%d: replicas %s -> %s, waiting for %s to catch up", tp.topic,
+                         tp.partition, list(current), list(replicas),
+                         sorted(set(target) - set(state.isr)))
+                await self._send_leader_and_isr({tp})
                 return False
-            leader = candidates[0]
-        isr = tuple(b for b in state.isr if b in target)
-        moved = PartitionState(leader, state.leader_epoch + 1, isr, self.epoch)
-        if not await self._write_state(tp, moved):
-            return False
-        leaving = [b for b in current if b not in target]
-        await self._write_replicas(tp, target)  # step 4
-        log.info("%s-%d: replicas %s, leader %d at epoch %d, ISR %s; %s leave", tp.topic,
-                 tp.partition, list(target), leader, moved.leader_epoch, list(isr), leaving)
-        await self._send_leader_and_isr({tp})
-        await self._stop_replicas(tp, leaving, delete=True)
-        return True
+            case WaitForReplicas():
+                return False
+            case CompleteReassignment(state, leaving):
+                if not await self._write_state(tp, state):
+                    return False
+                await self._write_replicas(tp, target)
+                log.info("%s-%d: replicas %s, leader %d at epoch %d, ISR %s; %s leave", tp.topic,
+                         tp.partition, list(target), state.leader, state.leader_epoch,
+                         list(state.isr), list(leaving))
+                await self._send_leader_and_isr({tp})
+                await self._stop_replicas(tp, list(leaving), delete=True)
+                return True
+        raise AssertionError(f"unknown reassignment step {step!r}")
 
     async def _write_replicas(self, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
         written = await self._zk(self.admin.write_partition_replicas, tp.topic, tp.partition,

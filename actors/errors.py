@@ -11,6 +11,8 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
+import ray.exceptions
+
 from coordination.errors import (  # noqa: F401 - re-exported for users
     CoordinationError,
     InvalidTopicError,
@@ -178,13 +180,37 @@ def code_for(error: BaseException) -> ErrorCode | None:
     return None
 
 
-def raise_for(reply: dict[str, Any]) -> dict[str, Any]:
-    """Return `reply` if it carries no error, else raise the typed error its code stands for."""
+def error_for(reply: dict[str, Any]) -> Exception | None:
+    """The typed error a reply's code stands for (not raised), or None if it carries none."""
     code = reply.get("error", 0)
     if not code:
-        return reply
-    error = _ERRORS.get(ErrorCode(code), RafkaError)
-    message = reply.get("message", ErrorCode(code).name)
+        return None
+    try:
+        known = ErrorCode(code)
+    except ValueError:
+        return RafkaError(reply.get("message", f"error code {code}"))
+    error = _ERRORS.get(known, RafkaError)
+    message = reply.get("message", known.name)
     if error is NotLeaderError:
-        raise NotLeaderError(message, leader=reply.get("leader"))
-    raise error(message)
+        return NotLeaderError(message, leader=reply.get("leader"))
+    if error is OffsetOutOfRangeError:
+        return OffsetOutOfRangeError(message, log_start_offset=reply.get("log_start_offset", -1),
+                                     log_end_offset=reply.get("log_end_offset", -1))
+    return error(message)
+
+
+def raise_for(reply: dict[str, Any]) -> dict[str, Any]:
+    """Return `reply` if it carries no error, else raise the typed error its code stands for."""
+    error = error_for(reply)
+    if error is not None:
+        raise error
+    return reply
+
+
+def is_retriable(error: BaseException) -> bool:
+    """Whether the same request may succeed if sent again (Kafka's RetriableException): as each
+    error class says, and for Ray's own, an actor that died (another may take its place) or did
+    not answer in time. The one classification every client reads."""
+    if isinstance(error, (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError)):
+        return True
+    return bool(getattr(error, "retriable", False))

@@ -31,7 +31,7 @@ from actors.consumer import Consumer, ConsumerRecord
 from actors.errors import (
     BrokerUnavailableError,
     CommitFailedError,
-    NotLeaderError,
+    is_retriable,
     raise_for,
 )
 from actors.metadata import MetadataCache
@@ -108,8 +108,9 @@ def fetch_committed(
                 timeout=max(0.1, deadline - time.monotonic())))
             stored = {TopicPartition(t, p): offset for t, p, offset, _meta in reply["offsets"]}
             return {tp: stored.get(tp) for tp in wanted}
-        except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError,
-                ray.exceptions.GetTimeoutError) as error:
+        except Exception as error:
+            if not is_retriable(error):
+                raise
             metadata.invalidate(OFFSETS_TOPIC)
             if time.monotonic() >= deadline:
                 raise BrokerUnavailableError(
@@ -134,8 +135,9 @@ def store_committed(
                             timeout=timeout_s)
             raise_for(reply)
             return
-        except (NotLeaderError, BrokerUnavailableError, ray.exceptions.RayActorError,
-                ray.exceptions.GetTimeoutError) as error:
+        except Exception as error:
+            if not is_retriable(error):
+                raise CommitFailedError(f"group {group}: commit failed: {error}") from error
             metadata.invalidate(OFFSETS_TOPIC)
             if time.monotonic() >= deadline:
                 raise CommitFailedError(
@@ -143,8 +145,6 @@ def store_committed(
                     f"within {timeout_s} s ({error}); the records may be read again"
                 ) from error
             time.sleep(0.1)
-        except Exception as error:
-            raise CommitFailedError(f"group {group}: commit failed: {error}") from error
 
 
 class GroupConsumer(Consumer):

@@ -96,8 +96,13 @@ class EpochQuery(NamedTuple):
     current_leader_epoch: int
 
 
+# ListOffsets' special timestamps, as Kafka's ListOffsetsRequest names them.
+LATEST_TIMESTAMP = -1  # the high watermark: the offset after the last record a consumer can read
+EARLIEST_TIMESTAMP = -2  # the log start offset
+
+
 class OffsetQuery(NamedTuple):
-    """ListOffsets for one partition: -2 (log start), -1 (high watermark) or a timestamp."""
+    """ListOffsets for one partition: EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or a timestamp."""
 
     topic: str
     partition: int

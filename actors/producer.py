@@ -27,11 +27,13 @@ from actors.client_config import ProducerConfig
 from actors.errors import (
     BrokerUnavailableError,
     BufferExhaustedError,
-    ErrorCode,
+    CorruptRecordError,
+    InvalidRecordError,
     RafkaError,
     RecordTooLargeError,
     RequestTimedOutError,
-    raise_for,
+    error_for,
+    is_retriable,
 )
 from actors.messages import PartitionProduce
 from actors.metadata import MetadataCache
@@ -41,23 +43,9 @@ from logstore.batch import build_batch, check_headers
 log = logging.getLogger(__name__)
 
 # Errors after which the batch may succeed if sent again, once metadata is refreshed.
-_RETRIABLE = {
-    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.FENCED_LEADER_EPOCH,
-    ErrorCode.UNKNOWN_LEADER_EPOCH,
-    ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ErrorCode.REQUEST_TIMED_OUT,
-    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-    ErrorCode.KAFKA_STORAGE_ERROR,
-}
 # Refusals of a batch the leader checked before appending anything of it: its sequence numbers
 # were never used, and go back to the partition's later batches (`release_sequences`).
-_REFUSED_BEFORE_APPEND = {
-    ErrorCode.CORRUPT_MESSAGE,
-    ErrorCode.MESSAGE_TOO_LARGE,
-    ErrorCode.INVALID_RECORD,
-}
+_REFUSED_BEFORE_APPEND = (CorruptRecordError, InvalidRecordError, RecordTooLargeError)
 
 
 class RecordMetadata(NamedTuple):
@@ -513,9 +501,12 @@ class Producer:
             del self._sent_at[ref]
             try:
                 replies = ray.get(ref)
-            except Exception as error:  # the leader's host died: the leaders moved
+            except Exception as error:
                 for batch in batches:
-                    self.metadata.invalidate(batch.topic)
+                    if not is_retriable(error):  # the host raised: a bug, not a fault
+                        self._fail(batch, error)
+                        continue
+                    self.metadata.invalidate(batch.topic)  # its host died: the leaders moved
                     self._retry_or_fail(batch, BrokerUnavailableError(
                         f"the leader of {batch.topic}-{batch.partition} died before answering "
                         f"({type(error).__name__}); the record may or may not be written"))
@@ -545,23 +536,19 @@ class Producer:
                     "or may not be written"))
 
     def _complete(self, batch: PendingBatch, reply: dict[str, Any]) -> None:
-        code = reply.get("error", 0)
-        if not code:
+        error = error_for(reply)
+        if error is None:
             with self._lock:
                 self._accumulator.on_completed(batch)
                 outcome = self._outcomes.pop(batch.batch_id)
                 self._wakeup.notify_all()
             outcome.complete(reply["base_offset"])
-            return
-        try:
-            raise_for(reply)
-        except Exception as error:
-            if ErrorCode(code) in _RETRIABLE:
-                self.metadata.invalidate(batch.topic)
-                self._retry_or_fail(batch, error)
-            else:
-                self._fail(batch, error,
-                           release_sequences=ErrorCode(code) in _REFUSED_BEFORE_APPEND)
+        elif is_retriable(error):
+            self.metadata.invalidate(batch.topic)
+            self._retry_or_fail(batch, error)
+        else:
+            self._fail(batch, error,
+                       release_sequences=isinstance(error, _REFUSED_BEFORE_APPEND))
 
     def _retry_or_fail(self, batch: PendingBatch, error: BaseException) -> None:
         now = int(time.time() * 1000)

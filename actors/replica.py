@@ -27,7 +27,12 @@ from typing import Any, Protocol
 
 from actors.config import BrokerConfig, TopicConfig
 from actors.errors import ErrorCode, error_reply
-from actors.messages import LeaderAndIsrRequest, ReplicaRole
+from actors.messages import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    LeaderAndIsrRequest,
+    ReplicaRole,
+)
 from actors.metrics import ReplicaMetrics
 from actors.replication import (
     AcksAllOutcome,
@@ -495,13 +500,14 @@ class PartitionReplica:
         return {"error": 0, "leader_epoch": found_epoch, "end_offset": end_offset}
 
     def list_offsets(self, timestamp_ms: int) -> dict:
-        """-2: log start, -1: high watermark (what a consumer can read), else first offset at
-        or after the timestamp (None if none), as Kafka's ListOffsets."""
+        """EARLIEST_TIMESTAMP: the log start; LATEST_TIMESTAMP: the high watermark (what a
+        consumer can read); else the first offset at or after the timestamp (None if none), as
+        Kafka's ListOffsets."""
         if self.role != LEADER:
             return self.not_leader()
-        if timestamp_ms == -2:
+        if timestamp_ms == EARLIEST_TIMESTAMP:
             return {"error": 0, "offset": self.log.log_start_offset}
-        if timestamp_ms == -1:
+        if timestamp_ms == LATEST_TIMESTAMP:
             offset = self.log.high_watermark
         else:
             offset = self.log.offset_for_timestamp(timestamp_ms)
@@ -513,7 +519,7 @@ class PartitionReplica:
                     "has records its followers have not yet confirmed, so its high watermark "
                     "may be behind the last one: retry",
                 )
-            if timestamp_ms != -1:
+            if timestamp_ms != LATEST_TIMESTAMP:
                 offset = None  # only records a consumer may read count
         return {"error": 0, "offset": offset}
 

@@ -7,14 +7,23 @@ from __future__ import annotations
 
 
 class LogStoreError(Exception):
-    """Base class of every error raised by :mod:`logstore`."""
+    """Base class of every error raised by :mod:`logstore`.
+
+    ``retriable``: whether a client may send the same request again and succeed (Kafka's
+    RetriableException), read by the clients through ``actors.errors.is_retriable``.
+    """
+
+    retriable = False
 
 
 class CorruptRecordError(LogStoreError):
-    """A record batch failed a framing, magic or CRC check (Kafka: CorruptRecordException).
+    """A record batch failed a framing, magic, CRC or record check (Kafka:
+    CorruptRecordException).
 
-    Retriable for a producer (the bytes were damaged on the way: resend them); on disk it means
-    the data is damaged and recovery truncates it.
+    Kafka's producer resends such a batch, taking it for damage on the way. Between Ray actors
+    bytes are not damaged on the way: a batch refused as corrupt was built so, and sending it
+    again would not help, so it is not retriable here. On disk it means the data is damaged,
+    and recovery truncates it.
     """
 
 
@@ -67,5 +76,8 @@ class FencedLeaderEpochError(LogStoreError):
     """An append as leader carried an epoch older than the latest one in the log.
 
     (Kafka: FencedLeaderEpochException.) The replica is no longer the leader of the current
-    epoch: it must stop accepting produce requests and follow the new leader.
+    epoch: it must stop accepting produce requests and follow the new leader. A client retries
+    at the new leader.
     """
+
+    retriable = True

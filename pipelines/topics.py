@@ -34,8 +34,11 @@ from pyspark.sql.types import (
 from actors import Cluster
 from actors.consumer import Consumer
 from actors.errors import CommitFailedError, UnknownTopicError
+from actors.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
-LATEST, EARLIEST = -1, -2  # as in Spark's Kafka source's JSON offsets
+# Spark's Kafka source writes JSON offsets with Kafka's ListOffsets timestamps: -1 latest,
+# -2 earliest.
+LATEST, EARLIEST = LATEST_TIMESTAMP, EARLIEST_TIMESTAMP
 
 HEADERS_ARROW = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 ARROW_SCHEMA = pa.schema([

@@ -25,6 +25,7 @@ from actors.commands.connection import (
 )
 from actors.commands.output import echo
 from actors.commands.progress import wait_with_spinner
+from actors.naming import broker_id_of
 from actors.stack import RayHead
 from coordination.embedded import stop_recorded_server
 
@@ -78,8 +79,8 @@ def _stop_brokers(recorded: cluster_state.ClusterState) -> list[str]:
               file=sys.stderr)
         return []
     try:
-        brokers = [actor.removeprefix("broker-") for actor in cluster_actor_names(recorded.name)
-                   if actor.startswith("broker-")]
+        brokers = [str(broker_id) for actor in cluster_actor_names(recorded.name)
+                   if (broker_id := broker_id_of(actor)) is not None]
         try:
             check_zookeeper(recorded.zk)
             cluster = Cluster.connect(recorded.zk, recorded.name,
