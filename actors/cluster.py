@@ -64,6 +64,7 @@ class Cluster:
         stack: LocalStack,
         *,
         broker_config: dict[str, Any] | None = None,
+        broker_overrides: Mapping[int, Mapping[str, Any]] | None = None,
         detached: bool = False,
         broker_resources: dict[str, float] | None = None,
     ) -> None:
@@ -72,7 +73,13 @@ class Cluster:
         self.stack = stack
         self.data_dir = Path(stack.data_dir)
         self.broker_config = dict(broker_config or {})
-        BrokerConfig.from_dict(self.broker_config)  # refuse a bad config before any broker
+        # Settings of single brokers, over `broker_config` (one server.properties per broker, in
+        # Kafka): kept for the broker's restarts.
+        self.broker_overrides = {broker: dict(config)
+                                 for broker, config in (broker_overrides or {}).items()}
+        for config in [self.broker_config, *self.broker_overrides.values()]:
+            # Refuse a bad config before any broker starts.
+            BrokerConfig.from_dict({**self.broker_config, **config})
         self.detached = detached
         # Custom Ray resources each broker asks for, e.g. {"rafka_broker": 1} offered once per
         # node, so that brokers (and so their replicas) spread one per node.
@@ -94,19 +101,23 @@ class Cluster:
         ray_address: str | None = None,
         data_dir: str | Path | None = None,
         broker_config: dict[str, Any] | None = None,
+        broker_overrides: Mapping[int, Mapping[str, Any]] | None = None,
         detached: bool = False,
         broker_resources: dict[str, float] | None = None,
         timeout_s: float = 120.0,
     ) -> Cluster:
         """Start `brokers` brokers, on an embedded ZooKeeper and local Ray unless told otherwise.
 
-        `broker_resources` are custom Ray resources each broker requires (see cluster.yaml).
+        `broker_config` applies to every broker, `broker_overrides` to the brokers it names
+        (e.g. `{2: {"broker.rack": "b"}}`). `broker_resources` are custom Ray resources each
+        broker requires (see cluster.yaml).
         """
         validate_topic_name(name)  # it names a chroot and a namespace: the same rules apply
         stack = LocalStack.start(zk=zk, ray_address=ray_address, data_dir=data_dir)
         cluster = None
         try:
-            cluster = cls(name, stack, broker_config=broker_config, detached=detached,
+            cluster = cls(name, stack, broker_config=broker_config,
+                          broker_overrides=broker_overrides, detached=detached,
                           broker_resources=broker_resources)
             starts = [cluster._create_broker(broker_id) for broker_id in range(brokers)]
             ray.get(starts, timeout=timeout_s)
@@ -129,7 +140,7 @@ class Cluster:
         stack = LocalStack.start(zk=zk, ray_address=ray_address)
         return cls(name, stack)
 
-    def _create_broker(self, broker_id: int, config: Mapping[str, Any] | None = None) -> Any:
+    def _create_broker(self, broker_id: int) -> Any:
         options: dict[str, Any] = {
             "name": broker_name(broker_id),
             "namespace": self.namespace,
@@ -145,7 +156,7 @@ class Cluster:
             str(self.stack.zk_address),
             self.namespace,
             str(self.data_dir / f"broker-{broker_id}"),
-            {**self.broker_config, **(config or {})},
+            {**self.broker_config, **self.broker_overrides.get(broker_id, {})},
         )
         self._brokers[broker_id] = handle
         return handle.start.remote()
@@ -204,9 +215,13 @@ class Cluster:
     def start_broker(self, broker_id: int, timeout_s: float = 60.0,
                      config: Mapping[str, Any] | None = None) -> None:
         """Start (or restart) a broker; it rejoins as follower and catches up. `config`
-        overrides the cluster's broker settings for this broker alone."""
+        overrides the cluster's broker settings for this broker alone, from now on."""
+        if config:
+            overrides = {**self.broker_overrides.get(broker_id, {}), **config}
+            BrokerConfig.from_dict({**self.broker_config, **overrides})
+            self.broker_overrides[broker_id] = overrides
         try:
-            ray.get(self._create_broker(broker_id, config), timeout=timeout_s)
+            ray.get(self._create_broker(broker_id), timeout=timeout_s)
         except BaseException:
             # A broker that could not register must not linger holding its name.
             handle = self._brokers.pop(broker_id, None)

@@ -1,12 +1,31 @@
 """A checker of what a workload saw, in the spirit of Jepsen's Kafka and Redpanda analyses.
 
-Pure: it takes the history (acknowledged writes, the final log, every consumer poll, every
-commit, the faults) and says what went wrong. The workload and the nemesis record; this judges.
+Pure: it takes the history (acknowledged writes, the final log, every consumer poll with the
+member's assignment after it, every commit, the faults with when each was healed, the client
+errors) and says what went wrong. The workload and the nemesis record; this judges.
+
+What counts as wrong:
+
+- an acknowledged write missing from the final log, or found there with another value (lost);
+- a record a consumer read that is not in the final log (a lost read: it was visible, then gone);
+- an offset read with two values;
+- a value twice in the log, or a producer's values out of order in a partition;
+- an acknowledged record that no poll received (unconsumed);
+- a member's reads of a partition not going up by exactly one offset while it owns it; and,
+  when it gains the partition (a rebalance), starting anywhere but at the group's committed
+  offset of that moment;
+- a commit going back;
+- after a fault is healed, writes or reads not resuming within the bound for its kind
+  (a fault too close to the end of the history to be judged counts as not resumed: the
+  workload must run long enough after the last fault);
+- unavailability, or client errors of a kind, beyond the limits given.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -23,26 +42,46 @@ class Ack:
 
 @dataclass(frozen=True)
 class Poll:
-    """Records one consumer received in one poll: `(partition, offset, value)`."""
+    """Records one consumer received in one poll: `(partition, offset, value)`, and the
+    partitions it owned when the poll returned (None: not known for this poll)."""
 
     member: str
     at: float
     records: tuple[tuple[int, int, bytes], ...]
+    assignment: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
 class Commit:
+    """`member` committed `offset` for `partition`: asked at `started`, answered at `at`.
+
+    A commit that failed (it timed out, say) may still have been stored: it is recorded with
+    `at` infinite, never certainly in, but possibly from when it was asked.
+    """
+
     member: str
     at: float
     partition: int
     offset: int
+    started: float | None = None
+
+    @property
+    def asked(self) -> float:
+        return self.at if self.started is None else self.started
 
 
 @dataclass(frozen=True)
 class Fault:
+    """A fault injected at `at`, healed (everything it broke restored) at `healed_at`."""
+
     at: float
     kind: str
     target: str = ""
+    healed_at: float | None = None
+
+    @property
+    def healed(self) -> float:
+        return self.at if self.healed_at is None else self.healed_at
 
 
 @dataclass
@@ -53,7 +92,25 @@ class History:
     polls: list[Poll] = field(default_factory=list)
     commits: list[Commit] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
+    client_errors: Counter[str] = field(default_factory=Counter)  # error class name -> count
     end: float = 0.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a run may take: per fault kind, how soon after its heal writes and reads resume;
+    the longest stretch without writes, or without reads; client errors of each kind."""
+
+    resume_within_s: Mapping[str, float] = field(default_factory=dict)
+    default_resume_within_s: float = 30.0
+    max_write_unavailability_s: float = float("inf")
+    max_read_unavailability_s: float = float("inf")
+    # Errors of a kind not listed are not limited unless `other_client_errors` says so.
+    max_client_errors: Mapping[str, int] = field(default_factory=dict)
+    other_client_errors: int | None = None
+
+    def resume_bound(self, kind: str) -> float:
+        return self.resume_within_s.get(kind, self.default_resume_within_s)
 
 
 @dataclass
@@ -61,32 +118,45 @@ class Verdict:
     faults: int
     acknowledged: int
     lost: list[Ack]
+    lost_reads: list[tuple[int, int, bytes]]
     conflicting_offsets: list[tuple[int, int]]
     duplicated: list[bytes]
     reordered: list[tuple[int, bytes, bytes]]
+    unconsumed: list[Ack]
     skipped_or_backwards: list[str]
     committed_backwards: list[tuple[int, int, int]]
-    not_resumed_after: list[Fault]
+    writes_not_resumed_after: list[Fault]
+    reads_not_resumed_after: list[Fault]
     longest_unavailability_s: float
+    longest_read_unavailability_s: float
+    client_errors: dict[str, int]
+    over_limits: list[str]
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.conflicting_offsets or self.duplicated or self.reordered
-                    or self.skipped_or_backwards or self.committed_backwards
-                    or self.not_resumed_after)
+        return not (self.lost or self.lost_reads or self.conflicting_offsets or self.duplicated
+                    or self.reordered or self.unconsumed or self.skipped_or_backwards
+                    or self.committed_backwards or self.writes_not_resumed_after
+                    or self.reads_not_resumed_after or self.over_limits)
 
     def summary(self) -> dict[str, object]:
         return {
             "faults_injected": self.faults,
             "records_acknowledged": self.acknowledged,
             "lost": len(self.lost),
+            "lost_reads": len(self.lost_reads),
             "offsets_with_two_values": len(self.conflicting_offsets),
             "duplicated": len(self.duplicated),
             "reordered": len(self.reordered),
+            "unconsumed": len(self.unconsumed),
             "polls_skipping_or_going_back": len(self.skipped_or_backwards),
             "commits_going_back": len(self.committed_backwards),
-            "faults_not_recovered_from": len(self.not_resumed_after),
+            "faults_after_which_writes_did_not_resume": len(self.writes_not_resumed_after),
+            "faults_after_which_reads_did_not_resume": len(self.reads_not_resumed_after),
             "longest_unavailability_s": round(self.longest_unavailability_s, 3),
+            "longest_read_unavailability_s": round(self.longest_read_unavailability_s, 3),
+            "client_errors": dict(sorted(self.client_errors.items())),
+            "over_limits": self.over_limits,
         }
 
 
@@ -96,26 +166,54 @@ def sequence_of(value: bytes) -> tuple[str, int]:
     return producer, int(number)
 
 
-def check(history: History, *, resume_within_s: float = 30.0) -> Verdict:
+def check(history: History, limits: Limits | None = None) -> Verdict:
+    limits = limits or Limits()
     stored = {(p, offset): value for p, records in history.final_log.items()
               for offset, value in records}
-
     lost = [ack for ack in history.acks if stored.get((ack.partition, ack.offset)) != ack.value]
+    read = {(p, offset, value) for poll in history.polls for p, offset, value in poll.records}
+    received = {(p, offset) for p, offset, _value in read}
+    write_gap, read_gap = _longest_gaps(history)
+    client_errors = dict(history.client_errors)
+    return Verdict(
+        faults=len(history.faults),
+        acknowledged=len(history.acks),
+        lost=lost,
+        lost_reads=sorted((p, o, v) for p, o, v in read if (p, o) not in stored),
+        conflicting_offsets=_conflicting_offsets(history, stored),
+        duplicated=_duplicated(history),
+        reordered=_reordered(history),
+        unconsumed=[ack for ack in history.acks if (ack.partition, ack.offset) not in received],
+        skipped_or_backwards=_position_anomalies(history),
+        committed_backwards=_commits_going_back(history),
+        writes_not_resumed_after=_not_resumed(
+            history.faults, sorted(ack.at for ack in history.acks), limits),
+        reads_not_resumed_after=_not_resumed(
+            history.faults, sorted(poll.at for poll in history.polls if poll.records), limits),
+        longest_unavailability_s=write_gap,
+        longest_read_unavailability_s=read_gap,
+        client_errors=client_errors,
+        over_limits=_over_limits(write_gap, read_gap, client_errors, limits),
+    )
 
-    seen_at: dict[tuple[int, int], bytes] = dict(stored)
+
+def _conflicting_offsets(history: History,
+                         stored: dict[tuple[int, int], bytes]) -> list[tuple[int, int]]:
+    seen_at = dict(stored)
     conflicting = set()
     for poll in history.polls:
         for partition, offset, value in poll.records:
-            known = seen_at.setdefault((partition, offset), value)
-            if known != value:
+            if seen_at.setdefault((partition, offset), value) != value:
                 conflicting.add((partition, offset))
+    return sorted(conflicting)
 
-    counts: dict[bytes, int] = defaultdict(int)
-    for records in history.final_log.values():
-        for _offset, value in records:
-            counts[value] += 1
-    duplicated = sorted(value for value, count in counts.items() if count > 1)
 
+def _duplicated(history: History) -> list[bytes]:
+    counts = Counter(value for records in history.final_log.values() for _offset, value in records)
+    return sorted(value for value, count in counts.items() if count > 1)
+
+
+def _reordered(history: History) -> list[tuple[int, bytes, bytes]]:
     reordered = []
     for partition, records in history.final_log.items():
         last: dict[str, tuple[int, bytes]] = {}
@@ -124,66 +222,124 @@ def check(history: History, *, resume_within_s: float = 30.0) -> Verdict:
             if producer in last and number < last[producer][0]:
                 reordered.append((partition, last[producer][1], value))
             last[producer] = (number, value)
+    return reordered
 
-    # A member's polls of a partition go up by one; a jump is allowed only back to (or below)
-    # what the group had committed, which is where a new owner resumes.
-    committed_so_far: dict[int, int] = {}
-    commits = sorted(history.commits, key=lambda c: c.at)
-    commit_index = 0
-    position: dict[tuple[str, int], int] = {}
-    skipped = []
-    for poll in sorted(history.polls, key=lambda p: p.at):
-        while commit_index < len(commits) and commits[commit_index].at <= poll.at:
-            commit = commits[commit_index]
-            committed_so_far[commit.partition] = max(
-                committed_so_far.get(commit.partition, 0), commit.offset)
-            commit_index += 1
-        for partition, offset, _value in poll.records:
-            key = (poll.member, partition)
-            expected = position.get(key)
-            resumes = offset <= committed_so_far.get(partition, 0)
-            if expected is not None and offset != expected and not resumes:
-                skipped.append(f"{poll.member} read {partition}@{offset}, expected {expected}")
-            elif expected is None and offset > committed_so_far.get(partition, 0):
-                skipped.append(f"{poll.member} started {partition} at {offset}, past the "
-                               f"committed {committed_so_far.get(partition, 0)}")
-            position[key] = offset + 1
 
+class _Committed:
+    """The group's committed offsets over time, from commits that may race the reads: a commit
+    is certainly in once it was answered, and may be in from the moment it was asked."""
+
+    def __init__(self, commits: list[Commit]) -> None:
+        self._answered: dict[int, list[tuple[float, int]]] = defaultdict(list)
+        self._asked: dict[int, list[tuple[float, int]]] = defaultdict(list)
+        for commit in commits:
+            self._answered[commit.partition].append((commit.at, commit.offset))
+            self._asked[commit.partition].append((commit.asked, commit.offset))
+        for entries in (*self._answered.values(), *self._asked.values()):
+            entries.sort()
+
+    def possible(self, partition: int, since: float, until: float) -> set[int]:
+        """Every offset that was the committed one at some moment in [since, until]: at least
+        what was certainly committed at `since`, and nothing asked for after `until`. Nothing
+        committed yet means the start of the log (auto.offset.reset=earliest)."""
+        answered = self._answered[partition]
+        floor = max((offset for at, offset in answered if at <= since), default=0)
+        asked = {offset for at, offset in self._asked[partition] if at <= until}
+        return {offset for offset in asked | {0} if offset >= floor}
+
+
+def _position_anomalies(history: History) -> list[str]:
+    """Within an ownership, a member reads a partition one offset after the other; when it
+    gains a partition, it starts at the group's committed offset of that moment."""
+    committed = _Committed(history.commits)
+    anomalies = []
+    by_member: dict[str, list[Poll]] = defaultdict(list)
+    for poll in history.polls:
+        by_member[poll.member].append(poll)
+    for member, polls in by_member.items():
+        owned: frozenset[int] = frozenset()
+        position: dict[int, int] = {}
+        gained_since: dict[int, float] = {}
+        previous_at = float("-inf")
+        for poll in sorted(polls, key=lambda p: p.at):
+            if poll.assignment is not None:
+                for partition in poll.assignment - owned:
+                    gained_since[partition] = previous_at
+                    position.pop(partition, None)
+                for partition in owned - poll.assignment:
+                    gained_since.pop(partition, None)
+                    position.pop(partition, None)
+                owned = poll.assignment
+            for partition, offset, _value in poll.records:
+                if partition in position:
+                    if offset != position[partition]:
+                        anomalies.append(f"{member} read {partition}@{offset}, expected "
+                                         f"{position[partition]}")
+                else:
+                    since = gained_since.pop(partition, previous_at)
+                    allowed = committed.possible(partition, since, poll.at)
+                    if offset not in allowed:
+                        anomalies.append(
+                            f"{member} started {partition} at {offset}; the group's committed "
+                            f"offset then was {sorted(allowed)}")
+                position[partition] = offset + 1
+            previous_at = poll.at
+    return anomalies
+
+
+def _commits_going_back(history: History) -> list[tuple[int, int, int]]:
     backwards = []
     highest: dict[int, int] = {}
-    for commit in commits:
+    answered = [commit for commit in history.commits if commit.at != float("inf")]
+    for commit in sorted(answered, key=lambda c: c.at):
         if commit.offset < highest.get(commit.partition, -1):
             backwards.append((commit.partition, highest[commit.partition], commit.offset))
         highest[commit.partition] = max(highest.get(commit.partition, -1), commit.offset)
+    return backwards
 
-    poll_times = sorted(poll.at for poll in history.polls if poll.records)
-    not_resumed = []
-    for fault in history.faults:
-        later = [t for t in poll_times if t > fault.at]
-        if fault.at + resume_within_s < history.end and not (
-            later and later[0] <= fault.at + resume_within_s
-        ):
-            not_resumed.append(fault)
 
-    # The longest stretch with sends attempted but none acknowledged.
+def _not_resumed(faults: list[Fault], times: list[float], limits: Limits) -> list[Fault]:
+    """Faults after whose heal nothing happened (no ack, or no read) within the kind's bound,
+    whether or not the history lasted that long."""
+    stuck = []
+    for fault in faults:
+        first = bisect.bisect_right(times, fault.healed)
+        if first == len(times) or times[first] > fault.healed + limits.resume_bound(fault.kind):
+            stuck.append(fault)
+    return stuck
+
+
+def _longest_gaps(history: History) -> tuple[float, float]:
+    """The longest stretch with sends attempted but none acknowledged, and the longest between
+    two polls that returned records while acknowledged records were coming in."""
     ack_times = sorted(ack.at for ack in history.acks)
-    longest = 0.0
     attempts = sorted(history.attempts)
+    writes = 0.0
     if attempts:
-        marks = [attempts[0], *ack_times]
-        longest = max((b - a for a, b in pairwise(marks)), default=0.0)
-    return Verdict(
-        faults=len(history.faults),
-        acknowledged=len(history.acks),
-        lost=lost,
-        conflicting_offsets=sorted(conflicting),
-        duplicated=duplicated,
-        reordered=reordered,
-        skipped_or_backwards=skipped,
-        committed_backwards=backwards,
-        not_resumed_after=not_resumed,
-        longest_unavailability_s=longest,
-    )
+        writes = max((b - a for a, b in pairwise([attempts[0], *ack_times])), default=0.0)
+    reads = 0.0
+    if ack_times:
+        read_times = [poll.at for poll in history.polls if poll.records
+                      and ack_times[0] <= poll.at <= ack_times[-1]]
+        marks = [ack_times[0], *sorted(read_times), ack_times[-1]]
+        reads = max((b - a for a, b in pairwise(marks)), default=0.0)
+    return writes, reads
+
+
+def _over_limits(write_gap: float, read_gap: float, client_errors: dict[str, int],
+                 limits: Limits) -> list[str]:
+    over = []
+    if write_gap > limits.max_write_unavailability_s:
+        over.append(f"writes unavailable for {write_gap:.1f} s, limit "
+                    f"{limits.max_write_unavailability_s:g} s")
+    if read_gap > limits.max_read_unavailability_s:
+        over.append(f"reads unavailable for {read_gap:.1f} s, limit "
+                    f"{limits.max_read_unavailability_s:g} s")
+    for kind, count in sorted(client_errors.items()):
+        allowed = limits.max_client_errors.get(kind, limits.other_client_errors)
+        if allowed is not None and count > allowed:
+            over.append(f"{count} client errors {kind}, limit {allowed}")
+    return over
 
 
 @dataclass

@@ -1,43 +1,64 @@
-"""The checker itself, on histories made by hand: each kind of violation is caught."""
+"""The checker itself, on histories made by hand: each kind of anomaly is caught, and the
+legitimate histories that look like one are not."""
 
 from __future__ import annotations
 
-from .checker import Ack, Commit, Fault, History, Poll, check
+from collections import Counter
+
+from .checker import Ack, Commit, Fault, History, Limits, Poll, check
+
+INF = float("inf")
 
 
 def clean() -> History:
+    """p1 writes 6 records to partition 0 at t=0..5; member a reads 0-2 and commits 3; a dies
+    (t=11.5) and b, gaining the partition, reads 3-5 from the committed 3 and commits 6."""
     log = [(offset, f"p1-{offset}".encode()) for offset in range(6)]
     return History(
         acks=[Ack(value, 0, offset, at=float(offset)) for offset, value in log],
         attempts=[float(offset) for offset in range(6)],
         final_log={0: log},
         polls=[
-            Poll("a", 10.0, tuple((0, offset, value) for offset, value in log[:3])),
-            Poll("b", 12.0, tuple((0, offset, value) for offset, value in log[3:])),
+            Poll("a", 3.0, tuple((0, offset, value) for offset, value in log[:3]), frozenset({0})),
+            Poll("b", 4.0, (), frozenset()),
+            Poll("b", 12.0, tuple((0, offset, value) for offset, value in log[3:]),
+                 frozenset({0})),
         ],
-        commits=[Commit("a", 11.0, 0, 3), Commit("b", 13.0, 0, 6)],
-        faults=[Fault(11.5, "kill-member", "a")],
+        commits=[Commit("a", 3.5, 0, 3, started=3.2), Commit("b", 13.0, 0, 6, started=12.5)],
+        faults=[Fault(3.8, "kill-member", "a", healed_at=4.0)],
         end=20.0,
     )
 
 
 def test_a_clean_history_passes() -> None:
-    verdict = check(clean())
+    verdict = check(clean(), Limits(default_resume_within_s=10))
     assert verdict.ok, verdict.summary()
     assert verdict.summary()["records_acknowledged"] == 6
     assert verdict.longest_unavailability_s == 1.0
 
 
+# ------------------------------------------------------------------------- data anomalies
+
+
 def test_a_lost_acknowledged_write_is_caught() -> None:
     history = clean()
     history.final_log[0] = history.final_log[0][:-1]
-    verdict = check(history)
+    verdict = check(history, Limits(default_resume_within_s=10))
     assert [ack.offset for ack in verdict.lost] == [5]
+
+
+def test_a_record_read_then_gone_from_the_log_is_a_lost_read() -> None:
+    history = clean()
+    history.final_log[0] = history.final_log[0][:2]
+    history.acks = history.acks[:2]  # not even acknowledged: a read is a promise too
+    verdict = check(history, Limits(default_resume_within_s=10))
+    assert [(p, o) for p, o, _v in verdict.lost_reads] == [(0, 2), (0, 3), (0, 4), (0, 5)]
+    assert not verdict.ok
 
 
 def test_an_offset_read_with_two_values_is_caught() -> None:
     history = clean()
-    history.polls.append(Poll("c", 14.0, ((0, 2, b"p9-9"),)))
+    history.polls.append(Poll("c", 14.0, ((0, 2, b"p9-9"),), frozenset({0})))
     assert check(history).conflicting_offsets == [(0, 2)]
 
 
@@ -49,13 +70,68 @@ def test_a_duplicate_and_a_reordering_are_caught() -> None:
     assert len(verdict.reordered) >= 1
 
 
-def test_a_consumer_skipping_ahead_is_caught() -> None:
+def test_an_acknowledged_record_no_poll_received_is_unconsumed() -> None:
+    history = clean()
+    history.polls[2] = Poll("b", 12.0, tuple((0, o, v) for o, v in history.final_log[0][3:5]),
+                            frozenset({0}))
+    verdict = check(history, Limits(default_resume_within_s=10))
+    assert [ack.offset for ack in verdict.unconsumed] == [5]
+    assert not verdict.ok
+
+
+# --------------------------------------------------------------------- consumer positions
+
+
+def test_a_member_skipping_ahead_within_its_ownership_is_caught() -> None:
     history = clean()
     log = history.final_log[0]
-    history.polls[1] = Poll("b", 12.0, ((0, 4, log[4][1]), (0, 5, log[5][1])))
-    verdict = check(history)
-    assert verdict.skipped_or_backwards
-    assert "past the committed 3" in verdict.skipped_or_backwards[0]
+    history.polls[0] = Poll("a", 3.0, ((0, 0, log[0][1]), (0, 2, log[2][1])), frozenset({0}))
+    assert check(history).skipped_or_backwards == ["a read 0@2, expected 1"]
+
+
+def test_a_member_going_back_without_a_rebalance_is_caught() -> None:
+    history = clean()
+    log = history.final_log[0]
+    history.polls.append(Poll("a", 3.3, ((0, 1, log[1][1]),), frozenset({0})))
+    assert check(history).skipped_or_backwards == ["a read 0@1, expected 3"]
+
+
+def test_a_rewind_after_a_rebalance_below_the_committed_offset_is_caught() -> None:
+    history = clean()
+    log = history.final_log[0]
+    # b gains the partition after a's commit of 3 was answered, yet starts at 2: at or below
+    # the committed offset is not enough, it must be the committed offset.
+    history.polls[2] = Poll("b", 12.0, tuple((0, o, v) for o, v in log[2:]), frozenset({0}))
+    anomalies = check(history).skipped_or_backwards
+    assert anomalies == ["b started 0 at 2; the group's committed offset then was [3]"]
+
+
+def test_starting_past_the_committed_offset_is_caught() -> None:
+    history = clean()
+    log = history.final_log[0]
+    history.polls[2] = Poll("b", 12.0, tuple((0, o, v) for o, v in log[4:]), frozenset({0}))
+    assert check(history).skipped_or_backwards == [
+        "b started 0 at 4; the group's committed offset then was [3]"]
+
+
+def test_a_resume_at_a_commit_racing_the_rebalance_passes() -> None:
+    # a asked to commit 3 before b's poll ended, and its answer came after: b may have read
+    # either the commit before it (0) or 3. Both are legitimate; 1 is not.
+    history = clean()
+    history.commits[0] = Commit("a", 12.5, 0, 3, started=3.2)
+    assert check(history, Limits(default_resume_within_s=10)).ok
+    log = history.final_log[0]
+    history.polls[2] = Poll("b", 12.0, tuple((0, o, v) for o, v in log), frozenset({0}))
+    assert not check(history).skipped_or_backwards  # from 0: the committed offset until 12.5
+    history.polls[2] = Poll("b", 12.0, tuple((0, o, v) for o, v in log[1:]), frozenset({0}))
+    assert check(history).skipped_or_backwards == [
+        "b started 0 at 1; the group's committed offset then was [0, 3]"]
+
+
+def test_a_failed_commit_may_have_been_stored() -> None:
+    history = clean()
+    history.commits[0] = Commit("a", INF, 0, 3, started=3.2)  # timed out: in or not, unknown
+    assert check(history, Limits(default_resume_within_s=10)).ok
 
 
 def test_a_commit_going_back_is_caught() -> None:
@@ -64,9 +140,58 @@ def test_a_commit_going_back_is_caught() -> None:
     assert check(history).committed_backwards == [(0, 6, 2)]
 
 
-def test_a_group_that_never_resumes_is_caught() -> None:
+# ------------------------------------------------------------------------------- liveness
+
+
+def test_writes_that_never_resume_after_a_heal_are_caught() -> None:
     history = clean()
-    history.faults.append(Fault(13.0, "kill-broker", "1"))
-    history.end = 100.0
-    verdict = check(history, resume_within_s=5)
-    assert [fault.kind for fault in verdict.not_resumed_after] == ["kill-broker"]
+    history.faults.append(Fault(5.5, "kill-broker", "1", healed_at=6.0))
+    history.polls.append(Poll("b", 12.5, ((0, 5, b"p1-5"),), frozenset({0})))
+    verdict = check(history, Limits(default_resume_within_s=3))
+    assert [f.kind for f in verdict.writes_not_resumed_after] == ["kill-broker"]
+
+
+def test_reads_that_never_resume_after_a_heal_are_caught() -> None:
+    history = clean()
+    history.acks.append(Ack(b"p1-6", 0, 6, at=14.0))
+    history.final_log[0].append((6, b"p1-6"))
+    history.polls.append(Poll("b", 14.5, ((0, 6, b"p1-6"),), frozenset({0})))
+    history.faults.append(Fault(13.0, "restart-zookeeper", healed_at=13.5))
+    verdict = check(history, Limits(resume_within_s={"restart-zookeeper": 0.5},
+                                    default_resume_within_s=10))
+    assert [f.kind for f in verdict.reads_not_resumed_after] == ["restart-zookeeper"]
+    assert not verdict.writes_not_resumed_after
+
+
+def test_a_fault_near_the_end_is_judged_not_skipped() -> None:
+    history = clean()
+    history.faults.append(Fault(19.0, "kill-controller", "0", healed_at=19.5))
+    verdict = check(history, Limits(default_resume_within_s=30))
+    assert [f.kind for f in verdict.writes_not_resumed_after] == ["kill-controller"]
+    assert not verdict.ok
+
+
+def test_unavailability_beyond_the_limit_is_caught() -> None:
+    history = clean()
+    history.attempts.append(6.0)
+    history.acks.append(Ack(b"p1-6", 0, 6, at=16.0))
+    history.final_log[0].append((6, b"p1-6"))
+    history.polls.append(Poll("b", 16.5, ((0, 6, b"p1-6"),), frozenset({0})))
+    verdict = check(history, Limits(default_resume_within_s=20, max_write_unavailability_s=5,
+                                    max_read_unavailability_s=20))
+    assert verdict.longest_unavailability_s == 11.0
+    assert verdict.over_limits == ["writes unavailable for 11.0 s, limit 5 s"]
+
+
+def test_client_errors_over_their_limit_are_caught() -> None:
+    history = clean()
+    history.client_errors = Counter({"CommitFailedError": 3, "RequestTimedOutError": 1,
+                                     "TypeError": 1})
+    limits = Limits(default_resume_within_s=10,
+                    max_client_errors={"CommitFailedError": 5, "RequestTimedOutError": 0},
+                    other_client_errors=0)
+    verdict = check(history, limits)
+    assert verdict.client_errors == {"CommitFailedError": 3, "RequestTimedOutError": 1,
+                                     "TypeError": 1}
+    assert verdict.over_limits == ["1 client errors RequestTimedOutError, limit 0",
+                                   "1 client errors TypeError, limit 0"]

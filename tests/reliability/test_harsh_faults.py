@@ -15,13 +15,7 @@ write acknowledged while the cluster could not have kept it. The scenarios:
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import time
-from collections.abc import Iterator
-
-import ray
 
 from actors import Cluster
 from actors.errors import ErrorCode
@@ -30,37 +24,17 @@ from logstore.batch import build_batch
 from ..actors.conftest import partition_state, wait_until
 from ..actors.test_failover import Workload, check_acknowledged, read_everything
 from ..replicas import ReplicaOnHost
+from .pauses import SESSION_TIMEOUT_S, broker_pids, paused
 from .tcp_proxy import TcpProxy
 
 TOPIC = "harsh"
 # A leader that is paused answers nothing: the producer gives up on it after this, and retries.
 REQUEST_TIMEOUT_MS = 8_000
-# The test cluster's ZooKeeper session timeout (tests/conftest.py), and a pause well past it.
-SESSION_TIMEOUT_S = 6.0
-PAST_THE_SESSION_S = SESSION_TIMEOUT_S + 4
 
 
 def _create_topic(cluster: Cluster, partitions: int = 3) -> None:
     cluster.create_topic(TOPIC, partitions=partitions, replication_factor=3,
                          config={"min.insync.replicas": 2})
-
-
-def _processes_of(cluster: Cluster, broker: int) -> list[int]:
-    """A broker's process and its replica hosts': what a broker's JVM is in Kafka."""
-    handle = ray.get_actor(f"broker-{broker}", namespace=cluster.namespace)
-    hosts = ray.get(handle.replica_host_pids.remote(), timeout=30)
-    return [ray.get(handle.pid.remote(), timeout=30), *hosts.values()]
-
-
-@contextlib.contextmanager
-def _paused(pids: list[int]) -> Iterator[None]:
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
 
 
 def _acknowledged_more(workload: Workload, count: int, what: str, timeout_s: float = 90) -> None:
@@ -106,7 +80,7 @@ def test_two_of_three_brokers_down_refuse_writes_then_everything_returns(
     check_acknowledged(workload.acknowledged, read_everything(cluster, TOPIC))
 
 
-def test_a_leader_killed_while_the_controller_is_paused(cluster: Cluster) -> None:
+def test_a_leader_killed_while_the_controller_ispaused(cluster: Cluster) -> None:
     _create_topic(cluster)
     controller = cluster.controller()
     states = cluster.describe_topic(TOPIC)["partitions"]
@@ -115,7 +89,7 @@ def test_a_leader_killed_while_the_controller_is_paused(cluster: Cluster) -> Non
     orphaned = [p["partition"] for p in states if p["leader"] == victim]
     with Workload(cluster, TOPIC, request_timeout_ms=REQUEST_TIMEOUT_MS) as workload:
         _acknowledged_more(workload, 500, "writes before the fault")
-        with _paused(_processes_of(cluster, controller)):
+        with paused(broker_pids(cluster, controller)):
             cluster.kill_broker(victim)
             # Nobody acts until the paused controller's session expires; then the survivor
             # becomes controller and gives the victim's partitions a leader.
@@ -144,7 +118,7 @@ def test_a_leader_paused_past_its_session_is_fenced_when_it_returns(cluster: Clu
         state = partition_state(cluster, TOPIC, 0)
         leader, epoch = state["leader"], state["leader_epoch"]
         old = ReplicaOnHost(cluster, TOPIC, 0, leader)
-        with _paused(_processes_of(cluster, leader)):
+        with paused(broker_pids(cluster, leader)):
             wait_until(lambda: partition_state(cluster, TOPIC, 0)["leader_epoch"] > epoch, 60,
                        "a new leader while the old one is paused")
             _acknowledged_more(workload, 300, "writes to the new leader")
