@@ -1,10 +1,11 @@
 """The producer's per-partition batching (Kafka's RecordAccumulator), sans-I/O.
 
-An actor call costs about 1 ms whatever its size (DESIGN.md), so the producer never sends a record
-alone: ``append`` adds records to the open batch of their partition, and the sender asks ``ready``
-which batches to send. A batch closes when its estimated size reaches ``batch_size`` bytes; it is
-ready when closed, or ``linger_ms`` after its first record, or at once while flushing. Time is
-always passed in (``now_ms``), so tests drive the clock and the actor owns the real one.
+An actor call costs about 1 ms whatever its size (docs/architecture.md), so the producer never
+sends a record alone: ``append`` adds records to the open batch of their partition, and the
+sender asks ``ready`` which batches to send. A batch closes when its estimated size reaches
+``batch_size`` bytes; it is ready when closed, or ``linger_ms`` after its first record, or at
+once while flushing. Time is always passed in (``now_ms``), so tests drive the clock and the actor
+owns the real one.
 
 The sender's loop::
 
@@ -54,7 +55,7 @@ __all__ = [
     "estimate_record_size",
 ]
 
-# The batch header of DESIGN.md (base offset .. record count) is 61 bytes, as Kafka's v2 header.
+# The batch header (docs/storage.md: base offset .. record count) is 61 bytes, as Kafka's v2 header.
 BATCH_OVERHEAD_BYTES = 61
 # A record's msgpack framing: the 5-element array, offset and timestamp deltas, and the key,
 # value and header-array length prefixes. An estimate: exactness would cost an encode per record.

@@ -5,14 +5,15 @@ topic to ``{member: [TopicPartition, ...]}``, every member present, lists sorted
 of a subscribed topic goes to exactly one member that subscribes to its topic; topics without
 metadata (absent from ``partitions_per_topic``) are skipped, as Kafka skips them.
 
-- range (Kafka's default, and the seeds' walk-through): per topic, members sorted by id each take
-  a contiguous run of partitions; the first ``n % m`` take one more.
+- range (Kafka's default, and docs/consumer-groups.md's walk-through): per topic, members sorted
+  by id each take a contiguous run of partitions; the first ``n % m`` take one more.
 - roundrobin: all partitions, sorted, dealt in turn to the sorted members subscribing to each.
 - sticky: as balanced as round-robin, keeping as many current owners as it can.
 
 An incremental (cooperative) rebalance pauses only what moves: ``revocations`` and ``additions``
 compare two assignments, and ``interim_assignment`` says what each member may read while the
-moving partitions are released by their old owners (the owner znode is the lock, DESIGN.md).
+moving partitions are released by their old owners (the owner znode is the lock:
+docs/consumer-groups.md).
 """
 
 from __future__ import annotations

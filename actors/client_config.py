@@ -237,8 +237,9 @@ class ConsumerConfig:
     session_timeout_ms: int = 45_000
     # How long offset lookups (end_offsets, position resets) retry before giving up.
     default_api_timeout_ms: int = 60_000
-    # Kafka 3.x lists [range, cooperative-sticky]; the ZooKeeper-era consumer rafka follows
-    # (and the seeds' walk-through) used range. A name, or a user assignor object.
+    # Kafka 3.x lists [range, cooperative-sticky]; the ZooKeeper-era consumer rafka follows (and
+    # the rebalance walk-through of docs/consumer-groups.md) used range. A name, or a user
+    # assignor object.
     partition_assignment_strategy: Any = "range"
     # Kafka 0.9+ keeps offsets in the __consumer_offsets topic; "zookeeper" is the 0.8 store.
     offsets_storage: str = "kafka"

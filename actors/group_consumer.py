@@ -1,4 +1,4 @@
-"""A consumer in a group, as the seeds describe Kafka's ZooKeeper-era high-level consumer.
+"""A consumer in a group, as Kafka's ZooKeeper-era high-level consumer (docs/consumer-groups.md).
 
 Each member registers an ephemeral `/consumers/<g>/ids/<member>`, watches the group's members,
 the brokers and the partition counts of its topics, and on any change computes the group's

@@ -2,8 +2,8 @@
 compacted `__consumer_offsets` topic, and the in-memory cache that answers offset fetches.
 
 The leader of partition `hash(group) % N` of `__consumer_offsets` is the group's offset manager
-(the seeds' "offset manager"). A commit is one record per partition, keyed by (group, topic,
-partition) so that compaction keeps only the newest; a tombstone forgets it.
+(Kafka's "offset manager", docs/consumer-groups.md). A commit is one record per partition, keyed
+by (group, topic, partition) so that compaction keeps only the newest; a tombstone forgets it.
 """
 
 from __future__ import annotations

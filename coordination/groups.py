@@ -1,4 +1,4 @@
-"""Consumer-group znodes, as Kafka's ZooKeeper-based consumers keep them (the seeds' layout):
+"""Consumer-group znodes, as Kafka's ZooKeeper-based consumers keep them (docs/zookeeper.md):
 
 - `/consumers/<g>/ids/<member>` (ephemeral): a member and its subscription. Registered through
   `register_member`, which keeps it registered across session expiry like a broker's.

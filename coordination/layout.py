@@ -1,4 +1,4 @@
-"""Every znode path of a cluster, in one place (DESIGN.md, "ZooKeeper layout").
+"""Every znode path of a cluster, in one place (docs/zookeeper.md).
 
 Paths are relative to the cluster's chroot (`/rafka/<cluster-name>` by default), and the names
 are Kafka's, so a Kafka operator finds their way around with `zkCli.sh`. Every function validates

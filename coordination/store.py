@@ -261,7 +261,7 @@ class ClusterStore:
             bootstrap.close()
 
     def ensure_layout(self) -> None:
-        """Create the persistent containers of DESIGN.md's layout and `/controller_epoch` (0).
+        """Create the layout's persistent containers (docs/zookeeper.md) and `/controller_epoch`.
 
         Idempotent, and it only checks what exists, so a read-only client may call it too.
         """

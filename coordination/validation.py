@@ -25,7 +25,7 @@ MAX_BROKER_ID = 2**31 - 1
 """Broker ids are Java ints in Kafka."""
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
-# Kafka's old consumers name members `<group>_<host>-<time>-<uuid>`; the seeds write
+# Kafka's old consumers name members `<group>_<host>-<time>-<uuid>`; Kafka's documentation writes
 # `host:uuid`, so members may also use ':' (legal in a znode name).
 _MEMBER = re.compile(r"[A-Za-z0-9._:-]+")
 

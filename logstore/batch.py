@@ -1,4 +1,4 @@
-"""Record batch codec: the unit on disk and between actors (DESIGN.md, "Record batches").
+"""Record batch codec: the unit on disk and between actors (docs/storage.md, "Record batches").
 
 Layout, big-endian, 61-byte header followed by the records::
 

@@ -3,8 +3,7 @@
 Per producer id the log keeps the producer epoch and the metadata of the last
 ``BATCHES_PER_PRODUCER`` batches appended for it. That is enough to answer a retried batch with
 its original offsets (a duplicate) and to refuse a batch that skips a sequence number: rafka's
-producer relies on the latter to keep several in-flight requests in order (DESIGN.md, "Two facts
-about Ray").
+producer relies on the latter to keep several in-flight requests in order (docs/guarantees.md).
 
 The decision itself, :func:`check_sequence`, is a pure function of the producer's entry and the
 incoming batch, so the leader can call it and a test can drive it without a log.

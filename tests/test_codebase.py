@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("logstore", "coordination", "actors", "pipelines")
-# What each package may import from the others (DESIGN.md, Layout).
+# What each package may import from the others (docs/architecture.md).
 ALLOWED = {
     "logstore": set(),
     "coordination": set(),

@@ -1,4 +1,5 @@
-"""Consumer-group assignors: the seeds' walk-through, Kafka's documented examples, invariants."""
+"""Consumer-group assignors: the walk-through of docs/consumer-groups.md, Kafka's documented
+examples, invariants."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def group(**subscriptions: set[str]) -> dict[str, Subscription]:
     return {member: Subscription(topics) for member, topics in subscriptions.items()}
 
 
-# -- the seeds' walk-through (seeds/003, "Consumer Rebalance") ----------------------------------
+# -- the rebalance walk-through of docs/consumer-groups.md ----------------------------------
 
 
 def test_the_seeds_rebalance_walk_through_with_the_range_assignor() -> None:

@@ -1,5 +1,6 @@
-"""Consumer groups on a real cluster: membership and ownership in ZooKeeper, the seeds'
-rebalance walk-through, incremental rebalancing, offsets and the offset manager, failures."""
+"""Consumer groups on a real cluster: membership and ownership in ZooKeeper, the rebalance
+walk-through of docs/consumer-groups.md, incremental rebalancing, offsets and the offset manager,
+failures."""
 
 from __future__ import annotations
 
@@ -79,8 +80,8 @@ def test_the_seeds_walk_through_with_the_range_assignor(shared: Cluster) -> None
 
 
 def test_groups_are_independent(shared: Cluster) -> None:
-    """The seeds' example: group1's one consumer gets every record; group2's three consumers
-    split them by partition."""
+    """The example of docs/consumer-groups.md: group1's one consumer gets every record;
+    group2's three consumers split them by partition."""
     topic = fresh("topic1")
     shared.create_topic(topic, partitions=3, replication_factor=2)
     produced = produce(shared, topic, 300, 3)

@@ -1,4 +1,4 @@
-"""Growing a topic while producers and a consumer group run (the seeds promise it)."""
+"""Growing a topic while producers and a consumer group run (as Kafka promises it)."""
 
 from __future__ import annotations
 

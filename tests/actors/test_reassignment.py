@@ -1,4 +1,4 @@
-"""Partition reassignment: growing the cluster without downtime (the seeds promise it)."""
+"""Partition reassignment: growing the cluster without downtime (as Kafka promises it)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def cluster(zookeeper, ray_session, tmp_path_factory) -> Iterator[Cluster]:
 
 
 def _partition_dir(cluster: Cluster, broker: int, topic: str) -> Path:
-    # DESIGN.md: a partition is the directory <topic>-<partition> of its broker's data dir.
+    # docs/storage.md: a partition is the directory <topic>-<partition> of its broker's data dir.
     return cluster.data_dir / f"broker-{broker}" / f"{topic}-0"
 
 
