@@ -7,6 +7,8 @@ from typing import Any
 import ray
 from ray.job_config import JobConfig
 
+from actors.logs import quiet_ray
+
 # Spark 3.5 on Java 17 needs these opens (Spark's own list, plus what Ray's Java serializer, FST,
 # reflects over in RayDP's app master). `java.math` is a package of the `java.base` module.
 _OPENS = [
@@ -51,7 +53,8 @@ def init_ray(address: str | None = None, *, namespace: str | None = None, **kwar
     # the embedded default is a Ray of our own, so ask for a local one explicitly.
     address = address or "local"
     kwargs.setdefault("include_dashboard", False)
-    kwargs.setdefault("logging_level", "warning")
+    for option, value in quiet_ray().items():  # RAFKA_LOG_LEVEL: see actors/logs.py
+        kwargs.setdefault(option, value)
     ray.init(
         address=address,
         namespace=namespace,

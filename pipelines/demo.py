@@ -8,12 +8,13 @@ shutdown of everything it started.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import ray
 
 from actors import Cluster
+from actors.commands.output import table
+from actors.commands.progress import Progress
 from actors.runtime import init_ray
 from pipelines.examples.clickstream import run as run_clickstream
 from pipelines.spark import start_spark, stop_spark
@@ -31,27 +32,33 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def _bar(stage: str, done: int, total: int, width: int = 30) -> None:
-    filled = int(width * done / max(total, 1))
-    sys.stderr.write(f"\r  {stage:<8} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-    if done >= total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+class _Bars:
+    """The pipeline's progress callback: a bar per stage (on a terminal only)."""
+
+    def __init__(self) -> None:
+        self.bars: dict[str, Progress] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        bar = self.bars.get(stage)
+        if bar is None:
+            bar = self.bars[stage] = Progress(f"  {stage}", total=total, unit="")
+        bar.update(done - bar.count)
+        if done >= total:
+            bar.close()
 
 
 def _table(summary: dict) -> str:
-    lines = [f"  {'page':<14}{'views':>8}{'users':>8}{'mean dwell':>12}"]
-    for page in summary["pages"]:
-        lines.append(f"  {page['page']:<14}{page['views']:>8}{page['users']:>8}"
-                     f"{page['mean_dwell_ms']:>10} ms")
-    return "\n".join(lines)
+    rows = [(page["page"], page["views"], page["users"], f"{page['mean_dwell_ms']} ms")
+            for page in summary["pages"]]
+    grid = table(["page", "views", "users", "mean dwell"], rows)
+    return "\n".join(f"  {line}" for line in grid.splitlines())
 
 
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     print(f"starting the embedded stack: ZooKeeper, Ray, {args.brokers} brokers ...", flush=True)
-    # The actors' own logs stay in Ray's log files: the demo prints a summary.
-    init_ray(log_to_driver=False)
+    # The actors' own logs stay in Ray's log files unless RAFKA_LOG_LEVEL asks for them.
+    init_ray()
     cluster = Cluster.start(brokers=args.brokers, name="demo", data_dir=args.data_dir)
     spark = None
     try:
@@ -60,8 +67,7 @@ def run(args: argparse.Namespace) -> int:
         print("starting Spark through RayDP ...", flush=True)
         spark = start_spark("rafka-demo", configs={"spark.ui.enabled": "false",
                                                    "spark.ui.showConsoleProgress": "false"})
-        spark.sparkContext.setLogLevel("ERROR")
-        summary = run_clickstream(cluster, spark, events=args.events, progress=_bar)
+        summary = run_clickstream(cluster, spark, events=args.events, progress=_Bars())
         clicks = cluster.describe_topic("clicks")
         print(f"\ntopic clicks: {len(clicks['partitions'])} partitions, replication factor "
               f"{len(clicks['partitions'][0]['replicas'])}, leaders "

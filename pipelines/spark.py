@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import raydp
 
+from actors.logs import jvm_stderr_to_file, quiet, quiet_ray_data, spark_log4j_config
 from actors.runtime import JAVA17_OPTIONS, init_ray
 
 if TYPE_CHECKING:
@@ -27,10 +28,12 @@ def start_spark(
     Defaults fit a 2-core machine: one executor of one core beside the driver.
     """
     init_ray()
+    quiet_ray_data()
     # Executors start Python workers with PYSPARK_PYTHON; without it they pick the system
     # python3, which does not have pyspark.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     java_options = " ".join(JAVA17_OPTIONS)
+    log4j = spark_log4j_config()  # RAFKA_LOG_LEVEL: see actors/logs.py
     settings = {
         "spark.driver.extraJavaOptions": java_options,
         "spark.executor.extraJavaOptions": java_options,
@@ -38,15 +41,20 @@ def start_spark(
         "spark.pyspark.python": sys.executable,
         "spark.sql.shuffle.partitions": str(max(2, num_executors * executor_cores)),
         "spark.sql.session.timeZone": "UTC",
+        "spark.log4j.config.file.name": log4j,
+        "spark.ray.log4j.config.file.name": log4j,
     }
+    if quiet():
+        settings["spark.ui.showConsoleProgress"] = "false"  # Spark's stage bars
     settings.update(configs or {})
-    return raydp.init_spark(
-        app_name,
-        num_executors=num_executors,
-        executor_cores=executor_cores,
-        executor_memory=executor_memory,
-        configs=settings,
-    )
+    with jvm_stderr_to_file("spark-driver"):
+        return raydp.init_spark(
+            app_name,
+            num_executors=num_executors,
+            executor_cores=executor_cores,
+            executor_memory=executor_memory,
+            configs=settings,
+        )
 
 
 def stop_spark() -> None:

@@ -30,6 +30,7 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+from raydp.spark import spark_dataframe_to_ray_dataset
 
 from actors import Cluster
 from actors.consumer import Consumer
@@ -276,7 +277,9 @@ def write_topic(
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ValueError(f"no column {missing} in the DataFrame (columns: {df.columns})")
-    dataset = ray.data.from_spark(df.select(*columns))
+    # RayDP's conversion itself: ray.data.from_spark, its wrapper, warns of a deprecated
+    # argument on every call (Ray 2.60 passes `parallelism=None` and counts it as given).
+    dataset = spark_dataframe_to_ray_dataset(df.select(*columns))
     refs = [
         _produce_block.remote(cluster.namespace, topic, block, key_col, value_col,
                               partition_col, acks)

@@ -7,6 +7,7 @@ Ray and Spark start only when a test asks for them, so the pure-logic tests stay
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -70,7 +71,10 @@ def ray_session() -> Iterator[None]:
 
     from actors.runtime import init_ray
 
-    init_ray(num_cpus=2)
+    # Ray's warnings and the actors' lines (in a failing test's captured output) are what a
+    # developer reading a test run wants, unlike a user (actors/logs.py).
+    os.environ.setdefault("RAFKA_LOG_LEVEL", "warning")
+    init_ray(num_cpus=2, log_to_driver=True)
     yield
     ray.shutdown()
 

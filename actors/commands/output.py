@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
 
 from actors.commands.errors import CliError
 
@@ -42,11 +46,15 @@ def echo(*values: object) -> None:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """Columns left-aligned and two spaces apart, a header line first."""
-    cells = [[str(h) for h in headers]] + [[_cell(value) for value in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return "\n".join("  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True))
-                     .rstrip() for row in cells)
+    """Columns left-aligned and two spaces apart, a header line first, as plain text (rich lays
+    it out; the caller decides where it goes)."""
+    grid = Table(*headers, box=None, pad_edge=False, padding=(0, 2, 0, 0), show_edge=False,
+                 header_style=None)
+    for row in rows:
+        grid.add_row(*(_cell(value) for value in row))
+    buffer = io.StringIO()
+    Console(file=buffer, width=10_000, color_system=None, soft_wrap=True).print(grid)
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())
 
 
 def _cell(value: Any) -> str:

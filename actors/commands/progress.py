@@ -1,36 +1,42 @@
-"""A small text progress bar on stderr, with no dependency (tqdm is not installed here).
+"""Progress bars and spinners on stderr, drawn by rich.
 
-It draws only on a terminal unless forced, so that logs and pipes stay clean, and redraws at most
-ten times a second, so that counting a million records costs nothing measurable.
+They draw only on a terminal unless forced, so that logs and pipes stay clean: a bar redrawn into
+a captured log would come out as one line of concatenated redraws. rich redraws at most ten
+times a second, so counting a million records costs nothing measurable.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
-import time
 from collections.abc import Callable
 from typing import IO, TypeVar
 
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.progress import Progress as RichProgress
+
 T = TypeVar("T")
 
-_WIDTH = 30
 
-
-def _human(count: float, unit: str) -> str:
-    if unit == "B":
-        for suffix in ("B", "KiB", "MiB", "GiB"):
-            if abs(count) < 1024 or suffix == "GiB":
-                return f"{count:.0f} {suffix}" if suffix == "B" else f"{count:.1f} {suffix}"
-            count /= 1024
-    return f"{count:,.0f} {unit}"
+def _console(stream: IO[str] | None, enabled: bool | None) -> Console | None:
+    """A console on `stream` (stderr), or None if nothing is to be drawn there."""
+    stream = stream or sys.stderr
+    if not (stream.isatty() if enabled is None else enabled):
+        return None
+    return Console(file=stream, force_terminal=True if enabled else None)
 
 
 class Progress:
     """`with Progress("producing", total=n, unit="records") as bar: bar.update(1)`.
 
-    With a total it draws `label [#####.....]  42%  4,200/10,000 records  1,234 records/s`;
-    without one, the count and the rate.
+    With a total it draws `label ━━━━━━━━╸━━━━  42% 4200/10000 records 0:00:03`; without one,
+    the count and the time.
     """
 
     def __init__(
@@ -42,41 +48,28 @@ class Progress:
         enabled: bool | None = None,
         stream: IO[str] | None = None,
     ) -> None:
-        self.label = label
         self.total = total
-        self.unit = unit
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
         self.count = 0.0
-        self.started = time.monotonic()
-        self._drawn_at = 0.0
+        console = _console(stream, enabled)
+        self._bar: RichProgress | None = None
+        if console is not None:
+            columns = [TextColumn("{task.description}")]
+            if total:
+                columns += [BarColumn(), TaskProgressColumn()]
+            columns += [MofNCompleteColumn() if total else TextColumn("{task.completed:,.0f}"),
+                        TextColumn(unit), TimeElapsedColumn()]
+            self._bar = RichProgress(*columns, console=console, transient=False)
+            self._task = self._bar.add_task(label, total=total)
+            self._bar.start()
 
     def update(self, amount: float = 1) -> None:
         self.count += amount
-        now = time.monotonic()
-        if self.enabled and now - self._drawn_at >= 0.1:
-            self._draw(now)
-
-    def _draw(self, now: float) -> None:
-        self._drawn_at = now
-        elapsed = max(now - self.started, 1e-9)
-        rate = f"{_human(self.count / elapsed, self.unit)}/s"
-        if self.total:
-            done = min(self.count / self.total, 1.0)
-            bar = "#" * int(done * _WIDTH) + "." * (_WIDTH - int(done * _WIDTH))
-            text = (f"{self.label} [{bar}] {done:4.0%}  {_human(self.count, self.unit)}"
-                    f"/{_human(self.total, self.unit)}  {rate}")
-        else:
-            text = f"{self.label}  {_human(self.count, self.unit)}  {rate}"
-        # \r redraws the line; the trailing spaces wipe what a longer line left.
-        self.stream.write(f"\r{text}    ")
-        self.stream.flush()
+        if self._bar is not None:
+            self._bar.update(self._task, advance=amount)
 
     def close(self) -> None:
-        if self.enabled:
-            self._draw(time.monotonic())
-            self.stream.write("\n")
-            self.stream.flush()
+        if self._bar is not None:
+            self._bar.stop()
 
     def __enter__(self) -> Progress:
         return self
@@ -87,34 +80,19 @@ class Progress:
 
 def wait_with_spinner(label: str, work: Callable[[], T], *, enabled: bool | None = None,
                       announce: bool = False, stream: IO[str] | None = None) -> T:
-    """Run `work()` (a call that blocks with nothing to count) showing the time it takes.
+    """Run `work()` (a call that blocks with nothing to count) under a spinner.
 
     Off a terminal there is no spinner; with `announce` a plain `label ...` line says what the
     wait is for (a long step of `rafka up` should not look like a hang in a log).
     """
-    stream = stream or sys.stderr
-    if not (stream.isatty() if enabled is None else enabled):
+    console = _console(stream, enabled)
+    if console is None:
         if announce:
-            stream.write(f"{label} ...\n")
-            stream.flush()
+            out = stream or sys.stderr
+            out.write(f"{label} ...\n")
+            out.flush()
         return work()
-    finished = threading.Event()
-
-    def tick() -> None:
-        started = time.monotonic()
-        frames = "|/-\\"
-        index = 0
-        while not finished.wait(0.2):
-            stream.write(f"\r{label} {frames[index % 4]} {time.monotonic() - started:.0f} s  ")
-            stream.flush()
-            index += 1
-        stream.write(f"\r{label} done ({time.monotonic() - started:.1f} s)   \n")
-        stream.flush()
-
-    ticker = threading.Thread(target=tick, name="rafka-spinner", daemon=True)
-    ticker.start()
-    try:
-        return work()
-    finally:
-        finished.set()
-        ticker.join(1)
+    with console.status(label):
+        result = work()
+    console.print(f"{label} done")
+    return result

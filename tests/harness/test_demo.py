@@ -21,7 +21,11 @@ from .processes import kill_marked, left_behind, run_marked
 
 RAFKA = Path(sys.executable).with_name("rafka")  # the console script `pip install` made
 # What would point the demo at another cluster than the one it starts.
-_DROPPED = ("RAY_ADDRESS", "RAFKA_CLUSTER", "RAFKA_ZK", "RAFKA_HOME", "RAY_AUTH_MODE")
+_DROPPED = ("RAY_ADDRESS", "RAFKA_CLUSTER", "RAFKA_ZK", "RAFKA_HOME", "RAY_AUTH_MODE",
+            "RAFKA_LOG_LEVEL")
+# What Ray, Spark and RayDP print by themselves, which the demo must not show by default.
+NOISE = ("WARN", "INFO", "StatusConsoleListener", "GcsClient", "Deprecat", "UserWarning",
+         "Running Dataset", "worker processes have been started", "log level")
 
 
 @pytest.mark.slow
@@ -69,6 +73,9 @@ def test_rafka_demo_runs_end_to_end_and_leaves_nothing_running() -> None:
     assert read_back == produced, "the aggregates written back hold every view"
     assert re.search(r"topic clicks: 6 partitions, replication factor 3", output)
     assert "stack stopped; all counts agree" in output
+    # Quiet by default: rafka's own lines, nothing of the libraries underneath.
+    noise = [line for line in output.splitlines() if any(word in line for word in NOISE)]
+    assert not noise, noise
 
     # It really started the stack, and stopped all of it.
     commands = " ".join(run.seen.values())

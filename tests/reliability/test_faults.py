@@ -452,18 +452,25 @@ FAULT_SECONDS = float(os.environ.get("RAFKA_FAULT_SECONDS", "30"))
 # killed brokers are back or the paused ones resume; leaders were elected meanwhile, and what
 # is left is clients finding them (metadata, request.timeout.ms for a leader that went silent:
 # 30 s). A ZooKeeper restart heals itself, and everyone reconnects and re-registers after it.
-LIMITS = Limits(
-    default_resume_within_s=45,
-    resume_within_s={"restart_zookeeper": 60},
-    # Two brokers of three down, or a controller paused while a leader died, stop writes (min
-    # ISR 2) until they return: about a session timeout, the restart, and the heal's wait.
-    max_write_unavailability_s=60,
-    max_read_unavailability_s=60,
-    # A commit may fail while its offset manager moves; sends have delivery.timeout.ms (120 s)
-    # and should not fail at all; any other client error is a finding.
-    max_client_errors={"CommitFailedError": 30},
-    other_client_errors=0,
-)
+RESUME_WITHIN_S = {"restart_zookeeper": 60.0}
+DEFAULT_RESUME_WITHIN_S = 45.0
+
+
+def limits_for(faults: int) -> Limits:
+    return Limits(
+        default_resume_within_s=DEFAULT_RESUME_WITHIN_S,
+        resume_within_s=RESUME_WITHIN_S,
+        # Two brokers of three down, or a controller paused while a leader died, stop writes
+        # (min ISR 2) until they return: a session timeout, the restart, and the heal's wait.
+        # The 600 s run's longest: 14.7 s for writes, 10.6 s for reads.
+        max_write_unavailability_s=60,
+        max_read_unavailability_s=60,
+        # A commit may fail while its offset manager moves (the 600 s run: 12 in 77 faults);
+        # sends have delivery.timeout.ms (120 s) and must not fail at all; any other client
+        # error is a finding.
+        max_client_errors={"CommitFailedError": 2 * faults},
+        other_client_errors=0,
+    )
 
 
 # The suite's 600 s timeout is for the short run: the long one needs its length on top.
@@ -489,7 +496,7 @@ def test_no_acknowledged_record_is_lost_under_faults(fault_cluster: FaultCluster
         # The last fault is judged like the others: the workload goes on until writes and
         # reads have resumed after it, or its bound has passed (the checker then says so).
         last = max((fault.healed for fault in recorder.history.faults), default=0.0)
-        bound = max([LIMITS.default_resume_within_s, *LIMITS.resume_within_s.values()])
+        bound = max([DEFAULT_RESUME_WITHIN_S, *RESUME_WITHIN_S.values()])
         deadline = time.monotonic() + bound
         while time.monotonic() < deadline and min(recorder.last("acks"),
                                                   recorder.last("polls")) <= last:
@@ -516,7 +523,7 @@ def test_no_acknowledged_record_is_lost_under_faults(fault_cluster: FaultCluster
         thread.join(120)
     recorder.history.final_log = final_log
     recorder.history.end = time.monotonic()
-    verdict = check(recorder.history, LIMITS)
+    verdict = check(recorder.history, limits_for(len(recorder.history.faults)))
     fired = {fault.kind for fault in recorder.history.faults}
     print(json.dumps({"seed": seed, "seconds": seconds, **verdict.summary(),
                       "faults_by_kind": dict(Counter(f.kind for f in recorder.history.faults)),
