@@ -557,6 +557,15 @@ class Cluster:
 
     # ------------------------------------------------------------------------- shutdown
 
+    def topic_exists(self, name: str) -> bool:
+        return self.admin.topic_exists(name)
+
+    def close(self) -> None:
+        """Let go of the cluster, leaving it running: close this handle's ZooKeeper session.
+        (`shutdown` stops the brokers.)"""
+        with contextlib.suppress(Exception):  # a session already gone is closed enough
+            self.store.close()
+
     def shutdown(self) -> None:
         """Stop every broker of this cluster, then what `start()` started (ZooKeeper, Ray)."""
         ids = set(self._brokers)

@@ -205,7 +205,7 @@ def read_topic(
     takes it, `{"topic": {"0": 23, "1": -2}}` (-2 earliest, -1 latest). `ending_offsets`:
     "latest" (the high watermark now) or JSON. Nothing is committed until `commit()`.
     """
-    if not cluster.admin.topic_exists(topic):
+    if not cluster.topic_exists(topic):
         raise UnknownTopicError(f"topic {topic!r} does not exist: create it first, or check "
                                 f"the name (topics: {', '.join(cluster.list_topics()) or 'none'})")
     if starting_offsets is None:
@@ -271,7 +271,7 @@ def write_topic(
 ) -> dict[int, int]:
     """Produce every row of `df` to `topic` (binary or string key/value columns); returns how
     many records went to each partition. Keys are partitioned as a Java producer would."""
-    if not cluster.admin.topic_exists(topic):
+    if not cluster.topic_exists(topic):
         raise UnknownTopicError(f"topic {topic!r} does not exist: create it first")
     columns = [c for c in (key_col, value_col, partition_col) if c is not None]
     missing = [c for c in columns if c not in df.columns]

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("logstore", "coordination", "actors", "pipelines")
+PACKAGES = ("logstore", "coordination", "actors", "pipelines", "cli")
 # What each package may import from the others (docs/architecture.md).
 ALLOWED = {
     "logstore": set(),
     "coordination": set(),
     "actors": {"coordination", "logstore"},
     "pipelines": {"actors"},
+    "cli": {"actors", "pipelines", "coordination", "logstore"},
 }
 
 

@@ -22,7 +22,7 @@ import pytest
 from actors.stack import RayHead
 from coordination.embedded import is_embedded_server, pid_alive
 
-RAFKA = [sys.executable, "-m", "actors.cli"]
+RAFKA = [sys.executable, "-m", "cli"]
 # What would point a subprocess at some other cluster than the test's own.
 _DROPPED = ("RAY_ADDRESS", "RAFKA_CLUSTER", "RAFKA_ZK", "RAFKA_HOME", "RAY_AUTH_MODE")
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from actors.cli import main
 from actors.cluster import Cluster
 from actors.stack import session_members
+from cli.main import main
 from coordination.embedded import wait_for_exit
 
 

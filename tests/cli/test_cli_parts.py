@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from actors.commands import state
-from actors.commands.errors import CliError
-from actors.commands.output import key_values, table
-from actors.commands.progress import Progress, wait_with_spinner
+from cli.commands import state
+from cli.commands.errors import CliError
+from cli.commands.output import key_values, table
+from cli.commands.progress import Progress, wait_with_spinner
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ..reliability.checker import Ack, Fault, History, Poll, check
+from ..reliability.checker import Ack, Fault, History, Limits, Poll, check
 from .processes import kill_marked, left_behind, run_marked
 
 SCRIPT = Path(__file__).with_name("multinode_session.py")
@@ -85,7 +85,7 @@ def _history(loss: dict) -> History:
 @pytest.mark.reliability
 def test_losing_a_node_loses_no_acknowledged_record(multinode: dict) -> None:
     loss = multinode["node_loss"]
-    verdict = check(_history(loss), resume_within_s=120)
+    verdict = check(_history(loss), Limits(default_resume_within_s=120))
     removed_at = loss["removed_at"]
     acked_after = [at for *_rest, at in loss["acks"] if at > removed_at]
     # How long each partition the lost broker led went without an acknowledged write: the

@@ -569,7 +569,7 @@ def _cli(cluster: Cluster, *args: str, input: str | None = None) -> subprocess.C
                PYTHONUNBUFFERED="1")
     address = ray.get_runtime_context().gcs_address
     return subprocess.run(
-        [sys.executable, "-m", "actors.cli", *args, "--zk", str(cluster.stack.zk_address),
+        [sys.executable, "-m", "cli", *args, "--zk", str(cluster.stack.zk_address),
          "--name", cluster.name, "--address", address],
         input=input, capture_output=True, text=True, timeout=120, env=env, check=False,
     )

@@ -36,13 +36,13 @@ import ray
 from actors import Cluster
 from coordination.embedded import EmbeddedZooKeeper
 from coordination.errors import TopicExistsError, ZooKeeperUnavailableError
+from coordination.testing import TcpProxy
 
 from ..actors.conftest import expire_broker_session, wait_until
 from ..conftest import TEST_BROKER_CONFIG, make_chroot
 from ..replicas import ReplicaOnHost
 from .checker import Ack, Commit, Fault, History, Limits, Poll, check
 from .pauses import PAST_THE_SESSION_S, broker_pids, host_pids, paused
-from .tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.reliability
 
@@ -432,12 +432,12 @@ def fault_cluster(own_zookeeper: EmbeddedZooKeeper, ray_session: None,
     """Three brokers on a ZooKeeper of their own, each reaching it through a proxy."""
     name = f"faults{uuid.uuid4().hex[:8]}"
     chroot = make_chroot(own_zookeeper, name)
-    proxies = {broker: TcpProxy(chroot.hosts[0]) for broker in range(3)}
+    proxies = {broker: TcpProxy.to(chroot) for broker in range(3)}
     try:
         cluster = Cluster.start(
             3, name=name, zk=str(chroot), data_dir=tmp_path / name,
             broker_config=TEST_BROKER_CONFIG,
-            broker_overrides={broker: {"zookeeper.connect": f"{proxy.address}{chroot.chroot}"}
+            broker_overrides={broker: {"zookeeper.connect": str(proxy.address(chroot.chroot))}
                               for broker, proxy in proxies.items()})
         yield FaultCluster(cluster, own_zookeeper, proxies)
         cluster.shutdown()

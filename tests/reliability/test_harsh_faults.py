@@ -19,13 +19,13 @@ import time
 
 from actors import Cluster
 from actors.errors import ErrorCode
+from coordination.testing import TcpProxy
 from logstore.batch import build_batch
 
 from ..actors.conftest import partition_state, wait_until
 from ..actors.test_failover import Workload, check_acknowledged, read_everything
 from ..replicas import ReplicaOnHost
 from .pauses import SESSION_TIMEOUT_S, broker_pids, paused
-from .tcp_proxy import TcpProxy
 
 TOPIC = "harsh"
 # A leader that is paused answers nothing: the producer gives up on it after this, and retries.
@@ -138,11 +138,11 @@ def test_a_leader_paused_past_its_session_is_fenced_when_it_returns(cluster: Clu
 def test_a_broker_cut_off_from_zookeeper_stops_leading(start_cluster) -> None:
     cluster = start_cluster(3)
     zookeeper = cluster.stack.zk_address
-    proxy = TcpProxy(zookeeper.hosts[0])
+    proxy = TcpProxy.to(zookeeper)
     try:
         # Broker 2 reaches ZooKeeper through the proxy; Ray still reaches it directly.
         cluster.kill_broker(2)
-        cluster.start_broker(2, config={"zookeeper.connect": f"{proxy.address}{zookeeper.chroot}"})
+        cluster.start_broker(2, config={"zookeeper.connect": str(proxy.address(zookeeper.chroot))})
         _create_topic(cluster)
         led = [p["partition"] for p in cluster.describe_topic(TOPIC)["partitions"]
                if p["leader"] == 2]

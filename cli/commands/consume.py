@@ -17,15 +17,15 @@ import time
 from typing import Any
 
 from actors.cluster import Cluster
-from actors.commands.connection import add_connection_options, connect, disconnect
-from actors.commands.errors import CliError, NotAvailableError, checked_count, checked_topic
-from actors.commands.output import (
+from actors.consumer import ConsumerRecord
+from cli.commands.connection import add_connection_options, connected
+from cli.commands.errors import CliError, checked_count, checked_topic
+from cli.commands.output import (
     add_key_value_option,
     console_properties,
     data_stream,
     key_values,
 )
-from actors.consumer import ConsumerRecord
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -75,20 +75,17 @@ def run(args: argparse.Namespace) -> int:
     args.key_separator = properties.get("key.separator", args.key_separator)
     settings: dict[str, Any] = dict(key_values(args.consumer_property, "--consumer-property"))
     settings.setdefault("auto_offset_reset", "earliest" if args.from_beginning else "latest")
-    cluster = connect(args)
-    consumer = None
     printed = [0]  # kept by _print_records as it goes, so that Ctrl-C still has the count
-    try:
+    with connected(args) as cluster:
         consumer = _consumer(cluster, topic, args, settings)
-        with contextlib.suppress(KeyboardInterrupt):  # how an endless consume ends
-            _print_records(consumer, args, printed)
-        # A group member commits what it has printed (not after a failure to print it).
-        if args.group is not None and hasattr(consumer, "commit"):
-            consumer.commit()
-    finally:
-        if consumer is not None:
+        try:
+            with contextlib.suppress(KeyboardInterrupt):  # how an endless consume ends
+                _print_records(consumer, args, printed)
+            # A group member commits what it has printed (not after a failure to print it).
+            if args.group is not None and hasattr(consumer, "commit"):
+                consumer.commit()
+        finally:
             consumer.close()
-        disconnect(cluster)
     print(f"processed a total of {printed[0]} message(s)", file=sys.stderr)
     return 0
 
@@ -96,12 +93,8 @@ def run(args: argparse.Namespace) -> int:
 def _consumer(cluster: Cluster, topic: str, args: argparse.Namespace,
               settings: dict[str, Any]) -> Any:
     if args.group is not None:
-        try:
-            return cluster.consumer([topic], group=args.group, **settings)
-        except NotImplementedError:
-            raise NotAvailableError("consumer groups are not available in this build of rafka "
-                                    "yet: leave --group out") from None
-    if not cluster.admin.topic_exists(topic):
+        return cluster.consumer([topic], group=args.group, **settings)
+    if not cluster.topic_exists(topic):
         raise CliError(f"topic {topic!r} does not exist: `rafka topics list` shows those "
                        f"that do")
     if args.partition is None:

@@ -9,8 +9,8 @@ from typing import Any
 import ray
 
 from actors.cluster import Cluster
-from actors.commands.connection import add_connection_options, connect, disconnect
-from actors.commands.output import echo, table
+from cli.commands.connection import add_connection_options, connected
+from cli.commands.output import echo, table
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -23,11 +23,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    cluster = connect(args)
-    try:
+    with connected(args) as cluster:
         facts = gather(cluster)
-    finally:
-        disconnect(cluster)
     echo(json.dumps(facts, indent=2) if args.format == "json" else render(facts))
     return 0
 

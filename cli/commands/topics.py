@@ -8,10 +8,10 @@ import sys
 from typing import Any
 
 from actors.cluster import Cluster
-from actors.commands.connection import add_connection_options, connect, disconnect
-from actors.commands.errors import CliError, NotAvailableError, checked_count, checked_topic
-from actors.commands.output import add_key_value_option, echo, key_values, table
-from actors.commands.progress import wait_with_spinner
+from cli.commands.connection import add_connection_options, connected
+from cli.commands.errors import CliError, checked_count, checked_topic
+from cli.commands.output import add_key_value_option, echo, key_values, table
+from cli.commands.progress import wait_with_spinner
 from coordination.errors import TopicExistsError, UnknownTopicError
 
 
@@ -74,11 +74,8 @@ def _topic(args: argparse.Namespace) -> str | None:
 
 
 def _with_cluster(args: argparse.Namespace, work: Any) -> int:
-    cluster = connect(args)
-    try:
+    with connected(args) as cluster:
         return work(cluster)
-    finally:
-        disconnect(cluster)
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -182,7 +179,7 @@ def _alter(args: argparse.Namespace) -> int:
                        "--partitions N", 2)
 
     def alter(cluster: Cluster) -> int:
-        if not cluster.admin.topic_exists(topic):
+        if not cluster.topic_exists(topic):
             raise CliError(f"topic {topic!r} does not exist: `rafka topics list` shows those "
                            f"that do")
         if args.partitions is not None:
@@ -197,13 +194,7 @@ def _alter(args: argparse.Namespace) -> int:
 
 
 def _grow(cluster: Cluster, topic: str, partitions: int) -> None:
-    add_partitions = getattr(cluster, "add_partitions", None)
-    if add_partitions is None:
-        raise NotAvailableError(
-            "growing a topic's partitions (--partitions) is not available in this build of "
-            "rafka yet: leave --partitions out"
-        )
     # Kafka's --partitions is the new total, and so is add_partitions' count.
     wait_with_spinner(f"growing {topic} to {partitions} partitions",
-                      lambda: add_partitions(topic, partitions))
+                      lambda: cluster.add_partitions(topic, partitions))
     echo(f"topic {topic!r} has {partitions} partitions")

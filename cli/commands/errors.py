@@ -26,13 +26,6 @@ class CliError(Exception):
         self.exit_code = exit_code
 
 
-class NotAvailableError(CliError):
-    """A feature this build of rafka does not have yet (exit code 2)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, EXIT_USAGE)
-
-
 # The typed errors of the layers below: their messages are written for users already.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     CoordinationError,

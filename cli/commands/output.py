@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
-from actors.commands.errors import CliError
+from cli.commands.errors import CliError
 
 _data: TextIO | None = None
 

@@ -11,12 +11,12 @@ import argparse
 import json
 from pathlib import Path
 
-from actors.commands import state as cluster_state
-from actors.commands.connection import add_connection_options, connect, disconnect
-from actors.commands.errors import CliError
-from actors.commands.output import add_key_value_option, echo, key_values, table
-from actors.commands.progress import wait_with_spinner
 from actors.config import BrokerConfig
+from cli.commands import state as cluster_state
+from cli.commands.connection import add_connection_options, connected
+from cli.commands.errors import CliError
+from cli.commands.output import add_key_value_option, echo, key_values, table
+from cli.commands.progress import wait_with_spinner
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -40,11 +40,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    cluster = connect(args)
-    try:
+    with connected(args) as cluster:
         brokers, controller = cluster.brokers(), cluster.controller()
-    finally:
-        disconnect(cluster)
     if args.format == "json":
         echo(json.dumps({"brokers": brokers, "controller": controller}, indent=2))
         return 0
@@ -62,8 +59,7 @@ def _add(args: argparse.Namespace) -> int:
     broker_config = key_values(args.broker_config, "--broker-config")
     BrokerConfig.from_dict(broker_config)  # refused before anything starts
     recorded = cluster_state.load(args.name, args.data_dir)
-    cluster = connect(args)
-    try:
+    with connected(args) as cluster:
         # Like those `up` started: outliving this command, logs under the recorded data dir.
         cluster.detached = True
         cluster.broker_config = broker_config
@@ -82,8 +78,6 @@ def _add(args: argparse.Namespace) -> int:
                 "starting a broker",
                 lambda: cluster.add_broker(args.broker_id, timeout_s=args.timeout),
                 announce=True))
-    finally:
-        disconnect(cluster)
     for broker_id in added:
         echo(f"added broker {broker_id}")
     return 0

@@ -10,23 +10,22 @@ and exits 0, so it is safe in scripts and cleanup handlers.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 
 import ray
 
 from actors.cluster import Cluster
-from actors.commands import state as cluster_state
-from actors.commands.connection import (
+from actors.naming import broker_id_of
+from actors.stack import RayHead
+from cli.commands import state as cluster_state
+from cli.commands.connection import (
     check_zookeeper,
     cluster_actor_names,
     join_ray,
     kill_cluster_actors,
 )
-from actors.commands.output import echo
-from actors.commands.progress import wait_with_spinner
-from actors.naming import broker_id_of
-from actors.stack import RayHead
+from cli.commands.output import echo
+from cli.commands.progress import wait_with_spinner
 from coordination.embedded import stop_recorded_server
 
 
@@ -97,8 +96,7 @@ def _stop_brokers(recorded: cluster_state.ClusterState) -> list[str]:
                   file=sys.stderr)
             kill_cluster_actors(recorded.name)
         finally:
-            with contextlib.suppress(Exception):
-                cluster.store.close()
+            cluster.close()
         return brokers
     finally:
         if ray.is_initialized():

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from actors.cluster import Cluster
-from actors.commands.connection import add_connection_options, connect, disconnect
-from actors.commands.errors import CliError
-from actors.commands.output import echo
-from actors.commands.progress import wait_with_spinner
+from cli.commands.connection import add_connection_options, connected
+from cli.commands.errors import CliError
+from cli.commands.output import echo
+from cli.commands.progress import wait_with_spinner
 from coordination.admin import parse_reassignment
 from coordination.errors import InvalidReplicaAssignmentError
 
@@ -85,8 +85,7 @@ def _plan(args: argparse.Namespace, cluster: Cluster | None) -> Plan | None:
 
 def _run(args: argparse.Namespace) -> int:
     plan = _plan(args, None)
-    cluster = connect(args)
-    try:
+    with connected(args) as cluster:
         if plan is None:
             plan = _plan(args, cluster)
             assert plan is not None
@@ -99,8 +98,6 @@ def _run(args: argparse.Namespace) -> int:
                 plan, args.timeout), announce=True)
             return _verify(cluster, plan)
         return 0
-    finally:
-        disconnect(cluster)
 
 
 def _verify(cluster: Cluster, plan: Plan) -> int:

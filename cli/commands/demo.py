@@ -13,9 +13,9 @@ import time
 import ray
 
 from actors import Cluster
-from actors.commands.output import table
-from actors.commands.progress import Progress
 from actors.runtime import init_ray
+from cli.commands.output import table
+from cli.commands.progress import Progress
 from pipelines.examples.clickstream import run as run_clickstream
 from pipelines.spark import start_spark, stop_spark
 

@@ -12,12 +12,12 @@
     rafka groups list|describe
     rafka bench
 
-The subcommands of the actor layer live in `actors.commands`, one module each. Subcommands that
-need layers above `actors` (the demo needs Spark, from `pipelines`) are plugged in through the
-`rafka.commands` entry-point group, so imports keep running one way.
+    rafka demo                          the click-stream pipeline on the embedded stack
+
+The commands live in `cli.commands`, one module each.
 
 An expected error (a cluster that is not up, a topic that exists already, no Java) is one line on
-stderr and exit code 1 (2 for a usage error or a feature this build does not have); `--debug`
+stderr and exit code 1 (2 for a usage error); `--debug`
 shows the traceback too.
 """
 
@@ -29,24 +29,20 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from importlib.metadata import entry_points, version
+from importlib.metadata import version
 
-from actors.commands import BUILTIN, register_all
-from actors.commands.errors import (
+from cli.commands import register
+from cli.commands.errors import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXPECTED_ERRORS,
     CliError,
 )
-from actors.commands.output import data_stream, reserved_stdout
+from cli.commands.output import data_stream, reserved_stdout
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; given the `command` about to run, plugins are loaded only if it may be one.
-
-    Loading a plugin imports its layer (the demo's imports RayDP, most of a second), which a
-    built-in command does not need.
-    """
+    """The parser; given the `command` about to run, only its module is imported."""
     parser = argparse.ArgumentParser(
         prog="rafka",
         description="A distributed commit log in the design of Kafka, on Ray.",
@@ -55,11 +51,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an error too")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    register_all(commands)
-    if command in BUILTIN:
-        return parser
-    for plugin in sorted(entry_points(group="rafka.commands"), key=lambda entry: entry.name):
-        plugin.load()(commands)
+    register(commands, command)
     return parser
 
 
@@ -69,8 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = next((word for word in argv if not word.startswith("-")), None)
     parser = build_parser(command)
     args = parser.parse_args(argv)
-    if not args.run.__module__.startswith("actors.commands."):
-        return _run(args)  # a plugin: it prints as it likes
+    if args.command == "demo":
+        return _run(args)  # a show, not data: it prints as it likes
     # kazoo narrates its reconnections at INFO; a command reports failures as typed errors.
     logging.getLogger("kazoo").setLevel(logging.ERROR)
     with reserved_stdout():  # stdout is for the command's data only

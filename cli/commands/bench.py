@@ -18,10 +18,10 @@ import uuid
 from pathlib import Path
 
 from actors.cluster import Cluster
-from actors.commands.connection import add_connection_options, connect, disconnect
-from actors.commands.errors import CliError
-from actors.commands.output import echo
-from actors.commands.progress import Progress
+from cli.commands.connection import add_connection_options, connected
+from cli.commands.errors import CliError
+from cli.commands.output import echo
+from cli.commands.progress import Progress
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "produce_consume.py"
 
@@ -53,11 +53,8 @@ def run(args: argparse.Namespace) -> int:
     args.partitions = 1 if args.partitions is None else args.partitions
     if args.records < 1 or args.record_size < 0:
         raise CliError("--records must be at least 1 and --record-size at least 0", 2)
-    cluster = connect(args)
-    try:
+    with connected(args) as cluster:
         result = _builtin(cluster, args)
-    finally:
-        disconnect(cluster)
     echo(json.dumps(result))
     return 0
 

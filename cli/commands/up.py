@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import inspect
 import sys
 import time
 from pathlib import Path
@@ -20,20 +19,20 @@ import ray
 from ray.exceptions import GetTimeoutError
 
 from actors.cluster import Cluster
-from actors.commands import state as cluster_state
-from actors.commands.connection import (
+from actors.config import BrokerConfig
+from actors.errors import RequestTimedOutError
+from actors.stack import RayHead
+from cli.commands import state as cluster_state
+from cli.commands.connection import (
     check_ray,
     check_zookeeper,
     join_ray,
     kill_cluster_actors,
     parse_zookeeper,
 )
-from actors.commands.errors import CliError, NotAvailableError
-from actors.commands.output import add_key_value_option, echo, key_values
-from actors.commands.progress import Progress, wait_with_spinner
-from actors.config import BrokerConfig
-from actors.errors import RequestTimedOutError
-from actors.stack import RayHead
+from cli.commands.errors import CliError
+from cli.commands.output import add_key_value_option, echo, key_values
+from cli.commands.progress import Progress, wait_with_spinner
 from coordination.embedded import (
     EmbeddedZooKeeper,
     find_java,
@@ -106,12 +105,6 @@ def run(args: argparse.Namespace) -> int:
 def _placement_options(resource: str | None) -> dict[str, Any]:
     if resource is None:
         return {}
-    if "broker_resources" not in inspect.signature(Cluster.start).parameters:
-        raise NotAvailableError(
-            "--broker-resource needs Cluster.start(broker_resources=...), which this build of "
-            "rafka does not have yet: leave --broker-resource out (Ray then places brokers "
-            "where it likes)"
-        )
     return {"broker_resources": {resource: 1}}
 
 
@@ -181,7 +174,7 @@ def _bring_up(args: argparse.Namespace, data_dir: Path, broker_config: dict[str,
                            f"{where}the Ray logs (ray/session_latest/logs in Ray's temp dir), "
                            f"or raise --timeout") from None
         controller = cluster.controller()
-        cluster.store.close()
+        cluster.close()
     except BaseException:
         _undo(args.name, zookeeper, head, recorded)
         raise

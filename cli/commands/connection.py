@@ -12,16 +12,17 @@ import argparse
 import contextlib
 import os
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import ray
 from ray.util import list_named_actors
 
 from actors.cluster import Cluster
-from actors.commands import state as cluster_state
-from actors.commands.errors import CliError
 from actors.naming import cluster_namespace
 from actors.runtime import init_ray
+from cli.commands import state as cluster_state
+from cli.commands.errors import CliError
 from coordination.embedded import ZooKeeperAddress
 from coordination.errors import InvalidZooKeeperAddressError, ZooKeeperUnavailableError
 
@@ -167,10 +168,14 @@ def kill_cluster_actors(name: str) -> list[str]:
     return killed
 
 
-def disconnect(cluster: Cluster | None) -> None:
-    """Leave the cluster running: close this process's ZooKeeper session and Ray driver."""
-    if cluster is not None:
-        with contextlib.suppress(Exception):
-            cluster.store.close()
-    if ray.is_initialized():
-        ray.shutdown()
+@contextlib.contextmanager
+def connected(args: argparse.Namespace) -> Iterator[Cluster]:
+    """`with connected(args) as cluster:` the cluster these arguments name, joined, and left
+    running afterwards: this process's ZooKeeper session and Ray driver close."""
+    cluster = connect(args)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        if ray.is_initialized():
+            ray.shutdown()

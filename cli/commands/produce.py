@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from actors.commands.connection import add_connection_options, connect, disconnect
-from actors.commands.errors import CliError, checked_count, checked_topic
-from actors.commands.output import add_key_value_option, console_properties, key_values
-from actors.commands.progress import Progress
 from actors.producer import RecordFuture
+from cli.commands.connection import add_connection_options, connected
+from cli.commands.errors import CliError, checked_count, checked_topic
+from cli.commands.output import add_key_value_option, console_properties, key_values
+from cli.commands.progress import Progress
 
 # Futures are checked (and dropped) in chunks, so that a long input does not keep them all.
 _CHECK_EVERY = 1000
@@ -61,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if separator == b"":
         raise CliError("--key-separator must not be empty", 2)
     source, total = _open(args.file)
-    cluster = connect(args)
-    try:
+    with connected(args) as cluster:
         if args.partition is not None:
             # Checked once here: the producer would refuse each line with a ValueError.
             count = cluster.partition_count(topic)
@@ -77,8 +76,6 @@ def run(args: argparse.Namespace) -> int:
                                                         args.partition, bar)
         finally:
             producer.close()
-    finally:
-        disconnect(cluster)
         if source is not sys.stdin.buffer:
             source.close()
     return _summarise(topic, sent, failed, first_error)

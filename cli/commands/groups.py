@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import Any
 
-from actors.cluster import Cluster
-from actors.commands.connection import add_connection_options, connect, disconnect
-from actors.commands.errors import CliError, NotAvailableError
-from actors.commands.output import echo, table
+from cli.commands.connection import add_connection_options, connected
+from cli.commands.errors import CliError
+from cli.commands.output import echo, table
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -28,20 +26,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         add_connection_options(action)
 
 
-def _method(cluster: Cluster, name: str) -> Callable[..., Any]:
-    method = getattr(cluster, name, None)
-    if method is None:
-        raise NotAvailableError(f"consumer groups are not available in this build of rafka yet "
-                                f"(Cluster has no {name}())")
-    return method
-
-
 def _list(args: argparse.Namespace) -> int:
-    cluster = connect(args)
-    try:
-        groups = _method(cluster, "list_groups")()
-    finally:
-        disconnect(cluster)
+    with connected(args) as cluster:
+        groups = cluster.list_groups()
     for group in sorted(groups):
         echo(group)
     return 0
@@ -51,15 +38,11 @@ def _describe(args: argparse.Namespace) -> int:
     group = args.group or args.group_name
     if group is None:
         raise CliError("which group? give its name (or --group NAME)", 2)
-    cluster = connect(args)
-    try:
-        describe = _method(cluster, "describe_group")
-        if group not in _method(cluster, "list_groups")():
+    with connected(args) as cluster:
+        if group not in cluster.list_groups():
             raise CliError(f"consumer group {group!r} does not exist: `rafka groups list` "
                            f"shows those that do")
-        description = describe(group)
-    finally:
-        disconnect(cluster)
+        description = cluster.describe_group(group)
     if args.format == "json":
         echo(json.dumps(description, indent=2, default=str))
     else:
