@@ -42,7 +42,6 @@ from logstore.batch import build_batch, check_headers
 
 log = logging.getLogger(__name__)
 
-# Errors after which the batch may succeed if sent again, once metadata is refreshed.
 # Refusals of a batch the leader checked before appending anything of it: its sequence numbers
 # were never used, and go back to the partition's later batches (`release_sequences`).
 _REFUSED_BEFORE_APPEND = (CorruptRecordError, InvalidRecordError, RecordTooLargeError)
