@@ -44,6 +44,8 @@ from itertools import accumulate, repeat
 from operator import add
 from typing import NamedTuple
 
+from logstore.batch import HEADER_SIZE
+
 __all__ = [
     "BATCH_OVERHEAD_BYTES",
     "RECORD_OVERHEAD_BYTES",
@@ -55,8 +57,8 @@ __all__ = [
     "estimate_record_size",
 ]
 
-# The batch header (docs/storage.md: base offset .. record count) is 61 bytes, as Kafka's v2 header.
-BATCH_OVERHEAD_BYTES = 61
+# Every batch carries the record batch header (docs/storage.md: base offset .. record count).
+BATCH_OVERHEAD_BYTES = HEADER_SIZE
 # A record's msgpack framing: the 5-element array, offset and timestamp deltas, and the key,
 # value and header-array length prefixes. An estimate: exactness would cost an encode per record.
 RECORD_OVERHEAD_BYTES = 16

@@ -1,6 +1,17 @@
 """The durable partition log: record batches, segments, indexes, retention and compaction.
 
 Pure Python with no Ray and no ZooKeeper: everything here can be driven by a unit test.
+
+Modules, bottom up (each imports only those before it, and the small ones beside them:
+``checkpoint``, ``config``, ``epoch_cache``, ``errors``, ``index``, ``producer_state``):
+
+* ``batch``: the record batch and its byte layout, the only module that parses it;
+* ``retention``: which segments retention deletes (pure decisions);
+* ``segment``: one segment, a ``.log`` file and its two indexes (Kafka's LogSegment);
+* ``local_log``: the segment list: roll, append, read, truncate, delete, flush (LocalLog);
+* ``loader``: crash recovery at open, in numbered passes (LogLoader);
+* ``cleaner``: compaction, driven over a log's segments;
+* ``log``: :class:`Log`, offsets, epochs, producer state and the high watermark (UnifiedLog).
 """
 
 from logstore.batch import (
@@ -18,7 +29,7 @@ from logstore.batch import (
     validate_batch,
     validate_batches,
 )
-from logstore.cleaner import CompactionResult
+from logstore.cleaner import CompactionResult, SegmentCleanResult
 from logstore.config import LogConfig
 from logstore.epoch_cache import EpochEntry, LeaderEpochCache
 from logstore.errors import (
@@ -38,7 +49,6 @@ from logstore.log import (
     AppendInfo,
     FetchData,
     Log,
-    SegmentCleanResult,
 )
 from logstore.producer_state import (
     BatchMetadata,

@@ -17,7 +17,12 @@ Who calls what:
 * producers: :func:`build_batch`;
 * the leader, on bytes from outside the cluster: :func:`validate_batch` /
   :func:`validate_batches`, then :func:`stamp_batch` (done by ``Log.append_as_leader``);
-* consumers: :func:`iter_batches`, :func:`decode_records`, :func:`decode_batches`.
+* consumers: :func:`iter_batches`, :func:`decode_records`, :func:`decode_batches`;
+* the log and its segments, on bytes they store: :func:`split_batches` (an append),
+  :func:`batch_size` and :func:`check_batch` (recovery and lookups), :func:`frame_whole_batches`
+  (a read cut at an arbitrary byte).
+
+This module is the only one that knows the byte layout: everything else asks it.
 
 Nothing here ever unpickles: msgpack only.
 """
@@ -73,6 +78,8 @@ DEFAULT_MAX_DECOMPRESSED_SIZE = MAX_DECOMPRESSION_RATIO * 1048588
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _FRAMING = struct.Struct(">qi")  # base_offset, length
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_LAST_OFFSET_DELTA_POS = CRC_COVERAGE_START + 2  # right after the int16 attributes
 _STAMP = struct.Struct(">qii")  # base_offset, length, leader_epoch: the bytes a leader rewrites
 _BEFORE_CRC_END = struct.Struct(">qiibI")  # the 21 bytes up to and including the crc
 _AFTER_CRC = struct.Struct(">hiqqqhii")  # the 40 header bytes covered by the CRC
@@ -376,14 +383,75 @@ def check_batch(
     return header
 
 
-def _frame(view: memoryview, pos: int) -> int:
-    """Size of the batch at ``pos`` from its length field; raises if the length is impossible."""
-    length = _FRAMING.unpack_from(view, pos)[1]
+def batch_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+    """Total bytes of the batch at ``pos`` (header included), read from its length field alone.
+
+    Raises :class:`CorruptRecordError` if the length is smaller than a header: the bytes there
+    are not a batch. The caller makes sure the first ``LOG_OVERHEAD`` bytes are present.
+    """
+    length = _FRAMING.unpack_from(buf, pos)[1]
     if length < MIN_LENGTH:
         raise CorruptRecordError(
             f"batch at byte {pos} has length {length}, less than the {MIN_LENGTH}-byte header"
         )
     return length + LOG_OVERHEAD
+
+
+def split_batches(
+    buf: bytes | bytearray | memoryview, *, verify_crc: bool
+) -> list[tuple[BatchHeader, memoryview]]:
+    """Frame concatenated batches for an append: each header checked, a partial batch refused.
+
+    Headers are checked as for batches already in a log (:func:`check_batch` with
+    ``strict=False``); the records are not decoded.
+    """
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    out = []
+    pos = 0
+    end = len(view)
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            raise CorruptRecordError(f"{end - pos} bytes after the last whole batch")
+        size = batch_size(view, pos)
+        if pos + size > end:
+            raise CorruptRecordError(
+                f"batch at byte {pos} declares length {size - LOG_OVERHEAD}, but {end - pos} "
+                "bytes remain"
+            )
+        header = check_batch(view, pos, verify_crc=verify_crc, strict=False)
+        out.append((header, view[pos : pos + size]))
+        pos += size
+    return out
+
+
+def frame_whole_batches(
+    buf: bytes | bytearray | memoryview, max_offset: int | None = None
+) -> tuple[int, int | None, bool]:
+    """The whole batches at the start of ``buf`` whose last offset is below ``max_offset``.
+
+    Returns ``(size, next_offset, stopped_by_max_offset)``: their total size in bytes, the
+    offset after the last of them (None if there is none), and whether a batch at or past
+    ``max_offset`` ended them (else the end of ``buf`` did). A plain tuple: this runs on every
+    fetch.
+
+    For bytes read from a log at a batch boundary and cut at an arbitrary byte: only each
+    batch's base offset, length and last offset delta are read (the batches were checked when
+    they were appended), which keeps a fetch's framing cheap.
+    """
+    end = len(buf)
+    pos = 0
+    next_offset = None
+    while pos + HEADER_SIZE <= end:
+        base, length = _FRAMING.unpack_from(buf, pos)
+        size = length + LOG_OVERHEAD
+        if pos + size > end:
+            break
+        last = base + _LAST_OFFSET_DELTA.unpack_from(buf, pos + _LAST_OFFSET_DELTA_POS)[0]
+        if max_offset is not None and last >= max_offset:
+            return pos, next_offset, True
+        pos += size
+        next_offset = last + 1
+    return pos, next_offset, False
 
 
 def validate_batch(
@@ -408,7 +476,7 @@ def validate_batch(
         raise CorruptRecordError(
             f"{len(view)} bytes is shorter than a batch's {LOG_OVERHEAD}-byte framing"
         )
-    size = _frame(view, 0)
+    size = batch_size(view, 0)
     if size > max_size:
         raise RecordTooLargeError(
             f"batch of {size} bytes is larger than message.max.bytes={max_size}: "
@@ -449,7 +517,7 @@ def validate_batches(
             raise CorruptRecordError(
                 f"{len(view) - pos} unexpected bytes after the last whole batch"
             )
-        size = _frame(view, pos)
+        size = batch_size(view, pos)
         headers.append(
             validate_batch(
                 view[pos : pos + size] if pos + size <= len(view) else view[pos:],
@@ -595,7 +663,7 @@ def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[BatchHea
     end = len(view)
     pos = 0
     while end - pos >= HEADER_SIZE:
-        size = _frame(view, pos)
+        size = batch_size(view, pos)
         if pos + size > end:
             return
         header = BatchHeader._make(_HEADER.unpack_from(view, pos))
@@ -666,7 +734,7 @@ def decode_records(
     view = batch if isinstance(batch, memoryview) else memoryview(batch)
     if len(view) < LOG_OVERHEAD:
         raise CorruptRecordError(f"{len(view)} bytes cannot hold a batch")
-    size = _frame(view, 0)
+    size = batch_size(view, 0)
     if size > len(view):
         raise CorruptRecordError(f"batch declares {size} bytes but only {len(view)} are given")
     header = check_batch(view, 0, verify_crc=verify_crc, strict=False)

@@ -121,3 +121,17 @@ class LeaderEpochCheckpoint:
         if entries is None:
             return None
         return [(e[0], e[1]) for e in entries]
+
+
+class LogCheckpoints:
+    """The four checkpoint files of one log directory.
+
+    The loader reads them all at open; afterwards the recovery point is written by the segment
+    list (:class:`~logstore.local_log.LocalLog`) and the others by :class:`~logstore.log.Log`.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.recovery_point = OffsetCheckpoint(directory / RECOVERY_POINT_FILE)
+        self.high_watermark = OffsetCheckpoint(directory / HIGH_WATERMARK_FILE)
+        self.log_start_offset = OffsetCheckpoint(directory / LOG_START_OFFSET_FILE)
+        self.leader_epochs = LeaderEpochCheckpoint(directory / LEADER_EPOCH_FILE)

@@ -1,16 +1,24 @@
-"""Log compaction (cleanup.policy=compact): the per-batch decisions, free of file I/O.
+"""Log compaction (cleanup.policy=compact): the cleaner, and its per-batch decisions.
 
-The log builds an offset map (key -> offset of its newest record) over its committed records,
-then rewrites each closed segment batch by batch with :func:`clean_batch`. A record survives if
-it has no key, or it is the newest for its key and is not a tombstone (value None) older than
-``delete.retention.ms``. Offsets never change: a rebuilt batch keeps its base offset,
-last_offset_delta, epoch, producer fields and the offset deltas of the records it keeps, so the
-log's offsets have gaps but the next-offset arithmetic is intact.
+:func:`iter_compaction` drives a compaction over what the log hands it: its segment list
+(:class:`~logstore.local_log.LocalLog`), its producer state and its high watermark. It builds an
+offset map (key -> offset of its newest record) over the committed records, then rewrites each
+cleanable segment batch by batch with :func:`clean_batch` into a ``.cleaned`` segment that is
+swapped in for it. A record survives if it has no key, or it is the newest for its key and is
+not a tombstone (value None) older than ``delete.retention.ms``. Offsets never change: a rebuilt
+batch keeps its base offset, last_offset_delta, epoch, producer fields and the offset deltas of
+the records it keeps, so the log's offsets have gaps but the next-offset arithmetic is intact.
+
+Contract: the cleaner runs on the log owner's thread, one segment per step; the owner may
+append between steps (only closed segments below the high watermark are rewritten), and a
+truncation between steps ends the compaction (its offset map may name records that are gone).
+The per-batch functions (:func:`clean_batch`, :func:`build_offset_map`) do no file I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from itertools import pairwise
 from typing import NamedTuple
 
 from logstore.batch import (
@@ -18,8 +26,12 @@ from logstore.batch import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     encode_batch,
+    read_header,
     unpack_entries,
 )
+from logstore.local_log import LocalLog
+from logstore.producer_state import ProducerStateManager
+from logstore.segment import LogSegment
 
 
 class CleanedBatch(NamedTuple):
@@ -30,12 +42,36 @@ class CleanedBatch(NamedTuple):
     records_removed: int
 
 
+class SegmentCleanResult(NamedTuple):
+    """One step of a compaction: what rewriting one segment removed."""
+
+    base_offset: int
+    batches_removed: int
+    records_removed: int
+    bytes_before: int
+    bytes_after: int
+
+
 class CompactionResult(NamedTuple):
+    """A whole compaction: the sums of its steps."""
+
     segments_cleaned: int
     batches_removed: int
     records_removed: int
     bytes_before: int
     bytes_after: int
+
+    @classmethod
+    def total(cls, steps: Iterable[SegmentCleanResult]) -> CompactionResult:
+        """Run ``steps`` to the end and add them up."""
+        segments = batches = records = before = after = 0
+        for step in steps:
+            segments += 1
+            batches += step.batches_removed
+            records += step.records_removed
+            before += step.bytes_before
+            after += step.bytes_after
+        return cls(segments, batches, records, before, after)
 
 
 def add_to_offset_map(
@@ -127,3 +163,123 @@ def clean_batch(
         codec=header.compression,
     )
     return CleanedBatch(data, True, removed)
+
+
+# ------------------------------------------------------------------------------- the driver
+
+
+def iter_compaction(
+    local_log: LocalLog,
+    producers: ProducerStateManager,
+    *,
+    high_watermark: int,
+    now_ms: int,
+) -> Iterator[SegmentCleanResult]:
+    """Compact ``local_log`` in steps, one cleanable segment per step (see the module docstring).
+
+    Cleanable segments are the closed ones wholly below ``high_watermark`` whose newest record
+    is at least min.compaction.lag.ms old (a prefix of the log). The offset map covers every
+    record below the high watermark, the active segment included, so a newer committed value
+    anywhere removes older ones. ``producers`` is only read: an idempotent producer's last batch
+    is kept, even emptied.
+    """
+    config = local_log.config
+    cleanable = _cleanable_segments(
+        local_log.segments, high_watermark, now_ms - config.min_compaction_lag_ms
+    )
+    if not cleanable:
+        return
+    truncations = local_log.truncations
+    offset_map = build_offset_map(
+        _batches_below(local_log.segments, high_watermark), below_offset=high_watermark
+    )
+    horizon = now_ms - config.delete_retention_ms
+    for segment in cleanable:
+        if local_log.truncations != truncations or segment not in local_log.segments:
+            return
+        result = _clean_segment(local_log, segment, producers, offset_map, horizon)
+        if result is not None:
+            yield result
+
+
+def _cleanable_segments(
+    segments: Iterable[LogSegment], high_watermark: int, lag_horizon_ms: int
+) -> list[LogSegment]:
+    """The closed segments below the high watermark with no record newer than the horizon."""
+    out = []
+    for segment, following in pairwise(segments):
+        if following.base_offset > high_watermark or segment.max_timestamp > lag_horizon_ms:
+            break
+        out.append(segment)
+    return out
+
+
+def _batches_below(
+    segments: Iterable[LogSegment], offset: int
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Every batch of ``segments`` that starts below ``offset``, in offset order."""
+    for segment in segments:
+        if segment.base_offset >= offset:
+            return
+        for position, header in segment.iter_headers(0):
+            if header.base_offset >= offset:
+                break
+            yield header, memoryview(segment.read_bytes(position, header.size))
+
+
+def _clean_segment(
+    local_log: LocalLog,
+    segment: LogSegment,
+    producers: ProducerStateManager,
+    offset_map: dict[bytes, int],
+    horizon: int,
+) -> SegmentCleanResult | None:
+    """Rewrite ``segment`` without what compaction removes; None if nothing would go."""
+    cleaned: LogSegment | None = None
+    batches_removed = records_removed = 0
+    try:
+        for position, header in segment.iter_headers(0):
+            view = memoryview(segment.read_bytes(position, header.size))
+            producer = producers.get(header.producer_id)
+            outcome = clean_batch(
+                view,
+                header,
+                offset_map,
+                delete_horizon_ms=horizon,
+                # The segment's last batch stays, even empty, so that a closed segment
+                # always ends where the next begins (recovery relies on it); so does an
+                # idempotent producer's last batch (its sequence state is rebuilt from it).
+                retain_if_empty=header.next_offset == segment.next_offset
+                or (producer is not None and producer.last_offset == header.last_offset),
+            )
+            if not outcome.changed:
+                if cleaned is not None:
+                    cleaned.append(header, (view,))
+                continue
+            if cleaned is None:
+                cleaned = _start_cleaned_copy(local_log, segment, position)
+            records_removed += outcome.records_removed
+            if outcome.data is None:
+                batches_removed += 1
+            else:
+                cleaned.append(read_header(outcome.data), (outcome.data,))
+        if cleaned is None:
+            return None
+        local_log.replace_segment(segment, cleaned)
+    except BaseException:
+        if cleaned is not None:
+            cleaned.delete()
+        raise
+    return SegmentCleanResult(
+        segment.base_offset, batches_removed, records_removed, segment.size, cleaned.size
+    )
+
+
+def _start_cleaned_copy(local_log: LocalLog, segment: LogSegment, upto: int) -> LogSegment:
+    """A ``.cleaned`` segment holding ``segment``'s batches before byte ``upto``."""
+    cleaned = local_log.new_cleaned_segment(segment)
+    for position, header in segment.iter_headers(0):
+        if position >= upto:
+            break
+        cleaned.append(header, (segment.read_bytes(position, header.size),))
+    return cleaned

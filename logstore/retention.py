@@ -1,8 +1,13 @@
-"""Which segments retention deletes: a pure decision over segment summaries.
+"""Which segments retention deletes: pure decisions over segment summaries.
 
 The log hands in a summary per segment, oldest first, the last one active. Deletable segments
 are always a prefix (oldest first, as in Kafka), and never include the active segment or a
 segment holding offsets at or above the high watermark (that data may not be replicated yet).
+
+Two decisions, for two intents: :func:`segments_to_delete` applies a delete policy's limits
+(retention.ms, retention.bytes) together with the log start offset; :func:`segments_below_log_start`
+only finds what the log start offset already hides from consumers (DeleteRecords, a retention a
+crash interrupted, or a compact-only log), whatever the policy.
 """
 
 from __future__ import annotations
@@ -51,5 +56,19 @@ def segments_to_delete(
         if not (below_start or expired or oversized):
             break
         total -= segment.size
+        count += 1
+    return count
+
+
+def segments_below_log_start(segments: Sequence[SegmentSummary], *, log_start_offset: int) -> int:
+    """How many of the oldest ``segments`` lie wholly below ``log_start_offset``.
+
+    The active (last) segment never counts. The log start offset is never above the high
+    watermark, so these segments are always committed.
+    """
+    count = 0
+    for following in segments[1:]:
+        if following.base_offset > log_start_offset:
+            break
         count += 1
     return count

@@ -5,15 +5,15 @@ Files are named by the segment's base offset, 20 digits: ``00000000000000000000.
 are byte offsets into the ``.log`` file (int32, hence segment.bytes <= 2 GiB).
 
 Reads use ``os.pread`` and writes ``os.pwritev`` on one descriptor, so there is no Python-level
-buffer to flush before a read sees an append. Not thread-safe: the log's owner (an actor) is
-single-threaded.
+buffer to flush before a read sees an append. Batches are framed and their headers read only
+through :mod:`logstore.batch`. Not thread-safe: it relies on its owner, the segment list
+(:class:`~logstore.local_log.LocalLog`), being called from one thread at a time.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import struct
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,11 +21,13 @@ from typing import Any
 from logstore.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
-    MIN_LENGTH,
     BatchHeader,
+    batch_size,
     check_batch,
+    frame_whole_batches,
 )
 from logstore.checkpoint import fsync_directory
+from logstore.config import LogConfig
 from logstore.errors import CorruptRecordError
 from logstore.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
 from logstore.retention import SegmentSummary
@@ -39,10 +41,6 @@ TIME_INDEX_SUFFIX = ".timeindex"
 # renamed ``<base>.log.swap``, which marks the cleaning as done, then over ``<base>.log``.
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-
-_FRAMING = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-_LAST_OFFSET_DELTA_POS = 23
 
 # Recovery reads whole batches (for the CRC) in large sequential chunks; a header-only walk of a
 # segment reads smaller chunks, and a single header when batches are large.
@@ -121,11 +119,11 @@ def _scan(
             buf = _pread(fd, min(want, end - pos), pos)
             view = memoryview(buf)
             buf_pos, rel = pos, 0
-        length = _FRAMING.unpack_from(buf, rel)[1]
-        if length < MIN_LENGTH:
-            outcome.error = f"batch at byte {pos} has impossible length {length}"
+        try:
+            size = batch_size(buf, rel)
+        except CorruptRecordError:
+            outcome.error = f"batch at byte {pos} has an impossible length"
             break
-        size = length + LOG_OVERHEAD
         if pos + size > end:
             outcome.error = (
                 f"batch at byte {pos} declares {size} bytes but only {end - pos} remain "
@@ -190,6 +188,26 @@ class LogSegment:
         self.created_ms = created_ms
         self._reset_state()
 
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        created_ms: int,
+        suffix: str = "",
+    ) -> LogSegment:
+        """Open (or create) the segment at ``base_offset`` with the topic's index settings."""
+        return cls(
+            directory,
+            base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_bytes=config.segment_index_bytes,
+            created_ms=created_ms,
+            suffix=suffix,
+        )
+
     def _reset_state(self) -> None:
         self.size = 0
         self.next_offset = self.base_offset
@@ -245,7 +263,7 @@ class LogSegment:
             if self.max_timestamp > self.time_index.last_timestamp:
                 self.time_index.add(self.max_timestamp, header.base_offset, write=write_index)
             self._bytes_since_index_entry = 0
-        size = header.length + LOG_OVERHEAD
+        size = header.size
         self._bytes_since_index_entry += size
         self.size = position + size
         self.next_offset = header.base_offset + header.last_offset_delta + 1
@@ -261,9 +279,8 @@ class LogSegment:
         position = self.size
         if position == 0 and now_ms is not None:
             self.first_append_ms = now_ms
-        total = header.length + LOG_OVERHEAD
         written = os.pwritev(self.fd, parts, position)
-        if written != total:
+        if written != header.size:
             rest = b"".join(bytes(p) for p in parts)[written:]
             offset = position + written
             while rest:
@@ -393,24 +410,10 @@ class LogSegment:
                 first.size == available
             )
         data = self.read_bytes(position, min(max_bytes, available))
-        end = len(data)
-        p = 0
-        next_offset = None
-        stopped_by_offset = False
-        while p + HEADER_SIZE <= end:
-            base, length = _FRAMING.unpack_from(data, p)
-            size = length + LOG_OVERHEAD
-            if p + size > end:
-                break
-            last = base + _LAST_OFFSET_DELTA.unpack_from(data, p + _LAST_OFFSET_DELTA_POS)[0]
-            if max_offset is not None and last >= max_offset:
-                stopped_by_offset = True
-                break
-            p += size
-            next_offset = last + 1
-        if p < end:
-            data = data[:p]
-        return data, next_offset, (not stopped_by_offset and position + p == self.size)
+        size, next_offset, stopped_by_max_offset = frame_whole_batches(data, max_offset)
+        if size < len(data):
+            data = data[:size]
+        return data, next_offset, (not stopped_by_max_offset and position + size == self.size)
 
     # ------------------------------------------------------------------------------ truncation
 

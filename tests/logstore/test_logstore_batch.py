@@ -31,7 +31,7 @@ from logstore import (
     validate_batch,
     validate_batches,
 )
-from logstore.batch import encode_batch
+from logstore.batch import batch_size, encode_batch, frame_whole_batches, split_batches
 
 CODECS = ["none", "gzip", "lz4", "zstd"]
 MAX = 1 << 20
@@ -368,6 +368,36 @@ def test_iter_batches_ignores_a_partial_trailing_batch() -> None:
     assert [h.base_offset for h, _ in iter_batches(whole[:-1])] == [0, 2]
     assert [h.base_offset for h, _ in iter_batches(whole[: len(a) + 20])] == [0]
     assert [bytes(v) for _, v in iter_batches(whole)] == [a, b, c]
+
+
+def test_split_batches_frames_an_append_and_refuses_a_partial_batch() -> None:
+    a, b = (bytes(stamp_batch(batch_of(2, start=i * 2), i * 2, 0)) for i in range(2))
+    assert [(h.base_offset, bytes(v)) for h, v in split_batches(a + b, verify_crc=True)] == [
+        (0, a),
+        (2, b),
+    ]
+    assert split_batches(b"", verify_crc=True) == []
+    for cut in (len(a) + 20, len(a) + HEADER_SIZE + 1, len(a + b) - 1):
+        with pytest.raises(CorruptRecordError):
+            split_batches((a + b)[:cut], verify_crc=False)
+    damaged = bytearray(a)
+    damaged[-1] ^= 1
+    assert split_batches(bytes(damaged), verify_crc=False)  # only the framing and header
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        split_batches(bytes(damaged), verify_crc=True)
+    with pytest.raises(CorruptRecordError, match="length"):
+        split_batches(struct.pack(">qi", 0, 3) + bytes(HEADER_SIZE), verify_crc=False)
+
+
+def test_frame_whole_batches_stops_at_a_cut_or_at_max_offset() -> None:
+    a, b, c = (bytes(stamp_batch(batch_of(2, start=i * 2), i * 2, 0)) for i in range(3))
+    whole = a + b + c
+    assert frame_whole_batches(whole) == (len(whole), 6, False)
+    assert frame_whole_batches(whole[:-1]) == (len(a + b), 4, False)
+    assert frame_whole_batches(whole, max_offset=3) == (len(a), 2, True)
+    assert frame_whole_batches(whole, max_offset=1) == (0, None, True)
+    assert frame_whole_batches(whole[:10]) == (0, None, False)
+    assert batch_size(whole, len(a)) == len(b)
 
 
 def test_decode_batches_skips_records_below_min_offset() -> None:

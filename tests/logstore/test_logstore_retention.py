@@ -8,6 +8,7 @@ import pytest
 from logstore_helpers import T0, FakeClock, batch_of, read_all, small_config
 
 from logstore import Log, OffsetOutOfRangeError, SegmentSummary, segments_to_delete
+from logstore.retention import segments_below_log_start
 
 DAY = 24 * 3600 * 1000
 
@@ -132,3 +133,11 @@ def test_delete_records_before_moves_the_log_start(tmp_path: Path) -> None:
     reopened = Log.open(tmp_path / "t-0", small_config(), clock=clock)
     assert reopened.log_start_offset == 33
     reopened.close()
+
+
+def test_below_the_log_start_ignores_time_and_size() -> None:
+    segs = summaries((0, 100, 0), (10, 100, 0), (20, 100, 0))
+    assert segments_below_log_start(segs, log_start_offset=9) == 0
+    assert segments_below_log_start(segs, log_start_offset=10) == 1
+    # The active segment stays, even when the log start offset is at the log end.
+    assert segments_below_log_start(segs, log_start_offset=30) == 2
