@@ -12,8 +12,11 @@ import argparse
 import base64
 import contextlib
 import json
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from actors.cluster import Cluster
@@ -79,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
     with connected(args) as cluster:
         consumer = _consumer(cluster, topic, args, settings)
         try:
-            with contextlib.suppress(KeyboardInterrupt):  # how an endless consume ends
-                _print_records(consumer, args, printed)
+            with _interrupt_stops() as stopped:  # how an endless consume ends
+                _print_records(consumer, args, printed, stopped)
             # A group member commits what it has printed (not after a failure to print it).
             if args.group is not None and hasattr(consumer, "commit"):
                 consumer.commit()
@@ -116,10 +119,23 @@ def _consumer(cluster: Cluster, topic: str, args: argparse.Namespace,
     return consumer
 
 
-def _print_records(consumer: Any, args: argparse.Namespace, printed: list[int]) -> None:
+@contextlib.contextmanager
+def _interrupt_stops() -> Iterator[threading.Event]:
+    """Ctrl-C sets the event instead of raising: a KeyboardInterrupt raised inside a Ray or
+    kazoo call can leave them half-way, and the exit then hung."""
+    stopped = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda _signal, _frame: stopped.set())
+    try:
+        yield stopped
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _print_records(consumer: Any, args: argparse.Namespace, printed: list[int],
+                   stopped: threading.Event) -> None:
     last_record = time.monotonic()
     out = data_stream().buffer
-    while args.max_messages is None or printed[0] < args.max_messages:
+    while (args.max_messages is None or printed[0] < args.max_messages) and not stopped.is_set():
         wanted = None if args.max_messages is None else args.max_messages - printed[0]
         records = consumer.poll(timeout_ms=200, max_records=wanted)
         for record in records:
