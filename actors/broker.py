@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 
 # How long describe_replicas waits for each replica host.
 HOST_ANSWER_TIMEOUT_S = 2.0
+# How long a LeaderAndIsr waits for this broker's registration to be marked ours: the moment
+# between the znode's creation and the registering thread seeing it (see _registered_within).
+REGISTRATION_GRACE_S = 5.0
 
 
 class Broker:
@@ -271,7 +274,7 @@ class Broker:
                 ErrorCode.STALE_CONTROLLER_EPOCH,
                 f"controller epoch {controller_epoch} < {self.controller_epoch}",
             )
-        if self.registration is None or not self.registration.registered:
+        if not await self._registered_within(REGISTRATION_GRACE_S):
             return error_reply(
                 ErrorCode.KAFKA_STORAGE_ERROR,
                 f"broker {self.broker_id} is not registered in ZooKeeper",
@@ -288,6 +291,21 @@ class Broker:
             by_host.setdefault(self._host_name(request.topic, request.partition),
                                []).append(request)
         return await self._apply_on_hosts(by_host)
+
+    async def _registered_within(self, timeout_s: float) -> bool:
+        """Whether this broker is registered in its current session, waiting up to `timeout_s`.
+
+        The controller learns of a registration from its watch on `/brokers/ids`, which can
+        fire before the registering thread has seen its own znode and marked it ours; the
+        controller does not send its LeaderAndIsr twice, so refusing it then would leave the
+        replicas fenced (the broker cut off from ZooKeeper and back never rejoined an ISR).
+        """
+        deadline = time.monotonic() + timeout_s
+        while self.registration is None or not self.registration.registered:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
 
     async def _apply_on_hosts(
         self, by_host: dict[str, list[LeaderAndIsrRequest]]
@@ -372,8 +390,10 @@ class Broker:
                     leader_host=replica_host_name(leader, tp.topic, tp.partition,
                                                   pools.get(leader, 0)) if leader >= 0 else None)
             requests.append(request)
-        with contextlib.suppress(Exception):
-            await self._apply_on_hosts({name: requests})
+        applied = await self._apply_on_hosts({name: requests})
+        if applied["failed"]:
+            log.warning("replica host %s of broker %d did not take back %s", name,
+                        self.broker_id, applied["failed"])
 
     # ------------------------------------------------------------------- ZooKeeper writes
 
