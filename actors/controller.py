@@ -45,7 +45,12 @@ from actors.reassignment import (
 )
 from actors.replication import elect_leader, elect_preferred_leader, remove_from_isr
 from coordination.admin import TopicAdmin, parse_reassignment
-from coordination.errors import ControllerMovedError, StaleVersionError, UnknownTopicError
+from coordination.errors import (
+    ControllerMovedError,
+    CoordinationError,
+    StaleVersionError,
+    UnknownTopicError,
+)
 from coordination.layout import REASSIGN_PARTITIONS
 from coordination.models import (
     BrokerInfo,
@@ -504,8 +509,11 @@ class Controller:
         except Exception as error:  # a malformed request must not wedge the controller
             log.error("controller %d: ignoring malformed reassignment request: %s",
                       self.broker_id, error)
-            with contextlib.suppress(Exception):
+            try:
                 await self._zk(self.store.delete, REASSIGN_PARTITIONS, version=versioned.version)
+            except CoordinationError as cleanup_error:  # the next request replaces it anyway
+                log.warning("controller %d: could not delete the malformed request: %s",
+                            self.broker_id, cleanup_error)
             return
         self.reassigning = targets
         self._reassignment_announced &= set(targets)

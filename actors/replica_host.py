@@ -224,8 +224,10 @@ class ReplicaHost:
         for replica in replicas:
             replica.stop()
         for replica in replicas:
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.to_thread(replica.release)
+            except Exception:  # closing the others matters more
+                log.exception("closing %s-%d failed", replica.topic, replica.partition)
 
     # ------------------------------------------------------------------- ISR changes
 
@@ -247,6 +249,8 @@ class ReplicaHost:
             broker = self._handle(broker_name(self.broker_id))
             replies = await broker.update_partition_states.remote([c for c, _ in batch])
         except Exception as error:
+            log.warning("broker %d did not answer ISR changes of %d partitions: %r",
+                        self.broker_id, len(batch), error)
             self._forget(broker_name(self.broker_id))
             replies = [error_reply(ErrorCode.REQUEST_TIMED_OUT,
                                    f"broker {self.broker_id} did not write the ISR: {error!r}")
