@@ -1,8 +1,8 @@
 """A checker of what a workload saw, in the spirit of Jepsen's Kafka and Redpanda analyses.
 
-Pure: it takes the history (acknowledged writes, the final log, every consumer poll with the
-member's assignment after it, every commit, the faults with when each was healed, the client
-errors) and says what went wrong. The workload and the nemesis record; this judges.
+Pure: it takes the history (acknowledged writes, the final log, every consumer poll, every
+partition a member gained in a rebalance, every commit, the faults with when each was healed, the
+client errors) and says what went wrong. The workload and the nemesis record; this judges.
 
 What counts as wrong:
 
@@ -12,7 +12,7 @@ What counts as wrong:
 - a value twice in the log, or a producer's values out of order in a partition;
 - an acknowledged record that no poll received (unconsumed);
 - a member's reads of a partition not going up by exactly one offset while it owns it; and,
-  when it gains the partition (a rebalance), starting anywhere but at the group's committed
+  when it (re)gains the partition in a rebalance, starting anywhere but at the group's committed
   offset of that moment;
 - a commit going back;
 - after a fault is healed, writes or reads not resuming within the bound for its kind
@@ -42,13 +42,26 @@ class Ack:
 
 @dataclass(frozen=True)
 class Poll:
-    """Records one consumer received in one poll: `(partition, offset, value)`, and the
-    partitions it owned when the poll returned (None: not known for this poll)."""
+    """Records one consumer received in one poll: `(partition, offset, value)`."""
 
     member: str
     at: float
     records: tuple[tuple[int, int, bytes], ...]
-    assignment: frozenset[int] | None = None
+
+
+@dataclass(frozen=True)
+class Rebalance:
+    """`member` (re)gained `partitions` in a rebalance that began at `started` and ended at
+    `at`; it reads them from the group's committed offsets, fetched in between.
+
+    Recorded when it happens, not read off the member's assignment after a poll: a member whose
+    session expired gives up everything and claims it back within one poll, and its assignment
+    looks the same before and after although it had to go back to the committed offsets."""
+
+    member: str
+    started: float
+    at: float
+    partitions: frozenset[int]
 
 
 @dataclass(frozen=True)
@@ -90,6 +103,7 @@ class History:
     attempts: list[float] = field(default_factory=list)  # when each send was attempted
     final_log: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     polls: list[Poll] = field(default_factory=list)
+    rebalances: list[Rebalance] = field(default_factory=list)
     commits: list[Commit] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     client_errors: Counter[str] = field(default_factory=Counter)  # error class name -> count
@@ -250,40 +264,42 @@ class _Committed:
 
 def _position_anomalies(history: History) -> list[str]:
     """Within an ownership, a member reads a partition one offset after the other; when it
-    gains a partition, it starts at the group's committed offset of that moment."""
+    (re)gains a partition, it starts at the group's committed offset of that moment. A first
+    read with no rebalance recorded before it (a group that settled before the workload began,
+    a consumer in no group) must be at the committed offset of some moment since the member's
+    previous poll."""
     committed = _Committed(history.commits)
     anomalies = []
-    by_member: dict[str, list[Poll]] = defaultdict(list)
-    for poll in history.polls:
-        by_member[poll.member].append(poll)
-    for member, polls in by_member.items():
-        owned: frozenset[int] = frozenset()
+    timelines: dict[str, list[Poll | Rebalance]] = defaultdict(list)
+    # A rebalance and a poll at the same time: the rebalance happened inside the poll, first.
+    for event in [*history.rebalances, *history.polls]:
+        timelines[event.member].append(event)
+    for member, timeline in timelines.items():
         position: dict[int, int] = {}
-        gained_since: dict[int, float] = {}
+        gained: dict[int, Rebalance] = {}
         previous_at = float("-inf")
-        for poll in sorted(polls, key=lambda p: p.at):
-            if poll.assignment is not None:
-                for partition in poll.assignment - owned:
-                    gained_since[partition] = previous_at
+        for event in sorted(timeline, key=lambda e: e.at):
+            if isinstance(event, Rebalance):
+                for partition in event.partitions:
                     position.pop(partition, None)
-                for partition in owned - poll.assignment:
-                    gained_since.pop(partition, None)
-                    position.pop(partition, None)
-                owned = poll.assignment
-            for partition, offset, _value in poll.records:
+                    gained[partition] = event
+                continue
+            for partition, offset, _value in event.records:
                 if partition in position:
                     if offset != position[partition]:
                         anomalies.append(f"{member} read {partition}@{offset}, expected "
                                          f"{position[partition]}")
                 else:
-                    since = gained_since.pop(partition, previous_at)
-                    allowed = committed.possible(partition, since, poll.at)
+                    rebalance = gained.pop(partition, None)
+                    since, until = ((rebalance.started, rebalance.at) if rebalance
+                                    else (previous_at, event.at))
+                    allowed = committed.possible(partition, since, until)
                     if offset not in allowed:
                         anomalies.append(
                             f"{member} started {partition} at {offset}; the group's committed "
                             f"offset then was {sorted(allowed)}")
                 position[partition] = offset + 1
-            previous_at = poll.at
+            previous_at = event.at
     return anomalies
 
 
@@ -310,13 +326,17 @@ def _not_resumed(faults: list[Fault], times: list[float], limits: Limits) -> lis
 
 
 def _longest_gaps(history: History) -> tuple[float, float]:
-    """The longest stretch with sends attempted but none acknowledged, and the longest between
-    two polls that returned records while acknowledged records were coming in."""
+    """The longest stretch with sends attempted but none acknowledged (sends still attempted
+    after the last ack count: writes that stopped for good are unavailable to the end), and the
+    longest between two polls that returned records while acknowledged records were coming in."""
     ack_times = sorted(ack.at for ack in history.acks)
     attempts = sorted(history.attempts)
     writes = 0.0
     if attempts:
-        writes = max((b - a for a, b in pairwise([attempts[0], *ack_times])), default=0.0)
+        marks = [attempts[0], *ack_times]
+        if attempts[-1] > marks[-1]:
+            marks.append(attempts[-1])
+        writes = max((b - a for a, b in pairwise(marks)), default=0.0)
     reads = 0.0
     if ack_times:
         read_times = [poll.at for poll in history.polls if poll.records

@@ -5,29 +5,36 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .checker import Ack, Commit, Fault, History, Limits, Poll, check
+from .checker import Ack, Commit, Fault, History, Limits, Poll, Rebalance, check
 
 INF = float("inf")
 
 
 def clean() -> History:
-    """p1 writes 6 records to partition 0 at t=0..5; member a reads 0-2 and commits 3; a dies
-    (t=11.5) and b, gaining the partition, reads 3-5 from the committed 3 and commits 6."""
+    """p1 writes 6 records to partition 0 at t=0..5; member a gains the partition, reads 0-2 and
+    commits 3; a dies (t=3.8), and b, gaining the partition in a rebalance from t=11 to 11.5,
+    reads 3-5 from the committed 3 and commits 6."""
     log = [(offset, f"p1-{offset}".encode()) for offset in range(6)]
     return History(
         acks=[Ack(value, 0, offset, at=float(offset)) for offset, value in log],
         attempts=[float(offset) for offset in range(6)],
         final_log={0: log},
         polls=[
-            Poll("a", 3.0, tuple((0, offset, value) for offset, value in log[:3]), frozenset({0})),
-            Poll("b", 4.0, (), frozenset()),
-            Poll("b", 12.0, tuple((0, offset, value) for offset, value in log[3:]),
-                 frozenset({0})),
+            Poll("a", 3.0, tuple((0, offset, value) for offset, value in log[:3])),
+            Poll("b", 4.0, ()),
+            Poll("b", 12.0, tuple((0, offset, value) for offset, value in log[3:])),
         ],
+        rebalances=[Rebalance("a", 0.0, 0.5, frozenset({0})),
+                    Rebalance("b", 11.0, 11.5, frozenset({0}))],
         commits=[Commit("a", 3.5, 0, 3, started=3.2), Commit("b", 13.0, 0, 6, started=12.5)],
         faults=[Fault(3.8, "kill-member", "a", healed_at=4.0)],
         end=20.0,
     )
+
+
+def reads(history: History, member: str, at: float, offsets: range) -> Poll:
+    """A poll of `member` at `at` that received these offsets of partition 0."""
+    return Poll(member, at, tuple((0, o, v) for o, v in history.final_log[0] if o in offsets))
 
 
 def test_a_clean_history_passes() -> None:
@@ -35,6 +42,7 @@ def test_a_clean_history_passes() -> None:
     assert verdict.ok, verdict.summary()
     assert verdict.summary()["records_acknowledged"] == 6
     assert verdict.longest_unavailability_s == 1.0
+    assert verdict.longest_read_unavailability_s == 3.0
 
 
 # ------------------------------------------------------------------------- data anomalies
@@ -53,12 +61,13 @@ def test_a_record_read_then_gone_from_the_log_is_a_lost_read() -> None:
     history.acks = history.acks[:2]  # not even acknowledged: a read is a promise too
     verdict = check(history, Limits(default_resume_within_s=10))
     assert [(p, o) for p, o, _v in verdict.lost_reads] == [(0, 2), (0, 3), (0, 4), (0, 5)]
+    assert verdict.summary()["lost_reads"] == 4
     assert not verdict.ok
 
 
 def test_an_offset_read_with_two_values_is_caught() -> None:
     history = clean()
-    history.polls.append(Poll("c", 14.0, ((0, 2, b"p9-9"),), frozenset({0})))
+    history.polls.append(Poll("c", 14.0, ((0, 2, b"p9-9"),)))
     assert check(history).conflicting_offsets == [(0, 2)]
 
 
@@ -72,60 +81,87 @@ def test_a_duplicate_and_a_reordering_are_caught() -> None:
 
 def test_an_acknowledged_record_no_poll_received_is_unconsumed() -> None:
     history = clean()
-    history.polls[2] = Poll("b", 12.0, tuple((0, o, v) for o, v in history.final_log[0][3:5]),
-                            frozenset({0}))
+    history.polls[2] = reads(history, "b", 12.0, range(3, 5))
     verdict = check(history, Limits(default_resume_within_s=10))
     assert [ack.offset for ack in verdict.unconsumed] == [5]
+    assert verdict.summary()["unconsumed"] == 1
     assert not verdict.ok
 
 
 # --------------------------------------------------------------------- consumer positions
 
 
-def test_a_member_skipping_ahead_within_its_ownership_is_caught() -> None:
+def test_a_gap_within_an_ownership_is_caught() -> None:
     history = clean()
-    log = history.final_log[0]
-    history.polls[0] = Poll("a", 3.0, ((0, 0, log[0][1]), (0, 2, log[2][1])), frozenset({0}))
+    history.polls[0] = Poll("a", 3.0, ((0, 0, b"p1-0"), (0, 2, b"p1-2")))
     assert check(history).skipped_or_backwards == ["a read 0@2, expected 1"]
 
 
 def test_a_member_going_back_without_a_rebalance_is_caught() -> None:
     history = clean()
-    log = history.final_log[0]
-    history.polls.append(Poll("a", 3.3, ((0, 1, log[1][1]),), frozenset({0})))
+    history.polls.append(reads(history, "a", 3.3, range(1, 2)))
     assert check(history).skipped_or_backwards == ["a read 0@1, expected 3"]
+
+
+def test_a_resume_at_exactly_the_committed_offset_after_a_rebalance_passes() -> None:
+    history = clean()
+    assert history.polls[2].records[0][:2] == (0, 3)  # b starts where a committed
+    assert not check(history).skipped_or_backwards
 
 
 def test_a_rewind_after_a_rebalance_below_the_committed_offset_is_caught() -> None:
     history = clean()
-    log = history.final_log[0]
     # b gains the partition after a's commit of 3 was answered, yet starts at 2: at or below
     # the committed offset is not enough, it must be the committed offset.
-    history.polls[2] = Poll("b", 12.0, tuple((0, o, v) for o, v in log[2:]), frozenset({0}))
+    history.polls[2] = reads(history, "b", 12.0, range(2, 6))
     anomalies = check(history).skipped_or_backwards
     assert anomalies == ["b started 0 at 2; the group's committed offset then was [3]"]
 
 
 def test_starting_past_the_committed_offset_is_caught() -> None:
     history = clean()
-    log = history.final_log[0]
-    history.polls[2] = Poll("b", 12.0, tuple((0, o, v) for o, v in log[4:]), frozenset({0}))
+    history.polls[2] = reads(history, "b", 12.0, range(4, 6))
     assert check(history).skipped_or_backwards == [
         "b started 0 at 4; the group's committed offset then was [3]"]
 
 
-def test_a_resume_at_a_commit_racing_the_rebalance_passes() -> None:
-    # a asked to commit 3 before b's poll ended, and its answer came after: b may have read
-    # either the commit before it (0) or 3. Both are legitimate; 1 is not.
+def test_regaining_what_it_had_goes_back_to_the_committed_offset() -> None:
+    # a reads 0-2 and commits 3, reads 3-4 but its commit of 5 never goes out; its session
+    # expires, and within one poll it gives up the partition and claims it back. Its assignment
+    # is the same before and after, yet it must read again from the committed 3: that is no
+    # rewind, and carrying on at 5 is a skip.
+    history = clean()
+    history.polls[1:] = [reads(history, "a", 4.0, range(3, 5)),
+                         reads(history, "a", 6.0, range(3, 6))]
+    history.rebalances[1] = Rebalance("a", 5.0, 5.5, frozenset({0}))
+    history.commits[1] = Commit("a", 6.5, 0, 6, started=6.2)
+    assert check(history, Limits(default_resume_within_s=10)).ok
+    history.polls[2] = reads(history, "a", 6.0, range(5, 6))
+    assert check(history).skipped_or_backwards == [
+        "a started 0 at 5; the group's committed offset then was [3]"]
+
+
+def test_a_commit_racing_the_rebalance_passes() -> None:
+    # a asked to commit 3 before b's rebalance ended, and its answer came after: b may have
+    # read either the commit before it (none: 0) or 3. Both are legitimate; 1 is not.
     history = clean()
     history.commits[0] = Commit("a", 12.5, 0, 3, started=3.2)
     assert check(history, Limits(default_resume_within_s=10)).ok
-    log = history.final_log[0]
-    history.polls[2] = Poll("b", 12.0, tuple((0, o, v) for o, v in log), frozenset({0}))
+    history.polls[2] = reads(history, "b", 12.0, range(6))
     assert not check(history).skipped_or_backwards  # from 0: the committed offset until 12.5
-    history.polls[2] = Poll("b", 12.0, tuple((0, o, v) for o, v in log[1:]), frozenset({0}))
+    history.polls[2] = reads(history, "b", 12.0, range(1, 6))
     assert check(history).skipped_or_backwards == [
         "b started 0 at 1; the group's committed offset then was [0, 3]"]
+
+
+def test_a_commit_asked_for_after_the_rebalance_does_not_count() -> None:
+    # A commit of 4 asked at 11.8, after b's rebalance read the committed offsets (11.5):
+    # b cannot have started from it.
+    history = clean()
+    history.commits.insert(1, Commit("a", 11.9, 0, 4, started=11.8))
+    history.polls[2] = reads(history, "b", 12.0, range(4, 6))
+    assert check(history).skipped_or_backwards == [
+        "b started 0 at 4; the group's committed offset then was [3]"]
 
 
 def test_a_failed_commit_may_have_been_stored() -> None:
@@ -143,24 +179,36 @@ def test_a_commit_going_back_is_caught() -> None:
 # ------------------------------------------------------------------------------- liveness
 
 
-def test_writes_that_never_resume_after_a_heal_are_caught() -> None:
+def test_writes_that_do_not_resume_after_a_heal_are_caught() -> None:
     history = clean()
-    history.faults.append(Fault(5.5, "kill-broker", "1", healed_at=6.0))
-    history.polls.append(Poll("b", 12.5, ((0, 5, b"p1-5"),), frozenset({0})))
-    verdict = check(history, Limits(default_resume_within_s=3))
+    history.faults.append(Fault(10.0, "kill-broker", "1", healed_at=11.0))
+    verdict = check(history, Limits(resume_within_s={"kill-broker": 3},
+                                    default_resume_within_s=10))
     assert [f.kind for f in verdict.writes_not_resumed_after] == ["kill-broker"]
+    assert not verdict.reads_not_resumed_after  # b read at 12.0
+    assert verdict.summary()["faults_after_which_writes_did_not_resume"] == 1
 
 
-def test_reads_that_never_resume_after_a_heal_are_caught() -> None:
+def test_reads_that_do_not_resume_after_a_heal_are_caught() -> None:
     history = clean()
     history.acks.append(Ack(b"p1-6", 0, 6, at=14.0))
     history.final_log[0].append((6, b"p1-6"))
-    history.polls.append(Poll("b", 14.5, ((0, 6, b"p1-6"),), frozenset({0})))
+    history.polls.append(reads(history, "b", 14.5, range(6, 7)))
     history.faults.append(Fault(13.0, "restart-zookeeper", healed_at=13.5))
     verdict = check(history, Limits(resume_within_s={"restart-zookeeper": 0.5},
                                     default_resume_within_s=10))
     assert [f.kind for f in verdict.reads_not_resumed_after] == ["restart-zookeeper"]
     assert not verdict.writes_not_resumed_after
+    assert verdict.summary()["faults_after_which_reads_did_not_resume"] == 1
+
+
+def test_resuming_is_measured_from_the_heal_not_the_fault() -> None:
+    # Injected at 3.8, healed at 11: writes (none after 5) have not resumed; had it been
+    # measured from 3.8, the ack at 5.0 would have passed.
+    history = clean()
+    history.faults[0] = Fault(3.8, "kill-member", "a", healed_at=11.0)
+    verdict = check(history, Limits(default_resume_within_s=10))
+    assert [f.kind for f in verdict.writes_not_resumed_after] == ["kill-member"]
 
 
 def test_a_fault_near_the_end_is_judged_not_skipped() -> None:
@@ -168,19 +216,42 @@ def test_a_fault_near_the_end_is_judged_not_skipped() -> None:
     history.faults.append(Fault(19.0, "kill-controller", "0", healed_at=19.5))
     verdict = check(history, Limits(default_resume_within_s=30))
     assert [f.kind for f in verdict.writes_not_resumed_after] == ["kill-controller"]
+    assert [f.kind for f in verdict.reads_not_resumed_after] == ["kill-controller"]
     assert not verdict.ok
 
 
-def test_unavailability_beyond_the_limit_is_caught() -> None:
+def test_write_unavailability_beyond_the_limit_is_caught() -> None:
     history = clean()
     history.attempts.append(6.0)
     history.acks.append(Ack(b"p1-6", 0, 6, at=16.0))
     history.final_log[0].append((6, b"p1-6"))
-    history.polls.append(Poll("b", 16.5, ((0, 6, b"p1-6"),), frozenset({0})))
+    history.polls.append(reads(history, "b", 16.5, range(6, 7)))
     verdict = check(history, Limits(default_resume_within_s=20, max_write_unavailability_s=5,
                                     max_read_unavailability_s=20))
     assert verdict.longest_unavailability_s == 11.0
     assert verdict.over_limits == ["writes unavailable for 11.0 s, limit 5 s"]
+
+
+def test_writes_that_stop_for_good_are_unavailable_until_the_last_attempt() -> None:
+    history = clean()
+    history.attempts += [6.0, 18.0]  # attempted, never acknowledged
+    verdict = check(history, Limits(default_resume_within_s=10, max_write_unavailability_s=5))
+    assert verdict.longest_unavailability_s == 13.0
+    assert verdict.over_limits == ["writes unavailable for 13.0 s, limit 5 s"]
+    history.acks = []
+    assert check(history).longest_unavailability_s == 18.0  # nothing acknowledged at all
+
+
+def test_read_unavailability_beyond_the_limit_is_caught() -> None:
+    history = clean()
+    history.acks.append(Ack(b"p1-6", 0, 6, at=16.0))
+    history.attempts.append(15.5)
+    history.final_log[0].append((6, b"p1-6"))
+    history.polls.append(reads(history, "b", 16.0, range(6, 7)))
+    verdict = check(history, Limits(default_resume_within_s=20, max_write_unavailability_s=20,
+                                    max_read_unavailability_s=5))
+    assert verdict.longest_read_unavailability_s == 9.0  # 3.0 to 12.0
+    assert verdict.over_limits == ["reads unavailable for 9.0 s, limit 5 s"]
 
 
 def test_client_errors_over_their_limit_are_caught() -> None:
@@ -195,3 +266,4 @@ def test_client_errors_over_their_limit_are_caught() -> None:
                                      "TypeError": 1}
     assert verdict.over_limits == ["1 client errors RequestTimedOutError, limit 0",
                                    "1 client errors TypeError, limit 0"]
+    assert verdict.summary()["client_errors"] == verdict.client_errors

@@ -34,14 +34,16 @@ import pytest
 import ray
 
 from actors import Cluster
+from actors.group_consumer import GroupConsumer
 from coordination.embedded import EmbeddedZooKeeper
 from coordination.errors import TopicExistsError, ZooKeeperUnavailableError
+from coordination.models import TopicPartition
 from coordination.testing import TcpProxy
 
 from ..actors.conftest import expire_broker_session, wait_until
 from ..conftest import TEST_BROKER_CONFIG, make_chroot
 from ..replicas import ReplicaOnHost
-from .checker import Ack, Commit, Fault, History, Limits, Poll, check
+from .checker import Ack, Commit, Fault, History, Limits, Poll, Rebalance, check
 from .pauses import PAST_THE_SESSION_S, broker_pids, host_pids, paused
 
 pytestmark = pytest.mark.reliability
@@ -87,7 +89,10 @@ def produce(cluster: Cluster, name: str, recorder: Recorder) -> None:
             for _ in range(20):
                 value = f"{name}-{sequence}".encode()
                 recorder.add("attempts", time.monotonic())
-                pending.append((value, producer.send(TOPIC, value=value)))
+                try:
+                    pending.append((value, producer.send(TOPIC, value=value)))
+                except Exception as error:  # refused before it was queued: never written
+                    recorder.client_error(error)
                 sequence += 1
             time.sleep(0.01)
             pending = settle(pending, recorder, wait=False)
@@ -112,34 +117,50 @@ def settle(pending: list, recorder: Recorder, wait: bool) -> list:
 
 
 def consume(cluster: Cluster, name: str, recorder: Recorder, until: Callable[[], bool]) -> None:
+    poll_started = float("-inf")
+
+    def gained(partitions: set[TopicPartition]) -> None:
+        """Called inside poll() once the member has read the committed offsets of the
+        partitions it claimed: it must read each from there."""
+        recorder.add("rebalances", Rebalance(name, poll_started, time.monotonic(),
+                                             frozenset(tp.partition for tp in partitions)))
+
     consumer = cluster.consumer([TOPIC], group="checker", enable_auto_commit=False,
                                 auto_offset_reset="earliest", session_timeout_ms=4000,
-                                max_poll_records=200)
+                                max_poll_records=200, on_partitions_assigned=gained)
     try:
         while not until():
+            poll_started = time.monotonic()
             try:
                 records = consumer.poll(200)
             except Exception as error:  # a poll may fail during a fault; the next one retries
                 recorder.client_error(error)
                 continue
-            # What it owns now: a partition it gained must start at the committed offset.
-            owned = frozenset(tp.partition for tp in consumer.assignment())
             recorder.add("polls", Poll(name, time.monotonic(), tuple(
-                (r.partition, r.offset, r.value) for r in records), owned))
+                (r.partition, r.offset, r.value) for r in records)))
             if records:
-                positions = {tp: consumer.position(*tp) for tp in consumer.assignment()}
-                asked = time.monotonic()
-                try:
-                    consumer.commit(positions)
-                    answered = time.monotonic()
-                except Exception as error:  # it may or may not have been stored
-                    recorder.client_error(error)
-                    answered = float("inf")
-                for tp, offset in positions.items():
-                    recorder.add("commits", Commit(name, answered, tp.partition, offset,
-                                                   started=asked))
+                commit_positions(consumer, name, recorder)
     finally:
         consumer.close(commit=False)
+
+
+def commit_positions(consumer: GroupConsumer, name: str, recorder: Recorder) -> None:
+    """Commit the position of every partition the member owns, recording when it was asked
+    and when answered (never, if it failed: it may or may not have been stored)."""
+    try:
+        positions = {tp: consumer.position(*tp) for tp in consumer.assignment()}
+    except Exception as error:  # finding a position may fail during a fault; the next retries
+        recorder.client_error(error)
+        return
+    asked = time.monotonic()
+    try:
+        consumer.commit(positions)
+        answered = time.monotonic()
+    except Exception as error:
+        recorder.client_error(error)
+        answered = float("inf")
+    for tp, offset in positions.items():
+        recorder.add("commits", Commit(name, answered, tp.partition, offset, started=asked))
 
 
 class FaultDidNothing(Exception):
@@ -162,6 +183,9 @@ class Nemesis:
         # what did not come back: the test fails on any of those.
         self.zookeeper_recoveries: list[float] = []
         self.problems: list[str] = []
+        # When the fault being injected healed itself (ZooKeeper serving again after its
+        # restart); None: when it returned, or when the nemesis restarted what it took down.
+        self.healed_itself_at: float | None = None
 
     def leader_of(self, partition: int) -> int:
         return self.cluster.describe_topic(TOPIC)["partitions"][partition]["leader"]
@@ -290,7 +314,8 @@ class Nemesis:
         sessions = {broker: self.session_of(broker) for broker in up}
         old_pid = self.zookeeper.pid
         self.zookeeper.restart(pause_s=self.random.uniform(1.0, 3.0))
-        serving_after = time.monotonic() - crashed_at
+        self.healed_itself_at = time.monotonic()
+        serving_after = self.healed_itself_at - crashed_at
         probe = f"probe-{len(self.zookeeper_recoveries)}"
         # A timeout here fails the test (see run()): the cluster did not come back. The test's
         # own ZooKeeper client may still be reconnecting: its errors only mean "ask again".
@@ -362,6 +387,7 @@ class Nemesis:
         while first_round or time.monotonic() < deadline:
             fault = first_round.pop(0) if first_round else self.random.choice(faults)
             started = time.monotonic()
+            self.healed_itself_at = None
             try:
                 target = fault()
             except FaultDidNothing as nothing:
@@ -381,7 +407,7 @@ class Nemesis:
             if self.down:  # broker faults: they come back after a while
                 time.sleep(self.random.uniform(2.0, 4.0))
                 self.heal()
-            healed = time.monotonic()
+            healed = self.healed_itself_at or time.monotonic()
             self.recorder.add("faults", Fault(started, fault.__name__, target, healed_at=healed))
             print(f"nemesis: {fault.__name__} {target} (healed after {healed - started:.1f} s)")
             time.sleep(self.random.uniform(1.0, 3.0))

@@ -116,14 +116,11 @@ def consume(member: object, name: str, recorder: Recorder) -> None:
     try:
         while not recorder.stop_consuming.is_set():
             records = ray.get(member.poll.remote(200, 1000), timeout=120)
-            polled = time.monotonic()
+            recorder.add("polls", [Poll(name, time.monotonic(),
+                                        tuple((r[1], r[2], r[5]) for r in records))])
             if not records:
-                recorder.add("polls", [Poll(name, polled, ())])
                 continue
-            # Its positions are those of what it owns: its assignment, for the checker.
             positions = ray.get(member.positions.remote(), timeout=120)
-            recorder.add("polls", [Poll(name, polled, tuple((r[1], r[2], r[5]) for r in records),
-                                        frozenset(p for _topic, p in positions))])
             asked = time.monotonic()
             ray.get(member.commit.remote(positions), timeout=120)
             answered = time.monotonic()
