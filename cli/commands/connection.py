@@ -22,6 +22,7 @@ from actors.cluster import Cluster
 from actors.naming import cluster_namespace
 from actors.runtime import init_ray
 from cli.commands import state as cluster_state
+from cli.commands.arguments import add_name_option
 from cli.commands.errors import CliError
 from coordination.embedded import ZooKeeperAddress
 from coordination.errors import InvalidZooKeeperAddressError, ZooKeeperUnavailableError
@@ -29,8 +30,7 @@ from coordination.errors import InvalidZooKeeperAddressError, ZooKeeperUnavailab
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("cluster")
-    group.add_argument("--name", default=cluster_state.default_name(),
-                       help="the cluster's name (default: $RAFKA_CLUSTER or 'rafka')")
+    add_name_option(group)
     group.add_argument("--zk", "--zookeeper", dest="zk", metavar="HOST:PORT[/CHROOT]",
                        help="ZooKeeper of a cluster started elsewhere; "
                             "default: what `rafka up` recorded")

@@ -21,8 +21,9 @@ from typing import Any
 
 from actors.cluster import Cluster
 from actors.consumer import ConsumerRecord
+from cli.commands.arguments import add_topic_argument, topic_of
 from cli.commands.connection import add_connection_options, connected
-from cli.commands.errors import CliError, checked_count, checked_topic
+from cli.commands.errors import CliError, checked_count
 from cli.commands.output import (
     add_key_value_option,
     console_properties,
@@ -34,8 +35,7 @@ from cli.commands.output import (
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("consume", help="print records of a topic",
                                  description=__doc__.split("\n\n")[1])
-    parser.add_argument("topic_name", nargs="?", metavar="TOPIC")
-    parser.add_argument("--topic", help="the topic (Kafka's spelling)")
+    add_topic_argument(parser)
     parser.add_argument("--from-beginning", action="store_true",
                         help="start at the earliest record rather than the end")
     parser.add_argument("--partition", type=int, help="read only this partition")
@@ -60,10 +60,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    topic = args.topic or args.topic_name
-    if topic is None:
-        raise CliError("which topic? give its name (or --topic NAME)", 2)
-    checked_topic(topic)
+    topic = topic_of(args)
     checked_count(args.partition, "--partition", 0)
     checked_count(args.max_messages, "--max-messages", 0)
     checked_count(args.timeout_ms, "--timeout-ms", 0)

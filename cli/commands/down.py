@@ -18,6 +18,7 @@ from actors.cluster import Cluster
 from actors.naming import broker_id_of
 from actors.stack import RayHead
 from cli.commands import state as cluster_state
+from cli.commands.arguments import add_name_option
 from cli.commands.connection import (
     check_zookeeper,
     cluster_actor_names,
@@ -34,8 +35,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "down", help="stop the brokers, then the ZooKeeper and Ray head that `rafka up` started",
         description=__doc__.split("\n\n")[1],
     )
-    parser.add_argument("--name", default=cluster_state.default_name(),
-                        help="the cluster's name (default: $RAFKA_CLUSTER or 'rafka')")
+    add_name_option(parser)
     parser.add_argument("--data-dir", help="the cluster whose state `rafka up` left here")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds to let each process stop before it is killed (default 60)")

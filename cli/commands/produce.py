@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import IO
 
 from actors.producer import RecordFuture
+from cli.commands.arguments import add_topic_argument, topic_of
 from cli.commands.connection import add_connection_options, connected
-from cli.commands.errors import CliError, checked_count, checked_topic
+from cli.commands.errors import CliError, checked_count
 from cli.commands.output import add_key_value_option, console_properties, key_values
 from cli.commands.progress import Progress
 
@@ -26,8 +27,7 @@ _CHECK_EVERY = 1000
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("produce", help="send lines of stdin or a file as records",
                                  description=__doc__.split("\n\n")[1])
-    parser.add_argument("topic_name", nargs="?", metavar="TOPIC")
-    parser.add_argument("--topic", help="the topic (Kafka's spelling)")
+    add_topic_argument(parser)
     parser.add_argument("--file", help="read this file instead of stdin")
     parser.add_argument("--key-separator", metavar="SEP",
                         help="split each line into key and value at the first SEP")
@@ -47,10 +47,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    topic = args.topic or args.topic_name
-    if topic is None:
-        raise CliError("which topic? give its name (or --topic NAME)", 2)
-    checked_topic(topic)
+    topic = topic_of(args)
     checked_count(args.partition, "--partition", 0)
     settings = key_values(args.producer_property, "--producer-property")
     properties = console_properties(args.property, {

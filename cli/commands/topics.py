@@ -8,8 +8,9 @@ import sys
 from typing import Any
 
 from actors.cluster import Cluster
+from cli.commands.arguments import add_topic_argument, topic_of
 from cli.commands.connection import add_connection_options, connected
-from cli.commands.errors import CliError, checked_count, checked_topic
+from cli.commands.errors import CliError, checked_count
 from cli.commands.output import add_key_value_option, echo, key_values, table
 from cli.commands.progress import wait_with_spinner
 from coordination.errors import TopicExistsError, UnknownTopicError
@@ -20,7 +21,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     create = actions.add_parser("create", help="create a topic")
-    _topic_argument(create)
+    add_topic_argument(create)
     create.add_argument("--partitions", type=int, default=1, help="partitions (default 1)")
     create.add_argument("--replication-factor", type=int, default=1,
                         help="replicas of each partition, at most the live brokers (default 1)")
@@ -33,18 +34,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     listing.set_defaults(run=_list)
 
     describe = actions.add_parser("describe", help="partitions with leader, replicas and ISR")
-    _topic_argument(describe, required=False)
+    add_topic_argument(describe, required=False)
     describe.add_argument("--under-replicated-partitions", action="store_true",
                           help="only partitions whose ISR is smaller than their replicas")
     describe.add_argument("--format", choices=("text", "json"), default="text")
     describe.set_defaults(run=_describe)
 
     delete = actions.add_parser("delete", help="delete a topic and its data")
-    _topic_argument(delete)
+    add_topic_argument(delete)
     delete.set_defaults(run=_delete)
 
     alter = actions.add_parser("alter", help="change config overrides (or grow partitions)")
-    _topic_argument(alter)
+    add_topic_argument(alter)
     add_key_value_option(alter, "--config", "--add-config",
                          help="set a config override; repeatable")
     alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
@@ -57,29 +58,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         add_connection_options(action)
 
 
-def _topic_argument(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    # Kafka's tools take --topic; a positional name is accepted too, as it is shorter.
-    parser.add_argument("topic_name", nargs="?", metavar="TOPIC", help="the topic")
-    parser.add_argument("--topic", help="the topic (Kafka's spelling)")
-    parser.set_defaults(topic_required=required)
-
-
-def _topic(args: argparse.Namespace) -> str | None:
-    if args.topic and args.topic_name and args.topic != args.topic_name:
-        raise CliError(f"two topics given ({args.topic_name!r} and --topic {args.topic!r})", 2)
-    topic = args.topic or args.topic_name
-    if topic is None and args.topic_required:
-        raise CliError("which topic? give its name (or --topic NAME)", 2)
-    return None if topic is None else checked_topic(topic)
-
-
 def _with_cluster(args: argparse.Namespace, work: Any) -> int:
     with connected(args) as cluster:
         return work(cluster)
 
 
 def _create(args: argparse.Namespace) -> int:
-    topic = _topic(args)
+    topic = topic_of(args)
     checked_count(args.partitions, "--partitions", 1)
     checked_count(args.replication_factor, "--replication-factor", 1)
     config = key_values(args.config, "--config")
@@ -112,7 +97,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    topic = _topic(args)
+    topic = topic_of(args)
 
     def describe(cluster: Cluster) -> int:
         topics = [topic] if topic else sorted(cluster.list_topics())
@@ -153,7 +138,7 @@ def _render(description: dict[str, Any]) -> str:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    topic = _topic(args)
+    topic = topic_of(args)
 
     def delete(cluster: Cluster) -> int:
         try:
@@ -168,7 +153,7 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _alter(args: argparse.Namespace) -> int:
-    topic = _topic(args)
+    topic = topic_of(args)
     updates: dict[str, str | None] = dict(key_values(args.config, "--config"))
     for key in args.delete_config:
         if key in updates:

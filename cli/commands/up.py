@@ -23,6 +23,7 @@ from actors.config import BrokerConfig
 from actors.errors import RequestTimedOutError
 from actors.stack import RayHead
 from cli.commands import state as cluster_state
+from cli.commands.arguments import add_name_option
 from cli.commands.connection import (
     check_ray,
     check_zookeeper,
@@ -48,8 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "up", help="start a cluster (embedded ZooKeeper, a Ray head, brokers) that outlives this",
         description=__doc__.split("\n\n")[1],
     )
-    parser.add_argument("--name", default=cluster_state.default_name(),
-                        help="the cluster's name (default: $RAFKA_CLUSTER or 'rafka')")
+    add_name_option(parser)
     parser.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")
     parser.add_argument("--zk", "--zookeeper", dest="zk", metavar="HOST:PORT[/CHROOT]",
                         help="an existing ZooKeeper ensemble (default: start an embedded one)")
