@@ -486,8 +486,8 @@ def _write_isr_changes(
         new_state = PartitionState(change.leader, change.leader_epoch, tuple(change.isr),
                                    change.controller_epoch)
         try:
-            version = states.update_partition_state(change.topic, change.partition, new_state,
-                                                    change.zk_version)
+            version = states.update_leader_and_isr(change.topic, change.partition,
+                                                   new_state, change.zk_version)
         except StaleVersionError as error:
             replies.append(error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(error)))
             continue

@@ -477,6 +477,13 @@ class PartitionReplica:
             reply = await self._write_isr_through_broker(self, sorted(new_isr))
             if self.leader_state is None or self.leader_epoch != epoch:
                 return
+            if reply.get("error") == ErrorCode.REQUEST_TIMED_OUT:
+                # ZooKeeper did not answer: the ISR stays as it was (a larger ISR only holds the
+                # high watermark back; a smaller one is never applied unwritten), and the host's
+                # timer asks for the change again.
+                log.warning("%s-%d ISR %s to %s not written, trying again: %s", self.topic,
+                            self.partition, change, sorted(new_isr), reply["message"])
+                return
             if reply.get("error"):
                 self.go_offline(f"ISR {change} to {sorted(new_isr)} refused: {reply['message']}")
                 return

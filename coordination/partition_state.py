@@ -164,6 +164,24 @@ class PartitionStateStore:
                 f"controller has not created its partition states yet; refresh metadata"
             ) from None
 
+    def update_leader_and_isr(
+        self, topic: str, partition: int, new_state: PartitionState, expected_version: int
+    ) -> int:
+        """A leader's ISR change: `update_partition_state` without a fence, where finding the
+        state already as asked counts as written.
+
+        A write whose answer was lost (the connection dropped after ZooKeeper applied it) finds
+        the version moved when it is tried again, by kazoo or by the leader; if the state is the
+        one this write asked for, the write was applied (Kafka's checkLeaderAndIsrZkData).
+        """
+        try:
+            return self.update_partition_state(topic, partition, new_state, expected_version)
+        except StaleVersionError:
+            current = self.read_partition_state(topic, partition)
+            if current is not None and current.value == new_state:
+                return current.version
+            raise
+
     # --- ISR change notifications ---------------------------------------------------------------
 
     def write_isr_change_notification(self, partitions: Iterable[tuple[str, int]]) -> str:

@@ -62,6 +62,24 @@ def test_isr_updates_are_conditional_on_the_version_read(states: PartitionStateS
     assert now is not None and now.value == shrunk and now.version == 1
 
 
+def test_a_leader_write_found_applied_after_its_answer_was_lost_counts_as_written(
+    states: PartitionStateStore,
+) -> None:
+    states.create_partition_states("orders", {0: INITIAL})
+    shrunk = PartitionState(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=1)
+    # ZooKeeper applied the write at version 0, but the leader never heard: it tries again.
+    assert states.update_leader_and_isr("orders", 0, shrunk, 0) == 1
+    assert states.update_leader_and_isr("orders", 0, shrunk, 0) == 1
+    # A different state at a moved version is someone else's: the leader must step down.
+    expanded = PartitionState(leader=1, leader_epoch=0, isr=(1, 2, 3), controller_epoch=1)
+    with pytest.raises(StaleVersionError):
+        states.update_leader_and_isr("orders", 0, expanded, 0)
+    moved = PartitionState(leader=2, leader_epoch=1, isr=(2,), controller_epoch=1)
+    assert states.update_partition_state("orders", 0, moved, 1) == 2
+    with pytest.raises(StaleVersionError):
+        states.update_leader_and_isr("orders", 0, shrunk, 0)
+
+
 def test_updating_a_missing_state_says_why(states: PartitionStateStore) -> None:
     with pytest.raises(UnknownTopicError, match="has no state"):
         states.update_partition_state("orders", 1, INITIAL, 0)

@@ -1,0 +1,72 @@
+"""A leader's ISR writes, with the writer (the broker's ZooKeeper write) as a plain callback: no
+Ray, no ZooKeeper. A write ZooKeeper did not answer is asked for again; a refused one makes the
+leader step down until the controller speaks."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from actors.config import BrokerConfig
+from actors.errors import ErrorCode, error_reply
+from actors.messages import LeaderAndIsrRequest
+from actors.replica import LEADER, OFFLINE, PartitionReplica
+
+
+class ScriptedWriter:
+    """Answers each ISR write with the next reply of its script, and records what was asked."""
+
+    def __init__(self, *replies: dict[str, Any]) -> None:
+        self.replies = list(replies)
+        self.asked: list[list[int]] = []
+
+    async def __call__(self, _replica: PartitionReplica, isr: list[int]) -> dict[str, Any]:
+        self.asked.append(isr)
+        return self.replies.pop(0)
+
+
+def leader(tmp_path: Path, writer: ScriptedWriter) -> PartitionReplica:
+    replica = PartitionReplica("orders", 0, 1, tmp_path, {}, BrokerConfig.from_dict({}), writer)
+    reply = replica.leader_and_isr(LeaderAndIsrRequest(
+        topic="orders", partition=0, leader=1, leader_epoch=3, isr=(1, 2, 3),
+        replicas=(1, 2, 3), controller_epoch=1, zk_version=7))
+    assert reply["error"] == 0 and replica.role == LEADER, reply
+    return replica
+
+
+async def shrink(replica: PartitionReplica) -> None:
+    replica.change_isr({1, 2}, "shrink")
+    while replica._isr_write is not None:
+        await asyncio.sleep(0)
+
+
+def test_an_unanswered_isr_write_keeps_the_leader_and_the_old_isr_until_written(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        writer = ScriptedWriter(
+            error_reply(ErrorCode.REQUEST_TIMED_OUT, "ZooKeeper did not answer"),
+            {"error": 0, "version": 8})
+        replica = leader(tmp_path, writer)
+        await shrink(replica)
+        # Not written: still the leader, with the ISR ZooKeeper has.
+        assert replica.role == LEADER and replica.isr == (1, 2, 3)
+        await shrink(replica)
+        assert writer.asked == [[1, 2], [1, 2]]
+        assert replica.role == LEADER and replica.isr == (1, 2) and replica.zk_version == 8
+        replica.release()
+
+    asyncio.run(scenario())
+
+
+def test_a_refused_isr_write_makes_the_leader_step_down(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        writer = ScriptedWriter(
+            error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition state moved"))
+        replica = leader(tmp_path, writer)
+        await shrink(replica)
+        assert replica.role == OFFLINE and replica.isr == (1, 2, 3)
+        replica.release()
+
+    asyncio.run(scenario())
