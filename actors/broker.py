@@ -27,6 +27,7 @@ from actors import metrics
 from actors.config import BrokerConfig
 from actors.controller import Controller
 from actors.errors import ErrorCode, error_reply
+from actors.kafka_listener import KafkaListener
 from actors.messages import IsrChange, LeaderAndIsrRequest
 from actors.naming import broker_name, replica_host_name
 from actors.replica_host import ReplicaHostActor
@@ -42,6 +43,7 @@ from coordination.models import BrokerInfo, PartitionState, TopicAssignment, Top
 from coordination.partition_state import PartitionStateStore
 from coordination.registration import BrokerRegistration, read_brokers
 from coordination.store import ClusterStore, SessionEvent
+from wire.listeners import Listener, parse_listener
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,7 @@ class Broker:
         self._cut_off: asyncio.Task | None = None
         self._fenced_while_cut_off = False
         self._unfencing: asyncio.Future | None = None
+        self.kafka_listener: KafkaListener | None = None
 
     # ------------------------------------------------------------------------ life cycle
 
@@ -111,12 +114,14 @@ class Broker:
         self.store = store
         self._granted_session_timeout_ms = store.session_timeout_ms
         store.add_session_listener(lambda event: self._call_soon(self._on_session, event))
+        endpoints = await self._start_kafka_listener()
         info = BrokerInfo(
             node_id=self.broker_id,
             actor=broker_name(self.broker_id),
             host=socket.gethostname(),
             rack=self.config.broker_rack,
             replica_hosts=self.config.num_replica_hosts,
+            endpoints=endpoints,
         )
         self.registration = BrokerRegistration(
             store,
@@ -145,6 +150,26 @@ class Broker:
         )
         self.election.start()
         return {"broker_id": self.broker_id, "node_id": self.node_id, "host": info.host}
+
+    async def _start_kafka_listener(self) -> tuple[str, ...]:
+        """Serve Kafka's protocol if `listeners` says where; return the endpoints to register."""
+        if not self.config.listeners:
+            return ()
+        listener = parse_listener(self.config.listeners)
+        advertised = (parse_listener(self.config.advertised_listeners)
+                      if self.config.advertised_listeners else None)
+        if advertised is None and listener.host in ("0.0.0.0", "::"):
+            # Bound to every interface: clients are told this node's address.
+            advertised = Listener(ray.util.get_node_ip_address(), listener.port)
+        self.kafka_listener = KafkaListener(self, listener, advertised,
+                                            self.config.socket_request_max_bytes)
+        return (str(await self.kafka_listener.start()),)
+
+    def replica_host_for(self, topic: str, partition: int) -> Any:
+        """The host of this broker's replica of the partition, None if it holds none."""
+        if TopicPartition(topic, partition) not in self.replica_states:
+            return None
+        return self._host(self._host_name(topic, partition))
 
     def _call_soon(self, function: Any, *args: Any) -> None:
         """From a kazoo thread onto this actor's loop."""
@@ -222,6 +247,8 @@ class Broker:
         self._shutting_down = True
         for watch in self._host_watches.values():
             watch.cancel()
+        if self.kafka_listener is not None:
+            await self.kafka_listener.close()
         if self.controller is not None:
             self.controller.stop()
             self.controller = None
@@ -535,6 +562,9 @@ def read_metadata(store: ClusterStore, topics: list[str] | None) -> dict[str, An
         result[topic] = partitions
     return {
         "brokers": brokers,
+        # Where each broker serves Kafka's protocol, as (host, port) pairs.
+        "endpoints": {broker: [tuple(parse_listener(e)) for e in infos[broker].endpoints]
+                      for broker in brokers},
         "controller": controller.value["brokerid"] if controller else None,
         "topics": result,
     }

@@ -42,6 +42,7 @@ from coordination.models import TopicPartition
 from coordination.registration import read_brokers
 from coordination.store import ClusterStore
 from coordination.validation import validate_topic_name
+from wire.listeners import parse_listener
 
 
 def _wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
@@ -104,15 +105,20 @@ class Cluster:
         broker_overrides: Mapping[int, Mapping[str, Any]] | None = None,
         detached: bool = False,
         broker_resources: dict[str, float] | None = None,
+        kafka_listeners: str | None = None,
         timeout_s: float = 120.0,
     ) -> Cluster:
         """Start `brokers` brokers, on an embedded ZooKeeper and local Ray unless told otherwise.
 
         `broker_config` applies to every broker, `broker_overrides` to the brokers it names
         (e.g. `{2: {"broker.rack": "b"}}`). `broker_resources` are custom Ray resources each
-        broker requires (see cluster.yaml).
+        broker requires (see cluster.yaml). `kafka_listeners` ("PLAINTEXT://127.0.0.1:9092")
+        makes every broker serve Kafka's wire protocol, broker `i` on the port plus `i` (port 0:
+        each a free port); `bootstrap_servers()` says where.
         """
         validate_topic_name(name)  # it names a chroot and a namespace: the same rules apply
+        if kafka_listeners is not None:
+            broker_overrides = _with_listeners(kafka_listeners, brokers, broker_overrides)
         stack = LocalStack.start(zk=zk, ray_address=ray_address, data_dir=data_dir)
         cluster = None
         try:
@@ -176,9 +182,18 @@ class Cluster:
     def brokers(self) -> list[dict[str, Any]]:
         """The registered (live) brokers, as in `/brokers/ids`."""
         return [
-            {"id": broker_id, "host": info.host, "rack": info.rack, "actor": info.actor}
+            {"id": broker_id, "host": info.host, "rack": info.rack, "actor": info.actor,
+             "endpoints": list(info.endpoints)}
             for broker_id, info in sorted(read_brokers(self.store).items())
         ]
+
+    def bootstrap_servers(self) -> str:
+        """Where Kafka clients connect (their `bootstrap.servers`): every live broker's
+        Kafka listener as host:port, comma-separated; empty if none serves Kafka's protocol."""
+        endpoints = [parse_listener(endpoint)
+                     for _broker_id, info in sorted(read_brokers(self.store).items())
+                     for endpoint in info.endpoints[:1]]
+        return ",".join(f"{host}:{port}" for host, port in endpoints)
 
     def controller(self) -> int | None:
         """The id of the broker that is controller now, None while there is none."""
@@ -589,3 +604,15 @@ class Cluster:
 
     def __exit__(self, *exc_info: object) -> None:
         self.shutdown()
+
+
+def _with_listeners(
+    listeners: str, brokers: int, overrides: Mapping[int, Mapping[str, Any]] | None
+) -> dict[int, dict[str, Any]]:
+    """`overrides` with broker `i` listening on `listeners`' port plus `i` (0 stays 0)."""
+    base = parse_listener(listeners)
+    merged = {broker: dict(config) for broker, config in (overrides or {}).items()}
+    for broker in range(brokers):
+        port = base.port + broker if base.port else 0
+        merged.setdefault(broker, {}).setdefault("listeners", str(base._replace(port=port)))
+    return merged

@@ -15,6 +15,14 @@ from typing import Any
 
 from logstore.config import LogConfig
 from logstore.errors import InvalidConfigError
+from wire.listeners import InvalidListenerError, parse_listener
+
+
+def _checked_listener(key: str, raw: Any) -> str:
+    try:
+        return str(parse_listener(str(raw)))
+    except InvalidListenerError as error:
+        raise InvalidConfigError(f"{key}: {error}") from None
 
 
 def _parse_bool(name: str, raw: Any) -> bool:
@@ -121,6 +129,13 @@ class BrokerConfig:
     # the cluster's. Brokers of one cluster must reach the same ensemble and chroot; another
     # route to it (a proxy, in the fault tests) is what this is for.
     zookeeper_connect: str | None = None
+    # Kafka's wire protocol (actors/kafka_listener.py): where to serve it, as
+    # "PLAINTEXT://host:port" (port 0: any free one); None serves none. advertised.listeners is
+    # what clients are told to connect to (default: the listener, with the port it bound).
+    listeners: str | None = None
+    advertised_listeners: str | None = None
+    # The largest request a Kafka client may send; a larger frame closes its connection.
+    socket_request_max_bytes: int = 104_857_600
     # Not Kafka's: how many replica-host actors (processes) hold this broker's partition
     # replicas. Each is a Ray worker process (about 65 MB, and about 0.6% of a core even idle);
     # 0 gives every replica an actor of its own, as rafka did before replicas shared hosts.
@@ -142,6 +157,8 @@ class BrokerConfig:
                 changes[spec.name] = _parse_bool(key, raw)
             elif key in ("broker.rack", "zookeeper.connect"):
                 changes[spec.name] = None if raw is None else str(raw)
+            elif key in ("listeners", "advertised.listeners"):
+                changes[spec.name] = None if raw is None else _checked_listener(key, raw)
             else:
                 changes[spec.name] = _parse_int(key, raw, minimum=0)
         return cls(**changes)

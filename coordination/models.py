@@ -69,6 +69,9 @@ class BrokerInfo:
     # How many replica-host actors hold the broker's replicas (0: one per replica): with the
     # topic and partition, it names the actor a client or follower sends to.
     replica_hosts: int = 0
+    # Kafka's `endpoints`: where the broker serves Kafka's wire protocol, as
+    # "PLAINTEXT://host:port" (none when it does not).
+    endpoints: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,6 +80,7 @@ class BrokerInfo:
             "host": self.host,
             "rack": self.rack,
             "replica_hosts": self.replica_hosts,
+            "endpoints": list(self.endpoints),
             "version": self.version,
             "timestamp": str(self.timestamp),
         }
@@ -89,6 +93,7 @@ class BrokerInfo:
             host=str(data["host"]),
             rack=data.get("rack"),
             replica_hosts=int(data.get("replica_hosts", 0)),
+            endpoints=tuple(str(e) for e in data.get("endpoints") or ()),
             version=int(data.get("version", FORMAT_VERSION)),
             timestamp=int(data.get("timestamp", 0)),
             epoch=epoch,

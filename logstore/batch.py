@@ -149,7 +149,7 @@ class Record(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
+    headers: tuple[tuple[str, bytes | None], ...]
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -196,8 +196,9 @@ def _normalise(records: Sequence[Any]) -> list[tuple[Any, Any, int, Any]]:
     return out
 
 
-def check_headers(headers: Any) -> tuple[tuple[str, bytes], ...]:
-    """Record headers as a tuple of ``(str, bytes)`` pairs; ``TypeError`` for anything else."""
+def check_headers(headers: Any) -> tuple[tuple[str, bytes | None], ...]:
+    """Record headers as a tuple of ``(str, bytes)`` pairs (a value may be None, as in
+    Kafka); ``TypeError`` for anything else."""
     if headers is None:
         return ()
     if isinstance(headers, (str, *_BYTES_TYPES, Mapping)) or not isinstance(headers, Iterable):
@@ -205,12 +206,12 @@ def check_headers(headers: Any) -> tuple[tuple[str, bytes], ...]:
     return tuple(_check_header_pair(pair) for pair in headers)
 
 
-def _check_header_pair(pair: Any) -> tuple[str, bytes]:
+def _check_header_pair(pair: Any) -> tuple[str, bytes | None]:
     try:
         name, value = pair
     except (TypeError, ValueError):
         raise TypeError(f"a record header is a (str, bytes) pair, got {pair!r}") from None
-    if not isinstance(name, str) or not isinstance(value, _BYTES_TYPES):
+    if not isinstance(name, str) or not (value is None or isinstance(value, _BYTES_TYPES)):
         raise TypeError(f"a record header is a (str, bytes) pair, got {pair!r}")
     return name, value
 
@@ -341,6 +342,12 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
             f"only {max(len(buf) - pos, 0)} bytes at position {pos}: a batch header is "
             f"{HEADER_SIZE} bytes"
         ) from None
+
+
+def pack_header(header: BatchHeader) -> bytes:
+    """The 61 bytes of `header` as given, its crc included: for a format that shares this
+    header but computes its own CRC (Kafka's CRC-32C, see `wire.records`)."""
+    return _HEADER.pack(*header)
 
 
 def check_batch(
@@ -586,7 +593,7 @@ def _verify_records(
         pairs = tuple(chain.from_iterable(headers))
         if (set(map(type, pairs)) != {tuple} or set(map(len, pairs)) != {2}
                 or set(map(type, map(itemgetter(0), pairs))) != {str}
-                or set(map(type, map(itemgetter(1), pairs))) != {bytes}):
+                or not set(map(type, map(itemgetter(1), pairs))) <= _KEY_TYPES):
             raise CorruptRecordError(f"{where}: a record header is a [str, bytes] pair")
     if (
         not header.attributes & TIMESTAMP_TYPE_MASK

@@ -148,12 +148,14 @@ def cluster_of_its_own(
     tmp_path_factory: pytest.TempPathFactory,
     name: str,
     brokers: int = 3,
+    **options: Any,
 ) -> Iterator[Cluster]:
     """A cluster for a whole test module, in a chroot of its own: yield from it in a
-    module-scoped fixture (the tests then keep apart by using topics of their own)."""
+    module-scoped fixture (the tests then keep apart by using topics of their own).
+    `options` go to `Cluster.start`."""
     chroot = make_chroot(zookeeper, f"{name}-{uuid.uuid4().hex[:8]}")
     cluster = Cluster.start(brokers, name=name, zk=str(chroot),
                             data_dir=tmp_path_factory.mktemp(name),
-                            broker_config=TEST_BROKER_CONFIG)
+                            broker_config=TEST_BROKER_CONFIG, **options)
     yield cluster
     cluster.shutdown()

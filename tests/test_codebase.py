@@ -11,14 +11,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("logstore", "coordination", "actors", "pipelines", "cli")
+PACKAGES = ("logstore", "coordination", "wire", "actors", "pipelines", "cli")
 # What each package may import from the others (docs/architecture.md).
 ALLOWED = {
     "logstore": set(),
     "coordination": set(),
-    "actors": {"coordination", "logstore"},
+    # Kafka's wire protocol, without I/O: record batches are converted with the log's codec.
+    "wire": {"logstore"},
+    "actors": {"coordination", "logstore", "wire"},
     "pipelines": {"actors"},
-    "cli": {"actors", "pipelines", "coordination", "logstore"},
+    "cli": {"actors", "pipelines", "coordination", "logstore", "wire"},
 }
 
 

@@ -61,6 +61,9 @@ def render(facts: dict[str, Any]) -> str:
         f"brokers      {len(brokers)} live: "
         + (", ".join(f"{b['id']}@{b['host']}" for b in brokers) or "none"),
         f"controller   {'none' if facts['controller'] is None else facts['controller']}",
+        "kafka        " + (", ".join(
+            f"{b['id']}@{endpoint.split('://')[-1]}" for b in brokers
+            for endpoint in b.get("endpoints", ())) or "not served (rafka up --kafka-port)"),
         f"topics       {len(topics)}, {len(partitions)} partition(s): "
         f"{len(facts['under_replicated'])} under-replicated, {len(facts['offline'])} offline",
     ]

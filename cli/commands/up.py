@@ -71,6 +71,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                              "brokers spread one per node that offers one (see cluster.yaml)")
     add_key_value_option(parser, "--broker-config",
                          help="a broker setting (e.g. replica.lag.time.max.ms=10000); repeatable")
+    parser.add_argument("--kafka-port", type=int, metavar="PORT",
+                        help="serve Kafka's wire protocol: broker i listens on 127.0.0.1, port "
+                             "PORT + i, for any Kafka client (bootstrap.servers); 0: free ports")
     parser.add_argument("--timeout", type=float, default=180.0,
                         help="seconds to wait for the brokers (default 180)")
     parser.set_defaults(run=run)
@@ -88,6 +91,11 @@ def run(args: argparse.Namespace) -> int:
     broker_config = key_values(args.broker_config, "--broker-config")
     BrokerConfig.from_dict(broker_config)  # a wrong setting is refused before anything starts
     start_options = _placement_options(args.broker_resource)
+    if args.kafka_port is not None:
+        if not 0 <= args.kafka_port <= 65535 - args.brokers:
+            raise CliError(f"--kafka-port must leave room for {args.brokers} port(s) below "
+                           f"65536, got {args.kafka_port}", 2)
+        start_options["kafka_listeners"] = f"PLAINTEXT://127.0.0.1:{args.kafka_port}"
     _refuse_if_up(args.name)
     data_dir = Path(args.data_dir or cluster_state.default_data_dir(args.name)).resolve()
     # Everything that can be checked is checked before anything is started.

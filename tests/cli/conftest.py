@@ -52,15 +52,16 @@ class Rafka:
 
 
 @contextlib.contextmanager
-def rafka_up(rafka: Rafka, name: str, data_dir: Path, brokers: int,
+def rafka_up(rafka: Rafka, name: str, data_dir: Path, brokers: int, *options: str,
              ) -> Iterator[tuple[subprocess.CompletedProcess[str], dict[str, Any]]]:
-    """`rafka up` a cluster of `brokers`, yield its result and the state it recorded, and always
-    take it down: `rafka down`, then, if that failed, what `up` recorded, by PID."""
+    """`rafka up` a cluster of `brokers` (with more `options`), yield its result and the state
+    it recorded, and always take it down: `rafka down`, then, if that failed, what `up`
+    recorded, by PID."""
     rafka.env["RAFKA_CLUSTER"] = name
     state: dict[str, Any] = {}
     try:
         result = rafka("up", "--brokers", str(brokers), "--num-cpus", "1",
-                       "--data-dir", str(data_dir), timeout=300)
+                       "--data-dir", str(data_dir), *options, timeout=300)
         if (data_dir / "cluster.json").exists():
             state = json.loads((data_dir / "cluster.json").read_text())
         assert result.returncode == 0, result.stderr

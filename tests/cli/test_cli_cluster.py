@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaProducer
 
 from actors.cluster import Cluster
 from actors.stack import RayHead, session_members
@@ -48,7 +49,7 @@ def up(tmp_path_factory: pytest.TempPathFactory, rafka_factory) -> Iterator[Up]:
     ray_temp = Path(tempfile.mkdtemp(prefix="rafka-ray-", dir="/tmp"))
     rafka.env["RAY_TMPDIR"] = str(ray_temp)
     try:
-        with rafka_up(rafka, NAME, root / "data", brokers=2) as (result, state):
+        with rafka_up(rafka, NAME, root / "data", 2, "--kafka-port", "0") as (result, state):
             yield Up(rafka, state, root / "data", result.stdout)
     finally:
         shutil.rmtree(ray_temp, ignore_errors=True)
@@ -82,6 +83,26 @@ def test_status(up: Up) -> None:
     assert "brokers      2 live: 0@" in result.stdout
     assert "controller   0" in result.stdout or "controller   1" in result.stdout
     assert "under-replicated partitions: none" in result.stdout
+    assert re.search(r"^kafka +0@127\.0\.0\.1:\d+, 1@127\.0\.0\.1:\d+$", result.stdout,
+                     re.MULTILINE), result.stdout
+
+
+def test_a_kafka_client_reaches_rafka_up_at_the_ports_status_names(up: Up) -> None:
+    status = up.rafka("status").stdout
+    servers = re.findall(r"\d+@(127\.0\.0\.1:\d+)", status.split("kafka", 1)[1].splitlines()[0])
+    assert up.rafka("topics", "create", "--topic", "kafka-clients", "--partitions", "2",
+                    "--replication-factor", "2").returncode == 0
+    producer = KafkaProducer(bootstrap_servers=servers, acks="all")
+    try:
+        for i in range(10):
+            producer.send("kafka-clients", key=f"k{i}".encode(), value=f"v{i}".encode(),
+                          partition=i % 2).get(timeout=60)
+    finally:
+        producer.close(timeout=10)
+    consumed = up.rafka("consume", "kafka-clients", "--from-beginning", "--max-messages", "10",
+                        "--print-key", "--timeout-ms", "30000")
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.split("\n")[:-1]) == sorted(f"k{i}\tv{i}" for i in range(10))
 
 
 def test_topics_create_list_describe(up: Up) -> None:

@@ -1,0 +1,345 @@
+"""Kafka's wire protocol for one broker: a TCP server on the broker actor's event loop.
+
+A Kafka client connects to the broker its metadata names as a partition's leader, so each
+broker serves the partitions whose replicas it holds: a Produce or Fetch goes to the replica
+host of this broker's replica (the same calls rafka's own clients make), and a partition this
+broker does not hold gets NOT_LEADER_OR_FOLLOWER, after which the client asks for metadata
+again. Metadata comes from ZooKeeper, with each broker's address from the `endpoints` of its
+registration.
+
+As in Kafka, a connection's requests are answered one at a time and in order (Kafka mutes a
+connection while its request is in flight), a produce with acks=0 gets no answer, a frame larger
+than socket.request.max.bytes or one that does not decode closes the connection, and a
+request for an API or version rafka does not serve is answered with UNSUPPORTED_VERSION.
+Record batches are converted between Kafka's format and rafka's by `wire.records`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from actors.errors import ErrorCode
+from actors.messages import OffsetQuery, PartitionFetch, PartitionProduce
+from actors.offset_manager import OFFSETS_TOPIC
+from logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE
+from logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from wire.listeners import Listener
+from wire.protocol import (
+    Api,
+    MalformedRequestError,
+    UnsupportedRequestError,
+    api_versions_response,
+    encode_response,
+    read_request,
+    unsupported_response,
+)
+from wire.records import UnsupportedCompressionError, from_kafka, to_kafka
+
+if TYPE_CHECKING:
+    from actors.broker import Broker
+
+log = logging.getLogger(__name__)
+
+# Metadata v10+ carries topic ids; rafka names topics only (Kafka's "no id").
+NO_TOPIC_ID = uuid.UUID(int=0)
+
+Handler = Callable[[Api, int, Any], Awaitable[dict[str, Any] | None]]
+
+
+class KafkaListener:
+    """Serves Kafka clients for `broker` on `listener`; `advertised` is what they are told."""
+
+    def __init__(self, broker: Broker, listener: Listener, advertised: Listener | None,
+                 max_request_bytes: int) -> None:
+        self.broker = broker
+        self.listener = listener
+        self.advertised = advertised
+        self.max_request_bytes = max_request_bytes
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task] = set()
+        self._handlers: dict[int, Handler] = {
+            0: self._produce,
+            1: self._fetch,
+            2: self._list_offsets,
+            3: self._metadata,
+            22: self._init_producer_id,
+        }
+
+    async def start(self) -> Listener:
+        """Bind, and return the address to advertise (the bound port where 0 was asked)."""
+        self._server = await asyncio.start_server(self._serve, self.listener.host,
+                                                  self.listener.port)
+        port = self._server.sockets[0].getsockname()[1]
+        if self.advertised is None:
+            self.advertised = Listener(self.listener.host, port)
+        elif self.advertised.port == 0:
+            self.advertised = Listener(self.advertised.host, port)
+        log.info("broker %d serves Kafka's protocol on %s:%d (advertised %s)",
+                 self.broker.broker_id, self.listener.host, port, self.advertised)
+        return self.advertised
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    # --------------------------------------------------------------------- connections
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+                if not 0 <= size <= self.max_request_bytes:
+                    log.warning("closing the connection of %s: a frame of %d bytes (at most "
+                                "socket.request.max.bytes=%d)", peer, size,
+                                self.max_request_bytes)
+                    return
+                response = await self._answer(await reader.readexactly(size))
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client went away, whole frame or not
+        except MalformedRequestError as error:
+            log.warning("closing the connection of %s: %s", peer, error)
+        except Exception:  # a bug: this connection closes, the others go on
+            log.exception("closing the connection of %s after an unexpected error", peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _answer(self, frame: bytes) -> bytes | None:
+        try:
+            api, version, request = read_request(frame)
+        except UnsupportedRequestError as error:
+            log.info("answering %s with UNSUPPORTED_VERSION", error)
+            return unsupported_response(error)
+        correlation_id = request.header.correlation_id
+        if api.key == 18:
+            return api_versions_response(version, correlation_id)
+        fields = await self._handlers[api.key](api, version, request)
+        if fields is None:
+            return None
+        return encode_response(api, version, correlation_id, **fields)
+
+    # ------------------------------------------------------------------------ metadata
+
+    async def _metadata(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        # v0 asks for every topic with an empty list; later versions with null.
+        wanted = None if not request.topics and (version == 0 or request.topics is None) \
+            else [topic.name for topic in request.topics or ()]
+        metadata = await self.broker.metadata(wanted)
+        live = set(metadata["brokers"])
+        response = api.response
+        brokers = []
+        for broker_id, endpoints in sorted(metadata["endpoints"].items()):
+            if endpoints:
+                host, port = endpoints[0]
+                brokers.append(response.MetadataResponseBroker(
+                    node_id=broker_id, host=host, port=port, rack=None))
+        topics = []
+        for name in wanted if wanted is not None else sorted(metadata["topics"]):
+            partitions = metadata["topics"].get(name)
+            if partitions is None:
+                topics.append(response.MetadataResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                    topic_id=NO_TOPIC_ID, is_internal=False, partitions=[]))
+                continue
+            topics.append(response.MetadataResponseTopic(
+                error_code=0, name=name, topic_id=NO_TOPIC_ID,
+                is_internal=name == OFFSETS_TOPIC,
+                partitions=[self._partition_metadata(response, index, state, live)
+                            for index, state in sorted(partitions.items())]))
+        controller = metadata["controller"]
+        return {"throttle_time_ms": 0, "brokers": brokers,
+                "cluster_id": self.broker.cluster_name,
+                "controller_id": -1 if controller is None else controller, "topics": topics}
+
+    @staticmethod
+    def _partition_metadata(response: Any, index: int, state: dict[str, Any],
+                            live: set[int]) -> Any:
+        leader = state["leader"]
+        return response.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=0 if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=index, leader_id=leader, leader_epoch=state["leader_epoch"],
+            replica_nodes=state["replicas"], isr_nodes=state["isr"],
+            offline_replicas=[r for r in state["replicas"] if r not in live])
+
+    # ------------------------------------------------------------------------- produce
+
+    async def _produce(self, api: Api, version: int, request: Any) -> dict[str, Any] | None:
+        if request.transactional_id is not None:
+            errors = {(topic.name, part.index): (ErrorCode.INVALID_REQUEST,
+                                                 "transactions are not supported")
+                      for topic in request.topic_data for part in topic.partition_data}
+            return None if request.acks == 0 else _produce_response(api, errors, {})
+        by_host: dict[Any, list[PartitionProduce]] = {}
+        errors: dict[tuple[str, int], tuple[int, str]] = {}
+        for topic in request.topic_data:
+            for part in topic.partition_data:
+                tp = (topic.name, part.index)
+                host = self.broker.replica_host_for(*tp)
+                if host is None:
+                    errors[tp] = (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                  f"broker {self.broker.broker_id} holds no replica of "
+                                  f"{tp[0]}-{tp[1]}")
+                    continue
+                try:
+                    records = from_kafka(part.records or b"", DEFAULT_MAX_DECOMPRESSED_SIZE)
+                except UnsupportedCompressionError as error:
+                    errors[tp] = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(error))
+                    continue
+                except RecordTooLargeError as error:
+                    errors[tp] = (ErrorCode.MESSAGE_TOO_LARGE, str(error))
+                    continue
+                except CorruptRecordError as error:
+                    errors[tp] = (ErrorCode.CORRUPT_MESSAGE, str(error))
+                    continue
+                except InvalidRecordError as error:
+                    errors[tp] = (ErrorCode.INVALID_RECORD, str(error))
+                    continue
+                by_host.setdefault(host, []).append(PartitionProduce(*tp, records))
+        hosts = list(by_host)
+        answers = await asyncio.gather(
+            *(host.produce.remote(by_host[host], request.acks, request.timeout_ms)
+              for host in hosts), return_exceptions=True)
+        replies: dict[tuple[str, int], dict[str, Any]] = {}
+        for host, answer in zip(hosts, answers, strict=True):
+            for part, reply in _each_reply(by_host[host], answer):
+                replies[(part.topic, part.partition)] = reply
+        if request.acks == 0:
+            return None
+        return _produce_response(api, errors, replies)
+
+    # --------------------------------------------------------------------------- fetch
+
+    async def _fetch(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        by_host: dict[Any, list[PartitionFetch]] = {}
+        order: list[tuple[str, int]] = []
+        for topic in request.topics:
+            for part in topic.partitions:
+                tp = (topic.topic, part.partition)
+                order.append(tp)
+                host = self.broker.replica_host_for(*tp)
+                if host is not None:
+                    by_host.setdefault(host, []).append(PartitionFetch(
+                        *tp, part.fetch_offset, part.partition_max_bytes))
+        hosts = list(by_host)
+        answers = await asyncio.gather(
+            *(host.fetch.remote(by_host[host], request.max_wait_ms, request.min_bytes,
+                                request.max_bytes) for host in hosts), return_exceptions=True)
+        replies: dict[tuple[str, int], dict[str, Any]] = {}
+        for host, answer in zip(hosts, answers, strict=True):
+            for part, reply in _each_reply(by_host[host], answer):
+                replies[(part.topic, part.partition)] = reply
+        response = api.response
+        topics: dict[str, list[Any]] = {}
+        for tp in order:
+            reply = replies.get(tp) or _not_here(self.broker.broker_id, tp)
+            error = reply.get("error", 0)
+            high_watermark = reply.get("high_watermark", -1)
+            topics.setdefault(tp[0], []).append(
+                response.FetchableTopicResponse.PartitionData(
+                    partition_index=tp[1], error_code=error, high_watermark=high_watermark,
+                    last_stable_offset=high_watermark,
+                    log_start_offset=reply.get("log_start_offset", -1),
+                    aborted_transactions=[], preferred_read_replica=-1,
+                    records=to_kafka(reply["records"]) if reply.get("records") else b""))
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+                "responses": [response.FetchableTopicResponse(topic=name, partitions=parts)
+                              for name, parts in topics.items()]}
+
+    # -------------------------------------------------------------------- list offsets
+
+    async def _list_offsets(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        by_host: dict[Any, list[OffsetQuery]] = {}
+        order: list[tuple[str, int]] = []
+        for topic in request.topics:
+            for part in topic.partitions:
+                tp = (topic.name, part.partition_index)
+                order.append(tp)
+                host = self.broker.replica_host_for(*tp)
+                if host is not None:
+                    by_host.setdefault(host, []).append(OffsetQuery(*tp, part.timestamp))
+        hosts = list(by_host)
+        answers = await asyncio.gather(*(host.list_offsets.remote(by_host[host])
+                                         for host in hosts), return_exceptions=True)
+        replies: dict[tuple[str, int], dict[str, Any]] = {}
+        for host, answer in zip(hosts, answers, strict=True):
+            for query, reply in _each_reply(by_host[host], answer):
+                replies[(query.topic, query.partition)] = reply
+        response = api.response.ListOffsetsTopicResponse
+        topics: dict[str, list[Any]] = {}
+        for tp in order:
+            reply = replies.get(tp) or _not_here(self.broker.broker_id, tp)
+            offset = reply.get("offset")
+            topics.setdefault(tp[0], []).append(response.ListOffsetsPartitionResponse(
+                partition_index=tp[1], error_code=reply.get("error", 0), timestamp=-1,
+                offset=-1 if offset is None else offset, leader_epoch=-1))
+        return {"throttle_time_ms": 0,
+                "topics": [response(name=name, partitions=parts)
+                           for name, parts in topics.items()]}
+
+    # ---------------------------------------------------------------- producer ids
+
+    async def _init_producer_id(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        """An idempotent producer's id: random, as rafka's own producers draw theirs (62 bits
+        make a collision unlikely), epoch 0; a producer that asks again with its id (KIP-360)
+        gets the next epoch. Transactions are not served."""
+        if request.transactional_id is not None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
+                    "producer_id": -1, "producer_epoch": -1}
+        if request.producer_id >= 0 and request.producer_epoch >= 0:
+            return {"throttle_time_ms": 0, "error_code": 0, "producer_id": request.producer_id,
+                    "producer_epoch": (request.producer_epoch + 1) % 32768}
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": secrets.randbits(62),
+                "producer_epoch": 0}
+
+
+def _each_reply(parts: list[Any], answer: Any) -> list[tuple[Any, dict[str, Any]]]:
+    """Pair each part of a call to a host with its reply; a host that died or raised answers
+    NOT_LEADER_OR_FOLLOWER for all of them, so the client asks where they are now."""
+    if isinstance(answer, BaseException):
+        log.warning("a replica host did not answer: %r", answer)
+        failed = {"error": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                  "message": f"the replica host did not answer: {answer!r}"}
+        return [(part, failed) for part in parts]
+    return list(zip(parts, answer, strict=True))
+
+
+def _not_here(broker_id: int, tp: tuple[str, int]) -> dict[str, Any]:
+    return {"error": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            "message": f"broker {broker_id} holds no replica of {tp[0]}-{tp[1]}"}
+
+
+def _produce_response(api: Api, errors: dict[tuple[str, int], tuple[int, str]],
+                      replies: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
+    response = api.response.TopicProduceResponse
+    topics: dict[str, list[Any]] = {}
+    for tp in sorted({*errors, *replies}):
+        if tp in errors:
+            code, message = errors[tp]
+            reply: dict[str, Any] = {"error": code, "message": message}
+        else:
+            reply = replies[tp]
+        topics.setdefault(tp[0], []).append(response.PartitionProduceResponse(
+            index=tp[1], error_code=reply.get("error", 0),
+            base_offset=reply.get("base_offset", -1),
+            log_append_time_ms=reply.get("log_append_time", -1),
+            log_start_offset=reply.get("log_start_offset", -1), record_errors=[],
+            error_message=reply.get("message") if reply.get("error") else None))
+    return {"throttle_time_ms": 0,
+            "responses": [response(name=name, partition_responses=parts)
+                          for name, parts in topics.items()]}

@@ -1,0 +1,153 @@
+"""Record batches between Kafka's format and rafka's, checked against kafka-python's own record
+codec (the one its producer writes and its consumer reads): pure, no Ray, no ZooKeeper."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from crc32c import crc32c
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from logstore.batch import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    Record,
+    decode_records,
+    read_header,
+    stamp_batch,
+    validate_batches,
+)
+from logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from wire.records import UnsupportedCompressionError, from_kafka, to_kafka
+
+CODECS = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
+RECORDS = [
+    (b"k0", b"v0", 1_700_000_000_000, [("trace", b"abc")]),
+    (None, b"v1", 1_700_000_000_005, []),
+    (b"k2", None, 1_699_999_999_990, [("a", b""), ("b", None)]),
+]
+# kafka-python's producer sends a batch uncompressed when compressing would not make it smaller.
+COMPRESSIBLE = RECORDS + [(b"k", b"x" * 500, 1_700_000_000_010, [])] * 10
+
+
+def kafka_batch(records=RECORDS, codec: int = 0, producer: tuple[int, int, int] = (-1, -1, -1),
+                transactional: bool = False) -> bytes:
+    """A batch as kafka-python's producer builds it."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec,
+                                        is_transactional=transactional, producer_id=producer[0],
+                                        producer_epoch=producer[1], base_sequence=producer[2],
+                                        batch_size=1 << 30)
+    for delta, (key, value, timestamp, headers) in enumerate(records):
+        builder.append(delta, timestamp, key, value, headers)
+    return bytes(builder.build())
+
+
+def as_consumer_sees(records, base_offset: int = 0) -> list[Record]:
+    return [Record(base_offset + delta, timestamp, key, value, tuple(headers))
+            for delta, (key, value, timestamp, headers) in enumerate(records)]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_kafka_producers_batch_becomes_a_rafka_batch_with_every_field(codec: str) -> None:
+    converted = from_kafka(kafka_batch(COMPRESSIBLE, CODECS[codec], producer=(7, 2, 40)),
+                           DEFAULT_MAX_DECOMPRESSED_SIZE)
+    # The leader takes it as it takes any producer's batch.
+    [header] = validate_batches(converted, 1 << 20, require_keys=False)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 2, 40)
+    assert header.compression == CODECS[codec]
+    assert header.max_timestamp == max(r[2] for r in COMPRESSIBLE)
+    assert decode_records(stamp_batch(converted, 100, 3)) == as_consumer_sees(COMPRESSIBLE, 100)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_stored_batch_goes_to_a_kafka_consumer_with_its_offsets(codec: str) -> None:
+    stored = stamp_batch(from_kafka(kafka_batch(COMPRESSIBLE, CODECS[codec]),
+                                    DEFAULT_MAX_DECOMPRESSED_SIZE), 100, 3)
+    [batch] = [DefaultRecordBatch(to_kafka(stored))]
+    assert batch.validate_crc()
+    assert (batch.base_offset, batch.leader_epoch, batch.compression_type) == (
+        100, 3, CODECS[codec])
+    read = [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch]
+    assert read == [(100 + delta, ts, key, value, headers)
+                    for delta, (key, value, ts, headers) in enumerate(COMPRESSIBLE)]
+
+
+def test_several_batches_and_a_partial_one_at_the_end() -> None:
+    first = stamp_batch(from_kafka(kafka_batch(RECORDS[:1]), DEFAULT_MAX_DECOMPRESSED_SIZE), 0, 1)
+    second = stamp_batch(from_kafka(kafka_batch(RECORDS[1:]), DEFAULT_MAX_DECOMPRESSED_SIZE), 1, 1)
+    converted = to_kafka(first + second + second[:30])  # a fetch cut in the third batch
+    offsets = []
+    position = 0
+    while position < len(converted):
+        size = 12 + struct.unpack_from(">i", converted, position + 8)[0]
+        offsets += [record.offset for record in DefaultRecordBatch(
+            converted[position:position + size])]
+        position += size
+    assert offsets == [0, 1, 2]
+
+
+HEADERS = st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)), max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=40),
+                          st.integers(0, 2**41), HEADERS),
+                min_size=1, max_size=20))
+def test_any_records_make_the_round_trip(records) -> None:
+    stored = stamp_batch(from_kafka(kafka_batch(records), DEFAULT_MAX_DECOMPRESSED_SIZE), 5, 0)
+    assert decode_records(stored) == as_consumer_sees(records, 5)
+    back = [(r.offset, r.timestamp, r.key, r.value, list(r.headers))
+            for r in DefaultRecordBatch(to_kafka(stored))]
+    assert back == [(5 + d, ts, k, v, h) for d, (k, v, ts, h) in enumerate(records)]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_a_flipped_byte_fails_the_crc() -> None:
+    batch = bytearray(kafka_batch())
+    batch[-3] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC-32C"):
+        from_kafka(bytes(batch), DEFAULT_MAX_DECOMPRESSED_SIZE)
+
+
+def test_a_truncated_batch_and_a_lying_length_are_refused() -> None:
+    batch = kafka_batch()
+    with pytest.raises(CorruptRecordError):
+        from_kafka(batch[:-5], DEFAULT_MAX_DECOMPRESSED_SIZE)
+    with pytest.raises(CorruptRecordError):
+        from_kafka(batch[:40], DEFAULT_MAX_DECOMPRESSED_SIZE)
+    lying = bytearray(batch)
+    struct.pack_into(">i", lying, 8, 2**31 - 1)
+    with pytest.raises(CorruptRecordError):
+        from_kafka(bytes(lying), DEFAULT_MAX_DECOMPRESSED_SIZE)
+
+
+def test_an_old_message_format_is_refused() -> None:
+    batch = bytearray(kafka_batch())
+    batch[16] = 1  # magic
+    with pytest.raises(CorruptRecordError, match="magic 1"):
+        from_kafka(bytes(batch), DEFAULT_MAX_DECOMPRESSED_SIZE)
+
+
+def test_transactions_are_refused() -> None:
+    with pytest.raises(InvalidRecordError, match="transactional"):
+        from_kafka(kafka_batch(producer=(7, 0, 0), transactional=True),
+                   DEFAULT_MAX_DECOMPRESSED_SIZE)
+
+
+def test_snappy_is_refused_by_name() -> None:
+    batch = bytearray(kafka_batch())
+    batch[22] |= 2  # attributes: snappy; the CRC must then be made right again
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    assert read_header(bytes(batch)).compression == 2
+    with pytest.raises(UnsupportedCompressionError, match="gzip, lz4 or zstd"):
+        from_kafka(bytes(batch), DEFAULT_MAX_DECOMPRESSED_SIZE)
+
+
+def test_a_compression_bomb_is_refused() -> None:
+    huge = [(None, bytes(1 << 20), 0, [])] * 4
+    with pytest.raises(RecordTooLargeError):
+        from_kafka(kafka_batch(huge, codec=CODECS["zstd"]), 1 << 20)
