@@ -136,6 +136,9 @@ class BrokerConfig:
     advertised_listeners: str | None = None
     # The largest request a Kafka client may send; a larger frame closes its connection.
     socket_request_max_bytes: int = 104_857_600
+    # How long a Kafka group starting from empty waits for more members before its first
+    # generation (Kafka's default; Kafka clients' groups only, see actors/kafka_coordinator.py).
+    group_initial_rebalance_delay_ms: int = 3000
     # Not Kafka's: how many replica-host actors (processes) hold this broker's partition
     # replicas. Each is a Ray worker process (about 65 MB, and about 0.6% of a core even idle);
     # 0 gives every replica an actor of its own, as rafka did before replicas shared hosts.

@@ -11,7 +11,8 @@ As in Kafka, a connection's requests are answered one at a time and in order (Ka
 connection while its request is in flight), a produce with acks=0 gets no answer, a frame larger
 than socket.request.max.bytes or one that does not decode closes the connection, and a
 request for an API or version rafka does not serve is answered with UNSUPPORTED_VERSION.
-Record batches are converted between Kafka's format and rafka's by `wire.records`.
+Record batches are converted between Kafka's format and rafka's by `wire.records`; group
+requests go to the group coordinator (`actors/kafka_coordinator.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from actors.errors import ErrorCode
+from actors.kafka_coordinator import GroupCoordinator
 from actors.messages import OffsetQuery, PartitionFetch, PartitionProduce
 from actors.offset_manager import OFFSETS_TOPIC
 from logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -62,11 +64,19 @@ class KafkaListener:
         self.max_request_bytes = max_request_bytes
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task] = set()
+        self.groups = GroupCoordinator(broker, broker.config.group_initial_rebalance_delay_ms)
         self._handlers: dict[int, Handler] = {
             0: self._produce,
             1: self._fetch,
             2: self._list_offsets,
             3: self._metadata,
+            8: self.groups.offset_commit,
+            9: self.groups.offset_fetch,
+            10: self.groups.find_coordinator,
+            11: self.groups.join_group,
+            12: self.groups.heartbeat,
+            13: self.groups.leave_group,
+            14: self.groups.sync_group,
             22: self._init_producer_id,
         }
 
@@ -74,6 +84,7 @@ class KafkaListener:
         """Bind, and return the address to advertise (the bound port where 0 was asked)."""
         self._server = await asyncio.start_server(self._serve, self.listener.host,
                                                   self.listener.port)
+        self.groups.start()
         port = self._server.sockets[0].getsockname()[1]
         if self.advertised is None:
             self.advertised = Listener(self.listener.host, port)
@@ -84,6 +95,7 @@ class KafkaListener:
         return self.advertised
 
     async def close(self) -> None:
+        await self.groups.close()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):

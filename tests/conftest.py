@@ -154,8 +154,9 @@ def cluster_of_its_own(
     module-scoped fixture (the tests then keep apart by using topics of their own).
     `options` go to `Cluster.start`."""
     chroot = make_chroot(zookeeper, f"{name}-{uuid.uuid4().hex[:8]}")
+    config = {**TEST_BROKER_CONFIG, **options.pop("broker_config", {})}
     cluster = Cluster.start(brokers, name=name, zk=str(chroot),
-                            data_dir=tmp_path_factory.mktemp(name),
-                            broker_config=TEST_BROKER_CONFIG, **options)
+                            data_dir=tmp_path_factory.mktemp(name), broker_config=config,
+                            **options)
     yield cluster
     cluster.shutdown()

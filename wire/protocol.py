@@ -23,12 +23,26 @@ from typing import Any
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -59,12 +73,20 @@ class Api:
 
 
 # From the oldest version that carries v2 record batches (Produce 3, Fetch 4, ListOffsets 1) to
-# the newest that asks nothing rafka lacks (Fetch 13 and Produce 13 name topics by id).
+# the newest that asks nothing rafka lacks (Fetch 13 and Produce 13 name topics by id,
+# FindCoordinator 4 and OffsetFetch 8 batch several groups, OffsetCommit 9 takes member epochs).
 APIS: dict[int, Api] = {api.key: api for api in (
     Api(0, "Produce", ProduceRequest, ProduceResponse, 3, 9),
     Api(1, "Fetch", FetchRequest, FetchResponse, 4, 12),
     Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7),
     Api(3, "Metadata", MetadataRequest, MetadataResponse, 0, 12),
+    Api(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 2, 8),
+    Api(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 1, 7),
+    Api(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, 0, 3),
+    Api(11, "JoinGroup", JoinGroupRequest, JoinGroupResponse, 0, 9),
+    Api(12, "Heartbeat", HeartbeatRequest, HeartbeatResponse, 0, 4),
+    Api(13, "LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, 0, 4),
+    Api(14, "SyncGroup", SyncGroupRequest, SyncGroupResponse, 0, 5),
     Api(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 3),
     Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 4),
 )}

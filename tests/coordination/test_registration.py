@@ -52,6 +52,7 @@ def test_registers_an_ephemeral_znode_with_kafka_fields(store: ClusterStore) -> 
         "host": "10.0.0.5",
         "rack": "r1",
         "replica_hosts": 0,
+        "endpoints": [],
         "version": 1,
         "timestamp": "1700000000000",
     }

@@ -1,20 +1,24 @@
 """kafka-python, unmodified, against rafka's Kafka listener: it produces with acks=all and
 idempotence, its records read by rafka's consumer, and it reads what rafka's producer wrote,
-offsets, keys, values, headers and timestamps the same for both. Bad frames close only their
-own connection and store nothing.
+offsets, keys, values, headers and timestamps the same for both. Two of its consumers share a
+topic in a group, rebalance when one leaves, and a restarted group resumes from its commits.
+Bad frames close only their own connection and store nothing.
 
 One 3-broker cluster for the module, each broker listening on a free port of 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import CommitFailedError, RebalanceInProgressError
 
 from actors import Cluster
 
@@ -28,7 +32,8 @@ BASE_TIMESTAMP_MS = 1_700_000_000_000
 @pytest.fixture(scope="module")
 def cluster(zookeeper, ray_session, tmp_path_factory) -> Iterator[Cluster]:
     yield from cluster_of_its_own(zookeeper, tmp_path_factory, "kafka-python",
-                                  kafka_listeners="PLAINTEXT://127.0.0.1:0")
+                                  kafka_listeners="PLAINTEXT://127.0.0.1:0",
+                                  broker_config={"group.initial.rebalance.delay.ms": 500})
 
 
 def _topic(cluster: Cluster, name: str) -> str:
@@ -156,3 +161,97 @@ def test_bad_frames_close_only_their_connection_and_store_nothing(cluster: Clust
     assert {tp.partition: end for tp, end in ends.items()} == {0: 1, 1: 0, 2: 0}
     wait_until(lambda: _read_all_with_rafka(cluster, topic, 1)[0][3] == b"after", 30,
                "the one good record read back")
+
+
+# ---------------------------------------------------------------------------------- groups
+
+
+class Member(threading.Thread):
+    """One kafka-python consumer of a group, polling in a thread of its own as an application
+    would, committing after each poll; what it read and owns is kept for the test."""
+
+    def __init__(self, cluster: Cluster, topic: str, group: str) -> None:
+        super().__init__(daemon=True)
+        self.config = {"bootstrap_servers": cluster.bootstrap_servers(), "group_id": group,
+                       "auto_offset_reset": "earliest", "enable_auto_commit": False,
+                       "session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000}
+        self.topic = topic
+        self.read: list[tuple[int, int, bytes]] = []
+        self.owned: set[int] = set()
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            consumer = KafkaConsumer(self.topic, **self.config)
+            try:
+                while not self.stop.is_set():
+                    for records in consumer.poll(timeout_ms=300).values():
+                        self.read += [(r.partition, r.offset, r.value) for r in records]
+                    # A rebalance may be under way: the records are read again, as in Kafka.
+                    with contextlib.suppress(CommitFailedError, RebalanceInProgressError):
+                        consumer.commit()
+                    self.owned = {tp.partition for tp in consumer.assignment()}
+            finally:
+                consumer.close()  # leaves the group at once (LeaveGroup)
+        except BaseException as error:
+            self.error = error
+
+    def leave(self) -> None:
+        self.stop.set()
+        self.join(60)
+        assert self.error is None, self.error
+
+
+def _produce(cluster: Cluster, topic: str, values: list[bytes]) -> None:
+    producer = cluster.producer(acks="all")
+    try:
+        for i, value in enumerate(values):
+            producer.send(topic, value=value, partition=i % PARTITIONS)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def _values(*members: Member) -> set[bytes]:
+    return {value for member in members for _p, _o, value in member.read}
+
+
+def test_a_kafka_python_group_shares_rebalances_and_resumes_from_its_commits(
+    cluster: Cluster,
+) -> None:
+    topic = _topic(cluster, "kafka-group")
+    group = "kafka-python-group"
+    first_batch = {f"first-{i}".encode() for i in range(60)}
+    _produce(cluster, topic, sorted(first_batch))
+    first, second = Member(cluster, topic, group), Member(cluster, topic, group)
+    try:
+        wait_until(lambda: first.owned and second.owned
+                   and first.owned | second.owned == set(range(PARTITIONS))
+                   and not first.owned & second.owned, 90,
+                   "the two members sharing the three partitions")
+        wait_until(lambda: _values(first, second) >= first_batch, 60, "every record read")
+        second.leave()
+        wait_until(lambda: first.owned == set(range(PARTITIONS)), 60,
+                   "the remaining member owning every partition")
+        more = {f"more-{i}".encode() for i in range(30)}
+        _produce(cluster, topic, sorted(more))
+        wait_until(lambda: _values(first) >= more, 60, "the new records, read by the one left")
+    finally:
+        first.leave()
+        second.leave()
+    assert _values(first, second) == first_batch | more
+    # The group restarts: it resumes after what it committed, and reads only what is new.
+    last = {f"last-{i}".encode() for i in range(15)}
+    _produce(cluster, topic, sorted(last))
+    restarted = Member(cluster, topic, group)
+    try:
+        wait_until(lambda: _values(restarted) >= last, 90, "the new records after the restart")
+        time.sleep(1)  # time enough to have read anything older, had it started too early
+    finally:
+        restarted.leave()
+    assert _values(restarted) == last
+    # rafka's own view of the group's committed offsets is the same.
+    committed = cluster.committed_offsets(group, [(topic, p) for p in range(PARTITIONS)])
+    assert committed == {(topic, p): 35 for p in range(PARTITIONS)}

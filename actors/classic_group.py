@@ -1,0 +1,337 @@
+"""Kafka's classic consumer-group protocol for one group, without I/O (the shell is the broker's
+Kafka listener, `actors/kafka_coordinator.py`).
+
+Members join (JoinGroup), the coordinator waits until every known member has joined again or the
+rebalance timeout has passed, then opens a new generation and names a leader; the leader
+computes the assignment on its side and hands it over in its SyncGroup, which the coordinator
+relays to every member's SyncGroup. Heartbeats keep a member in the group for its session
+timeout and tell it when a rebalance begins; LeaveGroup ends a membership at once.
+
+States, as Kafka's `GroupMetadata`::
+
+    EMPTY --join--> PREPARING_REBALANCE --all joined / timeout--> COMPLETING_REBALANCE
+    COMPLETING_REBALANCE --leader's sync--> STABLE --join, leave, expiry--> PREPARING_REBALANCE
+
+Every call takes the time (`now_ms`) and returns what to answer: the JoinGroup and SyncGroup
+answers it completed (for the members whose requests are waiting) and error codes, so the shell
+only sends them. Static membership (`group.instance.id`) is not served: such members join as
+dynamic ones.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+
+# Kafka's error codes used by the protocol.
+NONE = 0
+COORDINATOR_NOT_AVAILABLE = 15
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+
+# A member that left, or a commit from outside any generation (Kafka's -1 and "").
+NO_GENERATION = -1
+NO_MEMBER = ""
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+
+
+@dataclass
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    last_heard_ms: int
+    joining: bool = False  # its JoinGroup waits for the rebalance to complete
+    syncing: bool = False  # its SyncGroup waits for the leader's
+    assignment: bytes = b""
+
+    def metadata_for(self, protocol: str) -> bytes:
+        return next(metadata for name, metadata in self.protocols if name == protocol)
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    """A JoinGroup answer; `members` (with their metadata) goes to the leader only."""
+
+    member_id: str
+    error: int = NONE
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = NO_MEMBER
+    members: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    member_id: str
+    error: int = NONE
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass
+class Answers:
+    """What a call completed: JoinGroup and SyncGroup requests now to be answered."""
+
+    joins: list[JoinResult] = field(default_factory=list)
+    syncs: list[SyncResult] = field(default_factory=list)
+
+    def extend(self, other: Answers) -> None:
+        self.joins += other.joins
+        self.syncs += other.syncs
+
+
+class ClassicGroup:
+    """One group's members, generation and assignment."""
+
+    def __init__(self, group_id: str, initial_rebalance_delay_ms: int = 3000,
+                 min_session_timeout_ms: int = 6000,
+                 max_session_timeout_ms: int = 1_800_000) -> None:
+        self.group_id = group_id
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.state = GroupState.EMPTY
+        self.generation_id = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader: str | None = None
+        self.members: dict[str, Member] = {}
+        # When the rebalance under way completes even if some members have not joined again,
+        # and whether it waits that long in any case (the group started from empty).
+        self.rebalance_deadline_ms: int | None = None
+        self._delayed_start = False
+
+    # ---------------------------------------------------------------------------- joining
+
+    def join(self, member_id: str, *, client_id: str, client_host: str,
+             session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+             protocols: list[tuple[str, bytes]], now_ms: int,
+             ) -> tuple[str, JoinResult | None, Answers]:
+        """A JoinGroup: the member's id (a new one for a new member), an immediate answer (an
+        error, or the current generation) or None if the request waits for the rebalance, and
+        whatever the join completed (its own answer among them, possibly)."""
+        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+            return member_id, JoinResult(member_id, INVALID_SESSION_TIMEOUT), Answers()
+        if member_id != NO_MEMBER and member_id not in self.members:
+            return member_id, JoinResult(member_id, UNKNOWN_MEMBER_ID), Answers()
+        if not protocols or not self._compatible(protocol_type, protocols, member_id):
+            return member_id, JoinResult(member_id, INCONSISTENT_GROUP_PROTOCOL), Answers()
+        if member_id == NO_MEMBER:
+            member_id = f"{client_id or 'consumer'}-{uuid.uuid4()}"
+        member = Member(member_id, client_id, client_host, session_timeout_ms,
+                        max(rebalance_timeout_ms, session_timeout_ms), protocol_type,
+                        list(protocols), now_ms, joining=True)
+        previous = self.members.get(member_id)
+        if previous is not None:
+            member.assignment = previous.assignment
+        changed = previous is None or previous.protocols != member.protocols
+        self.members[member_id] = member
+        answers = Answers()
+        if self.state is GroupState.STABLE and not changed and member_id != self.leader:
+            # A follower joining again with nothing new gets the current generation (Kafka
+            # rebalances only for a new member, new metadata, or the leader, which may want to
+            # assign afresh).
+            member.joining = False
+            return member_id, self._join_result(member), answers
+        if self.state is not GroupState.PREPARING_REBALANCE:
+            answers.extend(self._prepare_rebalance(now_ms))
+        answers.extend(self._try_complete_join(now_ms))
+        return member_id, None, answers
+
+    def _compatible(self, protocol_type: str, protocols: list[tuple[str, bytes]],
+                    member_id: str) -> bool:
+        """The same protocol type as the others, and a protocol every member supports."""
+        others = [m for m in self.members.values() if m.member_id != member_id]
+        if any(m.protocol_type != protocol_type for m in others):
+            return False
+        return bool({name for name, _ in protocols}.intersection(
+            *({name for name, _ in m.protocols} for m in others)))
+
+    def _prepare_rebalance(self, now_ms: int) -> Answers:
+        answers = Answers()
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            # Syncs waiting for a leader that will not sync this generation: they join again.
+            answers.syncs += [SyncResult(m.member_id, REBALANCE_IN_PROGRESS)
+                              for m in self.members.values() if m.syncing]
+            for member in self.members.values():
+                member.syncing = False
+        delay = max(m.rebalance_timeout_ms for m in self.members.values())
+        # Kafka's group.initial.rebalance.delay.ms: a group starting from nothing waits that
+        # long for the rest of its members, rather than rebalancing once for each.
+        self._delayed_start = self.state is GroupState.EMPTY
+        if self._delayed_start:
+            delay = min(delay, self.initial_rebalance_delay_ms)
+        self.state = GroupState.PREPARING_REBALANCE
+        self.rebalance_deadline_ms = now_ms + delay
+        return answers
+
+    def _try_complete_join(self, now_ms: int) -> Answers:
+        if self.state is not GroupState.PREPARING_REBALANCE:
+            return Answers()
+        in_time = self.rebalance_deadline_ms is not None and now_ms < self.rebalance_deadline_ms
+        all_joined = all(m.joining for m in self.members.values())
+        if in_time and (self._delayed_start or not all_joined):
+            return Answers()
+        # Members that did not join again in time are out of the group.
+        for member_id in [m.member_id for m in self.members.values() if not m.joining]:
+            del self.members[member_id]
+        self.generation_id += 1
+        self.rebalance_deadline_ms = None
+        if not self.members:
+            self.state = GroupState.EMPTY
+            self.leader = self.protocol_name = self.protocol_type = None
+            return Answers()
+        self.state = GroupState.COMPLETING_REBALANCE
+        if self.leader not in self.members:
+            self.leader = next(iter(self.members))
+        self.protocol_type = self.members[self.leader].protocol_type
+        self.protocol_name = self._choose_protocol()
+        answers = Answers()
+        for member in self.members.values():
+            member.joining = False
+            member.last_heard_ms = now_ms
+            member.assignment = b""
+            answers.joins.append(self._join_result(member))
+        return answers
+
+    def _choose_protocol(self) -> str:
+        """The protocol every member supports that most members list first (Kafka's vote)."""
+        common = set.intersection(*({name for name, _ in m.protocols}
+                                    for m in self.members.values()))
+        votes: dict[str, int] = {}
+        for member in self.members.values():
+            favourite = next(name for name, _ in member.protocols if name in common)
+            votes[favourite] = votes.get(favourite, 0) + 1
+        leader_order = [name for name, _ in self.members[self.leader or ""].protocols]
+        return max(votes, key=lambda name: (votes[name], -leader_order.index(name)))
+
+    def _join_result(self, member: Member) -> JoinResult:
+        assert self.leader is not None and self.protocol_name is not None
+        members = ()
+        if member.member_id == self.leader:
+            members = tuple((m.member_id, m.metadata_for(self.protocol_name))
+                            for m in self.members.values())
+        return JoinResult(member.member_id, NONE, self.generation_id, self.protocol_type,
+                          self.protocol_name, self.leader, members)
+
+    # ---------------------------------------------------------------------------- syncing
+
+    def sync(self, member_id: str, generation_id: int, assignments: dict[str, bytes],
+             now_ms: int) -> tuple[SyncResult | None, Answers]:
+        """A SyncGroup: an immediate answer, or None if it waits for the leader's."""
+        member = self.members.get(member_id)
+        if member is None:
+            return SyncResult(member_id, UNKNOWN_MEMBER_ID), Answers()
+        if generation_id != self.generation_id:
+            return SyncResult(member_id, ILLEGAL_GENERATION), Answers()
+        member.last_heard_ms = now_ms
+        if self.state is GroupState.PREPARING_REBALANCE:
+            return SyncResult(member_id, REBALANCE_IN_PROGRESS), Answers()
+        if self.state is GroupState.STABLE:
+            return self._sync_result(member), Answers()
+        member.syncing = True
+        if member_id != self.leader:
+            return None, Answers()
+        for other in self.members.values():
+            other.assignment = assignments.get(other.member_id, b"")
+        self.state = GroupState.STABLE
+        answers = Answers()
+        for waiting in self.members.values():
+            if waiting.syncing:
+                waiting.syncing = False
+                answers.syncs.append(self._sync_result(waiting))
+        return None, answers
+
+    def _sync_result(self, member: Member) -> SyncResult:
+        return SyncResult(member.member_id, NONE, self.protocol_type, self.protocol_name,
+                          member.assignment)
+
+    # --------------------------------------------------------------- staying and leaving
+
+    def heartbeat(self, member_id: str, generation_id: int, now_ms: int) -> int:
+        member = self.members.get(member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        if generation_id != self.generation_id:
+            return ILLEGAL_GENERATION
+        member.last_heard_ms = now_ms
+        if self.state is GroupState.PREPARING_REBALANCE:
+            return REBALANCE_IN_PROGRESS
+        return NONE
+
+    def leave(self, member_ids: list[str], now_ms: int) -> tuple[dict[str, int], Answers]:
+        """LeaveGroup: an error code per member, and what their leaving completed."""
+        errors = {}
+        answers = Answers()
+        for member_id in member_ids:
+            if member_id not in self.members:
+                errors[member_id] = UNKNOWN_MEMBER_ID
+                continue
+            errors[member_id] = NONE
+            answers.extend(self._remove(member_id, now_ms))
+        return errors, answers
+
+    def _remove(self, member_id: str, now_ms: int) -> Answers:
+        member = self.members.pop(member_id)
+        answers = Answers()
+        if member.joining:
+            answers.joins.append(JoinResult(member_id, UNKNOWN_MEMBER_ID))
+        if member.syncing:
+            answers.syncs.append(SyncResult(member_id, UNKNOWN_MEMBER_ID))
+        if self.leader == member_id:
+            self.leader = None
+        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            if self.members:
+                answers.extend(self._prepare_rebalance(now_ms))
+            else:
+                self.state = GroupState.EMPTY
+        answers.extend(self._try_complete_join(now_ms))
+        return answers
+
+    def tick(self, now_ms: int) -> Answers:
+        """Expire members not heard from within their session timeout (a member waiting in
+        JoinGroup is not: its rebalance timeout applies), and complete a rebalance whose time
+        is up."""
+        answers = Answers()
+        expired = [m.member_id for m in self.members.values()
+                   if not m.joining and now_ms - m.last_heard_ms > m.session_timeout_ms]
+        for member_id in expired:
+            if member_id in self.members:  # a rebalance completed by the last may drop it
+                answers.extend(self._remove(member_id, now_ms))
+        answers.extend(self._try_complete_join(now_ms))
+        return answers
+
+    # ----------------------------------------------------------------------------- offsets
+
+    def check_commit(self, member_id: str, generation_id: int) -> int:
+        """Whether an OffsetCommit may be stored: from a member of the current generation, or
+        from outside any group (`assign()`, generation -1) while the group has no members.
+        While a rebalance is being prepared the current generation may still commit (what it
+        read before giving its partitions up), as in Kafka; between the new generation's joins
+        and the leader's assignment it may not."""
+        if generation_id < 0 and member_id == NO_MEMBER:
+            return NONE if not self.members else UNKNOWN_MEMBER_ID
+        if member_id not in self.members:
+            return UNKNOWN_MEMBER_ID
+        if generation_id != self.generation_id:
+            return ILLEGAL_GENERATION
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            return REBALANCE_IN_PROGRESS
+        return NONE

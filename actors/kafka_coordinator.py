@@ -1,0 +1,294 @@
+"""Kafka's group coordinator, for Kafka clients: FindCoordinator, JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, OffsetCommit and OffsetFetch, served by the broker's Kafka listener.
+
+A group's coordinator is the broker that leads the group's partition of `__consumer_offsets`
+(the one rafka's offset manager already uses), so its commits go through that partition's
+offset manager on this broker, and a rafka consumer reads them as its own. Membership is Kafka's
+classic protocol (`actors/classic_group.py`), kept in memory as Kafka keeps it in its cache:
+when the coordinator moves, clients find the new one and join again, and only the committed
+offsets carry over (Kafka also writes the membership to `__consumer_offsets`; rafka does not).
+
+A group id belongs to one kind of group at a time: a Kafka client cannot join a group that
+rafka's own consumers (ZooKeeper-based, `actors/group_consumer.py`) have members in, and is told
+so (INCONSISTENT_GROUP_PROTOCOL). Committed offsets are shared: both kinds store them in the same
+place, keyed by group id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from actors.classic_group import (
+    INCONSISTENT_GROUP_PROTOCOL,
+    NO_MEMBER,
+    REBALANCE_IN_PROGRESS,
+    Answers,
+    ClassicGroup,
+    JoinResult,
+    SyncResult,
+)
+from actors.errors import ErrorCode
+from actors.group_consumer import ensure_offsets_topic
+from actors.offset_manager import OFFSETS_TOPIC, offsets_partition
+from coordination.groups import GroupStore
+from coordination.models import TopicPartition
+from wire.protocol import Api
+
+if TYPE_CHECKING:
+    from actors.broker import Broker
+
+log = logging.getLogger(__name__)
+
+NOT_COORDINATOR = ErrorCode.NOT_COORDINATOR
+COORDINATOR_NOT_AVAILABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE
+# How often members' sessions and rebalance deadlines are checked.
+TICK_S = 0.1
+COMMIT_TIMEOUT_MS = 5000
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class GroupCoordinator:
+    """The classic groups this broker coordinates, and the requests waiting on them."""
+
+    def __init__(self, broker: Broker, initial_rebalance_delay_ms: int) -> None:
+        self.broker = broker
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.groups: dict[str, ClassicGroup] = {}
+        self._joins: dict[tuple[str, str], asyncio.Future[JoinResult]] = {}
+        self._syncs: dict[tuple[str, str], asyncio.Future[SyncResult]] = {}
+        self._offsets_partitions: int | None = None
+        self._ticker: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._ticker = asyncio.ensure_future(self._tick())
+
+    async def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            for group_id, group in list(self.groups.items()):
+                self._deliver(group_id, group.tick(now_ms()))
+
+    def _deliver(self, group_id: str, answers: Answers) -> None:
+        for join in answers.joins:
+            future = self._joins.pop((group_id, join.member_id), None)
+            if future is not None and not future.done():
+                future.set_result(join)
+        for sync in answers.syncs:
+            waiting = self._syncs.pop((group_id, sync.member_id), None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(sync)
+
+    # ------------------------------------------------------------------- who coordinates
+
+    async def _partition_of(self, group_id: str) -> int | None:
+        """The group's `__consumer_offsets` partition, creating the topic if it is missing."""
+        if self._offsets_partitions is None:
+            metadata = await self.broker.metadata([OFFSETS_TOPIC])
+            if OFFSETS_TOPIC not in metadata["topics"]:
+                assert self.broker.store is not None
+                await asyncio.to_thread(ensure_offsets_topic, self.broker.store)
+                return None  # its partitions get leaders in a moment: the client asks again
+            self._offsets_partitions = len(metadata["topics"][OFFSETS_TOPIC])
+        return offsets_partition(group_id, self._offsets_partitions)
+
+    async def _coordinates(self, group_id: str) -> tuple[int, ClassicGroup | None]:
+        """(0, the group) if this broker coordinates `group_id`, else (error, None)."""
+        partition = await self._partition_of(group_id)
+        if partition is None:
+            return COORDINATOR_NOT_AVAILABLE, None
+        state = self.broker.replica_states.get(TopicPartition(OFFSETS_TOPIC, partition))
+        if state is None or state.leader != self.broker.broker_id:
+            self._forget(group_id)
+            return NOT_COORDINATOR, None
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ClassicGroup(
+                group_id, initial_rebalance_delay_ms=self.initial_rebalance_delay_ms)
+        return 0, group
+
+    def _forget(self, group_id: str) -> None:
+        """The group is coordinated elsewhere now: its waiting requests hear so."""
+        if self.groups.pop(group_id, None) is None:
+            return
+        for waiting in (self._joins, self._syncs):
+            for key in [key for key in waiting if key[0] == group_id]:
+                future = waiting.pop(key)
+                if not future.done():
+                    result = (JoinResult(key[1], NOT_COORDINATOR) if waiting is self._joins
+                              else SyncResult(key[1], NOT_COORDINATOR))
+                    future.set_result(result)  # type: ignore[arg-type]
+
+    async def find_coordinator(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        key = request.key
+        error, node, host, port = COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        if version >= 1 and request.key_type != 0:
+            error = ErrorCode.INVALID_REQUEST  # transactions have no coordinator here
+        elif (partition := await self._partition_of(key)) is not None:
+            metadata = await self.broker.metadata([OFFSETS_TOPIC])
+            leader = metadata["topics"].get(OFFSETS_TOPIC, {}).get(partition, {}).get(
+                "leader", -1)
+            endpoints = metadata["endpoints"].get(leader) or []
+            if endpoints:
+                error, node, (host, port) = 0, leader, endpoints[0]
+        return {"throttle_time_ms": 0, "error_code": error,
+                "error_message": None if error == 0 else "the coordinator is not available yet",
+                "node_id": node, "host": host, "port": port}
+
+    # ------------------------------------------------------------------------ membership
+
+    async def join_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        error, group = await self._coordinates(request.group_id)
+        if group is None:
+            return _join_fields(api, JoinResult(request.member_id, error))
+        if await self._zookeeper_group_has_members(request.group_id):
+            return _join_fields(api, JoinResult(request.member_id, INCONSISTENT_GROUP_PROTOCOL))
+        session_ms = request.session_timeout_ms
+        member_id, immediate, answers = group.join(
+            request.member_id or NO_MEMBER, client_id=request.header.client_id or "",
+            client_host="", session_timeout_ms=session_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else session_ms,
+            protocol_type=request.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+            now_ms=now_ms())
+        if immediate is not None:
+            self._deliver(request.group_id, answers)
+            return _join_fields(api, immediate)
+        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        superseded = self._joins.get((request.group_id, member_id))
+        if superseded is not None and not superseded.done():
+            superseded.set_result(JoinResult(member_id, REBALANCE_IN_PROGRESS))
+        self._joins[(request.group_id, member_id)] = future
+        self._deliver(request.group_id, answers)
+        return _join_fields(api, await future)
+
+    async def sync_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        error, group = await self._coordinates(request.group_id)
+        if group is None:
+            return _sync_fields(SyncResult(request.member_id, error))
+        assignments = {a.member_id: bytes(a.assignment) for a in request.assignments or ()}
+        immediate, answers = group.sync(request.member_id, request.generation_id, assignments,
+                                        now_ms())
+        if immediate is not None:
+            self._deliver(request.group_id, answers)
+            return _sync_fields(immediate)
+        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        self._syncs[(request.group_id, request.member_id)] = future
+        self._deliver(request.group_id, answers)
+        return _sync_fields(await future)
+
+    async def heartbeat(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        error, group = await self._coordinates(request.group_id)
+        if group is not None:
+            error = group.heartbeat(request.member_id, request.generation_id, now_ms())
+        return {"throttle_time_ms": 0, "error_code": error}
+
+    async def leave_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        leaving = ([request.member_id] if version < 3
+                   else [member.member_id for member in request.members])
+        error, group = await self._coordinates(request.group_id)
+        errors: dict[str, int] = dict.fromkeys(leaving, error)
+        if group is not None:
+            errors, answers = group.leave(leaving, now_ms())
+            self._deliver(request.group_id, answers)
+        response = api.response
+        return {"throttle_time_ms": 0,
+                "error_code": error if version >= 3 else next(iter(errors.values()), error),
+                "members": [response.MemberResponse(member_id=member, group_instance_id=None,
+                                                    error_code=code)
+                            for member, code in errors.items()]}
+
+    async def _zookeeper_group_has_members(self, group_id: str) -> bool:
+        assert self.broker.store is not None
+        store = GroupStore(self.broker.store)
+        return bool(await asyncio.to_thread(store.member_ids, group_id))
+
+    # --------------------------------------------------------------------------- offsets
+
+    async def offset_commit(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        error, group = await self._coordinates(request.group_id)
+        if group is not None:
+            error = group.check_commit(request.member_id, request.generation_id_or_member_epoch)
+        entries = [[topic.name, part.partition_index, part.committed_offset,
+                    part.committed_metadata or ""]
+                   for topic in request.topics for part in topic.partitions]
+        if error == 0 and entries:
+            partition = await self._partition_of(request.group_id)
+            host = self.broker.replica_host_for(OFFSETS_TOPIC, partition or 0)
+            try:
+                reply = await host.commit_offsets.remote(partition, request.group_id, entries,
+                                                         COMMIT_TIMEOUT_MS)
+                error = _coordinator_error(reply.get("error", 0))
+            except Exception as failure:  # the offset manager's host died: ask again
+                log.warning("commit of group %s failed: %r", request.group_id, failure)
+                error = NOT_COORDINATOR
+        response = api.response.OffsetCommitResponseTopic
+        return {"throttle_time_ms": 0, "topics": [
+            response(name=topic.name, partitions=[response.OffsetCommitResponsePartition(
+                partition_index=part.partition_index, error_code=error)
+                for part in topic.partitions])
+            for topic in request.topics]}
+
+    async def offset_fetch(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        error, _group = await self._coordinates(request.group_id)
+        wanted = None if request.topics is None else [
+            [topic.name, index] for topic in request.topics for index in topic.partition_indexes]
+        found: dict[tuple[str, int], tuple[int, str]] = {}
+        if error == 0:
+            partition = await self._partition_of(request.group_id)
+            host = self.broker.replica_host_for(OFFSETS_TOPIC, partition or 0)
+            try:
+                reply = await host.fetch_offsets.remote(partition, request.group_id, wanted)
+                error = _coordinator_error(reply.get("error", 0))
+                found = {(t, p): (offset, meta) for t, p, offset, meta in
+                         reply.get("offsets", ())}
+            except Exception as failure:
+                log.warning("offset fetch of group %s failed: %r", request.group_id, failure)
+                error = NOT_COORDINATOR
+        keys = [tuple(tp) for tp in wanted] if wanted is not None else sorted(found)
+        response = api.response.OffsetFetchResponseTopic
+        topics: dict[str, list[Any]] = {}
+        for topic, index in keys:
+            offset, metadata = found.get((topic, index), (-1, ""))
+            topics.setdefault(topic, []).append(response.OffsetFetchResponsePartition(
+                partition_index=index, committed_offset=offset, committed_leader_epoch=-1,
+                metadata=metadata, error_code=0))
+        return {"throttle_time_ms": 0, "error_code": error,
+                "topics": [response(name=name, partitions=parts)
+                           for name, parts in topics.items()]}
+
+
+def _coordinator_error(code: int) -> int:
+    """A group request's answer to what the offset manager said: where the partition moved,
+    the client must find the coordinator again."""
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+        return NOT_COORDINATOR
+    return code
+
+
+def _join_fields(api: Api, result: JoinResult) -> dict[str, Any]:
+    member = api.response.JoinGroupResponseMember
+    return {"throttle_time_ms": 0, "error_code": result.error,
+            "generation_id": result.generation_id, "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name or "", "leader": result.leader,
+            "skip_assignment": False, "member_id": result.member_id,
+            "members": [member(member_id=member_id, group_instance_id=None, metadata=metadata)
+                        for member_id, metadata in result.members]}
+
+
+def _sync_fields(result: SyncResult) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": result.error,
+            "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
+            "assignment": result.assignment}

@@ -1,0 +1,142 @@
+"""Kafka's classic group protocol for one group, as a pure state machine: joins, the leader's
+assignment relayed in SyncGroup, heartbeats, leaving, expiry and timeouts. No Ray, no
+ZooKeeper, no sockets: time is an argument."""
+
+from __future__ import annotations
+
+from actors.classic_group import (
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_SESSION_TIMEOUT,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    ClassicGroup,
+    GroupState,
+)
+
+SESSION_MS = 10_000
+REBALANCE_MS = 30_000
+DELAY_MS = 3_000
+
+
+def join(group: ClassicGroup, member_id: str = "", now: int = 0, client: str = "c",
+         protocols=(("range", b"meta-range"), ("roundrobin", b"meta-rr")),
+         protocol_type: str = "consumer", session_ms: int = SESSION_MS):
+    """(immediate answer or None, what the join completed)."""
+    _member_id, immediate, answers = group.join(
+        member_id, client_id=client, client_host="/127.0.0.1", session_timeout_ms=session_ms,
+        rebalance_timeout_ms=REBALANCE_MS, protocol_type=protocol_type,
+        protocols=list(protocols), now_ms=now)
+    return immediate, answers
+
+
+def stable_group_of_two() -> tuple[ClassicGroup, str, str]:
+    group = ClassicGroup("g", initial_rebalance_delay_ms=DELAY_MS)
+    assert join(group, client="a")[0] is None  # waits: the group starts from empty
+    join(group, client="b", now=100)
+    answers = group.tick(DELAY_MS)  # the initial delay is over
+    joined = {result.member_id: result for result in answers.joins}
+    assert len(joined) == 2 and {r.generation_id for r in joined.values()} == {1}
+    leader = next(iter(joined.values())).leader
+    follower = next(m for m in joined if m != leader)
+    assert joined[leader].members and not joined[follower].members
+    assert group.sync(follower, 1, {}, DELAY_MS)[0] is None  # waits for the leader's
+    _, answers = group.sync(leader, 1, {leader: b"p0", follower: b"p1"}, DELAY_MS)
+    assert {r.member_id: r.assignment for r in answers.syncs} == {leader: b"p0", follower: b"p1"}
+    assert group.state is GroupState.STABLE
+    return group, leader, follower
+
+
+def test_two_members_join_get_one_generation_and_the_leaders_assignment() -> None:
+    group, leader, follower = stable_group_of_two()
+    assert group.leader == leader and group.protocol_name == "range"
+    # The leader saw both members' metadata for the chosen protocol.
+    assert group.heartbeat(follower, 1, DELAY_MS + 1000) == NONE
+
+
+def test_a_third_member_rebalances_without_the_initial_delay() -> None:
+    group, leader, follower = stable_group_of_two()
+    now = DELAY_MS + 1000
+    assert join(group, client="c", now=now)[0] is None
+    assert group.state is GroupState.PREPARING_REBALANCE
+    assert group.heartbeat(leader, 1, now) == REBALANCE_IN_PROGRESS
+    assert join(group, leader, now)[0] is None
+    _, answers = join(group, follower, now)  # the last one back completes it at once
+    assert len(answers.joins) == 3 and {r.generation_id for r in answers.joins} == {2}
+    assert group.state is GroupState.COMPLETING_REBALANCE
+
+
+def test_a_member_leaving_starts_a_rebalance_for_the_rest() -> None:
+    group, leader, follower = stable_group_of_two()
+    errors, _ = group.leave([leader], DELAY_MS + 1)
+    assert errors == {leader: NONE}
+    assert group.heartbeat(follower, 1, DELAY_MS + 2) == REBALANCE_IN_PROGRESS
+    _, answers = join(group, follower, DELAY_MS + 3)
+    [result] = answers.joins
+    assert (result.generation_id, result.leader) == (2, follower)
+    assert group.leave([leader], DELAY_MS + 4)[0] == {leader: UNKNOWN_MEMBER_ID}
+
+
+def test_a_silent_member_expires_after_its_session_timeout() -> None:
+    group, leader, follower = stable_group_of_two()
+    assert group.heartbeat(leader, 1, DELAY_MS + SESSION_MS) == NONE
+    group.tick(DELAY_MS + SESSION_MS)
+    assert follower in group.members  # exactly at the timeout: not yet
+    group.tick(DELAY_MS + SESSION_MS + 1)
+    assert follower not in group.members
+    assert group.state is GroupState.PREPARING_REBALANCE
+
+
+def test_a_member_that_does_not_join_again_is_dropped_at_the_rebalance_timeout() -> None:
+    group, leader, follower = stable_group_of_two()
+    now = DELAY_MS + 10
+    join(group, leader, now)
+    # The follower stays alive, heartbeating, but never joins the new generation.
+    for beat in range(now, now + REBALANCE_MS, SESSION_MS // 2):
+        assert group.heartbeat(follower, 1, beat) == REBALANCE_IN_PROGRESS
+        assert not group.tick(beat).joins
+    assert not group.tick(now + REBALANCE_MS - 1).joins
+    answers = group.tick(now + REBALANCE_MS)
+    assert [r.member_id for r in answers.joins] == [leader]
+    assert set(group.members) == {leader} and group.generation_id == 2
+
+
+def test_an_empty_group_goes_back_to_empty() -> None:
+    group, leader, follower = stable_group_of_two()
+    group.leave([leader, follower], DELAY_MS + 1)
+    assert group.state is GroupState.EMPTY and not group.members
+
+
+def test_requests_that_do_not_fit_are_refused_with_kafkas_errors() -> None:
+    group, _leader, follower = stable_group_of_two()
+    assert join(group, "stranger")[0].error == UNKNOWN_MEMBER_ID
+    assert join(group, session_ms=10)[0].error == INVALID_SESSION_TIMEOUT
+    assert join(group, protocols=[("sticky", b"")])[0].error == INCONSISTENT_GROUP_PROTOCOL
+    assert join(group, protocol_type="connect")[0].error == INCONSISTENT_GROUP_PROTOCOL
+    assert group.sync(follower, 7, {}, DELAY_MS)[0].error == ILLEGAL_GENERATION
+    assert group.heartbeat("stranger", 1, DELAY_MS) == UNKNOWN_MEMBER_ID
+
+
+def test_commits_come_from_the_current_generation_or_from_outside_an_empty_group() -> None:
+    group = ClassicGroup("g")
+    assert group.check_commit("", -1) == NONE  # assign() and commit, no group
+    group, leader, _follower = stable_group_of_two()
+    assert group.check_commit(leader, 1) == NONE
+    assert group.check_commit("", -1) == UNKNOWN_MEMBER_ID  # the group has members
+    assert group.check_commit(leader, 0) == ILLEGAL_GENERATION
+    join(group, client="newcomer", now=DELAY_MS + 1)
+    assert group.check_commit(leader, 1) == NONE  # before giving its partitions up
+    join(group, leader, now=DELAY_MS + 2)
+    group.tick(DELAY_MS + 1 + REBALANCE_MS)  # generation 2, without the old follower
+    assert group.state is GroupState.COMPLETING_REBALANCE
+    assert group.check_commit(leader, 2) == REBALANCE_IN_PROGRESS
+
+
+def test_the_protocol_is_the_one_most_members_prefer() -> None:
+    group = ClassicGroup("g", initial_rebalance_delay_ms=DELAY_MS)
+    join(group, client="a", protocols=[("roundrobin", b"a"), ("range", b"a")])
+    join(group, client="b", protocols=[("roundrobin", b"b"), ("range", b"b")])
+    join(group, client="c", protocols=[("range", b"c"), ("roundrobin", b"c")])
+    answers = group.tick(DELAY_MS)
+    assert {r.protocol_name for r in answers.joins} == {"roundrobin"}
