@@ -1,0 +1,150 @@
+"""confluent-kafka (librdkafka), unmodified, against rafka's Kafka listener: an idempotent
+acks=all producer read back by rafka, rafka's records read by it, a group of two that
+rebalances and resumes from its commits, and a partition leader killed under a producer that
+sends all the while: nothing acknowledged is lost or written twice."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+
+from actors import Cluster
+
+from ..actors.conftest import wait_until
+from .conftest import (
+    PARTITIONS,
+    MemberThread,
+    group_scenario,
+    new_topic,
+    read_with_rafka,
+    sample_records,
+    write_with_rafka,
+)
+
+
+def _producer(cluster: Cluster) -> Producer:
+    return Producer({"bootstrap.servers": cluster.bootstrap_servers(), "acks": "all",
+                     "enable.idempotence": True, "linger.ms": 5})
+
+
+def test_confluent_kafka_produces_and_rafka_reads_the_same_records(
+    kafka_cluster: Cluster,
+) -> None:
+    topic = new_topic(kafka_cluster, "from-confluent-kafka")
+    producer = _producer(kafka_cluster)
+    sent: list[tuple] = []
+    failed: list[str] = []
+
+    def delivered(headers, error, message) -> None:
+        # A delivery report carries no headers: the ones sent are checked against the log.
+        if error is not None:
+            failed.append(str(error))
+            return
+        sent.append((message.partition(), message.offset(), message.key(), message.value(),
+                     message.timestamp()[1], headers))
+
+    for key, value, timestamp, headers in sample_records(300):
+        producer.produce(topic, key=key, value=value, timestamp=timestamp, headers=headers,
+                         on_delivery=functools.partial(delivered, headers))
+    assert producer.flush(60) == 0
+    assert not failed, failed[:3]
+    assert {partition for partition, *_ in sent} == set(range(PARTITIONS))
+    assert read_with_rafka(kafka_cluster, topic, len(sent)) == sorted(sent)
+
+
+def test_confluent_kafka_reads_what_rafkas_producer_wrote(kafka_cluster: Cluster) -> None:
+    topic = new_topic(kafka_cluster, "to-confluent-kafka")
+    written = write_with_rafka(kafka_cluster, topic, sample_records(240))
+    consumer = Consumer({"bootstrap.servers": kafka_cluster.bootstrap_servers(),
+                         "group.id": "unused-assign-only", "enable.auto.commit": False})
+    read: list[tuple] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+
+        def poll() -> bool:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read.append((message.partition(), message.offset(), message.key(),
+                             message.value(), message.timestamp()[1],
+                             list(message.headers() or ())))
+            return len(read) >= len(written)
+        wait_until(poll, 60, "every record")
+    finally:
+        consumer.close()
+    assert sorted(read) == written
+
+
+class ConfluentMember(MemberThread):
+    def consume(self, stop: threading.Event) -> None:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                             "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000})
+        consumer.subscribe([self.topic])
+        try:
+            while not stop.is_set():
+                message = consumer.poll(0.3)
+                if message is not None and message.error() is None:
+                    self.read.append(message.value())
+                    # A rebalance may have taken the partition: then it is read again.
+                    with contextlib.suppress(KafkaException):
+                        consumer.commit(message=message, asynchronous=False)
+                self.owned = {tp.partition for tp in consumer.assignment()}
+        finally:
+            consumer.close()  # leaves the group
+
+
+def test_a_confluent_kafka_group_shares_rebalances_and_resumes_from_its_commits(
+    kafka_cluster: Cluster,
+) -> None:
+    group_scenario(kafka_cluster, new_topic(kafka_cluster, "confluent-group"),
+                   "confluent-group", ConfluentMember)
+
+
+def test_a_leader_killed_under_a_confluent_producer_loses_nothing(start_cluster) -> None:
+    cluster = start_cluster(3, kafka_listeners="PLAINTEXT://127.0.0.1:0")
+    topic = new_topic(cluster, "leader-moves")
+    producer = _producer(cluster)
+    acknowledged: dict[bytes, tuple[int, int]] = {}
+    failed: list[str] = []
+
+    def delivered(error, message) -> None:
+        if error is not None:
+            failed.append(str(error))
+        else:
+            acknowledged[message.value()] = (message.partition(), message.offset())
+
+    stop = threading.Event()
+
+    def send() -> None:
+        sequence = 0
+        while not stop.is_set():
+            for _ in range(50):
+                producer.produce(topic, value=f"r-{sequence}".encode(), on_delivery=delivered)
+                sequence += 1
+            producer.poll(0)
+            time.sleep(0.05)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    try:
+        wait_until(lambda: len(acknowledged) >= 500, 60, "writes before the fault")
+        leader = cluster.describe_topic(topic)["partitions"][0]["leader"]
+        cluster.kill_broker(leader)
+        before = len(acknowledged)
+        wait_until(lambda: len(acknowledged) >= before + 1500, 90,
+                   "writes acknowledged after the leader was killed")
+    finally:
+        stop.set()
+        sender.join(30)
+    assert producer.flush(60) == 0
+    assert not failed, failed[:3]
+    total = sum(p["high_watermark"] for p in cluster.describe_topic(topic)["partitions"])
+    records = read_with_rafka(cluster, topic, total)
+    stored = {value: (partition, offset) for partition, offset, _k, value, _t, _h in records}
+    assert len(stored) == len(records) == total, "a record was written twice"
+    lost = {value for value, where in acknowledged.items() if stored.get(value) != where}
+    assert not lost, sorted(lost)[:5]
