@@ -34,9 +34,10 @@ from actors.offset_manager import OFFSETS_TOPIC
 from actors.producer import Producer
 from actors.runtime import init_ray
 from actors.stack import LocalStack
+from actors.topics import create_topic
 from coordination.admin import TopicAdmin
 from coordination.election import read_controller
-from coordination.errors import BrokerIdInUseError, InvalidReplicationFactorError
+from coordination.errors import BrokerIdInUseError
 from coordination.groups import GroupStore
 from coordination.models import TopicPartition
 from coordination.registration import read_brokers
@@ -264,22 +265,7 @@ class Cluster:
         timeout_s: float = 60.0,
     ) -> None:
         """Create a topic; with `wait`, return once every partition has a leader."""
-        validate_topic_name(name)
-        topic_config = TopicConfig.from_dict(config)
-        live = len(read_brokers(self.store))
-        if replication_factor > live:
-            raise InvalidReplicationFactorError(
-                f"replication factor {replication_factor} is larger than the {live} live "
-                f"brokers: start more brokers or lower the replication factor"
-            )
-        if topic_config.min_insync_replicas > replication_factor:
-            # Kafka accepts it, but then acks=all can never succeed; say so now.
-            raise InvalidReplicationFactorError(
-                f"min.insync.replicas={topic_config.min_insync_replicas} is larger than the "
-                f"replication factor {replication_factor}: acks=all writes could never succeed"
-            )
-        self.admin.create_topic_auto(name, partitions, replication_factor,
-                                     topic_config.overrides())
+        create_topic(self.store, name, partitions, replication_factor, config)
         if wait:
             _wait_for(lambda: self._all_online(name), timeout_s,
                       f"every partition of {name!r} to have a leader")

@@ -85,6 +85,11 @@ class TopicConfig:
                 raise _unknown(str(key), known, "topic")
         return cls(LogConfig.from_dict(log_values), min_isr, unclean)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting, by its Kafka name."""
+        return {**self.log.to_dict(), "min.insync.replicas": self.min_insync_replicas,
+                "unclean.leader.election.enable": self.unclean_leader_election_enable}
+
     def overrides(self) -> dict[str, str]:
         """The settings that differ from the defaults, as strings (what ZooKeeper stores)."""
         defaults = TopicConfig()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
     from actors.broker import Broker
 
 log = logging.getLogger(__name__)
+
+# The address of the client whose request is being answered (set per connection by the
+# listener), as Kafka reports a member's client host.
+CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 
 NOT_COORDINATOR = ErrorCode.NOT_COORDINATOR
 COORDINATOR_NOT_AVAILABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -158,7 +163,7 @@ class GroupCoordinator:
         session_ms = request.session_timeout_ms
         member_id, immediate, answers = group.join(
             request.member_id or NO_MEMBER, client_id=request.header.client_id or "",
-            client_host="", session_timeout_ms=session_ms,
+            client_host=CLIENT_HOST.get(), session_timeout_ms=session_ms,
             rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else session_ms,
             protocol_type=request.protocol_type,
             protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
@@ -209,6 +214,38 @@ class GroupCoordinator:
                 "members": [response.MemberResponse(member_id=member, group_instance_id=None,
                                                     error_code=code)
                             for member, code in errors.items()]}
+
+    async def list_groups(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        """The groups this broker coordinates (Kafka's admin clients ask every broker)."""
+        wanted = set(request.states_filter or ()) if version >= 4 else set()
+        listed = api.response.ListedGroup
+        return {"throttle_time_ms": 0, "error_code": 0, "groups": [
+            listed(group_id=group_id, protocol_type=group.protocol_type or "",
+                   group_state=group.state.value, group_type="classic")
+            for group_id, group in sorted(self.groups.items())
+            if not wanted or group.state.value in wanted]}
+
+    async def describe_groups(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        described = api.response.DescribedGroup
+        results = []
+        for group_id in request.groups:
+            error, _known = await self._coordinates(group_id)
+            group = self.groups.get(group_id) if error == 0 else None
+            members = []
+            if group is not None:
+                members = [described.DescribedGroupMember(
+                    member_id=m.member_id, group_instance_id=None, client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=(m.metadata_for(group.protocol_name)
+                                     if group.protocol_name else b""),
+                    member_assignment=m.assignment) for m in group.members.values()]
+            results.append(described(
+                error_code=error, error_message=None, group_id=group_id,
+                group_state=group.state.value if group is not None else "Dead",
+                protocol_type=(group.protocol_type or "") if group is not None else "",
+                protocol_data=(group.protocol_name or "") if group is not None else "",
+                members=members))
+        return {"throttle_time_ms": 0, "groups": results}
 
     async def _zookeeper_group_has_members(self, group_id: str) -> bool:
         assert self.broker.store is not None

@@ -12,7 +12,8 @@ connection while its request is in flight), a produce with acks=0 gets no answer
 than socket.request.max.bytes or one that does not decode closes the connection, and a
 request for an API or version rafka does not serve is answered with UNSUPPORTED_VERSION.
 Record batches are converted between Kafka's format and rafka's by `wire.records`; group
-requests go to the group coordinator (`actors/kafka_coordinator.py`).
+requests go to the group coordinator (`actors/kafka_coordinator.py`), topic administration to
+`actors/kafka_admin.py`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from actors.errors import ErrorCode
-from actors.kafka_coordinator import GroupCoordinator
+from actors.kafka_admin import TopicAdministration
+from actors.kafka_coordinator import CLIENT_HOST, GroupCoordinator
 from actors.messages import OffsetQuery, PartitionFetch, PartitionProduce
 from actors.offset_manager import OFFSETS_TOPIC
 from logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -65,6 +67,7 @@ class KafkaListener:
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task] = set()
         self.groups = GroupCoordinator(broker, broker.config.group_initial_rebalance_delay_ms)
+        self.topics = TopicAdministration(broker)
         self._handlers: dict[int, Handler] = {
             0: self._produce,
             1: self._fetch,
@@ -77,7 +80,12 @@ class KafkaListener:
             12: self.groups.heartbeat,
             13: self.groups.leave_group,
             14: self.groups.sync_group,
+            15: self.groups.describe_groups,
+            16: self.groups.list_groups,
+            19: self.topics.create_topics,
+            20: self.topics.delete_topics,
             22: self._init_producer_id,
+            32: self.topics.describe_configs,
         }
 
     async def start(self) -> Listener:
@@ -110,6 +118,7 @@ class KafkaListener:
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        CLIENT_HOST.set(f"/{peer[0]}" if peer else "")
         try:
             while True:
                 size = int.from_bytes(await reader.readexactly(4), "big", signed=True)

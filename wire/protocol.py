@@ -20,6 +20,18 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -87,8 +99,13 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api(12, "Heartbeat", HeartbeatRequest, HeartbeatResponse, 0, 4),
     Api(13, "LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, 0, 4),
     Api(14, "SyncGroup", SyncGroupRequest, SyncGroupResponse, 0, 5),
+    Api(15, "DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, 0, 4),
+    Api(16, "ListGroups", ListGroupsRequest, ListGroupsResponse, 0, 4),
     Api(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 3),
+    Api(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, 0, 4),
+    Api(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, 0, 5),
     Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+    Api(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, 0, 3),
 )}
 API_VERSIONS = APIS[18]
 

@@ -11,8 +11,15 @@ import socket
 import struct
 import threading
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import CommitFailedError, RebalanceInProgressError
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka.errors import (
+    CommitFailedError,
+    InvalidReplicationFactorError,
+    RebalanceInProgressError,
+    TopicAlreadyExistsError,
+)
 
 from actors import Cluster
 
@@ -93,6 +100,49 @@ def test_a_kafka_python_group_shares_rebalances_and_resumes_from_its_commits(
 ) -> None:
     group_scenario(kafka_cluster, new_topic(kafka_cluster, "kafka-python-group"),
                    "kafka-python-group", KafkaPythonMember)
+
+
+def test_kafka_pythons_admin_client_creates_describes_lists_and_deletes(
+    kafka_cluster: Cluster,
+) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers())
+    consumer = None
+    try:
+        admin.create_topics([NewTopic("made-by-admin", 4, 2,
+                                      topic_configs={"retention.ms": "3600000"})])
+        described = kafka_cluster.describe_topic("made-by-admin")
+        assert described["config"] == {"retention.ms": "3600000"}
+        assert [len(p["replicas"]) for p in described["partitions"]] == [2] * 4
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([NewTopic("made-by-admin", 1, 1)])
+        with pytest.raises(InvalidReplicationFactorError, match="3 live brokers"):
+            admin.create_topics([NewTopic("too-replicated", 1, 5)])
+        configs = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "made-by-admin")],
+            config_filter="all")["topic"]["made-by-admin"]
+        assert configs["retention.ms"]["value"] == "3600000"
+        assert configs["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+        assert configs["min.insync.replicas"]["config_source"] == "DEFAULT_CONFIG"
+        # A group of one, listed and described by the broker that coordinates it.
+        consumer = KafkaConsumer("made-by-admin", group_id="listed-group",
+                                 bootstrap_servers=kafka_cluster.bootstrap_servers())
+        wait_until(lambda: consumer.poll(timeout_ms=200) is not None and consumer.assignment(),
+                   60, "the consumer owning the partitions")
+        assert {"group_id": "listed-group", "protocol_type": "consumer",
+                "group_state": "Stable"} in admin.list_groups()
+        group = admin.describe_groups(["listed-group"])["listed-group"]
+        [member] = group["members"]
+        assert (group["group_state"], member["client_host"]) == ("Stable", "/127.0.0.1")
+        assert member["member_assignment"]["assigned_partitions"] == [
+            {"topic": "made-by-admin", "partitions": [0, 1, 2, 3]}]
+        consumer.close()
+        consumer = None
+        admin.delete_topics(["made-by-admin"])
+        assert not kafka_cluster.topic_exists("made-by-admin")
+    finally:
+        if consumer is not None:
+            consumer.close()
+        admin.close()
 
 
 # --------------------------------------------------------------------------- bad input

@@ -1,0 +1,45 @@
+"""Creating a topic, checked as rafka checks it whoever asks (`Cluster.create_topic`, a Kafka
+client's CreateTopics): the name, the config, the replication factor against the live brokers
+and against min.insync.replicas. The controller then creates the partitions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from actors.config import TopicConfig
+from coordination.admin import TopicAdmin
+from coordination.assignment import assign_replicas
+from coordination.errors import InvalidReplicationFactorError, TopicExistsError
+from coordination.registration import read_brokers
+from coordination.store import ClusterStore
+from coordination.validation import validate_topic_name
+
+
+def create_topic(store: ClusterStore, name: str, partitions: int, replication_factor: int,
+                 config: Mapping[str, Any] | None = None, *, validate_only: bool = False) -> None:
+    """Write the topic's assignment and config to ZooKeeper (or, with `validate_only`, only
+    check that it could be): `InvalidTopicError`, `InvalidConfigError`,
+    `InvalidReplicationFactorError`, `InvalidPartitionsError` or `TopicExistsError` if not."""
+    validate_topic_name(name)
+    topic_config = TopicConfig.from_dict(config)
+    live = len(read_brokers(store))
+    if replication_factor > live:
+        raise InvalidReplicationFactorError(
+            f"replication factor {replication_factor} is larger than the {live} live "
+            f"brokers: start more brokers or lower the replication factor"
+        )
+    if topic_config.min_insync_replicas > replication_factor:
+        # Kafka accepts it, but then acks=all can never succeed; say so now.
+        raise InvalidReplicationFactorError(
+            f"min.insync.replicas={topic_config.min_insync_replicas} is larger than the "
+            f"replication factor {replication_factor}: acks=all writes could never succeed"
+        )
+    admin = TopicAdmin(store)
+    if validate_only:
+        if admin.topic_exists(name):
+            raise TopicExistsError(f"topic {name!r} exists already: choose another name")
+        brokers = {broker: info.rack for broker, info in read_brokers(store).items()}
+        assign_replicas(brokers, partitions, replication_factor)  # raises what it cannot do
+        return
+    admin.create_topic_auto(name, partitions, replication_factor, topic_config.overrides())
