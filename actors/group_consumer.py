@@ -190,16 +190,23 @@ class GroupConsumer(Consumer):
         self._pending_commits: list[Any] = []
         self.lag = ConsumerLag(self.group)
         self._high_watermark_read_at: dict[TopicPartition, float] = {}
-        for topic in self.topics:
-            self.metadata.partition_count(topic)  # UnknownTopicError now, not in a rebalance
-        if self.config.offsets_storage == "kafka":
-            ensure_offsets_topic(self.store)
-        self.store.add_session_listener(self._on_session)
-        self.registration = self.groups.register_member(
-            self.group, self.member_id, dict.fromkeys(self.topics, 1),
-            on_registered=self._rebalance_needed.set,
-            on_unregistered=self._lose_everything,
-        )
+        try:
+            for topic in self.topics:
+                self.metadata.partition_count(topic)  # UnknownTopicError now, not later
+            if self.config.offsets_storage == "kafka":
+                ensure_offsets_topic(self.store)
+            self.store.add_session_listener(self._on_session)
+            # InconsistentGroupProtocolError while Kafka clients are members of the group.
+            self.registration = self.groups.register_member(
+                self.group, self.member_id, dict.fromkeys(self.topics, 1),
+                on_registered=self._rebalance_needed.set,
+                on_unregistered=self._lose_everything,
+            )
+        except BaseException:  # a consumer that could not join holds no session or thread
+            self._async_commits.shutdown(wait=False)
+            self.store.close()
+            super().close()
+            raise
         watches = ClusterWatches(self.store)
         self._watches = [
             watches.watch_group_members(self.group, lambda _m: self._rebalance_needed.set()),

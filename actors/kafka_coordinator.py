@@ -10,8 +10,10 @@ offsets carry over (Kafka also writes the membership to `__consumer_offsets`; ra
 
 A group id belongs to one kind of group at a time: a Kafka client cannot join a group that
 rafka's own consumers (ZooKeeper-based, `actors/group_consumer.py`) have members in, and is told
-so (INCONSISTENT_GROUP_PROTOCOL). Committed offsets are shared: both kinds store them in the same
-place, keyed by group id.
+so (INCONSISTENT_GROUP_PROTOCOL); while Kafka clients are members, the coordinator keeps an
+ephemeral `/consumers/<group>/kafka_members` znode, and rafka's consumers refuse to join
+(`InconsistentGroupProtocolError`). Committed offsets are shared: both kinds store them in the
+same place, keyed by group id.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from actors.classic_group import (
 from actors.errors import ErrorCode
 from actors.group_consumer import ensure_offsets_topic
 from actors.offset_manager import OFFSETS_TOPIC, offsets_partition
+from coordination.errors import CoordinationError
 from coordination.groups import GroupStore
 from coordination.models import TopicPartition
 from wire.protocol import Api
@@ -70,6 +73,8 @@ class GroupCoordinator:
         self._syncs: dict[tuple[str, str], asyncio.Future[SyncResult]] = {}
         self._offsets_partitions: int | None = None
         self._ticker: asyncio.Task | None = None
+        # The groups marked in ZooKeeper as having Kafka-protocol members (see `_mark`).
+        self._marked: set[str] = set()
 
     def start(self) -> None:
         self._ticker = asyncio.ensure_future(self._tick())
@@ -85,6 +90,27 @@ class GroupCoordinator:
             await asyncio.sleep(TICK_S)
             for group_id, group in list(self.groups.items()):
                 self._deliver(group_id, group.tick(now_ms()))
+            await self._mark()
+
+    async def _mark(self) -> None:
+        """Keep ZooKeeper's mark on each group with Kafka-protocol members here, so that
+        rafka's own consumers refuse to join it (`GroupStore.register_member`)."""
+        with_members = {group_id for group_id, group in self.groups.items() if group.members}
+        store = GroupStore(self.broker.store) if self.broker.store is not None else None
+        if store is None or with_members == self._marked:
+            return
+        for group_id in with_members - self._marked:
+            try:
+                await asyncio.to_thread(store.mark_kafka_group, group_id, self.broker.broker_id)
+                self._marked.add(group_id)
+            except CoordinationError as error:  # tried again on the next tick
+                log.warning("could not mark group %s as Kafka's: %s", group_id, error)
+        for group_id in self._marked - with_members:
+            try:
+                await asyncio.to_thread(store.unmark_kafka_group, group_id)
+                self._marked.discard(group_id)
+            except CoordinationError as error:
+                log.warning("could not unmark group %s: %s", group_id, error)
 
     def _deliver(self, group_id: str, answers: Answers) -> None:
         for join in answers.joins:

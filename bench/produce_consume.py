@@ -20,6 +20,11 @@ median of the runs:
 * ``send_rf1`` / ``send_rf3``: one ``send()`` per record, same topics and acks.
 * ``consume``: one consumer reading from the beginning everything ``produce_rf1`` wrote (if that
   phase is not selected, the records are produced first, untimed).
+* ``kafka_clients``: one RF 3 topic written by rafka's producer (one ``send()`` per record,
+  ``acks=all``) and by confluent-kafka's (librdkafka; idempotent, ``acks=all``, one ``produce()``
+  per record) through the brokers' Kafka listeners, ``--kafka-records`` (200,000) each, then read
+  whole by rafka's consumer and by confluent-kafka's (assigned from the beginning): how a Kafka
+  client fares on rafka beside rafka's own, in one run.
 * ``latency``: a producer thread sending at a steady ``--rate`` records/s (5,000) to an RF 3
   ``acks=all`` topic, each value carrying its ``time.perf_counter_ns()`` send time, while the main
   thread polls a consumer; latency = the time ``poll`` returned the record - its send time.
@@ -80,7 +85,7 @@ from actors.client_config import ConsumerConfig, ProducerConfig  # noqa: E402
 from logstore.batch import build_batch  # noqa: E402
 
 ALL_PHASES = ("baseline", "produce_rf1", "produce_rf3", "send_rf1", "send_rf3", "consume",
-              "latency")
+              "latency", "kafka_clients")
 
 TARGETS = {
     "produce_batch_rf1_acks1": 500_000,
@@ -481,6 +486,69 @@ class Bench:
             "cpu": meter.result,
         }
 
+    # -- a Kafka client beside rafka's ---------------------------------------------------------
+
+    def kafka_produce(self, topic: str, records: int, profile: bool) -> dict[str, Any]:
+        """confluent-kafka's producer (librdkafka), idempotent, acks=all, one produce() per
+        record, through the brokers' Kafka listeners; timed to the end of flush()."""
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.cluster.bootstrap_servers(),
+                             "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+        failed: list[Any] = []
+
+        def delivered(error: Any, _message: Any) -> None:
+            if error is not None:
+                failed.append(error)
+
+        producer.list_topics(topic, timeout=30)  # metadata before the clock starts
+        value = self.value
+        with self.measure(f"kafka-produce-{topic}", topic, profile) as meter:
+            started = time.perf_counter()
+            for _ in range(records):
+                while True:
+                    try:
+                        producer.produce(topic, value, on_delivery=delivered)
+                        break
+                    except BufferError:  # its queue is full: let deliveries drain
+                        producer.poll(0.01)
+                producer.poll(0)
+            left = producer.flush(300)
+            elapsed = time.perf_counter() - started
+        if failed or left:
+            raise RuntimeError(f"{topic}: {len(failed)} failed, {left} undelivered "
+                               f"({failed[:1]})")
+        return {"seconds": round(elapsed, 3), "records_per_s": round(records / elapsed),
+                "mb_per_s": round(records * self.args.record_size / elapsed / 1e6, 1),
+                "cpu": meter.result}
+
+    def kafka_consume(self, topic: str, expected: int, profile: bool) -> dict[str, Any]:
+        """confluent-kafka's consumer reading the topic from the beginning (assigned, no
+        group), timed to the message that completes the count."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.cluster.bootstrap_servers(),
+                             "group.id": f"bench-{topic}", "enable.auto.commit": False})
+        partitions = len(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        count = nbytes = 0
+        try:
+            with self.measure(f"kafka-consume-{topic}", topic, profile) as meter:
+                started = time.perf_counter()
+                deadline = started + max(60.0, expected / 20_000)
+                while count < expected:
+                    for message in consumer.consume(num_messages=10_000, timeout=1.0):
+                        if message.error() is None:
+                            count += 1
+                            nbytes += len(message.value())
+                    if time.perf_counter() > deadline:
+                        raise RuntimeError(f"{topic}: consumed {count} of {expected} in time")
+                elapsed = time.perf_counter() - started
+        finally:
+            consumer.close()
+        return {"seconds": round(elapsed, 3), "records_per_s": round(count / elapsed),
+                "mb_per_s": round(nbytes / elapsed / 1e6, 1), "cpu": meter.result}
+
     # -- end-to-end latency -------------------------------------------------------------------
 
     def latency(self, topic: str, profile: bool) -> dict[str, Any]:
@@ -599,7 +667,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     name = f"bench-{os.getpid()}"
     started = time.perf_counter()
     cluster = Cluster.start(brokers=3, name=name, data_dir=args.data_dir,
-                            broker_config={})
+                            broker_config={},
+                            kafka_listeners="PLAINTEXT://127.0.0.1:0"
+                            if "kafka_clients" in phases else None)
     setup_s = time.perf_counter() - started
     try:
         bench = Bench(cluster, args, profiler)
@@ -639,6 +709,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 timed(f"produce_batch_rf3_acksall_p{many}", bench.produce, topic, "all",
                       per_record=False, records=args.records, profile=False)
                 bench.drop(topic)
+            if "kafka_clients" in phases:
+                # One topic, written and read by rafka's clients and by confluent-kafka's.
+                topic = bench.topic(f"kafka-clients-rf3-{rep}", 3)
+                timed("rafka_send_per_record_rf3_acksall_same_topic", bench.produce, topic,
+                      "all", per_record=True, records=args.kafka_records, profile=False)
+                timed("kafka_produce_rf3_acksall", bench.kafka_produce, topic,
+                      args.kafka_records, profile)
+                timed("rafka_consume_rf3_same_topic", bench.consume, topic,
+                      2 * args.kafka_records, False)
+                timed("kafka_consume_rf3", bench.kafka_consume, topic, 2 * args.kafka_records,
+                      profile)
+                bench.drop(topic)
             if "latency" in phases:
                 topic = bench.topic(f"latency-rf3-{rep}", 3)
                 timed("latency_rf3_acksall", bench.latency, topic, profile)
@@ -664,6 +746,10 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
         ("send_per_record_rf1_acks1", TARGETS["send_per_record_rf1_acks1"]),
         ("send_per_record_rf3_acksall", None),
         ("consume_rf1", TARGETS["consume_rf1"]),
+        ("rafka_send_per_record_rf3_acksall_same_topic", None),
+        ("kafka_produce_rf3_acksall", None),
+        ("rafka_consume_rf3_same_topic", None),
+        ("kafka_consume_rf3", None),
     ]:
         if name not in runs:
             continue
@@ -725,6 +811,7 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
         "config": {
             "records": args.records,
             "send_records": args.send_records,
+            "kafka_records": args.kafka_records,
             "record_size": args.record_size,
             "partitions": args.partitions,
             "brokers": 3,
@@ -816,6 +903,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000,
                         help="records per batch-produce run (and consumed)")
+    parser.add_argument("--kafka-records", type=int, default=200_000,
+                        help="records each client writes in the kafka_clients phase")
     parser.add_argument("--send-records", type=int, default=500_000,
                         help="records per per-record send() run")
     parser.add_argument("--record-size", type=int, default=100)
@@ -857,6 +946,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.records = min(args.records, 50_000)
         args.send_records = min(args.send_records, 20_000)
+        args.kafka_records = min(args.kafka_records, 20_000)
         args.repeats = 1
         args.latency_seconds = min(args.latency_seconds, 2.0)
         args.warmup_seconds = min(args.warmup_seconds, 0.5)

@@ -118,6 +118,11 @@ class InvalidTopicConfigError(CoordinationError, ValueError):
     """A topic config override whose name or value cannot be stored."""
 
 
+class InconsistentGroupProtocolError(CoordinationError):
+    """A group id in use by the other kind of group: Kafka clients' (Kafka's group protocol)
+    or rafka's own consumers' (in ZooKeeper). Kafka's INCONSISTENT_GROUP_PROTOCOL."""
+
+
 class PartitionOwnedError(CoordinationError):
     """Another member of the consumer group owns the partition."""
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from coordination import layout
 from coordination.errors import (
     CoordinationError,
+    InconsistentGroupProtocolError,
     MemberIdInUseError,
     PartitionOwnedError,
     StaleVersionError,
@@ -98,9 +99,16 @@ class GroupStore:
     ) -> MemberRegistration:
         """Register a member (ephemeral) with its subscription `{topic: streams}`.
 
-        Raises `MemberIdInUseError` if another live session registered the same id. Call
+        Raises `MemberIdInUseError` if another live session registered the same id, and
+        `InconsistentGroupProtocolError` while Kafka clients are members of the group. Call
         `unregister()` on the result when the consumer leaves.
         """
+        holder = self.kafka_coordinator(group)
+        if holder is not None:
+            raise InconsistentGroupProtocolError(
+                f"group {group!r} has Kafka-protocol members (coordinated by broker {holder}): "
+                f"a group id belongs to Kafka clients or to rafka's consumers, not both at once; "
+                f"use another group id")
         if not isinstance(subscription, MemberSubscription):
             for topic in subscription:
                 validate_topic_name(topic)
@@ -114,6 +122,21 @@ class GroupStore:
             on_unregistered=on_unregistered,
         )
         return registration.register()
+
+    def kafka_coordinator(self, group: str) -> int | None:
+        """The broker whose Kafka clients are members of `group` now, if any."""
+        found = self.store.read_optional(layout.group_kafka_marker_path(group))
+        return None if found is None else int(found.value["broker"])
+
+    def mark_kafka_group(self, group: str, broker_id: int) -> None:
+        """Say, for the life of this session, that Kafka clients are members of `group`."""
+        with contextlib.suppress(ZNodeExistsError):  # marked already (by an earlier call)
+            self.store.create(layout.group_kafka_marker_path(group), {"broker": broker_id},
+                              ephemeral=True)
+
+    def unmark_kafka_group(self, group: str) -> None:
+        with contextlib.suppress(ZNodeMissingError):
+            self.store.delete(layout.group_kafka_marker_path(group))
 
     def member_ids(self, group: str) -> list[str]:
         return self.store.children_or_empty(layout.group_ids_path(group))

@@ -103,6 +103,12 @@ def member_path(group: str, member: str) -> str:
     return f"{group_ids_path(group)}/{validate_member_id(member)}"
 
 
+def group_kafka_marker_path(group: str) -> str:
+    """Ephemeral, while Kafka clients are members of the group (not Kafka's: see
+    actors/kafka_coordinator.py); rafka's own consumers may not join it meanwhile."""
+    return f"{group_path(group)}/kafka_members"
+
+
 def group_owners_path(group: str) -> str:
     return f"{group_path(group)}/owners"
 

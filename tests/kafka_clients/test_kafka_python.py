@@ -16,12 +16,16 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.errors import (
     CommitFailedError,
+    InconsistentGroupProtocolError,
     InvalidReplicationFactorError,
     RebalanceInProgressError,
     TopicAlreadyExistsError,
 )
 
 from actors import Cluster
+from coordination.errors import (
+    InconsistentGroupProtocolError as CoordinationInconsistentGroupProtocolError,
+)
 
 from ..actors.conftest import wait_until
 from .conftest import (
@@ -143,6 +147,38 @@ def test_kafka_pythons_admin_client_creates_describes_lists_and_deletes(
         if consumer is not None:
             consumer.close()
         admin.close()
+
+
+def test_a_group_id_belongs_to_kafka_clients_or_to_rafka_consumers_not_both(
+    kafka_cluster: Cluster,
+) -> None:
+    topic = new_topic(kafka_cluster, "one-kind-of-group")
+    kafka_member = KafkaPythonMember(kafka_cluster, topic, "kafka-kind")
+    try:
+        wait_until(lambda: kafka_member.owned, 60, "the Kafka client owning the partitions")
+        with pytest.raises(CoordinationInconsistentGroupProtocolError, match="broker"):
+            kafka_cluster.consumer([topic], group="kafka-kind")
+    finally:
+        kafka_member.leave()
+    rafka_member = kafka_cluster.consumer([topic], group="rafka-kind")
+    kafka_consumer = KafkaConsumer(topic, group_id="rafka-kind",
+                                   bootstrap_servers=kafka_cluster.bootstrap_servers())
+    try:
+        rafka_member.poll(100)
+        with pytest.raises(InconsistentGroupProtocolError):
+            for _ in range(100):
+                kafka_consumer.poll(timeout_ms=200)
+    finally:
+        kafka_consumer.close()
+        rafka_member.close()
+    # Once the Kafka clients left, the id is free for rafka's consumers.
+    def rafka_joins() -> bool:
+        try:
+            kafka_cluster.consumer([topic], group="kafka-kind").close()
+        except CoordinationInconsistentGroupProtocolError:
+            return False
+        return True
+    wait_until(rafka_joins, 30, "rafka's consumer joining the group the Kafka clients left")
 
 
 # --------------------------------------------------------------------------- bad input
