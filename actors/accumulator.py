@@ -257,6 +257,7 @@ class RecordAccumulator:
         than ``batch_size`` gets a batch of its own (refusing records above
         ``max.request.size`` is the producer's job, before it gets here).
         """
+        # estimate_record_size, inlined: this runs once for every record sent.
         size = RECORD_OVERHEAD_BYTES
         if key is not None:
             size += len(key)

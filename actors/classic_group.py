@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 # Kafka's error codes used by the protocol.
 NONE = 0
-COORDINATOR_NOT_AVAILABLE = 15
 ILLEGAL_GENERATION = 22
 INCONSISTENT_GROUP_PROTOCOL = 23
 UNKNOWN_MEMBER_ID = 25

@@ -25,6 +25,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from kafka.protocol.api_key import ApiKey
+
 from actors.errors import ErrorCode
 from actors.kafka_admin import TopicAdministration
 from actors.kafka_coordinator import CLIENT_HOST, GroupCoordinator
@@ -69,23 +71,23 @@ class KafkaListener:
         self.groups = GroupCoordinator(broker, broker.config.group_initial_rebalance_delay_ms)
         self.topics = TopicAdministration(broker)
         self._handlers: dict[int, Handler] = {
-            0: self._produce,
-            1: self._fetch,
-            2: self._list_offsets,
-            3: self._metadata,
-            8: self.groups.offset_commit,
-            9: self.groups.offset_fetch,
-            10: self.groups.find_coordinator,
-            11: self.groups.join_group,
-            12: self.groups.heartbeat,
-            13: self.groups.leave_group,
-            14: self.groups.sync_group,
-            15: self.groups.describe_groups,
-            16: self.groups.list_groups,
-            19: self.topics.create_topics,
-            20: self.topics.delete_topics,
-            22: self._init_producer_id,
-            32: self.topics.describe_configs,
+            ApiKey.Produce: self._produce,
+            ApiKey.Fetch: self._fetch,
+            ApiKey.ListOffsets: self._list_offsets,
+            ApiKey.Metadata: self._metadata,
+            ApiKey.OffsetCommit: self.groups.offset_commit,
+            ApiKey.OffsetFetch: self.groups.offset_fetch,
+            ApiKey.FindCoordinator: self.groups.find_coordinator,
+            ApiKey.JoinGroup: self.groups.join_group,
+            ApiKey.Heartbeat: self.groups.heartbeat,
+            ApiKey.LeaveGroup: self.groups.leave_group,
+            ApiKey.SyncGroup: self.groups.sync_group,
+            ApiKey.DescribeGroups: self.groups.describe_groups,
+            ApiKey.ListGroups: self.groups.list_groups,
+            ApiKey.CreateTopics: self.topics.create_topics,
+            ApiKey.DeleteTopics: self.topics.delete_topics,
+            ApiKey.InitProducerId: self._init_producer_id,
+            ApiKey.DescribeConfigs: self.topics.describe_configs,
         }
 
     async def start(self) -> Listener:
@@ -148,7 +150,7 @@ class KafkaListener:
             log.info("answering %s with UNSUPPORTED_VERSION", error)
             return unsupported_response(error)
         correlation_id = request.header.correlation_id
-        if api.key == 18:
+        if api.key == ApiKey.ApiVersions:
             return api_versions_response(version, correlation_id)
         fields = await self._handlers[api.key](api, version, request)
         if fields is None:

@@ -78,26 +78,63 @@ class _IndexFile:
         self.path.unlink(missing_ok=True)
 
 
-class OffsetIndex:
-    """Batch base offset -> position, sparse."""
+class _Index:
+    """What both indexes do with their file (Kafka's AbstractIndex): a subclass keeps its
+    entries in memory and says how they are written (`serialise`)."""
 
     def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
         self.base_offset = base_offset
         self.max_entries = max_entries
         self._file = _IndexFile(path)
-        self._offsets = array("q")
-        self._positions = array("q")
 
     @property
     def path(self) -> Path:
         return self._file.path
 
     def __len__(self) -> int:
-        return len(self._offsets)
+        raise NotImplementedError
 
     @property
     def is_full(self) -> bool:
-        return len(self._offsets) >= self.max_entries
+        return len(self) >= self.max_entries
+
+    def serialise(self) -> bytes:
+        raise NotImplementedError
+
+    def sync_file(self) -> bool:
+        """Make the file equal to the in-memory entries; True if it had to be rewritten."""
+        expected = self.serialise()
+        if self._file.read() == expected:
+            return False
+        self._file.replace_content(expected)
+        return True
+
+    def touch(self) -> None:
+        self._file.touch()
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def rename(self, path: Path) -> None:
+        self._file.rename(path)
+
+    def delete(self) -> None:
+        self._file.delete()
+
+
+class OffsetIndex(_Index):
+    """Batch base offset -> position, sparse."""
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        super().__init__(path, base_offset, max_entries)
+        self._offsets = array("q")
+        self._positions = array("q")
+
+    def __len__(self) -> int:
+        return len(self._offsets)
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._offsets, self._positions, strict=True))
@@ -128,50 +165,17 @@ class OffsetIndex:
             for o, p in zip(self._offsets, self._positions, strict=True)
         )
 
-    def sync_file(self) -> bool:
-        """Make the file equal to the in-memory entries; True if it had to be rewritten."""
-        expected = self.serialise()
-        if self._file.read() == expected:
-            return False
-        self._file.replace_content(expected)
-        return True
 
-    def touch(self) -> None:
-        self._file.touch()
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def rename(self, path: Path) -> None:
-        self._file.rename(path)
-
-    def delete(self) -> None:
-        self._file.delete()
-
-
-class TimeIndex:
+class TimeIndex(_Index):
     """Running max timestamp -> offset from which a timestamp search may start, sparse."""
 
     def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
-        self.base_offset = base_offset
-        self.max_entries = max_entries
-        self._file = _IndexFile(path)
+        super().__init__(path, base_offset, max_entries)
         self._timestamps = array("q")
         self._offsets = array("q")
 
-    @property
-    def path(self) -> Path:
-        return self._file.path
-
     def __len__(self) -> int:
         return len(self._timestamps)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._timestamps) >= self.max_entries
 
     @property
     def last_timestamp(self) -> int:
@@ -205,24 +209,3 @@ class TimeIndex:
             for t, o in zip(self._timestamps, self._offsets, strict=True)
         )
 
-    def sync_file(self) -> bool:
-        expected = self.serialise()
-        if self._file.read() == expected:
-            return False
-        self._file.replace_content(expected)
-        return True
-
-    def touch(self) -> None:
-        self._file.touch()
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def rename(self, path: Path) -> None:
-        self._file.rename(path)
-
-    def delete(self) -> None:
-        self._file.delete()

@@ -32,6 +32,7 @@ from kafka.protocol.admin import (
     ListGroupsRequest,
     ListGroupsResponse,
 )
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -76,38 +77,41 @@ _CORRELATION_AND_ERROR = struct.Struct(">ih")
 class Api:
     """One API and the versions of it rafka serves."""
 
-    key: int
-    name: str
+    key: ApiKey
     request: Any
     response: Any
     min_version: int
     max_version: int
+
+    @property
+    def name(self) -> str:
+        return self.key.name
 
 
 # From the oldest version that carries v2 record batches (Produce 3, Fetch 4, ListOffsets 1) to
 # the newest that asks nothing rafka lacks (Fetch 13 and Produce 13 name topics by id,
 # FindCoordinator 4 and OffsetFetch 8 batch several groups, OffsetCommit 9 takes member epochs).
 APIS: dict[int, Api] = {api.key: api for api in (
-    Api(0, "Produce", ProduceRequest, ProduceResponse, 3, 9),
-    Api(1, "Fetch", FetchRequest, FetchResponse, 4, 12),
-    Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7),
-    Api(3, "Metadata", MetadataRequest, MetadataResponse, 0, 12),
-    Api(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 2, 8),
-    Api(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 1, 7),
-    Api(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, 0, 3),
-    Api(11, "JoinGroup", JoinGroupRequest, JoinGroupResponse, 0, 9),
-    Api(12, "Heartbeat", HeartbeatRequest, HeartbeatResponse, 0, 4),
-    Api(13, "LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, 0, 4),
-    Api(14, "SyncGroup", SyncGroupRequest, SyncGroupResponse, 0, 5),
-    Api(15, "DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, 0, 4),
-    Api(16, "ListGroups", ListGroupsRequest, ListGroupsResponse, 0, 4),
-    Api(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 3),
-    Api(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, 0, 4),
-    Api(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, 0, 5),
-    Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 4),
-    Api(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, 0, 3),
+    Api(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 9),
+    Api(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 12),
+    Api(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 1, 7),
+    Api(ApiKey.Metadata, MetadataRequest, MetadataResponse, 0, 12),
+    Api(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 2, 8),
+    Api(ApiKey.OffsetFetch, OffsetFetchRequest, OffsetFetchResponse, 1, 7),
+    Api(ApiKey.FindCoordinator, FindCoordinatorRequest, FindCoordinatorResponse, 0, 3),
+    Api(ApiKey.JoinGroup, JoinGroupRequest, JoinGroupResponse, 0, 9),
+    Api(ApiKey.Heartbeat, HeartbeatRequest, HeartbeatResponse, 0, 4),
+    Api(ApiKey.LeaveGroup, LeaveGroupRequest, LeaveGroupResponse, 0, 4),
+    Api(ApiKey.SyncGroup, SyncGroupRequest, SyncGroupResponse, 0, 5),
+    Api(ApiKey.DescribeGroups, DescribeGroupsRequest, DescribeGroupsResponse, 0, 4),
+    Api(ApiKey.ListGroups, ListGroupsRequest, ListGroupsResponse, 0, 4),
+    Api(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
+    Api(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 0, 4),
+    Api(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 0, 5),
+    Api(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+    Api(ApiKey.DescribeConfigs, DescribeConfigsRequest, DescribeConfigsResponse, 0, 3),
 )}
-API_VERSIONS = APIS[18]
+API_VERSIONS = APIS[ApiKey.ApiVersions]
 
 
 class MalformedRequestError(Exception):

@@ -21,6 +21,7 @@ from kafka.errors import (
     RebalanceInProgressError,
     TopicAlreadyExistsError,
 )
+from kafka.protocol.metadata import MetadataResponse
 
 from actors import Cluster
 from coordination.errors import (
@@ -60,6 +61,21 @@ def test_kafka_python_produces_and_rafka_reads_the_same_records(kafka_cluster: C
         producer.close(timeout=10)
     assert {partition for partition, *_ in sent} == set(range(PARTITIONS))
     assert read_with_rafka(kafka_cluster, topic, len(sent)) == sorted(sent)
+
+
+def test_acks_0_is_written_and_never_answered(kafka_cluster: Cluster) -> None:
+    topic = new_topic(kafka_cluster, "acks-zero")
+    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers(), acks=0)
+    try:
+        for i in range(30):
+            # With acks=0 the client expects no response: one would break its connection.
+            producer.send(topic, value=f"fire-{i}".encode(), partition=i % PARTITIONS)
+        producer.flush(timeout=30)
+        producer.send(topic, value=b"after", partition=0).get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    values = [r[3] for r in read_with_rafka(kafka_cluster, topic, 31)]
+    assert sorted(values) == sorted([b"after", *(f"fire-{i}".encode() for i in range(30))])
 
 
 def test_kafka_python_reads_what_rafkas_producer_wrote(kafka_cluster: Cluster) -> None:
@@ -205,6 +221,10 @@ def test_bad_frames_close_only_their_connection_and_store_nothing(
     topic = new_topic(kafka_cluster, "bad-frames")
     host, port = kafka_cluster.bootstrap_servers().split(",")[0].split(":")
     address = (host, int(port))
+    # A request needs no ApiVersions before it (Kafka's clients may skip it): Metadata v0.
+    answer = _send_raw(address, struct.pack(">ihhih", 14, 3, 0, 41, -1) + b"\x00\x00\x00\x00")
+    metadata = MetadataResponse.decode(answer[4:], version=0, header=True)
+    assert metadata.header.correlation_id == 41 and len(metadata.brokers) == 3
     # An API rafka does not serve is answered, with its correlation id.
     answer = _send_raw(address, struct.pack(">ihhi", 10, 57, 0, 99) + b"\x00\x00")
     assert struct.unpack(">iih", answer) == (6, 99, 35)
