@@ -157,6 +157,28 @@ class KafkaListener:
             return None
         return encode_response(api, version, correlation_id, **fields)
 
+    async def _each_host(self, parts: list[Any], call: Callable[[Any, list[Any]], Any],
+                         ) -> dict[tuple[str, int], dict[str, Any]]:
+        """Hand each replica host of this broker its share of `parts` (each names a topic and
+        a partition) in one `call`, and return every part's reply by (topic, partition), in
+        the order asked; a partition this broker holds no replica of is NOT_LEADER_OR_FOLLOWER,
+        so the client asks for metadata again."""
+        replies: dict[tuple[str, int], dict[str, Any]] = {}
+        by_host: dict[Any, list[Any]] = {}
+        for part in parts:
+            tp = (part.topic, part.partition)
+            replies[tp] = _not_here(self.broker.broker_id, tp)
+            host = self.broker.replica_host_for(*tp)
+            if host is not None:
+                by_host.setdefault(host, []).append(part)
+        hosts = list(by_host)
+        answers = await asyncio.gather(*(call(host, by_host[host]) for host in hosts),
+                                       return_exceptions=True)
+        for host, answer in zip(hosts, answers, strict=True):
+            for part, reply in _each_reply(by_host[host], answer):
+                replies[(part.topic, part.partition)] = reply
+        return replies
+
     # ------------------------------------------------------------------------ metadata
 
     async def _metadata(self, api: Api, version: int, request: Any) -> dict[str, Any]:
@@ -208,40 +230,26 @@ class KafkaListener:
                                                  "transactions are not supported")
                       for topic in request.topic_data for part in topic.partition_data}
             return None if request.acks == 0 else _produce_response(api, errors, {})
-        by_host: dict[Any, list[PartitionProduce]] = {}
+        parts: list[PartitionProduce] = []
         errors: dict[tuple[str, int], tuple[int, str]] = {}
         for topic in request.topic_data:
             for part in topic.partition_data:
                 tp = (topic.name, part.index)
-                host = self.broker.replica_host_for(*tp)
-                if host is None:
-                    errors[tp] = (ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                  f"broker {self.broker.broker_id} holds no replica of "
-                                  f"{tp[0]}-{tp[1]}")
-                    continue
                 try:
                     records = from_kafka(part.records or b"", DEFAULT_MAX_DECOMPRESSED_SIZE)
                 except UnsupportedCompressionError as error:
                     errors[tp] = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(error))
-                    continue
                 except RecordTooLargeError as error:
                     errors[tp] = (ErrorCode.MESSAGE_TOO_LARGE, str(error))
-                    continue
                 except CorruptRecordError as error:
                     errors[tp] = (ErrorCode.CORRUPT_MESSAGE, str(error))
-                    continue
                 except InvalidRecordError as error:
                     errors[tp] = (ErrorCode.INVALID_RECORD, str(error))
-                    continue
-                by_host.setdefault(host, []).append(PartitionProduce(*tp, records))
-        hosts = list(by_host)
-        answers = await asyncio.gather(
-            *(host.produce.remote(by_host[host], request.acks, request.timeout_ms)
-              for host in hosts), return_exceptions=True)
-        replies: dict[tuple[str, int], dict[str, Any]] = {}
-        for host, answer in zip(hosts, answers, strict=True):
-            for part, reply in _each_reply(by_host[host], answer):
-                replies[(part.topic, part.partition)] = reply
+                else:
+                    parts.append(PartitionProduce(*tp, records))
+        replies = await self._each_host(
+            parts, lambda host, share: host.produce.remote(share, request.acks,
+                                                           request.timeout_ms))
         if request.acks == 0:
             return None
         return _produce_response(api, errors, replies)
@@ -249,28 +257,15 @@ class KafkaListener:
     # --------------------------------------------------------------------------- fetch
 
     async def _fetch(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        by_host: dict[Any, list[PartitionFetch]] = {}
-        order: list[tuple[str, int]] = []
-        for topic in request.topics:
-            for part in topic.partitions:
-                tp = (topic.topic, part.partition)
-                order.append(tp)
-                host = self.broker.replica_host_for(*tp)
-                if host is not None:
-                    by_host.setdefault(host, []).append(PartitionFetch(
-                        *tp, part.fetch_offset, part.partition_max_bytes))
-        hosts = list(by_host)
-        answers = await asyncio.gather(
-            *(host.fetch.remote(by_host[host], request.max_wait_ms, request.min_bytes,
-                                request.max_bytes) for host in hosts), return_exceptions=True)
-        replies: dict[tuple[str, int], dict[str, Any]] = {}
-        for host, answer in zip(hosts, answers, strict=True):
-            for part, reply in _each_reply(by_host[host], answer):
-                replies[(part.topic, part.partition)] = reply
+        parts = [PartitionFetch(topic.topic, part.partition, part.fetch_offset,
+                                part.partition_max_bytes)
+                 for topic in request.topics for part in topic.partitions]
+        replies = await self._each_host(
+            parts, lambda host, share: host.fetch.remote(share, request.max_wait_ms,
+                                                         request.min_bytes, request.max_bytes))
         response = api.response
         topics: dict[str, list[Any]] = {}
-        for tp in order:
-            reply = replies.get(tp) or _not_here(self.broker.broker_id, tp)
+        for tp, reply in replies.items():
             error = reply.get("error", 0)
             high_watermark = reply.get("high_watermark", -1)
             topics.setdefault(tp[0], []).append(
@@ -281,32 +276,19 @@ class KafkaListener:
                     aborted_transactions=[], preferred_read_replica=-1,
                     records=to_kafka(reply["records"]) if reply.get("records") else b""))
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
-                "responses": [response.FetchableTopicResponse(topic=name, partitions=parts)
-                              for name, parts in topics.items()]}
+                "responses": [response.FetchableTopicResponse(topic=name, partitions=answers)
+                              for name, answers in topics.items()]}
 
     # -------------------------------------------------------------------- list offsets
 
     async def _list_offsets(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        by_host: dict[Any, list[OffsetQuery]] = {}
-        order: list[tuple[str, int]] = []
-        for topic in request.topics:
-            for part in topic.partitions:
-                tp = (topic.name, part.partition_index)
-                order.append(tp)
-                host = self.broker.replica_host_for(*tp)
-                if host is not None:
-                    by_host.setdefault(host, []).append(OffsetQuery(*tp, part.timestamp))
-        hosts = list(by_host)
-        answers = await asyncio.gather(*(host.list_offsets.remote(by_host[host])
-                                         for host in hosts), return_exceptions=True)
-        replies: dict[tuple[str, int], dict[str, Any]] = {}
-        for host, answer in zip(hosts, answers, strict=True):
-            for query, reply in _each_reply(by_host[host], answer):
-                replies[(query.topic, query.partition)] = reply
+        queries = [OffsetQuery(topic.name, part.partition_index, part.timestamp)
+                   for topic in request.topics for part in topic.partitions]
+        replies = await self._each_host(
+            queries, lambda host, share: host.list_offsets.remote(share))
         response = api.response.ListOffsetsTopicResponse
         topics: dict[str, list[Any]] = {}
-        for tp in order:
-            reply = replies.get(tp) or _not_here(self.broker.broker_id, tp)
+        for tp, reply in replies.items():
             offset = reply.get("offset")
             topics.setdefault(tp[0], []).append(response.ListOffsetsPartitionResponse(
                 partition_index=tp[1], error_code=reply.get("error", 0), timestamp=-1,
