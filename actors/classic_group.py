@@ -24,13 +24,7 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 
-# Kafka's error codes used by the protocol.
-NONE = 0
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
+from actors.errors import ErrorCode
 
 # A member that left, or a commit from outside any generation (Kafka's -1 and "").
 NO_GENERATION = -1
@@ -67,7 +61,7 @@ class JoinResult:
     """A JoinGroup answer; `members` (with their metadata) goes to the leader only."""
 
     member_id: str
-    error: int = NONE
+    error: int = ErrorCode.NONE
     generation_id: int = NO_GENERATION
     protocol_type: str | None = None
     protocol_name: str | None = None
@@ -78,7 +72,7 @@ class JoinResult:
 @dataclass(frozen=True)
 class SyncResult:
     member_id: str
-    error: int = NONE
+    error: int = ErrorCode.NONE
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignment: bytes = b""
@@ -127,11 +121,12 @@ class ClassicGroup:
         error, or the current generation) or None if the request waits for the rebalance, and
         whatever the join completed (its own answer among them, possibly)."""
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
-            return member_id, JoinResult(member_id, INVALID_SESSION_TIMEOUT), Answers()
+            return member_id, JoinResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT), Answers()
         if member_id != NO_MEMBER and member_id not in self.members:
-            return member_id, JoinResult(member_id, UNKNOWN_MEMBER_ID), Answers()
+            return member_id, JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID), Answers()
         if not protocols or not self._compatible(protocol_type, protocols, member_id):
-            return member_id, JoinResult(member_id, INCONSISTENT_GROUP_PROTOCOL), Answers()
+            refused = JoinResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            return member_id, refused, Answers()
         if member_id == NO_MEMBER:
             member_id = f"{client_id or 'consumer'}-{uuid.uuid4()}"
         member = Member(member_id, client_id, client_host, session_timeout_ms,
@@ -167,7 +162,7 @@ class ClassicGroup:
         answers = Answers()
         if self.state is GroupState.COMPLETING_REBALANCE:
             # Syncs waiting for a leader that will not sync this generation: they join again.
-            answers.syncs += [SyncResult(m.member_id, REBALANCE_IN_PROGRESS)
+            answers.syncs += [SyncResult(m.member_id, ErrorCode.REBALANCE_IN_PROGRESS)
                               for m in self.members.values() if m.syncing]
             for member in self.members.values():
                 member.syncing = False
@@ -227,7 +222,7 @@ class ClassicGroup:
         if member.member_id == self.leader:
             members = tuple((m.member_id, m.metadata_for(self.protocol_name))
                             for m in self.members.values())
-        return JoinResult(member.member_id, NONE, self.generation_id, self.protocol_type,
+        return JoinResult(member.member_id, ErrorCode.NONE, self.generation_id, self.protocol_type,
                           self.protocol_name, self.leader, members)
 
     # ---------------------------------------------------------------------------- syncing
@@ -237,12 +232,12 @@ class ClassicGroup:
         """A SyncGroup: an immediate answer, or None if it waits for the leader's."""
         member = self.members.get(member_id)
         if member is None:
-            return SyncResult(member_id, UNKNOWN_MEMBER_ID), Answers()
+            return SyncResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID), Answers()
         if generation_id != self.generation_id:
-            return SyncResult(member_id, ILLEGAL_GENERATION), Answers()
+            return SyncResult(member_id, ErrorCode.ILLEGAL_GENERATION), Answers()
         member.last_heard_ms = now_ms
         if self.state is GroupState.PREPARING_REBALANCE:
-            return SyncResult(member_id, REBALANCE_IN_PROGRESS), Answers()
+            return SyncResult(member_id, ErrorCode.REBALANCE_IN_PROGRESS), Answers()
         if self.state is GroupState.STABLE:
             return self._sync_result(member), Answers()
         member.syncing = True
@@ -259,7 +254,7 @@ class ClassicGroup:
         return None, answers
 
     def _sync_result(self, member: Member) -> SyncResult:
-        return SyncResult(member.member_id, NONE, self.protocol_type, self.protocol_name,
+        return SyncResult(member.member_id, ErrorCode.NONE, self.protocol_type, self.protocol_name,
                           member.assignment)
 
     # --------------------------------------------------------------- staying and leaving
@@ -267,13 +262,13 @@ class ClassicGroup:
     def heartbeat(self, member_id: str, generation_id: int, now_ms: int) -> int:
         member = self.members.get(member_id)
         if member is None:
-            return UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id != self.generation_id:
-            return ILLEGAL_GENERATION
+            return ErrorCode.ILLEGAL_GENERATION
         member.last_heard_ms = now_ms
         if self.state is GroupState.PREPARING_REBALANCE:
-            return REBALANCE_IN_PROGRESS
-        return NONE
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
 
     def leave(self, member_ids: list[str], now_ms: int) -> tuple[dict[str, int], Answers]:
         """LeaveGroup: an error code per member, and what their leaving completed."""
@@ -281,9 +276,9 @@ class ClassicGroup:
         answers = Answers()
         for member_id in member_ids:
             if member_id not in self.members:
-                errors[member_id] = UNKNOWN_MEMBER_ID
+                errors[member_id] = ErrorCode.UNKNOWN_MEMBER_ID
                 continue
-            errors[member_id] = NONE
+            errors[member_id] = ErrorCode.NONE
             answers.extend(self._remove(member_id, now_ms))
         return errors, answers
 
@@ -291,9 +286,9 @@ class ClassicGroup:
         member = self.members.pop(member_id)
         answers = Answers()
         if member.joining:
-            answers.joins.append(JoinResult(member_id, UNKNOWN_MEMBER_ID))
+            answers.joins.append(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
         if member.syncing:
-            answers.syncs.append(SyncResult(member_id, UNKNOWN_MEMBER_ID))
+            answers.syncs.append(SyncResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
         if self.leader == member_id:
             self.leader = None
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -326,11 +321,11 @@ class ClassicGroup:
         read before giving its partitions up), as in Kafka; between the new generation's joins
         and the leader's assignment it may not."""
         if generation_id < 0 and member_id == NO_MEMBER:
-            return NONE if not self.members else UNKNOWN_MEMBER_ID
+            return ErrorCode.NONE if not self.members else ErrorCode.UNKNOWN_MEMBER_ID
         if member_id not in self.members:
-            return UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id != self.generation_id:
-            return ILLEGAL_GENERATION
+            return ErrorCode.ILLEGAL_GENERATION
         if self.state is GroupState.COMPLETING_REBALANCE:
-            return REBALANCE_IN_PROGRESS
-        return NONE
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE

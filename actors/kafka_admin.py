@@ -32,20 +32,13 @@ from wire.protocol import Api
 if TYPE_CHECKING:
     from actors.broker import Broker
 
-# Kafka's error codes of topic administration.
-INVALID_TOPIC_EXCEPTION = 17
-TOPIC_ALREADY_EXISTS = 36
-INVALID_PARTITIONS = 37
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REPLICA_ASSIGNMENT = 39
-INVALID_CONFIG = 40
 _ERRORS: list[tuple[type[Exception], int]] = [
-    (TopicExistsError, TOPIC_ALREADY_EXISTS),
-    (InvalidTopicError, INVALID_TOPIC_EXCEPTION),
-    (InvalidPartitionsError, INVALID_PARTITIONS),
-    (InvalidReplicationFactorError, INVALID_REPLICATION_FACTOR),
-    (InvalidReplicaAssignmentError, INVALID_REPLICA_ASSIGNMENT),
-    (InvalidConfigError, INVALID_CONFIG),
+    (TopicExistsError, ErrorCode.TOPIC_ALREADY_EXISTS),
+    (InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
+    (InvalidPartitionsError, ErrorCode.INVALID_PARTITIONS),
+    (InvalidReplicationFactorError, ErrorCode.INVALID_REPLICATION_FACTOR),
+    (InvalidReplicaAssignmentError, ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+    (InvalidConfigError, ErrorCode.INVALID_CONFIG),
 ]
 # DescribeConfigs' resource types and config sources.
 TOPIC_RESOURCE = 2
@@ -80,7 +73,7 @@ class TopicAdministration:
             config = {entry.name: entry.value for entry in topic.configs or ()}
             error, message = 0, None
             if topic.assignments:
-                error, message = (INVALID_REPLICA_ASSIGNMENT,
+                error, message = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                   "explicit replica assignments are not taken: give the "
                                   "partition count and replication factor")
             else:

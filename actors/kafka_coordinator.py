@@ -26,9 +26,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from actors.classic_group import (
-    INCONSISTENT_GROUP_PROTOCOL,
     NO_MEMBER,
-    REBALANCE_IN_PROGRESS,
     Answers,
     ClassicGroup,
     JoinResult,
@@ -51,8 +49,6 @@ log = logging.getLogger(__name__)
 # listener), as Kafka reports a member's client host.
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 
-NOT_COORDINATOR = ErrorCode.NOT_COORDINATOR
-COORDINATOR_NOT_AVAILABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE
 # How often members' sessions and rebalance deadlines are checked.
 TICK_S = 0.1
 COMMIT_TIMEOUT_MS = 5000
@@ -139,11 +135,11 @@ class GroupCoordinator:
         """(0, the group) if this broker coordinates `group_id`, else (error, None)."""
         partition = await self._partition_of(group_id)
         if partition is None:
-            return COORDINATOR_NOT_AVAILABLE, None
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         state = self.broker.replica_states.get(TopicPartition(OFFSETS_TOPIC, partition))
         if state is None or state.leader != self.broker.broker_id:
             self._forget(group_id)
-            return NOT_COORDINATOR, None
+            return ErrorCode.NOT_COORDINATOR, None
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = ClassicGroup(
@@ -158,13 +154,14 @@ class GroupCoordinator:
             for key in [key for key in waiting if key[0] == group_id]:
                 future = waiting.pop(key)
                 if not future.done():
-                    result = (JoinResult(key[1], NOT_COORDINATOR) if waiting is self._joins
-                              else SyncResult(key[1], NOT_COORDINATOR))
+                    moved = ErrorCode.NOT_COORDINATOR
+                    result = (JoinResult(key[1], moved) if waiting is self._joins
+                              else SyncResult(key[1], moved))
                     future.set_result(result)  # type: ignore[arg-type]
 
     async def find_coordinator(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         key = request.key
-        error, node, host, port = COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        error, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         if version >= 1 and request.key_type != 0:
             error = ErrorCode.INVALID_REQUEST  # transactions have no coordinator here
         elif (partition := await self._partition_of(key)) is not None:
@@ -185,7 +182,8 @@ class GroupCoordinator:
         if group is None:
             return _join_fields(api, JoinResult(request.member_id, error))
         if await self._zookeeper_group_has_members(request.group_id):
-            return _join_fields(api, JoinResult(request.member_id, INCONSISTENT_GROUP_PROTOCOL))
+            return _join_fields(api, JoinResult(request.member_id,
+                                                ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         session_ms = request.session_timeout_ms
         member_id, immediate, answers = group.join(
             request.member_id or NO_MEMBER, client_id=request.header.client_id or "",
@@ -200,7 +198,7 @@ class GroupCoordinator:
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         superseded = self._joins.get((request.group_id, member_id))
         if superseded is not None and not superseded.done():
-            superseded.set_result(JoinResult(member_id, REBALANCE_IN_PROGRESS))
+            superseded.set_result(JoinResult(member_id, ErrorCode.REBALANCE_IN_PROGRESS))
         self._joins[(request.group_id, member_id)] = future
         self._deliver(request.group_id, answers)
         return _join_fields(api, await future)
@@ -296,7 +294,7 @@ class GroupCoordinator:
                 error = _coordinator_error(reply.get("error", 0))
             except Exception as failure:  # the offset manager's host died: ask again
                 log.warning("commit of group %s failed: %r", request.group_id, failure)
-                error = NOT_COORDINATOR
+                error = ErrorCode.NOT_COORDINATOR
         response = api.response.OffsetCommitResponseTopic
         return {"throttle_time_ms": 0, "topics": [
             response(name=topic.name, partitions=[response.OffsetCommitResponsePartition(
@@ -319,7 +317,7 @@ class GroupCoordinator:
                          reply.get("offsets", ())}
             except Exception as failure:
                 log.warning("offset fetch of group %s failed: %r", request.group_id, failure)
-                error = NOT_COORDINATOR
+                error = ErrorCode.NOT_COORDINATOR
         keys = [tuple(tp) for tp in wanted] if wanted is not None else sorted(found)
         response = api.response.OffsetFetchResponseTopic
         topics: dict[str, list[Any]] = {}
@@ -337,7 +335,7 @@ def _coordinator_error(code: int) -> int:
     """A group request's answer to what the offset manager said: where the partition moved,
     the client must find the coordinator again."""
     if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-        return NOT_COORDINATOR
+        return ErrorCode.NOT_COORDINATOR
     return code
 
 

@@ -4,16 +4,15 @@ ZooKeeper, no sockets: time is an argument."""
 
 from __future__ import annotations
 
-from actors.classic_group import (
-    ILLEGAL_GENERATION,
-    INCONSISTENT_GROUP_PROTOCOL,
-    INVALID_SESSION_TIMEOUT,
-    NONE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
-    ClassicGroup,
-    GroupState,
-)
+from actors.classic_group import ClassicGroup, GroupState
+from actors.errors import ErrorCode
+
+NONE = ErrorCode.NONE
+ILLEGAL_GENERATION = ErrorCode.ILLEGAL_GENERATION
+INCONSISTENT_GROUP_PROTOCOL = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+INVALID_SESSION_TIMEOUT = ErrorCode.INVALID_SESSION_TIMEOUT
+REBALANCE_IN_PROGRESS = ErrorCode.REBALANCE_IN_PROGRESS
+UNKNOWN_MEMBER_ID = ErrorCode.UNKNOWN_MEMBER_ID
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
