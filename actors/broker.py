@@ -350,6 +350,31 @@ class Broker:
                 failed.update(reply.get("failed", {}))
         return {"error": 0, "failed": failed}
 
+    async def update_topic_config(
+        self, controller_epoch: int, topic: str, config: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The controller says `topic`'s config changed: the hosts of its replicas here apply
+        it, and a host recreated later is given it with its LeaderAndIsr."""
+        if controller_epoch < self.controller_epoch:
+            return error_reply(ErrorCode.STALE_CONTROLLER_EPOCH, "stale controller epoch")
+        self.controller_epoch = controller_epoch
+        hosting: set[str] = set()
+        for tp, request in list(self.replica_states.items()):
+            if tp.topic == topic:
+                self.replica_states[tp] = dataclasses.replace(request, config=dict(config))
+                hosting.add(self._host_name(tp.topic, tp.partition))
+        names = sorted(hosting & set(self.hosts))
+        replies = await asyncio.gather(
+            *(self.hosts[name].update_topic_config.remote(topic, config) for name in names),
+            return_exceptions=True)
+        failed: dict[str, Any] = {}
+        for name, reply in zip(names, replies, strict=True):
+            if isinstance(reply, BaseException):
+                failed[name] = repr(reply)
+            else:
+                failed.update(reply.get("failed", {}))
+        return {"error": 0, "failed": failed}
+
     async def stop_replicas(
         self, controller_epoch: int, partitions: list[tuple[str, int]], delete: bool
     ) -> dict[str, Any]:

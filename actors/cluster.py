@@ -19,7 +19,7 @@ import ray
 from ray.util import list_named_actors
 
 from actors.broker import BrokerActor
-from actors.config import BrokerConfig, TopicConfig
+from actors.config import BrokerConfig
 from actors.consumer import Consumer
 from actors.consumer_group import ConsumerGroupHandle, start_members
 from actors.errors import BrokerUnavailableError, RequestTimedOutError, raise_for
@@ -34,7 +34,7 @@ from actors.offset_manager import OFFSETS_TOPIC
 from actors.producer import Producer
 from actors.runtime import init_ray
 from actors.stack import LocalStack
-from actors.topics import create_topic
+from actors.topics import alter_topic_config, create_topic
 from coordination.admin import TopicAdmin
 from coordination.election import read_controller
 from coordination.errors import BrokerIdInUseError
@@ -352,13 +352,10 @@ class Cluster:
                 "marked_for_deletion": description.marked_for_deletion}
 
     def alter_topic_config(self, name: str, updates: dict[str, Any]) -> dict[str, str]:
-        current = dict(self.admin.read_config(name).value)
-        merged = {**current, **{k: v for k, v in updates.items() if v is not None}}
-        for key, value in updates.items():
-            if value is None:
-                merged.pop(key, None)
-        TopicConfig.from_dict(merged)  # refuse what a replica would refuse
-        return dict(self.admin.alter_config(name, updates).value)
+        """Set config overrides (a value of None removes one) and return the topic's overrides
+        now. Every replica of the topic applies them within a second or so: retention,
+        segment rolling, max.message.bytes, min.insync.replicas, cleanup.policy."""
+        return alter_topic_config(self.store, name, updates)
 
     def delete_topic(self, name: str, *, wait: bool = True, timeout_s: float = 60.0) -> None:
         self.admin.request_topic_deletion(name)

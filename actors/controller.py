@@ -1,11 +1,11 @@
 """The controller: exactly one broker's, elected through `/controller`.
 
-It watches brokers, topics, deletion requests, reassignment requests and ISR change
-notifications; writes initial partition states; elects leaders from the ISR when brokers die
+It watches brokers, topics and their configs, deletion requests, reassignment requests and ISR
+change notifications; writes initial partition states; elects leaders from the ISR when brokers die
 (unclean only when the topic allows it); shrinks the ISR of dead followers; restores preferred
-leaders; moves replicas between brokers (reassignment); deletes topics; and sends
-LeaderAndIsr, stamped with its epoch, to the brokers affected. Every write it makes is fenced by
-its controller epoch, so a deposed controller can change nothing.
+leaders; moves replicas between brokers (reassignment); deletes topics; and sends LeaderAndIsr
+and topic config changes, stamped with its epoch, to the brokers affected. Every write it makes
+is fenced by its controller epoch, so a deposed controller can change nothing.
 
 As in Kafka it runs inside its broker (here: on the broker actor's asyncio loop) and keeps no
 state it cannot rebuild from ZooKeeper. Watch callbacks only queue events; one task handles them
@@ -32,6 +32,7 @@ from actors.controller_events import (
     PreferredLeaderCheck,
     ReassignmentCheck,
     ReassignmentsRequested,
+    TopicConfigChanged,
     TopicsChanged,
 )
 from actors.naming import broker_name
@@ -64,6 +65,7 @@ from coordination.partition_state import PartitionStateStore
 from coordination.registration import read_brokers
 from coordination.store import ClusterStore
 from coordination.watches import ClusterWatches
+from logstore.errors import InvalidConfigError
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,7 @@ class Controller:
             BrokersChanged: self._on_brokers,
             TopicsChanged: self._on_topics,
             AssignmentChanged: self._on_assignment,
+            TopicConfigChanged: self._on_topic_config,
             DeletionsRequested: self._on_deletions,
             IsrChangesNotified: self._on_isr_changes,
             PreferredLeaderCheck: self._on_preferred_leader_check,
@@ -108,7 +111,8 @@ class Controller:
         }
         self._loop = asyncio.get_running_loop()
         self._watches: list[Any] = []
-        self._topic_watches: dict[str, Any] = {}
+        # Each topic's watches: its assignment (partitions added) and its config.
+        self._topic_watches: dict[str, tuple[Any, ...]] = {}
         self._tasks: list[asyncio.Task] = []
         # Reassignment: the target replicas of each partition being moved, the partitions whose
         # new replicas this controller has announced (a new controller announces them again),
@@ -125,7 +129,8 @@ class Controller:
         self._tasks.append(asyncio.ensure_future(self._run()))
 
     def stop(self) -> None:
-        for watch in [*self._watches, *self._topic_watches.values()]:
+        topic_watches = [watch for pair in self._topic_watches.values() for watch in pair]
+        for watch in [*self._watches, *topic_watches]:
             with contextlib.suppress(Exception):
                 watch.cancel()
         self._watches = []
@@ -195,10 +200,16 @@ class Controller:
             description = await self._zk(self.admin.describe_topic, topic)
         except UnknownTopicError:
             return
-        if topic not in self._topic_watches:  # its partition count may grow
-            deliver = self._queue(AssignmentChanged)
-            self._topic_watches[topic] = ClusterWatches(self.store).watch_topic_assignment(
-                topic, lambda versioned, topic=topic: deliver(topic, versioned))
+        if topic not in self._topic_watches:  # its partition count may grow, its config change
+            watches = ClusterWatches(self.store)
+            assignment_changed = self._queue(AssignmentChanged)
+            config_changed = self._queue(TopicConfigChanged)
+            self._topic_watches[topic] = (
+                watches.watch_topic_assignment(
+                    topic, lambda versioned, topic=topic: assignment_changed(topic, versioned)),
+                watches.watch_topic_config(
+                    topic, lambda versioned, topic=topic: config_changed(topic, versioned)),
+            )
         self.assignments[topic] = description.assignment.value
         self.raw_configs[topic] = dict(description.config)
         self.configs[topic] = TopicConfig.from_dict(description.config)
@@ -388,8 +399,7 @@ class Controller:
                                                        if tp in self.states})
 
     def _forget_topic(self, topic: str) -> None:
-        watch = self._topic_watches.pop(topic, None)
-        if watch is not None:
+        for watch in self._topic_watches.pop(topic, ()):
             watch.cancel()
         self.assignments.pop(topic, None)
         self._assignment_versions.pop(topic, None)
@@ -412,6 +422,37 @@ class Controller:
         log.info("controller %d: %s grows to %d partitions", self.broker_id, topic,
                  versioned.value.partition_count)
         await self._send_leader_and_isr(await self._bring_online(added))
+
+    async def _on_topic_config(self, event: TopicConfigChanged) -> None:
+        """A topic's config changed (`Cluster.alter_topic_config`, `rafka topics alter`): the
+        brokers holding its replicas apply it to their logs now, as Kafka's brokers do on a
+        config change notification. A broker down meanwhile gets it with its next LeaderAndIsr,
+        which carries the config."""
+        topic = event.topic
+        if event.config is None or topic not in self.assignments:
+            return  # the topic is being deleted
+        raw = dict(event.config.value)
+        if raw == self.raw_configs.get(topic):
+            return
+        try:
+            config = TopicConfig.from_dict(raw)
+        except InvalidConfigError as error:
+            # Written to ZooKeeper past rafka's checks: keep what the replicas have.
+            log.warning("controller %d ignores the config of %s: %s", self.broker_id, topic,
+                        error)
+            return
+        self.raw_configs[topic], self.configs[topic] = raw, config
+        brokers = {replica for replicas in self.assignments[topic].partitions.values()
+                   for replica in replicas if replica in self.live}
+        calls = []
+        for broker in sorted(brokers):
+            with contextlib.suppress(ValueError):
+                handle = ray.get_actor(broker_name(broker), namespace=self.namespace)
+                calls.append(handle.update_topic_config.remote(self.epoch, topic, raw))
+        for reply in await asyncio.gather(*calls, return_exceptions=True):
+            if isinstance(reply, BaseException) or reply.get("error") or reply.get("failed"):
+                log.warning("the config of %s not applied everywhere: %r", topic, reply)
+        log.info("controller %d: %s config now %s", self.broker_id, topic, raw)
 
     async def _on_deletions(self, event: DeletionsRequested) -> None:
         topics = event.topics

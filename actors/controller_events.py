@@ -32,6 +32,14 @@ class AssignmentChanged:
 
 
 @dataclass(frozen=True)
+class TopicConfigChanged:
+    """A topic's config overrides (`/config/topics/<t>`) changed, or their znode went (None)."""
+
+    topic: str
+    config: Versioned[dict[str, str]] | None
+
+
+@dataclass(frozen=True)
 class DeletionsRequested:
     """`/admin/delete_topics` changed: the topics marked for deletion now."""
 
@@ -62,6 +70,6 @@ class ReassignmentCheck:
     """Time to see whether reassignments in progress can take their next step."""
 
 
-ControllerEvent = (BrokersChanged | TopicsChanged | AssignmentChanged | DeletionsRequested
-                   | IsrChangesNotified | PreferredLeaderCheck | ReassignmentsRequested
-                   | ReassignmentCheck)
+ControllerEvent = (BrokersChanged | TopicsChanged | AssignmentChanged | TopicConfigChanged
+                   | DeletionsRequested | IsrChangesNotified | PreferredLeaderCheck
+                   | ReassignmentsRequested | ReassignmentCheck)

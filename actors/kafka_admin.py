@@ -1,22 +1,24 @@
-"""Kafka's topic administration for Kafka clients: CreateTopics, DeleteTopics and
-DescribeConfigs, served by the broker's Kafka listener through the same calls as
-`Cluster.create_topic`, `delete_topic` and `describe_topic`.
+"""Kafka's topic administration for Kafka clients: CreateTopics, DeleteTopics, DescribeConfigs,
+AlterConfigs and IncrementalAlterConfigs, served by the broker's Kafka listener through the same
+calls as `Cluster.create_topic`, `delete_topic`, `describe_topic` and `alter_topic_config`.
 
 As in ZooKeeper-era Kafka, CreateTopics answers once the topic is written to ZooKeeper (the
 controller then creates the partitions; a client asks for metadata until they have leaders), and
 DeleteTopics once the topic is gone or `timeout_ms` has passed (REQUEST_TIMED_OUT: the deletion
-goes on).
+goes on). A config change answers once written; the replicas apply it within a second or so.
+Only topics' configs change: a broker's settings are fixed when it starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from actors.config import TopicConfig
 from actors.errors import ErrorCode
-from actors.topics import create_topic
+from actors.topics import alter_topic_config, create_topic
 from coordination.admin import TopicAdmin
 from coordination.errors import (
     InvalidPartitionsError,
@@ -46,6 +48,9 @@ BROKER_RESOURCE = 4
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+# IncrementalAlterConfigs' operations; APPEND and SUBTRACT are for list settings, which no
+# topic setting of rafka's is.
+SET, DELETE = 0, 1
 # Kafka's num.partitions and default.replication.factor, for a CreateTopics that asks for -1.
 DEFAULT_PARTITIONS = 1
 DEFAULT_REPLICATION_FACTOR = 1
@@ -135,6 +140,55 @@ class TopicAdministration:
                                synonyms=[], config_type=0, documentation=None)
                          for name, value, source in configs if not wanted or name in wanted]))
         return {"throttle_time_ms": 0, "results": results}
+
+    async def alter_configs(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        """Replace a topic's overrides with those given (Kafka's AlterConfigs: what is not
+        named goes back to its default)."""
+        async def changes(resource: Any) -> dict[str, str | None]:
+            current = (await asyncio.to_thread(self.admin.read_config,
+                                               resource.resource_name)).value
+            return {**dict.fromkeys(current), **{entry.name: entry.value
+                                                 for entry in resource.configs}}
+
+        return await self._alter(api, request, changes)
+
+    async def incremental_alter_configs(self, api: Api, version: int,
+                                        request: Any) -> dict[str, Any]:
+        """Set or delete the overrides named, keeping the others (KIP-339)."""
+        async def changes(resource: Any) -> dict[str, str | None]:
+            updates: dict[str, str | None] = {}
+            for entry in resource.configs:
+                if entry.config_operation not in (SET, DELETE):
+                    raise InvalidConfigError(
+                        f"{entry.name}: operation {entry.config_operation} (APPEND or SUBTRACT) "
+                        f"is for list settings, and no topic setting is one: use SET")
+                updates[entry.name] = entry.value if entry.config_operation == SET else None
+            return updates
+
+        return await self._alter(api, request, changes)
+
+    async def _alter(self, api: Api, request: Any,
+                     changes: Callable[[Any], Awaitable[dict[str, str | None]]],
+                     ) -> dict[str, Any]:
+        result = api.response.AlterConfigsResourceResponse
+        results = []
+        for resource in request.resources:
+            error, message = 0, None
+            try:
+                if resource.resource_type != TOPIC_RESOURCE:
+                    raise ValueError(
+                        f"resource type {resource.resource_type} {resource.resource_name!r}: "
+                        "only topics' configs change; a broker's settings are fixed when it "
+                        "starts")
+                await asyncio.to_thread(alter_topic_config, self.broker.store,
+                                        resource.resource_name, await changes(resource),
+                                        validate_only=request.validate_only)
+            except Exception as failure:
+                error, message = _error_of(failure)
+            results.append(result(error_code=error, error_message=message,
+                                  resource_type=resource.resource_type,
+                                  resource_name=resource.resource_name))
+        return {"throttle_time_ms": 0, "responses": results}
 
     async def _configs(self, resource_type: int, name: str) -> list[tuple[str, str | None, int]]:
         """`(name, value, source)` of every setting of a topic, or of this broker."""

@@ -88,6 +88,8 @@ class KafkaListener:
             ApiKey.DeleteTopics: self.topics.delete_topics,
             ApiKey.InitProducerId: self._init_producer_id,
             ApiKey.DescribeConfigs: self.topics.describe_configs,
+            ApiKey.AlterConfigs: self.topics.alter_configs,
+            ApiKey.IncrementalAlterConfigs: self.topics.incremental_alter_configs,
         }
 
     async def start(self) -> Listener:

@@ -247,7 +247,7 @@ class Producer:
         if size > self.config.max_request_size:
             raise RecordTooLargeError(
                 f"a record of {size} bytes is larger than max.request.size="
-                f"{self.config.max_request_size}: raise it (and the topic's message.max.bytes)"
+                f"{self.config.max_request_size}: raise it (and the topic's max.message.bytes)"
             )
         count = self._partition_count(topic)
         partition = choose_partition(
@@ -363,7 +363,7 @@ class Producer:
         if largest > self.config.max_request_size:
             raise RecordTooLargeError(
                 f"a record of {largest} bytes is larger than max.request.size="
-                f"{self.config.max_request_size}: raise it (and the topic's message.max.bytes)"
+                f"{self.config.max_request_size}: raise it (and the topic's max.message.bytes)"
             )
 
     def _wait_for_buffer_space(self) -> None:

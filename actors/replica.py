@@ -259,7 +259,7 @@ class PartitionReplica:
             # Every record decoded and checked, not only the CRC: a CRC proves the bytes are
             # the ones the client sent, not that they are records; one malformed record stored
             # would fail every consumer that reads that far.
-            headers = validate_batches(records, self.config.log.message_max_bytes,
+            headers = validate_batches(records, self.config.log.max_message_bytes,
                                        require_keys=self.config.log.compact)
         except RecordTooLargeError as error:
             return error_reply(ErrorCode.MESSAGE_TOO_LARGE, str(error))
@@ -551,6 +551,21 @@ class PartitionReplica:
         self.notify()
 
     # ------------------------------------------------------------------------ both sides
+
+    def update_config(self, topic_config: dict[str, Any]) -> bool:
+        """Take the topic's new config (Kafka's `UnifiedLog.updateConfig`): the log rolls,
+        retains, compacts and flushes by it from now on, and the leader checks
+        min.insync.replicas and max.message.bytes by it. Whether anything changed."""
+        config = TopicConfig.from_dict(topic_config)
+        if config == self.config:
+            return False
+        self.config = config
+        self.log.update_config(config.log)
+        # Retention and compaction by the new settings at the host's next turn (within a
+        # second), not after the interval the old ones set: a user who shortens retention.ms
+        # sees old segments go.
+        self.next_maintenance_ms = now_ms()
+        return True
 
     def _maintenance_interval_ms(self) -> int:
         return min(self.config.log.segment_ms, 30_000)

@@ -164,6 +164,10 @@ class ReplicaHost:
                     replica.listeners.add(self._wake_sessions)
                     self.replicas[tp] = replica
                     self._schedule_log_maintenance(replica)
+                else:
+                    # Every LeaderAndIsr carries the topic's config: a replica that missed a
+                    # change (its host was busy or restarting) hears of it here.
+                    self._apply_config(replica, request.config)
                 reply = replica.leader_and_isr(request)
             except Exception as error:  # one bad partition must not stop the others
                 log.exception("LeaderAndIsr for %s-%d failed", request.topic, request.partition)
@@ -190,6 +194,24 @@ class ReplicaHost:
                 self.offset_managers[tp.partition] = OffsetManager(replica)
             else:
                 self.offset_managers.pop(tp.partition, None)
+
+    async def update_topic_config(self, topic: str, config: dict[str, Any]) -> dict[str, Any]:
+        """The topic's config changed: its replicas here take it now."""
+        failed: dict[str, Any] = {}
+        for tp, replica in list(self.replicas.items()):
+            if tp.topic != topic:
+                continue
+            try:
+                self._apply_config(replica, config)
+            except Exception as error:  # the controller checked it; the others go on
+                log.exception("the new config of %s-%d failed", tp.topic, tp.partition)
+                failed[f"{tp.topic}-{tp.partition}"] = repr(error)
+        return {"error": 0, "failed": failed}
+
+    def _apply_config(self, replica: PartitionReplica, config: dict[str, Any]) -> None:
+        if replica.update_config(config):
+            # Its next maintenance may now be due sooner than the turn already queued.
+            self._schedule_log_maintenance(replica)
 
     async def fence(self) -> None:
         """The broker lost its ZooKeeper session: lead nothing until the controller says so."""

@@ -1,6 +1,8 @@
-"""Creating a topic, checked as rafka checks it whoever asks (`Cluster.create_topic`, a Kafka
-client's CreateTopics): the name, the config, the replication factor against the live brokers
-and against min.insync.replicas. The controller then creates the partitions."""
+"""Creating a topic and changing its config, checked as rafka checks them whoever asks
+(`Cluster.create_topic` and `alter_topic_config`, a Kafka client's CreateTopics, AlterConfigs and
+IncrementalAlterConfigs): the name, the config, the replication factor against the live brokers
+and against min.insync.replicas. The controller then creates the partitions, or tells the
+brokers holding them of the new config."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from coordination.errors import InvalidReplicationFactorError, TopicExistsError
 from coordination.registration import read_brokers
 from coordination.store import ClusterStore
 from coordination.validation import validate_topic_name
+from logstore.errors import InvalidConfigError
 
 
 def create_topic(store: ClusterStore, name: str, partitions: int, replication_factor: int,
@@ -43,3 +46,29 @@ def create_topic(store: ClusterStore, name: str, partitions: int, replication_fa
         assign_replicas(brokers, partitions, replication_factor)  # raises what it cannot do
         return
     admin.create_topic_auto(name, partitions, replication_factor, topic_config.overrides())
+
+
+def alter_topic_config(store: ClusterStore, name: str, updates: Mapping[str, Any | None], *,
+                       validate_only: bool = False) -> dict[str, str]:
+    """Set (or, where the value is None, remove) config overrides of an existing topic and
+    return its overrides after the change, or with `validate_only` what they would be:
+    `UnknownTopicError`, or `InvalidConfigError` for what a replica would refuse."""
+    validate_topic_name(name)
+    admin = TopicAdmin(store)
+    current = admin.read_config(name).value
+    merged = {**current, **{key: value for key, value in updates.items() if value is not None}}
+    for key, value in updates.items():
+        if value is None:
+            merged.pop(key, None)
+    topic_config = TopicConfig.from_dict(merged)
+    replication_factor = min(len(replicas) for replicas in
+                             admin.read_assignment(name).value.partitions.values())
+    if topic_config.min_insync_replicas > replication_factor:
+        raise InvalidConfigError(
+            f"min.insync.replicas={topic_config.min_insync_replicas} is larger than the "
+            f"replication factor {replication_factor} of {name!r}: acks=all writes could never "
+            f"succeed"
+        )
+    if validate_only:
+        return {key: str(value) for key, value in merged.items()}
+    return dict(admin.alter_config(name, updates).value)

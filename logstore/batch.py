@@ -70,10 +70,10 @@ NO_TIMESTAMP = -1
 
 INT32_MAX = 2**31 - 1
 
-# How much larger than message.max.bytes decompressed records may be. Generous for real data
+# How much larger than max.message.bytes decompressed records may be. Generous for real data
 # (ratios above 10 are rare) and still a hard bound against compression bombs.
 MAX_DECOMPRESSION_RATIO = 32
-# The bound used by consumers, who do not know the topic's message.max.bytes.
+# The bound used by consumers, who do not know the topic's max.message.bytes.
 DEFAULT_MAX_DECOMPRESSED_SIZE = MAX_DECOMPRESSION_RATIO * 1048588
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -470,7 +470,7 @@ def validate_batch(
     """Validate exactly one batch of untrusted bytes; return its header.
 
     Checks the framing (length not negative, not smaller than the header, not above
-    ``max_size`` -- message.max.bytes -- and matching the buffer exactly), magic, CRC, the
+    ``max_size`` -- max.message.bytes -- and matching the buffer exactly), magic, CRC, the
     header's counts, and every record (:func:`_verify_records`): decompressed within
     ``MAX_DECOMPRESSION_RATIO * max_size`` and decoded, each must be what a consumer can read.
     ``require_keys`` refuses records without a key (for compacted topics: ``LogConfig.compact``).
@@ -486,8 +486,8 @@ def validate_batch(
     size = batch_size(view, 0)
     if size > max_size:
         raise RecordTooLargeError(
-            f"batch of {size} bytes is larger than message.max.bytes={max_size}: "
-            "send smaller batches or raise the topic's message.max.bytes"
+            f"batch of {size} bytes is larger than max.message.bytes={max_size}: "
+            "send smaller batches or raise the topic's max.message.bytes"
         )
     if size > len(view):
         raise CorruptRecordError(
@@ -511,7 +511,7 @@ def validate_batches(
     """Validate a produce request that carries one or more concatenated batches.
 
     Each batch is checked as by :func:`validate_batch` (``max_size`` applies per batch, as
-    Kafka's message.max.bytes does); a partial batch at the end is trailing garbage. rafka's
+    Kafka's max.message.bytes does); a partial batch at the end is trailing garbage. rafka's
     producer sends one batch per partition per request, but several are accepted.
     """
     view = buf if isinstance(buf, memoryview) else memoryview(buf)

@@ -74,7 +74,7 @@ def compress(codec: int, data: bytes) -> bytes:
 
 def _too_large(max_size: int) -> RecordTooLargeError:
     return RecordTooLargeError(
-        f"decompressed records exceed {max_size} bytes, the bound derived from message.max.bytes "
+        f"decompressed records exceed {max_size} bytes, the bound derived from max.message.bytes "
         "(a compression bomb, or a batch that should have been split): send smaller batches"
     )
 

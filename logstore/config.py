@@ -35,7 +35,7 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     flush_messages: int | None = None  # None: leave flushing to the OS
     flush_ms: int | None = None
-    message_max_bytes: int = 1048588
+    max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
     # Accepted for compatibility; segments are deleted at once because reads happen on the
     # same (actor) thread, so no reader can still hold a deleted file.
@@ -168,7 +168,7 @@ _SPECS: dict[str, _Spec] = {
         _Spec("min.compaction.lag.ms", int, minimum=0),
         _Spec("flush.messages", int, minimum=1, nullable=True),
         _Spec("flush.ms", int, minimum=0, nullable=True),
-        _Spec("message.max.bytes", int, minimum=0, maximum=INT32_MAX),
+        _Spec("max.message.bytes", int, minimum=0, maximum=INT32_MAX),
         _Spec("message.timestamp.type", str, choices=_TIMESTAMP_TYPES),
         _Spec("file.delete.delay.ms", int, minimum=0),
     )

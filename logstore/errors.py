@@ -36,10 +36,10 @@ class InvalidRecordError(LogStoreError):
 
 
 class RecordTooLargeError(LogStoreError):
-    """A batch, or its decompressed records, exceed ``message.max.bytes`` (RecordTooLargeException).
+    """A batch, or its decompressed records, exceed ``max.message.bytes`` (RecordTooLargeException).
 
     The producer should send smaller batches (lower ``batch.size``) or the topic's
-    ``message.max.bytes`` should be raised.
+    ``max.message.bytes`` should be raised.
     """
 
 

@@ -241,11 +241,11 @@ class Log:
         parsed = split_batches(batches, verify_crc=False)
         if not parsed:
             raise CorruptRecordError("nothing to append: the request holds no batch")
-        max_size = self.config.message_max_bytes
+        max_size = self.config.max_message_bytes
         for header, _ in parsed:
             if header.size > max_size:
                 raise RecordTooLargeError(
-                    f"batch of {header.size} bytes is larger than message.max.bytes={max_size}"
+                    f"batch of {header.size} bytes is larger than max.message.bytes={max_size}"
                 )
         offset = self.log_end_offset
         topic_uses_append_time = self.config.log_append_time

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -29,6 +31,8 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
 )
@@ -110,6 +114,9 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 0, 5),
     Api(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
     Api(ApiKey.DescribeConfigs, DescribeConfigsRequest, DescribeConfigsResponse, 0, 3),
+    Api(ApiKey.AlterConfigs, AlterConfigsRequest, AlterConfigsResponse, 0, 2),
+    Api(ApiKey.IncrementalAlterConfigs, IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse, 0, 1),
 )}
 API_VERSIONS = APIS[ApiKey.ApiVersions]
 

@@ -178,7 +178,7 @@ def test_a_follower_refuses_produce_and_names_the_leader(shared: Cluster) -> Non
 def test_the_leader_refuses_bad_batches_and_changes_nothing(shared: Cluster) -> None:
     topic = topic_name()
     shared.create_topic(topic, partitions=1, replication_factor=1,
-                        config={"message.max.bytes": 10_000})
+                        config={"max.message.bytes": 10_000})
     _leader, replica = leader_replica(shared, topic, 0)
     good = build_batch([(b"k", b"v", 0, None)])
     corrupt = bytearray(good)

@@ -10,7 +10,15 @@ import functools
 import threading
 import time
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from actors import Cluster
 
@@ -148,3 +156,57 @@ def test_a_leader_killed_under_a_confluent_producer_loses_nothing(start_cluster)
     assert len(stored) == len(records) == total, "a record was written twice"
     lost = {value for value, where in acknowledged.items() if stored.get(value) != where}
     assert not lost, sorted(lost)[:5]
+
+
+def test_confluent_kafkas_admin_client_changes_a_topics_config_live(
+    kafka_cluster: Cluster,
+) -> None:
+    """IncrementalAlterConfigs: SET and DELETE reach the replicas while the topic is in use;
+    a value rafka would refuse, and a broker's settings, are refused with Kafka's errors."""
+    topic = new_topic(kafka_cluster, "altered-by-confluent")
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers()})
+    producer = _producer(kafka_cluster)
+
+    def send(value: bytes) -> str | None:
+        outcome: list[str | None] = []
+        producer.produce(topic, value=value, partition=0,
+                         on_delivery=lambda error, _m: outcome.append(
+                             None if error is None else error.name()))
+        assert producer.flush(60) == 0
+        return outcome[0]
+
+    def alter(*entries: ConfigEntry) -> None:
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=list(entries))
+        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+    big = b"b" * 4000
+    assert send(big) is None
+    alter(ConfigEntry("max.message.bytes", "1000",
+                      incremental_operation=AlterConfigOpType.SET))
+    assert kafka_cluster.describe_topic(topic)["config"] == {
+        "min.insync.replicas": "2", "max.message.bytes": "1000"}
+    wait_until(lambda: send(big) == "MSG_SIZE_TOO_LARGE", 30,
+               "the leader to refuse a record over max.message.bytes=1000")
+    assert send(b"small") is None
+    alter(ConfigEntry("max.message.bytes", None,
+                      incremental_operation=AlterConfigOpType.DELETE))
+    assert kafka_cluster.describe_topic(topic)["config"] == {"min.insync.replicas": "2"}
+    wait_until(lambda: send(big) is None, 30, "the default max.message.bytes back")
+
+    with pytest.raises(KafkaException) as refused:
+        alter(ConfigEntry("min.insync.replicas", "4",
+                          incremental_operation=AlterConfigOpType.SET))
+    assert refused.value.args[0].name() == "INVALID_CONFIG"
+    assert "replication factor 3" in refused.value.args[0].str()
+    broker = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[ConfigEntry(
+        "replica.lag.time.max.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match="fixed when it starts"):
+        admin.incremental_alter_configs([broker])[broker].result(timeout=30)
+    assert kafka_cluster.describe_topic(topic)["config"] == {"min.insync.replicas": "2"}
+
+    # AlterConfigs, the older API, replaces the overrides: min.insync.replicas goes back to 1.
+    replaced = ConfigResource(ResourceType.TOPIC, topic, set_config={"retention.ms": "3600000"})
+    with pytest.warns(DeprecationWarning, match="incremental_alter_configs"):
+        future = admin.alter_configs([replaced])[replaced]
+    future.result(timeout=30)
+    assert kafka_cluster.describe_topic(topic)["config"] == {"retention.ms": "3600000"}

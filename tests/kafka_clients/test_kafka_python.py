@@ -122,7 +122,7 @@ def test_a_kafka_python_group_shares_rebalances_and_resumes_from_its_commits(
                    "kafka-python-group", KafkaPythonMember)
 
 
-def test_kafka_pythons_admin_client_creates_describes_lists_and_deletes(
+def test_kafka_pythons_admin_client_creates_describes_alters_lists_and_deletes(
     kafka_cluster: Cluster,
 ) -> None:
     admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers())
@@ -143,6 +143,18 @@ def test_kafka_pythons_admin_client_creates_describes_lists_and_deletes(
         assert configs["retention.ms"]["value"] == "3600000"
         assert configs["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
         assert configs["min.insync.replicas"]["config_source"] == "DEFAULT_CONFIG"
+        # AlterConfigs (kafka-python sends the other overrides along, since what a request
+        # leaves out goes back to its default), then IncrementalAlterConfigs' DELETE.
+        assert admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "made-by-admin",
+                            configs={"max.message.bytes": "2000"})], incremental=False,
+        ) == {"topic": {"made-by-admin": "OK"}}
+        assert kafka_cluster.describe_topic("made-by-admin")["config"] == {
+            "retention.ms": "3600000", "max.message.bytes": "2000"}
+        admin.reset_configs([ConfigResource(ConfigResourceType.TOPIC, "made-by-admin",
+                                            configs=["retention.ms"])], incremental=True)
+        assert kafka_cluster.describe_topic("made-by-admin")["config"] == {
+            "max.message.bytes": "2000"}
         # A group of one, listed and described by the broker that coordinates it.
         consumer = KafkaConsumer("made-by-admin", group_id="listed-group",
                                  bootstrap_servers=kafka_cluster.bootstrap_servers())

@@ -159,10 +159,10 @@ def test_validate_rejects_bad_crc_magic_and_lengths() -> None:
         validate_batch(good[:10], MAX)
 
 
-def test_validate_rejects_too_large_against_message_max_bytes() -> None:
+def test_validate_rejects_too_large_against_max_message_bytes() -> None:
     data = batch_of(10, value_size=100)
     assert validate_batch(data, len(data)).size == len(data)
-    with pytest.raises(RecordTooLargeError, match=r"message\.max\.bytes"):
+    with pytest.raises(RecordTooLargeError, match=r"max\.message\.bytes"):
         validate_batch(data, len(data) - 1)
 
 
@@ -300,7 +300,7 @@ def test_decompression_is_bounded_against_bombs(codec: str) -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    # The bound is 32 x message.max.bytes = 9.4 MiB (zlib may grow its buffer to twice that);
+    # The bound is 32 x max.message.bytes = 9.4 MiB (zlib may grow its buffer to twice that);
     # nothing near the 64 MiB the bomb expands to was allocated.
     assert peak < 24 << 20, f"validation allocated {peak} bytes"
     with pytest.raises(RecordTooLargeError):

@@ -18,7 +18,7 @@ def test_defaults_are_kafkas() -> None:
     assert config.delete_retention_ms == 24 * 3600 * 1000
     assert config.min_compaction_lag_ms == 0
     assert config.flush_messages is None and config.flush_ms is None
-    assert config.message_max_bytes == 1048588
+    assert config.max_message_bytes == 1048588
     assert config.message_timestamp_type == "CreateTime"
 
 

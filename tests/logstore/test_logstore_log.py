@@ -66,7 +66,7 @@ def test_one_leader_append_may_carry_several_batches(log: Log) -> None:
 
 
 def test_append_refuses_partial_batches_and_oversized_ones(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", small_config(message_max_bytes=500))
+    log = Log.open(tmp_path / "t-0", small_config(max_message_bytes=500))
     with pytest.raises(CorruptRecordError):
         log.append_as_leader(batch_of(2)[:-3], 0)
     with pytest.raises(CorruptRecordError):

@@ -65,7 +65,7 @@ MSGPACK_INTEGERS = st.integers(-(2**63), 2**64 - 1)
 
 TOPIC = "good"
 PARTITIONS = 2
-SMALL_TOPIC = "small"  # message.max.bytes far below the producer's max.request.size
+SMALL_TOPIC = "small"  # max.message.bytes far below the producer's max.request.size
 SMALL_MAX_BYTES = 1024
 T0 = 1_700_000_000_000
 
@@ -88,7 +88,7 @@ def topics(cluster: Cluster) -> dict[str, int]:
     """Two topics with a few records each: what must survive every bad call unchanged."""
     cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
     cluster.create_topic(SMALL_TOPIC, partitions=1, replication_factor=3,
-                         config={"message.max.bytes": SMALL_MAX_BYTES})
+                         config={"max.message.bytes": SMALL_MAX_BYTES})
     producer = cluster.producer(acks="all")
     for i in range(10):
         producer.send(TOPIC, value=b"before-%d" % i, partition=i % PARTITIONS)
@@ -259,11 +259,11 @@ def test_oversized_records(cluster: Cluster, unharmed) -> None:
     @EXAMPLES
     @given(excess=st.integers(min_value=1, max_value=4 * SMALL_MAX_BYTES))
     def check(excess: int) -> None:
-        # Above the topic's message.max.bytes: refused by the leader, the future says so.
+        # Above the topic's max.message.bytes: refused by the leader, the future says so.
         producer = cluster.producer(acks="all", enable_idempotence=False, retries=0)
         try:
             future = producer.send(SMALL_TOPIC, value=bytes(SMALL_MAX_BYTES + excess))
-            with pytest.raises(RecordTooLargeError, match=r"message\.max\.bytes"):
+            with pytest.raises(RecordTooLargeError, match=r"max\.message\.bytes"):
                 future.result(30)
         finally:
             producer.close()
@@ -381,7 +381,7 @@ def test_bad_client_settings(cluster: Cluster, unharmed) -> None:
 
     check()
     # Topic settings: refused before anything is written to ZooKeeper.
-    for config in ({"message.max.bytes": -1}, {"min.insync.replicas": "x"},
+    for config in ({"max.message.bytes": -1}, {"min.insync.replicas": "x"},
                    {"no.such.config": 1}, {"cleanup.policy": "trash"}):
         with pytest.raises(InvalidConfigError):
             cluster.create_topic("never-created", config=config)
@@ -500,7 +500,7 @@ def test_malformed_batches_sent_straight_to_a_leader(cluster: Cluster, unharmed)
         with pytest.raises((CorruptRecordError, RecordTooLargeError)) as refused:
             raise_for(reply)
         if kind == "huge length":
-            # 2 GiB declared: larger than message.max.bytes before it is anything else.
+            # 2 GiB declared: larger than max.message.bytes before it is anything else.
             assert refused.type is RecordTooLargeError
 
     check()
