@@ -29,6 +29,7 @@ from actors.errors import (
     BufferExhaustedError,
     CorruptRecordError,
     InvalidRecordError,
+    OutOfOrderSequenceError,
     RafkaError,
     RecordTooLargeError,
     RequestTimedOutError,
@@ -192,8 +193,8 @@ class Producer:
         self._sticky = StickyPartitioner()
         # Kafka asks a broker for a producer id (InitProducerId); a random 62-bit id is unique
         # enough among the producers of one cluster and needs no round trip.
+        # Its epoch is per partition, in the accumulator.
         self.producer_id = secrets.randbits(62) if self.config.enable_idempotence else -1
-        self.producer_epoch = 0 if self.config.enable_idempotence else -1
         self._lock = threading.Lock()
         self._wakeup = threading.Condition(self._lock)
         # Signalled when queued bytes leave the accumulator (buffer.memory back-pressure).
@@ -205,6 +206,9 @@ class Producer:
         self._sent_at: dict[Any, float] = {}
         # One outcome per batch, for its whole life (retries included), by batch id.
         self._outcomes: dict[int, _BatchOutcome] = {}
+        # Partitions whose leader lost this producer's state: a new epoch once nothing of
+        # theirs is in flight (KIP-360; see actors/accumulator.py).
+        self._epoch_bumps: set[tuple[str, int]] = set()
         self._flushing = 0
         self._closed = False
         self._sender = threading.Thread(target=self._run, name="rafka-producer", daemon=True)
@@ -433,6 +437,7 @@ class Producer:
                 if self._closed and not self._in_flight:
                     return
                 now = int(time.time() * 1000)
+                self._bump_epochs()
                 if self._flushing or self._closed:
                     batches = self._accumulator.drain_all(now)
                 else:
@@ -464,7 +469,8 @@ class Producer:
                     batch.records,
                     compression=self.config.compression_type,
                     producer_id=self.producer_id,
-                    producer_epoch=self.producer_epoch,
+                    producer_epoch=(self._accumulator.producer_epoch(batch.topic, batch.partition)
+                                    if self.producer_id >= 0 else -1),
                     base_sequence=batch.base_sequence if batch.base_sequence is not None else -1,
                 )
             except (BrokerUnavailableError, ValueError) as error:
@@ -544,10 +550,29 @@ class Producer:
             outcome.complete(reply["base_offset"])
         elif is_retriable(error):
             self.metadata.invalidate(batch.topic)
+            if isinstance(error, OutOfOrderSequenceError):
+                with self._lock:
+                    if self._accumulator.lost_producer_state(batch,
+                                                             reply.get("expected_sequence")):
+                        self._epoch_bumps.add((batch.topic, batch.partition))
             self._retry_or_fail(batch, error)
         else:
             self._fail(batch, error,
                        release_sequences=isinstance(error, _REFUSED_BEFORE_APPEND))
+
+    def _bump_epochs(self) -> None:
+        """A new epoch for each partition waiting for one whose batches have all come back
+        (with the lock held): its retries and queued batches are numbered from 0 under it."""
+        for topic, partition in list(self._epoch_bumps):
+            if self._accumulator.in_flight_count(topic, partition) == 0:
+                self._epoch_bumps.discard((topic, partition))
+                try:
+                    epoch = self._accumulator.bump_epoch(topic, partition)
+                except ValueError as exhausted:  # its batches fail at delivery.timeout.ms
+                    log.error("%s", exhausted)
+                    continue
+                log.info("%s-%d lost this producer's state: producer epoch %d, sequences from 0",
+                         topic, partition, epoch)
 
     def _retry_or_fail(self, batch: PendingBatch, error: BaseException) -> None:
         now = int(time.time() * 1000)

@@ -292,6 +292,52 @@ def test_reset_sequences_renumbers_queued_batches_from_zero() -> None:
     assert again is second and again.base_sequence == 0
 
 
+def test_a_leader_that_lost_the_producers_state_gets_a_new_epoch_numbered_from_zero() -> None:
+    acc = _acc(linger_ms=0)
+    _fill(acc, 9 * 2)
+    for batch in _send(acc, acc.ready(0)):  # sequences 0 and 9, acknowledged
+        acc.on_completed(batch)
+    _fill(acc, 9 * 2, now=1)
+    lost, behind = _send(acc, acc.ready(1))
+    assert (lost.base_sequence, behind.base_sequence) == (18, 27)
+    # The topic was deleted and created again: its new leader expects sequence 0 of us.
+    assert acc.lost_producer_state(lost, expected_sequence=0)
+    assert not acc.lost_producer_state(behind, expected_sequence=0)  # `lost` comes first
+    acc.reenqueue(lost, now_ms=2, backoff_ms=0)
+    with pytest.raises(ValueError, match="in flight"):
+        acc.bump_epoch("t", 0)  # `behind` may still be answered under the old epoch
+    acc.reenqueue(behind, now_ms=2, backoff_ms=0)
+    assert acc.bump_epoch("t", 0) == 1
+    assert (acc.producer_epoch("t", 0), acc.producer_epoch("t", 1)) == (1, 0)
+    again = _send(acc, acc.ready(3))
+    assert again == [lost]  # one retry at a time, oldest first
+    acc.on_completed(lost)
+    [then] = _send(acc, acc.ready(3))
+    assert then is behind
+    assert (lost.base_sequence, behind.base_sequence) == (0, 9)
+
+
+def test_only_a_gap_before_the_oldest_pending_batch_calls_for_a_new_epoch() -> None:
+    acc = _acc(linger_ms=0)
+    _fill(acc, 9)
+    [batch] = _send(acc, acc.ready(0))
+    assert batch.base_sequence == 0
+    # The leader has appended past it (the batch may be written already): no new epoch.
+    assert not acc.lost_producer_state(batch, expected_sequence=40)
+    assert not acc.lost_producer_state(batch, expected_sequence=None)
+    # Across the wrap: a leader expecting 2**31 - 5 lacks what comes before sequence 4.
+    batch.base_sequence = 4
+    assert acc.lost_producer_state(batch, expected_sequence=2**31 - 5)
+
+
+def test_producer_epochs_run_out_at_kafkas_int16() -> None:
+    acc = _acc(linger_ms=0)
+    for epoch in range(1, 2**15):
+        assert acc.bump_epoch("t", 0) == epoch
+    with pytest.raises(ValueError, match="new one"):
+        acc.bump_epoch("t", 0)
+
+
 def test_expire_takes_out_only_old_queued_batches_in_order() -> None:
     acc = _acc(linger_ms=0)
     _fill(acc, 9, now=0)
