@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -29,7 +30,7 @@ from actors.controller import Controller
 from actors.errors import ErrorCode, error_reply
 from actors.kafka_listener import KafkaListener
 from actors.messages import IsrChange, LeaderAndIsrRequest
-from actors.naming import broker_name, replica_host_name
+from actors.naming import broker_name, partition_log_dir, replica_host_name
 from actors.replica_host import ReplicaHostActor
 from coordination import layout
 from coordination.election import ControllerElection
@@ -383,13 +384,19 @@ class Broker:
             return error_reply(ErrorCode.STALE_CONTROLLER_EPOCH, "stale controller epoch")
         self.controller_epoch = controller_epoch
         by_host: dict[str, list[tuple[str, int]]] = {}
+        unhosted: list[Path] = []
         for topic, partition in partitions:
             self.replica_states.pop(TopicPartition(topic, partition), None)
             name = self._host_name(topic, partition)
             if name in self.hosts:
                 by_host.setdefault(name, []).append((topic, partition))
+            elif delete:
+                # No host holds it (this broker was down when its topic was deleted): what it
+                # left on disk goes all the same.
+                unhosted.append(partition_log_dir(self.data_dir, topic, partition))
         await asyncio.gather(
             *(self.hosts[name].stop_replicas.remote(tps, delete) for name, tps in by_host.items()),
+            *(asyncio.to_thread(shutil.rmtree, path, True) for path in unhosted),
             return_exceptions=True,
         )
         # A host of one replica (num.replica.hosts=0) has nothing left to do.

@@ -37,7 +37,7 @@ from actors.stack import LocalStack
 from actors.topics import alter_topic_config, create_topic
 from coordination.admin import TopicAdmin
 from coordination.election import read_controller
-from coordination.errors import BrokerIdInUseError
+from coordination.errors import BrokerIdInUseError, UnknownTopicError
 from coordination.groups import GroupStore
 from coordination.models import TopicPartition
 from coordination.registration import read_brokers
@@ -358,10 +358,28 @@ class Cluster:
         return alter_topic_config(self.store, name, updates)
 
     def delete_topic(self, name: str, *, wait: bool = True, timeout_s: float = 60.0) -> None:
+        """Delete a topic, and with `wait` return once it is gone. A broker holding a replica
+        of it that is down holds the deletion up until it is back, as in Kafka: the name stays
+        taken meanwhile, and a timeout says which brokers it waits for (it goes on)."""
         self.admin.request_topic_deletion(name)
-        if wait:
+        if not wait:
+            return
+        try:
             _wait_for(lambda: not self.admin.topic_exists(name), timeout_s,
                       f"topic {name!r} to be deleted")
+        except RequestTimedOutError as timed_out:
+            try:
+                assignment = self.admin.read_assignment(name).value
+            except UnknownTopicError:
+                return  # gone just now
+            holding = {broker for replicas in assignment.partitions.values()
+                       for broker in replicas}
+            down = sorted(holding - set(read_brokers(self.store)))
+            if not down:
+                raise
+            raise RequestTimedOutError(
+                f"{timed_out}: brokers {down} hold replicas of it and are down; the deletion "
+                f"finishes when they are back (start them, or wait for them)") from None
 
     def elect_preferred_leaders(self) -> list[tuple[str, int]]:
         """Move leadership back to each partition's preferred replica where it is in sync."""

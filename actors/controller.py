@@ -96,6 +96,10 @@ class Controller:
         self.configs: dict[str, TopicConfig] = {}
         self.raw_configs: dict[str, dict[str, str]] = {}
         self.states: dict[TopicPartition, Versioned[PartitionState]] = {}
+        # Topics being deleted whose replicas are not all gone yet: a broker holding one was
+        # down. As in Kafka, the deletion waits for it, its partitions lead nowhere meanwhile,
+        # and the name stays taken, so a new topic cannot pick up the old one's logs.
+        self.deleting: set[str] = set()
         self.events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
         # Which method handles which event: every event the controller knows, in one place.
         self._handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
@@ -184,6 +188,7 @@ class Controller:
         self.live = await self._zk(read_brokers, self.store)
         for topic in await self._zk(self.admin.list_topics):
             await self._load_topic(topic)
+        self.deleting = set(await self._zk(self.admin.topics_marked_for_deletion))
         await self._bring_online(set(self.states) | self._partitions_without_state())
         # Replicas on brokers that died while there was no controller leave the ISR now, as
         # Kafka's controller takes them offline when it starts.
@@ -192,7 +197,7 @@ class Controller:
             if dead and versioned.value.leader in self.live:
                 await self._shrink_isr(tp, dead)
         await self._send_leader_and_isr(set(self.states), brokers=set(self.live))
-        for topic in await self._zk(self.admin.topics_marked_for_deletion):
+        for topic in sorted(self.deleting):
             await self._delete_topic(topic)
 
     async def _load_topic(self, topic: str) -> None:
@@ -325,8 +330,9 @@ class Controller:
         """LeaderAndIsr for `partitions` to their live replicas (or only to `brokers`)."""
         requests: dict[int, list[dict[str, Any]]] = {}
         for tp in partitions:
-            if tp not in self.states or tp.topic not in self.assignments:
-                continue
+            if tp not in self.states or tp.topic not in self.assignments or (
+                    tp.topic in self.deleting):
+                continue  # a topic being deleted: its replicas must not come back
             versioned = self.states[tp]
             state = versioned.value
             request = {
@@ -370,6 +376,8 @@ class Controller:
         # partitions costs a few round trips, not hundreds in a row.
         to_elect, to_shrink = [], []
         for tp, versioned in list(self.states.items()):
+            if tp.topic in self.deleting:
+                continue
             state = versioned.value
             if state.leader in dead or state.leader not in self.live:
                 to_elect.append(tp)
@@ -383,6 +391,10 @@ class Controller:
         # New brokers learn every partition they hold, to lead or to follow.
         hosted = {tp for tp in self.states if born & set(self._replicas(tp))}
         await self._send_leader_and_isr(hosted - changed, brokers=born)
+        # A deletion that waited for a broker goes on now that it is back.
+        for topic in sorted(topic for topic in self.deleting
+                            if born & self._replica_brokers(topic)):
+            await self._delete_topic(topic)
 
     async def _on_topics(self, event: TopicsChanged) -> None:
         topics = event.topics
@@ -401,6 +413,7 @@ class Controller:
     def _forget_topic(self, topic: str) -> None:
         for watch in self._topic_watches.pop(topic, ()):
             watch.cancel()
+        self.deleting.discard(topic)
         self.assignments.pop(topic, None)
         self._assignment_versions.pop(topic, None)
         self.configs.pop(topic, None)
@@ -460,6 +473,9 @@ class Controller:
             await self._delete_topic(topic)
 
     async def _delete_topic(self, topic: str) -> None:
+        """Delete the replicas of `topic` on the live brokers; once none is left anywhere (its
+        brokers may have been down: Kafka's replicas ineligible for deletion), its znodes."""
+        self.deleting.add(topic)
         assignment = self.assignments.get(topic)
         if assignment is not None:
             hosts: dict[int, list[tuple[str, int]]] = {}
@@ -474,9 +490,20 @@ class Controller:
                     handle = ray.get_actor(broker_name(broker), namespace=self.namespace)
                     calls.append(handle.stop_replicas.remote(self.epoch, partitions, True))
             await asyncio.gather(*calls, return_exceptions=True)
+            waiting_for = sorted(set(hosts) - set(self.live))
+            if waiting_for:
+                log.warning("controller %d: deleting topic %s waits for brokers %s, which hold "
+                            "replicas of it", self.broker_id, topic, waiting_for)
+                return
         await self._zk(self.admin.delete_topic_znodes, topic, fence=self.fence)
         self._forget_topic(topic)
         log.info("controller %d deleted topic %s", self.broker_id, topic)
+
+    def _replica_brokers(self, topic: str) -> set[int]:
+        assignment = self.assignments.get(topic)
+        if assignment is None:
+            return set()
+        return {broker for replicas in assignment.partitions.values() for broker in replicas}
 
     async def _on_isr_changes(self, event: IsrChangesNotified) -> None:
         if not event.notifications:
@@ -513,7 +540,7 @@ class Controller:
                         versioned.version > self.states[tp].version):
                     self.states[tp] = versioned
         moved = []
-        for tp in list(self.states):
+        for tp in [tp for tp in self.states if tp.topic not in self.deleting]:
             # A stale write means the leader changed the ISR meanwhile (its notification may
             # not have reached us yet): decide again on what ZooKeeper holds now.
             for _attempt in range(3):

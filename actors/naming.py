@@ -1,4 +1,5 @@
-"""Names of rafka's actors in a cluster's Ray namespace: how any process finds any actor.
+"""Names of rafka's actors in a cluster's Ray namespace (how any process finds any actor), and
+of the partition directories in a broker's data directory.
 
 Actor names are made and read here only.
 """
@@ -6,6 +7,7 @@ Actor names are made and read here only.
 from __future__ import annotations
 
 import zlib
+from pathlib import Path
 
 BROKER_PREFIX = "broker-"
 REPLICA_HOST_PREFIX = "replica-host-"
@@ -41,3 +43,9 @@ def replica_host_name(broker_id: int, topic: str, partition: int, pool_size: int
 
 def is_replica_host_of(name: str, broker_id: int) -> bool:
     return name.startswith(f"{REPLICA_HOST_PREFIX}{broker_id}-")
+
+
+def partition_log_dir(data_dir: Path, topic: str, partition: int) -> Path:
+    """A replica's log directory in its broker's data directory: `<topic>-<partition>`, as in
+    Kafka (docs/storage.md)."""
+    return data_dir / f"{topic}-{partition}"

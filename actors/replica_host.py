@@ -25,6 +25,7 @@ import gc
 import heapq
 import logging
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from actors.messages import (
     PartitionProduce,
     ReplicaFetchPartition,
 )
-from actors.naming import broker_name
+from actors.naming import broker_name, partition_log_dir
 from actors.offset_manager import OFFSETS_TOPIC
 from actors.replica import FOLLOWER, LEADER, PartitionReplica, now_ms
 from actors.replica_fetcher import ReplicaFetcher
@@ -158,7 +159,7 @@ class ReplicaHost:
                 if replica is None:
                     replica = PartitionReplica(
                         request.topic, request.partition, self.broker_id,
-                        self.data_dir / f"{request.topic}-{request.partition}",
+                        partition_log_dir(self.data_dir, request.topic, request.partition),
                         request.config, self.config, self._write_isr,
                     )
                     replica.listeners.add(self._wake_sessions)
@@ -233,6 +234,11 @@ class ReplicaHost:
             if replica is not None:
                 replica.stop()
                 await asyncio.to_thread(replica.release, delete)
+            elif delete:
+                # Not open here (its broker was down when the topic was deleted, say): its log
+                # may still be on disk, and must not come back with a topic of the same name.
+                await asyncio.to_thread(shutil.rmtree,
+                                        partition_log_dir(self.data_dir, topic, partition), True)
 
     async def close(self) -> None:
         """Stop serving every replica and close their logs (controlled shutdown)."""
