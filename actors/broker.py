@@ -19,7 +19,7 @@ import shutil
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -28,7 +28,6 @@ from actors import metrics
 from actors.config import BrokerConfig
 from actors.controller import Controller
 from actors.errors import ErrorCode, error_reply
-from actors.kafka_listener import KafkaListener
 from actors.messages import IsrChange, LeaderAndIsrRequest
 from actors.naming import broker_name, partition_log_dir, replica_host_name
 from actors.replica_host import ReplicaHostActor
@@ -45,6 +44,9 @@ from coordination.partition_state import PartitionStateStore
 from coordination.registration import BrokerRegistration, read_brokers
 from coordination.store import ClusterStore, SessionEvent
 from wire.listeners import Listener, parse_listener
+
+if TYPE_CHECKING:
+    from actors.kafka_listener import KafkaListener
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +164,11 @@ class Broker:
         if advertised is None and listener.host in ("0.0.0.0", "::"):
             # Bound to every interface: clients are told this node's address.
             advertised = Listener(ray.util.get_node_ip_address(), listener.port)
+        # Imported here, not at the top: Kafka's protocol schemas (kafka-python) cost every
+        # process that imports them about 8 MB, and the replica hosts and clients, which
+        # import this module through the package, never serve Kafka's protocol.
+        from actors.kafka_listener import KafkaListener
+
         self.kafka_listener = KafkaListener(self, listener, advertised,
                                             self.config.socket_request_max_bytes)
         return (str(await self.kafka_listener.start()),)
