@@ -504,7 +504,9 @@ class RecordAccumulator:
         self._buffered_bytes += batch.size_bytes - BATCH_OVERHEAD_BYTES
 
     def producer_epoch(self, topic: str, partition: int) -> int:
-        """The epoch the partition's batches carry (0 until a bump)."""
+        """The epoch the partition's batches carry: 0 until a bump, -1 without idempotence."""
+        if not self.enable_idempotence:
+            return -1
         return self._epochs.get((topic, partition), 0)
 
     def lost_producer_state(self, batch: PendingBatch, expected_sequence: int | None) -> bool:
@@ -526,7 +528,7 @@ class RecordAccumulator:
     def bump_epoch(self, topic: str, partition: int) -> int:
         """Give the partition its next producer epoch and number it from 0 again; returns the
         epoch. Only while nothing of the partition is in flight (see ``reset_sequences``)."""
-        epoch = self.producer_epoch(topic, partition) + 1
+        epoch = self._epochs.get((topic, partition), 0) + 1
         if epoch > MAX_PRODUCER_EPOCH:
             raise ValueError(
                 f"{topic}-{partition} ran out of producer epochs ({MAX_PRODUCER_EPOCH}): "

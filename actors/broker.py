@@ -345,18 +345,10 @@ class Broker:
     async def _apply_on_hosts(
         self, by_host: dict[str, list[LeaderAndIsrRequest]]
     ) -> dict[str, Any]:
-        names = list(by_host)
-        replies = await asyncio.gather(
-            *(self._host(name).leader_and_isr.remote(by_host[name]) for name in names),
-            return_exceptions=True,
-        )
-        failed: dict[str, Any] = {}
-        for name, reply in zip(names, replies, strict=True):
-            if isinstance(reply, BaseException):
-                failed.update({f"{r.topic}-{r.partition}": repr(reply) for r in by_host[name]})
-            else:
-                failed.update(reply.get("failed", {}))
-        return {"error": 0, "failed": failed}
+        calls = {name: self._host(name).leader_and_isr.remote(requests)
+                 for name, requests in by_host.items()}
+        return await _failures(calls, {name: [(r.topic, r.partition) for r in requests]
+                                       for name, requests in by_host.items()})
 
     async def update_topic_config(
         self, controller_epoch: int, topic: str, config: dict[str, Any]
@@ -366,22 +358,16 @@ class Broker:
         if controller_epoch < self.controller_epoch:
             return error_reply(ErrorCode.STALE_CONTROLLER_EPOCH, "stale controller epoch")
         self.controller_epoch = controller_epoch
-        hosting: set[str] = set()
+        by_host: dict[str, list[tuple[str, int]]] = {}
         for tp, request in list(self.replica_states.items()):
             if tp.topic == topic:
                 self.replica_states[tp] = dataclasses.replace(request, config=dict(config))
-                hosting.add(self._host_name(tp.topic, tp.partition))
-        names = sorted(hosting & set(self.hosts))
-        replies = await asyncio.gather(
-            *(self.hosts[name].update_topic_config.remote(topic, config) for name in names),
-            return_exceptions=True)
-        failed: dict[str, Any] = {}
-        for name, reply in zip(names, replies, strict=True):
-            if isinstance(reply, BaseException):
-                failed[name] = repr(reply)
-            else:
-                failed.update(reply.get("failed", {}))
-        return {"error": 0, "failed": failed}
+                name = self._host_name(tp.topic, tp.partition)
+                if name in self.hosts:
+                    by_host.setdefault(name, []).append((tp.topic, tp.partition))
+        return await _failures(
+            {name: self.hosts[name].update_topic_config.remote(topic, config)
+             for name in by_host}, by_host)
 
     async def stop_replicas(
         self, controller_epoch: int, partitions: list[tuple[str, int]], delete: bool
@@ -391,21 +377,21 @@ class Broker:
             return error_reply(ErrorCode.STALE_CONTROLLER_EPOCH, "stale controller epoch")
         self.controller_epoch = controller_epoch
         by_host: dict[str, list[tuple[str, int]]] = {}
-        unhosted: list[Path] = []
         for topic, partition in partitions:
             self.replica_states.pop(TopicPartition(topic, partition), None)
             name = self._host_name(topic, partition)
             if name in self.hosts:
                 by_host.setdefault(name, []).append((topic, partition))
-            elif delete:
-                # No host holds it (this broker was down when its topic was deleted): what it
-                # left on disk goes all the same.
-                unhosted.append(partition_log_dir(self.data_dir, topic, partition))
         await asyncio.gather(
             *(self.hosts[name].stop_replicas.remote(tps, delete) for name, tps in by_host.items()),
-            *(asyncio.to_thread(shutil.rmtree, path, True) for path in unhosted),
             return_exceptions=True,
         )
+        if delete:
+            # Every directory goes, including those no host had open (this broker was down when
+            # the topic was deleted, say): a topic of the same name must start empty.
+            await asyncio.gather(*(
+                asyncio.to_thread(shutil.rmtree, partition_log_dir(self.data_dir, *tp), True)
+                for tp in partitions))
         # A host of one replica (num.replica.hosts=0) has nothing left to do.
         if self.config.num_replica_hosts <= 0:
             for name in by_host:
@@ -610,3 +596,19 @@ def read_metadata(store: ClusterStore, topics: list[str] | None) -> dict[str, An
 
 
 BrokerActor = ray.remote(num_cpus=0, max_concurrency=1000)(Broker)
+
+
+async def _failures(calls: dict[str, Any], partitions: dict[str, list[tuple[str, int]]],
+                    ) -> dict[str, Any]:
+    """Await each replica host's call and gather what failed, by partition: all of a host's
+    `partitions` when its call raised, else what its reply lists."""
+    names = list(calls)
+    replies = await asyncio.gather(*(calls[name] for name in names), return_exceptions=True)
+    failed: dict[str, Any] = {}
+    for name, reply in zip(names, replies, strict=True):
+        if isinstance(reply, BaseException):
+            failed.update({f"{topic}-{partition}": repr(reply)
+                           for topic, partition in partitions[name]})
+        else:
+            failed.update(reply.get("failed", {}))
+    return {"error": 0, "failed": failed}

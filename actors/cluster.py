@@ -369,11 +369,9 @@ class Cluster:
                       f"topic {name!r} to be deleted")
         except RequestTimedOutError as timed_out:
             try:
-                assignment = self.admin.read_assignment(name).value
+                holding = self.admin.read_assignment(name).value.brokers
             except UnknownTopicError:
                 return  # gone just now
-            holding = {broker for replicas in assignment.partitions.values()
-                       for broker in replicas}
             down = sorted(holding - set(read_brokers(self.store)))
             if not down:
                 raise

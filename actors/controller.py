@@ -392,8 +392,8 @@ class Controller:
         hosted = {tp for tp in self.states if born & set(self._replicas(tp))}
         await self._send_leader_and_isr(hosted - changed, brokers=born)
         # A deletion that waited for a broker goes on now that it is back.
-        for topic in sorted(topic for topic in self.deleting
-                            if born & self._replica_brokers(topic)):
+        waiting = [topic for topic in self.deleting if topic in self.assignments]
+        for topic in sorted(t for t in waiting if born & self.assignments[t].brokers):
             await self._delete_topic(topic)
 
     async def _on_topics(self, event: TopicsChanged) -> None:
@@ -455,8 +455,7 @@ class Controller:
                         error)
             return
         self.raw_configs[topic], self.configs[topic] = raw, config
-        brokers = {replica for replicas in self.assignments[topic].partitions.values()
-                   for replica in replicas if replica in self.live}
+        brokers = self.assignments[topic].brokers & set(self.live)
         calls = []
         for broker in sorted(brokers):
             with contextlib.suppress(ValueError):
@@ -498,12 +497,6 @@ class Controller:
         await self._zk(self.admin.delete_topic_znodes, topic, fence=self.fence)
         self._forget_topic(topic)
         log.info("controller %d deleted topic %s", self.broker_id, topic)
-
-    def _replica_brokers(self, topic: str) -> set[int]:
-        assignment = self.assignments.get(topic)
-        if assignment is None:
-            return set()
-        return {broker for replicas in assignment.partitions.values() for broker in replicas}
 
     async def _on_isr_changes(self, event: IsrChangesNotified) -> None:
         if not event.notifications:

@@ -469,8 +469,7 @@ class Producer:
                     batch.records,
                     compression=self.config.compression_type,
                     producer_id=self.producer_id,
-                    producer_epoch=(self._accumulator.producer_epoch(batch.topic, batch.partition)
-                                    if self.producer_id >= 0 else -1),
+                    producer_epoch=self._accumulator.producer_epoch(batch.topic, batch.partition),
                     base_sequence=batch.base_sequence if batch.base_sequence is not None else -1,
                 )
             except (BrokerUnavailableError, ValueError) as error:

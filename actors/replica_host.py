@@ -25,7 +25,6 @@ import gc
 import heapq
 import logging
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -234,11 +233,6 @@ class ReplicaHost:
             if replica is not None:
                 replica.stop()
                 await asyncio.to_thread(replica.release, delete)
-            elif delete:
-                # Not open here (its broker was down when the topic was deleted, say): its log
-                # may still be on disk, and must not come back with a topic of the same name.
-                await asyncio.to_thread(shutil.rmtree,
-                                        partition_log_dir(self.data_dir, topic, partition), True)
 
     async def close(self) -> None:
         """Stop serving every replica and close their logs (controlled shutdown)."""

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.config import TopicConfig
-from coordination.admin import TopicAdmin
+from coordination.admin import TopicAdmin, merge_config, normalise_config
 from coordination.assignment import assign_replicas
 from coordination.errors import InvalidReplicationFactorError, TopicExistsError
 from coordination.registration import read_brokers
@@ -32,12 +32,9 @@ def create_topic(store: ClusterStore, name: str, partitions: int, replication_fa
             f"replication factor {replication_factor} is larger than the {live} live "
             f"brokers: start more brokers or lower the replication factor"
         )
-    if topic_config.min_insync_replicas > replication_factor:
+    if problem := _min_insync_above(topic_config, replication_factor):
         # Kafka accepts it, but then acks=all can never succeed; say so now.
-        raise InvalidReplicationFactorError(
-            f"min.insync.replicas={topic_config.min_insync_replicas} is larger than the "
-            f"replication factor {replication_factor}: acks=all writes could never succeed"
-        )
+        raise InvalidReplicationFactorError(problem)
     admin = TopicAdmin(store)
     if validate_only:
         if admin.topic_exists(name):
@@ -55,20 +52,19 @@ def alter_topic_config(store: ClusterStore, name: str, updates: Mapping[str, Any
     `UnknownTopicError`, or `InvalidConfigError` for what a replica would refuse."""
     validate_topic_name(name)
     admin = TopicAdmin(store)
-    current = admin.read_config(name).value
-    merged = {**current, **{key: value for key, value in updates.items() if value is not None}}
-    for key, value in updates.items():
-        if value is None:
-            merged.pop(key, None)
+    merged = merge_config(admin.read_config(name).value, updates)
     topic_config = TopicConfig.from_dict(merged)
-    replication_factor = min(len(replicas) for replicas in
-                             admin.read_assignment(name).value.partitions.values())
-    if topic_config.min_insync_replicas > replication_factor:
-        raise InvalidConfigError(
-            f"min.insync.replicas={topic_config.min_insync_replicas} is larger than the "
-            f"replication factor {replication_factor} of {name!r}: acks=all writes could never "
-            f"succeed"
-        )
+    if problem := _min_insync_above(topic_config,
+                                    admin.read_assignment(name).value.replication_factor):
+        raise InvalidConfigError(problem)
     if validate_only:
-        return {key: str(value) for key, value in merged.items()}
+        return normalise_config(merged)
     return dict(admin.alter_config(name, updates).value)
+
+
+def _min_insync_above(topic_config: TopicConfig, replication_factor: int) -> str | None:
+    """What is wrong when min.insync.replicas exceeds the replication factor, else None."""
+    if topic_config.min_insync_replicas <= replication_factor:
+        return None
+    return (f"min.insync.replicas={topic_config.min_insync_replicas} is larger than the "
+            f"replication factor {replication_factor}: acks=all writes could never succeed")

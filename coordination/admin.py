@@ -73,6 +73,15 @@ def normalise_config(config: Mapping[str, object] | None) -> dict[str, str]:
     return normal
 
 
+def merge_config(
+    current: Mapping[str, object], updates: Mapping[str, object | None]
+) -> dict[str, object]:
+    """`current` overrides with `updates` applied: a value sets its key, None removes it."""
+    merged = {key: value for key, value in current.items() if key not in updates}
+    merged.update({key: value for key, value in updates.items() if value is not None})
+    return merged
+
+
 Reassignment = dict[TopicPartition, tuple[int, ...]]
 
 
@@ -244,12 +253,9 @@ class TopicAdmin:
         A read-modify-write conditional on the version read, retried if someone else changed
         the config meanwhile, so concurrent changes of different keys are all kept.
         """
-        to_set = normalise_config({k: v for k, v in updates.items() if v is not None})
-        to_remove = {k for k, v in updates.items() if v is None}
         for _ in range(_CONFLICT_RETRIES):
             current = self.read_config(topic)
-            config = {k: v for k, v in current.value.items() if k not in to_remove}
-            config.update(to_set)
+            config = normalise_config(merge_config(current.value, updates))
             path = layout.topic_config_path(topic)
             try:
                 if current.version < 0:

@@ -147,6 +147,11 @@ class TopicAssignment:
     def replicas(self, partition: int) -> tuple[int, ...]:
         return self.partitions[partition]
 
+    @property
+    def brokers(self) -> set[int]:
+        """Every broker holding a replica of the topic."""
+        return {broker for replicas in self.partitions.values() for broker in replicas}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "version": self.version,
