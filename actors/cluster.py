@@ -1,6 +1,6 @@
 """The public topology API: start or join a cluster, shape its topics, get clients.
 
-    from actors import Cluster
+    from rafka.actors.cluster import Cluster
     cluster = Cluster.start(brokers=3)          # embedded ZooKeeper + local Ray
     cluster.create_topic("orders", partitions=6, replication_factor=3,
                          config={"min.insync.replicas": 2})
@@ -16,34 +16,32 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.util import list_named_actors
-
-from actors.broker import BrokerActor
-from actors.config import BrokerConfig
-from actors.consumer import Consumer
-from actors.consumer_group import ConsumerGroupHandle, start_members
-from actors.errors import BrokerUnavailableError, RequestTimedOutError, raise_for
-from actors.group_consumer import (
+from rafka.actors.clients.consumer import Consumer
+from rafka.actors.clients.group_consumer import (
     GroupConsumer,
-    ensure_offsets_topic,
     fetch_committed,
     store_committed,
 )
-from actors.naming import broker_id_of, broker_name, cluster_namespace, is_replica_host_of
-from actors.offset_manager import OFFSETS_TOPIC
-from actors.producer import Producer
-from actors.runtime import init_ray
-from actors.stack import LocalStack
-from actors.topics import alter_topic_config, create_topic
-from coordination.admin import TopicAdmin
-from coordination.election import read_controller
-from coordination.errors import BrokerIdInUseError, UnknownTopicError
-from coordination.groups import GroupStore
-from coordination.models import TopicPartition
-from coordination.registration import read_brokers
-from coordination.store import ClusterStore
-from coordination.validation import validate_topic_name
-from wire.listeners import parse_listener
+from rafka.actors.clients.members import ConsumerGroupHandle, start_members
+from rafka.actors.clients.producer import Producer
+from rafka.actors.config import BrokerConfig
+from rafka.actors.errors import BrokerUnavailableError, RequestTimedOutError, raise_for
+from rafka.actors.naming import broker_id_of, broker_name, cluster_namespace, is_replica_host_of
+from rafka.actors.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic
+from rafka.actors.runtime import init_ray
+from rafka.actors.server.broker import BrokerActor
+from rafka.actors.stack import LocalStack
+from rafka.actors.topics import alter_topic_config, create_topic
+from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.election import read_controller
+from rafka.coordination.errors import BrokerIdInUseError, UnknownTopicError
+from rafka.coordination.groups import GroupStore
+from rafka.coordination.models import TopicPartition
+from rafka.coordination.registration import read_brokers
+from rafka.coordination.store import ClusterStore
+from rafka.coordination.validation import validate_topic_name
+from rafka.wire.listeners import parse_listener
+from ray.util import list_named_actors
 
 
 def _wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from logstore.config import LogConfig
-from logstore.errors import InvalidConfigError
-from wire.listeners import InvalidListenerError, parse_listener
+from rafka.logstore.config import LogConfig
+from rafka.logstore.errors import InvalidConfigError
+from rafka.wire.listeners import InvalidListenerError, parse_listener
 
 
 def _checked_listener(key: str, raw: Any) -> str:
@@ -134,7 +134,7 @@ class BrokerConfig:
     # the cluster's. Brokers of one cluster must reach the same ensemble and chroot; another
     # route to it (a proxy, in the fault tests) is what this is for.
     zookeeper_connect: str | None = None
-    # Kafka's wire protocol (actors/kafka_listener.py): where to serve it, as
+    # Kafka's wire protocol (actors/kafka/listener.py): where to serve it, as
     # "PLAINTEXT://host:port" (port 0: any free one); None serves none. advertised.listeners is
     # what clients are told to connect to (default: the listener, with the port it bound).
     listeners: str | None = None
@@ -142,7 +142,7 @@ class BrokerConfig:
     # The largest request a Kafka client may send; a larger frame closes its connection.
     socket_request_max_bytes: int = 104_857_600
     # How long a Kafka group starting from empty waits for more members before its first
-    # generation (Kafka's default; Kafka clients' groups only, see actors/kafka_coordinator.py).
+    # generation (Kafka's default; Kafka clients' groups only, see actors/group/coordinator.py).
     group_initial_rebalance_delay_ms: int = 3000
     # Not Kafka's: how many replica-host actors (processes) hold this broker's partition
     # replicas. Each is a Ray worker process (about 65 MB, and about 0.6% of a core even idle);

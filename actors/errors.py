@@ -12,13 +12,12 @@ from enum import IntEnum
 from typing import Any
 
 import ray.exceptions
-
-from coordination.errors import (  # noqa: F401 - re-exported for users
+from rafka.coordination.errors import (  # noqa: F401 - re-exported for users
     CoordinationError,
     InvalidTopicError,
     UnknownTopicError,
 )
-from logstore.errors import (  # noqa: F401 - re-exported for users
+from rafka.logstore.errors import (  # noqa: F401 - re-exported for users
     CorruptRecordError,
     FencedLeaderEpochError,
     InvalidConfigError,

@@ -2,8 +2,8 @@
 
 Everything here travels between Ray actors of one cluster (Ray pickles it; nothing from outside
 the cluster is ever unpickled). Hot-path requests are NamedTuples, which cost no more to send
-than the plain tuples they are; replies stay plain dicts with Kafka's error codes (`actors.errors`),
-since `raise_for` reads them the same way wherever they come from.
+than the plain tuples they are; replies stay plain dicts with Kafka's error codes
+(`rafka.actors.errors`), since `raise_for` reads them the same way wherever they come from.
 """
 
 from __future__ import annotations

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import ray
+from rafka.actors.logs import quiet_ray
 from ray.job_config import JobConfig
-
-from actors.logs import quiet_ray
 
 # Spark 3.5 on Java 17 needs these opens (Spark's own list, plus what Ray's Java serializer, FST,
 # reflects over in RayDP's app master). `java.math` is a package of the `java.base` module.

@@ -19,10 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import ray
-from ray._common.utils import get_ray_address_file
-
-from actors.runtime import init_ray
-from coordination.embedded import (
+from rafka.actors.runtime import init_ray
+from rafka.coordination.embedded import (
     EmbeddedZooKeeper,
     ZooKeeperAddress,
     four_letter_word,
@@ -32,6 +30,7 @@ from coordination.embedded import (
     terminate_pid,
     wait_for_exit,
 )
+from ray._common.utils import get_ray_address_file
 
 
 @dataclass

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from actors.config import TopicConfig
-from coordination.admin import TopicAdmin, merge_config, normalise_config
-from coordination.assignment import assign_replicas
-from coordination.errors import InvalidReplicationFactorError, TopicExistsError
-from coordination.registration import read_brokers
-from coordination.store import ClusterStore
-from coordination.validation import validate_topic_name
-from logstore.errors import InvalidConfigError
+from rafka.actors.config import TopicConfig
+from rafka.coordination.admin import TopicAdmin, merge_config, normalise_config
+from rafka.coordination.assignment import assign_replicas
+from rafka.coordination.errors import InvalidReplicationFactorError, TopicExistsError
+from rafka.coordination.registration import read_brokers
+from rafka.coordination.store import ClusterStore
+from rafka.coordination.validation import validate_topic_name
+from rafka.logstore.errors import InvalidConfigError
 
 
 def create_topic(store: ClusterStore, name: str, partitions: int, replication_factor: int,

@@ -35,8 +35,8 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
-from logstore import Log, LogConfig, build_batch, decode_batches  # noqa: E402
-from logstore.batch import check_batch, validate_batch  # noqa: E402
+from rafka.logstore import Log, LogConfig, build_batch, decode_batches  # noqa: E402
+from rafka.logstore.batch import check_batch, validate_batch  # noqa: E402
 
 READ_SIZE = 1 << 20
 

@@ -78,11 +78,11 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 import ray  # noqa: E402
+from rafka.actors.clients.accumulator import BATCH_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES  # noqa: E402
+from rafka.actors.clients.config import ConsumerConfig, ProducerConfig  # noqa: E402
+from rafka.logstore.batch import build_batch  # noqa: E402
 
-from actors import Cluster  # noqa: E402
-from actors.accumulator import BATCH_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES  # noqa: E402
-from actors.client_config import ConsumerConfig, ProducerConfig  # noqa: E402
-from logstore.batch import build_batch  # noqa: E402
+from rafka import Cluster  # noqa: E402
 
 ALL_PHASES = ("baseline", "produce_rf1", "produce_rf3", "send_rf1", "send_rf3", "consume",
               "latency", "kafka_clients")

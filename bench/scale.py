@@ -71,7 +71,7 @@ sys.path.insert(0, str(_HERE.parent))
 import psutil  # noqa: E402
 import ray  # noqa: E402
 
-from actors import Cluster  # noqa: E402
+from rafka import Cluster  # noqa: E402
 
 PHASES = ("create", "memory", "idle", "failover")
 MIB = 1024 * 1024

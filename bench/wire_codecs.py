@@ -9,7 +9,7 @@ Prints one JSON object, medians over ``--repeats`` runs:
 * ``fetch_response_encode_us``: a Fetch response v12 of 6 partitions x 1 MiB built and encoded;
   each by kafka-python's ``kafka.protocol`` (what rafka uses) and, when it is installed
   (``pip install kio``), by kio, the other maintained schema library;
-* ``from_kafka_records_per_s`` and ``to_kafka_records_per_s``: ``wire.records`` converting
+* ``from_kafka_records_per_s`` and ``to_kafka_records_per_s``: ``rafka.wire.records`` converting
   batches of ``--records`` 100-byte records from Kafka's format to rafka's and back (the cost a
   Kafka client's records pay on the way in and out).
 """
@@ -31,9 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
-
-from logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE, stamp_batch
-from wire.records import from_kafka, to_kafka
+from rafka.logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE, stamp_batch
+from rafka.wire.records import from_kafka, to_kafka
 
 
 def _timed(function, repeats: int, inner: int) -> float:

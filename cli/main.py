@@ -14,7 +14,7 @@
 
     rafka demo                          the click-stream pipeline on the embedded stack
 
-The commands live in `cli.commands`, one module each.
+The commands live in `rafka.cli.commands`, one module each.
 
 An expected error (a cluster that is not up, a topic that exists already, no Java) is one line on
 stderr and exit code 1 (2 for a usage error); `--debug`
@@ -31,14 +31,14 @@ import traceback
 from collections.abc import Sequence
 from importlib.metadata import version
 
-from cli.commands import register
-from cli.commands.errors import (
+from rafka.cli.commands import register
+from rafka.cli.commands.errors import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXPECTED_ERRORS,
     CliError,
 )
-from cli.commands.output import data_stream, reserved_stdout
+from rafka.cli.commands.output import data_stream, reserved_stdout
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

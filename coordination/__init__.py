@@ -1,11 +1,11 @@
 """ZooKeeper coordination: the embedded server, the znode layout, registration, elections,
 watches and fencing. No Ray."""
 
-from coordination.admin import TopicAdmin
-from coordination.assignment import assign_replicas, validate_assignment
-from coordination.election import ControllerElection, read_controller, read_controller_epoch
-from coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
-from coordination.errors import (
+from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.assignment import assign_replicas, validate_assignment
+from rafka.coordination.election import ControllerElection, read_controller, read_controller_epoch
+from rafka.coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
+from rafka.coordination.errors import (
     BrokerIdInUseError,
     ControllerMovedError,
     CoordinationError,
@@ -29,8 +29,8 @@ from coordination.errors import (
     ZooKeeperAuthError,
     ZooKeeperUnavailableError,
 )
-from coordination.groups import GroupStore, MemberRegistration
-from coordination.models import (
+from rafka.coordination.groups import GroupStore, MemberRegistration
+from rafka.coordination.models import (
     BrokerInfo,
     ControllerFence,
     ControllerInfo,
@@ -41,11 +41,11 @@ from coordination.models import (
     TopicPartition,
     Versioned,
 )
-from coordination.partition_state import PartitionStateStore
-from coordination.registration import BrokerRegistration, EphemeralRegistration, read_brokers
-from coordination.security import AclPolicy, ClusterCredentials
-from coordination.store import ClusterStore, SessionEvent
-from coordination.validation import (
+from rafka.coordination.partition_state import PartitionStateStore
+from rafka.coordination.registration import BrokerRegistration, EphemeralRegistration, read_brokers
+from rafka.coordination.security import AclPolicy, ClusterCredentials
+from rafka.coordination.store import ClusterStore, SessionEvent
+from rafka.coordination.validation import (
     validate_broker_id,
     validate_cluster_name,
     validate_group_id,
@@ -53,7 +53,7 @@ from coordination.validation import (
     validate_partition,
     validate_topic_name,
 )
-from coordination.watches import ClusterWatches, Watch
+from rafka.coordination.watches import ClusterWatches, Watch
 
 ZooKeeperStore = ClusterStore
 """The name the design notes also use for `ClusterStore`."""

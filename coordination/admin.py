@@ -15,9 +15,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 
-from coordination import layout
-from coordination.assignment import assign_replicas, validate_assignment
-from coordination.errors import (
+from rafka.coordination import layout
+from rafka.coordination.assignment import assign_replicas, validate_assignment
+from rafka.coordination.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidTopicConfigError,
@@ -32,7 +32,7 @@ from coordination.errors import (
     ZNodeMissingError,
     ZNodeNotEmptyError,
 )
-from coordination.models import (
+from rafka.coordination.models import (
     ControllerFence,
     TopicAssignment,
     TopicDescription,
@@ -40,10 +40,14 @@ from coordination.models import (
     Versioned,
     topic_config_json,
 )
-from coordination.partition_state import PartitionStateStore, add_fence, commit_fenced
-from coordination.registration import read_brokers
-from coordination.store import ClusterStore, encode
-from coordination.validation import validate_broker_id, validate_partition, validate_topic_name
+from rafka.coordination.partition_state import PartitionStateStore, add_fence, commit_fenced
+from rafka.coordination.registration import read_brokers
+from rafka.coordination.store import ClusterStore, encode
+from rafka.coordination.validation import (
+    validate_broker_id,
+    validate_partition,
+    validate_topic_name,
+)
 
 _CONFLICT_RETRIES = 10
 

@@ -25,13 +25,13 @@ import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from coordination.errors import (
+from rafka.coordination.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
 )
-from coordination.models import TopicAssignment
-from coordination.validation import validate_broker_id
+from rafka.coordination.models import TopicAssignment
+from rafka.coordination.validation import validate_broker_id
 
 Brokers = Sequence[int] | Mapping[int, "str | None"]
 Assignment = Mapping[int, Sequence[int]]

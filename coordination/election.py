@@ -33,17 +33,16 @@ import threading
 from collections.abc import Callable
 
 from kazoo.protocol.states import EventType, WatchedEvent
-
-from coordination import layout
-from coordination.errors import (
+from rafka.coordination import layout
+from rafka.coordination.errors import (
     CoordinationError,
     StaleVersionError,
     ZNodeExistsError,
     ZooKeeperUnavailableError,
 )
-from coordination.models import ControllerFence, ControllerInfo, Versioned
-from coordination.store import ClusterStore, SessionEvent, encode
-from coordination.validation import validate_broker_id
+from rafka.coordination.models import ControllerFence, ControllerInfo, Versioned
+from rafka.coordination.store import ClusterStore, SessionEvent, encode
+from rafka.coordination.validation import validate_broker_id
 
 log = logging.getLogger(__name__)
 

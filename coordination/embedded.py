@@ -23,7 +23,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordination.errors import (
+from rafka.coordination.errors import (
     InvalidZooKeeperAddressError,
     JavaNotFoundError,
     ZooKeeperPortInUseError,

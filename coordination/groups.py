@@ -18,8 +18,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 
-from coordination import layout
-from coordination.errors import (
+from rafka.coordination import layout
+from rafka.coordination.errors import (
     CoordinationError,
     InconsistentGroupProtocolError,
     MemberIdInUseError,
@@ -28,10 +28,10 @@ from coordination.errors import (
     ZNodeExistsError,
     ZNodeMissingError,
 )
-from coordination.models import MemberSubscription, Versioned
-from coordination.registration import EphemeralRegistration, Hook
-from coordination.store import ClusterStore
-from coordination.validation import (
+from rafka.coordination.models import MemberSubscription, Versioned
+from rafka.coordination.registration import EphemeralRegistration, Hook
+from rafka.coordination.store import ClusterStore
+from rafka.coordination.validation import (
     validate_member_id,
     validate_partition,
     validate_topic_name,

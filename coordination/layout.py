@@ -7,7 +7,7 @@ the names it splices into a path, so no caller can build a path that climbs out 
 
 from __future__ import annotations
 
-from coordination.validation import (
+from rafka.coordination.validation import (
     validate_broker_id,
     validate_cluster_name,
     validate_group_id,
@@ -105,7 +105,7 @@ def member_path(group: str, member: str) -> str:
 
 def group_kafka_marker_path(group: str) -> str:
     """Ephemeral, while Kafka clients are members of the group (not Kafka's: see
-    actors/kafka_coordinator.py); rafka's own consumers may not join it meanwhile."""
+    actors/group/coordinator.py); rafka's own consumers may not join it meanwhile."""
     return f"{group_path(group)}/kafka_members"
 
 

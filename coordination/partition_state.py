@@ -17,9 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from kazoo.client import TransactionRequest
-
-from coordination import layout
-from coordination.errors import (
+from rafka.coordination import layout
+from rafka.coordination.errors import (
     ControllerMovedError,
     InvalidPartitionsError,
     StaleVersionError,
@@ -27,7 +26,7 @@ from coordination.errors import (
     ZNodeExistsError,
     ZNodeMissingError,
 )
-from coordination.models import (
+from rafka.coordination.models import (
     ControllerFence,
     PartitionState,
     TopicAssignment,
@@ -36,7 +35,7 @@ from coordination.models import (
     isr_change_from_json,
     isr_change_json,
 )
-from coordination.store import ClusterStore, encode
+from rafka.coordination.store import ClusterStore, encode
 
 # Partitions per multi-op: each carries two small znodes, far below ZooKeeper's 1 MB request cap.
 CREATE_CHUNK = 500

@@ -1,5 +1,5 @@
 """Ephemeral registrations kept alive across sessions: brokers (`/brokers/ids/<id>`) and, through
-`coordination.groups`, consumer-group members.
+`rafka.coordination.groups`, consumer-group members.
 
 An ephemeral znode lives as long as the session that created it. After a connection loss
 (SUSPENDED) the session, and the znode, usually survive: nothing is done, and the registration
@@ -12,7 +12,7 @@ A first `register()` that finds the znode held by another live session fails wit
 error of the registration (`BrokerIdInUseError`), as Kafka refuses a second broker with the
 same `broker.id`.
 
-Callbacks run on the store's event thread and must be quick (see `coordination.watches`).
+Callbacks run on the store's event thread and must be quick (see `rafka.coordination.watches`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
-
-from coordination import layout
-from coordination.errors import (
+from rafka.coordination import layout
+from rafka.coordination.errors import (
     BrokerIdInUseError,
     CoordinationError,
     StaleVersionError,
@@ -34,8 +33,8 @@ from coordination.errors import (
     ZNodeMissingError,
     ZooKeeperUnavailableError,
 )
-from coordination.models import BrokerInfo
-from coordination.store import ClusterStore, SessionEvent, decode
+from rafka.coordination.models import BrokerInfo
+from rafka.coordination.store import ClusterStore, SessionEvent, decode
 
 log = logging.getLogger(__name__)
 

@@ -3,11 +3,11 @@
 The store is a thin layer over a `KazooClient`:
 
 - it roots the client at `<address chroot>/rafka/<cluster>` (created on first start, with the
-  cluster's ACL, see `coordination.security`);
-- it stores JSON (Kafka's field names, see `coordination.models`) and returns every value with
+  cluster's ACL, see `rafka.coordination.security`);
+- it stores JSON (Kafka's field names, see `rafka.coordination.models`) and returns every value with
   its znode version (`Versioned`); `write` is conditional on the version read and raises
   `StaleVersionError` (ZooKeeper's BadVersion) when someone changed the znode in between;
-- it turns kazoo's exceptions into the typed errors of `coordination.errors`, and bounds every
+- it turns kazoo's exceptions into the typed errors of `rafka.coordination.errors`, and bounds every
   request by `request_timeout_s`, so a caller never hangs on a ZooKeeper that is gone;
 - it reports the session's life as `SessionEvent`s, telling a reconnect of the same session
   (ephemeral znodes still ours) from a new session after expiry (ephemerals gone, watches gone).
@@ -50,10 +50,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE
-
-from coordination import layout
-from coordination.embedded import ZooKeeperAddress
-from coordination.errors import (
+from rafka.coordination import layout
+from rafka.coordination.embedded import ZooKeeperAddress
+from rafka.coordination.errors import (
     StaleVersionError,
     ZNodeExistsError,
     ZNodeMissingError,
@@ -61,9 +60,9 @@ from coordination.errors import (
     ZooKeeperAuthError,
     ZooKeeperUnavailableError,
 )
-from coordination.models import Versioned
-from coordination.security import AclPolicy, ClusterCredentials, as_credentials, cluster_acl
-from coordination.serial import SerialExecutor
+from rafka.coordination.models import Versioned
+from rafka.coordination.security import AclPolicy, ClusterCredentials, as_credentials, cluster_acl
+from rafka.coordination.serial import SerialExecutor
 
 log = logging.getLogger(__name__)
 
@@ -378,7 +377,7 @@ class ClusterStore:
 
     @contextlib.contextmanager
     def _errors(self, operation: str, path: str, version: int | None = None) -> Iterator[None]:
-        """Turn kazoo's exceptions into the typed errors of `coordination.errors`."""
+        """Turn kazoo's exceptions into the typed errors of `rafka.coordination.errors`."""
         try:
             yield
         except BadVersionError:

@@ -20,9 +20,8 @@ import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
-
-from coordination.embedded import ZooKeeperAddress
-from coordination.store import ClusterStore
+from rafka.coordination.embedded import ZooKeeperAddress
+from rafka.coordination.store import ClusterStore
 
 
 def wait_until(

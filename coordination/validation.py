@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from coordination.errors import (
+from rafka.coordination.errors import (
     InvalidBrokerIdError,
     InvalidClusterNameError,
     InvalidGroupIdError,

@@ -23,17 +23,20 @@ from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 from kazoo.protocol.states import EventType, WatchedEvent
-
-from coordination import layout
-from coordination.errors import CoordinationError, ZNodeMissingError, ZooKeeperUnavailableError
-from coordination.models import (
+from rafka.coordination import layout
+from rafka.coordination.errors import (
+    CoordinationError,
+    ZNodeMissingError,
+    ZooKeeperUnavailableError,
+)
+from rafka.coordination.models import (
     BrokerInfo,
     ControllerInfo,
     PartitionState,
     TopicAssignment,
     Versioned,
 )
-from coordination.store import ClusterStore, SessionEvent, decode
+from rafka.coordination.store import ClusterStore, SessionEvent, decode
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ Modules, bottom up (each imports only those before it, and the small ones beside
 * ``log``: :class:`Log`, offsets, epochs, producer state and the high watermark (UnifiedLog).
 """
 
-from logstore.batch import (
+from rafka.logstore.batch import (
     CREATE_TIME,
     HEADER_SIZE,
     LOG_APPEND_TIME,
@@ -29,10 +29,10 @@ from logstore.batch import (
     validate_batch,
     validate_batches,
 )
-from logstore.cleaner import CompactionResult, SegmentCleanResult
-from logstore.config import LogConfig
-from logstore.epoch_cache import EpochEntry, LeaderEpochCache
-from logstore.errors import (
+from rafka.logstore.cleaner import CompactionResult, SegmentCleanResult
+from rafka.logstore.config import LogConfig
+from rafka.logstore.epoch_cache import EpochEntry, LeaderEpochCache
+from rafka.logstore.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
     InvalidConfigError,
@@ -43,21 +43,21 @@ from logstore.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from logstore.log import (
+from rafka.logstore.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     AppendInfo,
     FetchData,
     Log,
 )
-from logstore.producer_state import (
+from rafka.logstore.producer_state import (
     BatchMetadata,
     ProducerEntry,
     SequenceCheck,
     SequenceOutcome,
     check_sequence,
 )
-from logstore.retention import SegmentSummary, segments_to_delete
+from rafka.logstore.retention import SegmentSummary, segments_to_delete
 
 __all__ = [
     "CREATE_TIME",

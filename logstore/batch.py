@@ -41,9 +41,8 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 import msgpack
-
-from logstore import compression as _compression
-from logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from rafka.logstore import compression as _compression
+from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
 MAGIC = 2
 HEADER_SIZE = 61
@@ -122,7 +121,7 @@ class BatchHeader(NamedTuple):
 
     @property
     def compression(self) -> int:
-        """Codec id (see :mod:`logstore.compression`)."""
+        """Codec id (see :mod:`rafka.logstore.compression`)."""
         return self.attributes & COMPRESSION_CODEC_MASK
 
     @property
@@ -346,7 +345,7 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
 
 def pack_header(header: BatchHeader) -> bytes:
     """The 61 bytes of `header` as given, its crc included: for a format that shares this
-    header but computes its own CRC (Kafka's CRC-32C, see `wire.records`)."""
+    header but computes its own CRC (Kafka's CRC-32C, see `rafka.wire.records`)."""
     return _HEADER.pack(*header)
 
 

@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from logstore.errors import LogStoreError
+from rafka.logstore.errors import LogStoreError
 
 VERSION = 0
 TMP_SUFFIX = ".tmp"
@@ -127,7 +127,8 @@ class LogCheckpoints:
     """The four checkpoint files of one log directory.
 
     The loader reads them all at open; afterwards the recovery point is written by the segment
-    list (:class:`~logstore.local_log.LocalLog`) and the others by :class:`~logstore.log.Log`.
+    list (:class:`~rafka.logstore.local_log.LocalLog`) and the others by
+    :class:`~rafka.logstore.log.Log`.
     """
 
     def __init__(self, directory: Path) -> None:

@@ -1,8 +1,8 @@
 """Log compaction (cleanup.policy=compact): the cleaner, and its per-batch decisions.
 
 :func:`iter_compaction` drives a compaction over what the log hands it: its segment list
-(:class:`~logstore.local_log.LocalLog`), its producer state and its high watermark. It builds an
-offset map (key -> offset of its newest record) over the committed records, then rewrites each
+(:class:`~rafka.logstore.local_log.LocalLog`), its producer state and its high watermark. It builds
+an offset map (key -> offset of its newest record) over the committed records, then rewrites each
 cleanable segment batch by batch with :func:`clean_batch` into a ``.cleaned`` segment that is
 swapped in for it. A record survives if it has no key, or it is the newest for its key and is
 not a tombstone (value None) older than ``delete.retention.ms``. Offsets never change: a rebuilt
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from itertools import pairwise
 from typing import NamedTuple
 
-from logstore.batch import (
+from rafka.logstore.batch import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
@@ -29,9 +29,9 @@ from logstore.batch import (
     read_header,
     unpack_entries,
 )
-from logstore.local_log import LocalLog
-from logstore.producer_state import ProducerStateManager
-from logstore.segment import LogSegment
+from rafka.logstore.local_log import LocalLog
+from rafka.logstore.producer_state import ProducerStateManager
+from rafka.logstore.segment import LogSegment
 
 
 class CleanedBatch(NamedTuple):

@@ -12,8 +12,7 @@ import zlib
 
 import lz4.frame
 import zstandard
-
-from logstore.errors import CorruptRecordError, RecordTooLargeError
+from rafka.logstore.errors import CorruptRecordError, RecordTooLargeError
 
 NONE = 0
 GZIP = 1

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from logstore.errors import InvalidConfigError
+from rafka.logstore.errors import InvalidConfigError
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

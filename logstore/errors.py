@@ -10,7 +10,7 @@ class LogStoreError(Exception):
     """Base class of every error raised by :mod:`logstore`.
 
     ``retriable``: whether a client may send the same request again and succeed (Kafka's
-    RetriableException), read by the clients through ``actors.errors.is_retriable``.
+    RetriableException), read by the clients through ``rafka.actors.errors.is_retriable``.
     """
 
     retriable = False
@@ -69,7 +69,7 @@ class InvalidConfigError(LogStoreError):
 
 
 class LogClosedError(LogStoreError):
-    """The log was used after :meth:`logstore.log.Log.close`; open it again to use it."""
+    """The log was used after :meth:`rafka.logstore.log.Log.close`; open it again to use it."""
 
 
 class FencedLeaderEpochError(LogStoreError):

@@ -1,6 +1,6 @@
 """Opening a log directory: crash recovery in numbered passes (Kafka's LogLoader).
 
-:meth:`LogLoader.load` runs once, before the :class:`~logstore.log.Log` exists, and returns a
+:meth:`LogLoader.load` runs once, before the :class:`~rafka.logstore.log.Log` exists, and returns a
 :class:`LoadedLog`: the segments it kept, and the offsets, producer state and leader epochs it
 found in them. The passes, in order:
 
@@ -31,18 +31,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from logstore.batch import BatchHeader
-from logstore.checkpoint import (
+from rafka.logstore.batch import BatchHeader
+from rafka.logstore.checkpoint import (
     TMP_SUFFIX,
     CorruptCheckpointError,
     LogCheckpoints,
     OffsetCheckpoint,
     fsync_directory,
 )
-from logstore.config import LogConfig
-from logstore.epoch_cache import EpochEntry, LeaderEpochCache
-from logstore.producer_state import ProducerSnapshot, ProducerStateManager
-from logstore.segment import (
+from rafka.logstore.config import LogConfig
+from rafka.logstore.epoch_cache import EpochEntry, LeaderEpochCache
+from rafka.logstore.producer_state import ProducerSnapshot, ProducerStateManager
+from rafka.logstore.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,

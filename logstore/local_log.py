@@ -4,14 +4,14 @@
 deletes the oldest segments and flushes, and keeps the recovery point that goes with flushing.
 It knows where each segment starts and ends, and nothing of what the offsets mean: it never
 assigns offsets, checks epochs or tracks producers, and it never decides what to delete or to
-compact. That is :class:`~logstore.log.Log`'s job, and the cleaner's.
+compact. That is :class:`~rafka.logstore.log.Log`'s job, and the cleaner's.
 
 Contract:
 
 * there is always at least one segment; a closed segment ends where the next begins;
 * everything below :attr:`LocalLog.recovery_point` is on disk (fsynced); rolls and flushes move
   it up, truncations down, and each move is written to the recovery-point checkpoint;
-* not thread-safe: it relies on its owner (the :class:`~logstore.log.Log`, hence the replica
+* not thread-safe: it relies on its owner (the :class:`~rafka.logstore.log.Log`, hence the replica
   actor) calling it from one thread at a time;
 * ``on_roll`` is told the base offset of each new segment before anything is appended to it
   (the log snapshots producer state there).
@@ -24,11 +24,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from logstore.batch import HEADER_SIZE, INT32_MAX, BatchHeader, decode_records
-from logstore.checkpoint import OffsetCheckpoint, fsync_directory
-from logstore.config import LogConfig
-from logstore.retention import SegmentSummary
-from logstore.segment import (
+from rafka.logstore.batch import HEADER_SIZE, INT32_MAX, BatchHeader, decode_records
+from rafka.logstore.checkpoint import OffsetCheckpoint, fsync_directory
+from rafka.logstore.config import LogConfig
+from rafka.logstore.retention import SegmentSummary
+from rafka.logstore.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,

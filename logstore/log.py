@@ -3,10 +3,11 @@
 ``Log`` plays the part of Kafka's UnifiedLog and is the log store's public face. It is built
 from parts that each have their own module:
 
-* :class:`~logstore.loader.LogLoader` recovers the directory when :meth:`Log.open` runs;
-* :class:`~logstore.local_log.LocalLog` is the segment list (roll, append, read, truncate,
+* :class:`~rafka.logstore.loader.LogLoader` recovers the directory when :meth:`Log.open` runs;
+* :class:`~rafka.logstore.local_log.LocalLog` is the segment list (roll, append, read, truncate,
   delete, flush) and keeps the recovery point;
-* :mod:`logstore.cleaner` compacts, :mod:`logstore.retention` decides what retention deletes.
+* :mod:`rafka.logstore.cleaner` compacts, :mod:`rafka.logstore.retention` decides what retention
+  deletes.
 
 ``Log`` itself assigns offsets (a leader stamps each batch), fences stale leader epochs, keeps
 the leader epoch cache, producer state, the high watermark and the log start offset, applies
@@ -31,8 +32,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from logstore import cleaner
-from logstore.batch import (
+from rafka.logstore import cleaner
+from rafka.logstore.batch import (
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
@@ -40,11 +41,11 @@ from logstore.batch import (
     split_batches,
     stamped_prefix,
 )
-from logstore.checkpoint import LogCheckpoints
-from logstore.cleaner import CompactionResult, SegmentCleanResult
-from logstore.config import LogConfig
-from logstore.epoch_cache import EpochEntry, LeaderEpochCache
-from logstore.errors import (
+from rafka.logstore.checkpoint import LogCheckpoints
+from rafka.logstore.cleaner import CompactionResult, SegmentCleanResult
+from rafka.logstore.config import LogConfig
+from rafka.logstore.epoch_cache import EpochEntry, LeaderEpochCache
+from rafka.logstore.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
     LogClosedError,
@@ -52,10 +53,10 @@ from logstore.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from logstore.loader import LoadedLog, LogLoader
-from logstore.local_log import LocalLog
-from logstore.producer_state import ProducerEntry, SequenceCheck, check_sequence
-from logstore.retention import SegmentSummary, segments_below_log_start, segments_to_delete
+from rafka.logstore.loader import LoadedLog, LogLoader
+from rafka.logstore.local_log import LocalLog
+from rafka.logstore.producer_state import ProducerEntry, SequenceCheck, check_sequence
+from rafka.logstore.retention import SegmentSummary, segments_below_log_start, segments_to_delete
 
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest.LATEST/EARLIEST_TIMESTAMP).
 LATEST_TIMESTAMP = -1
@@ -145,7 +146,7 @@ class Log:
         Everything from the segment holding the recovery point on is re-validated batch by batch
         (CRC included); every segment's batch headers are walked to rebuild producer state and
         to check the indexes, which are rewritten if missing or wrong. The first damaged batch
-        and everything after it are truncated (see :mod:`logstore.loader`).
+        and everything after it are truncated (see :mod:`rafka.logstore.loader`).
         """
         path = Path(directory)
         config = config or LogConfig()
@@ -223,11 +224,12 @@ class Log:
     ) -> AppendInfo:
         """Assign offsets to one or more batches, stamp them and append them.
 
-        The bytes must already be validated by the caller (:func:`logstore.batch.validate_batch`
-        on untrusted input; idempotent producers: :meth:`check_sequence` first); here only the
-        framing and headers are read. Records are never decoded: a batch is stamped with its
-        base offset and ``leader_epoch`` (outside the CRC) and written as it came, except on
-        LogAppendTime topics where the header gets the append time and a new CRC.
+        The bytes must already be validated by the caller
+        (:func:`rafka.logstore.batch.validate_batch` on untrusted input; idempotent producers:
+        :meth:`check_sequence` first); here only the framing and headers are read. Records are never
+        decoded: a batch is stamped with its base offset and ``leader_epoch`` (outside the CRC) and
+        written as it came, except on LogAppendTime topics where the header gets the append time and
+        a new CRC.
         """
         self._check_open()
         if now_ms is None:
@@ -568,7 +570,7 @@ class Log:
     def iter_compaction(self, *, now_ms: int | None = None) -> Iterator[SegmentCleanResult]:
         """Compact in steps, one segment per step, for cleanup.policy containing "compact".
 
-        The cleaner (:func:`logstore.cleaner.iter_compaction`) rewrites the closed segments
+        The cleaner (:func:`rafka.logstore.cleaner.iter_compaction`) rewrites the closed segments
         below the high watermark whose records are at least min.compaction.lag.ms old. The
         owner may append between steps; a truncation between steps ends the compaction.
         """
@@ -597,7 +599,7 @@ class Log:
         return entry.producer_epoch, entry.last_sequence
 
     def check_sequence(self, header: BatchHeader) -> SequenceCheck:
-        """:func:`logstore.producer_state.check_sequence` for an incoming batch's header."""
+        """:func:`rafka.logstore.producer_state.check_sequence` for an incoming batch's header."""
         return check_sequence(
             self._producers.get(header.producer_id),
             header.producer_epoch,

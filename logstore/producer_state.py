@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from logstore.batch import NO_PRODUCER_ID, BatchHeader, increment_sequence
+from rafka.logstore.batch import NO_PRODUCER_ID, BatchHeader, increment_sequence
 
 # Kafka keeps five: max.in.flight.requests.per.connection is at most 5 with idempotence.
 BATCHES_PER_PRODUCER = 5

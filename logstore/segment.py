@@ -6,8 +6,8 @@ are byte offsets into the ``.log`` file (int32, hence segment.bytes <= 2 GiB).
 
 Reads use ``os.pread`` and writes ``os.pwritev`` on one descriptor, so there is no Python-level
 buffer to flush before a read sees an append. Batches are framed and their headers read only
-through :mod:`logstore.batch`. Not thread-safe: it relies on its owner, the segment list
-(:class:`~logstore.local_log.LocalLog`), being called from one thread at a time.
+through :mod:`rafka.logstore.batch`. Not thread-safe: it relies on its owner, the segment list
+(:class:`~rafka.logstore.local_log.LocalLog`), being called from one thread at a time.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from logstore.batch import (
+from rafka.logstore.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
@@ -26,11 +26,11 @@ from logstore.batch import (
     check_batch,
     frame_whole_batches,
 )
-from logstore.checkpoint import fsync_directory
-from logstore.config import LogConfig
-from logstore.errors import CorruptRecordError
-from logstore.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
-from logstore.retention import SegmentSummary
+from rafka.logstore.checkpoint import fsync_directory
+from rafka.logstore.config import LogConfig
+from rafka.logstore.errors import CorruptRecordError
+from rafka.logstore.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
+from rafka.logstore.retention import SegmentSummary
 
 logger = logging.getLogger(__name__)
 

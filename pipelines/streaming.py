@@ -17,9 +17,8 @@ import time
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
-
-from actors import Cluster
-from pipelines.topics import read_topic
+from rafka.actors.cluster import Cluster
+from rafka.pipelines.topics import read_topic
 
 log = logging.getLogger(__name__)
 

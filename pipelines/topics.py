@@ -30,12 +30,11 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+from rafka.actors.clients.consumer import Consumer
+from rafka.actors.cluster import Cluster
+from rafka.actors.errors import CommitFailedError, UnknownTopicError
+from rafka.actors.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from raydp.spark import spark_dataframe_to_ray_dataset
-
-from actors import Cluster
-from actors.consumer import Consumer
-from actors.errors import CommitFailedError, UnknownTopicError
-from actors.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 # Spark's Kafka source writes JSON offsets with Kafka's ListOffsets timestamps: -1 latest,
 # -2 earliest.
@@ -243,7 +242,7 @@ def _as_bytes(column: pa.ChunkedArray | None, name: str) -> list[bytes | None]:
 def _produce_block(namespace: str, topic: str, block: pa.Table, key_col: str | None,
                    value_col: str, partition_col: str | None, acks: Any) -> dict[int, int]:
     """Produce one block of rows with a producer of its own; count per partition."""
-    from actors.producer import Producer
+    from rafka.actors.clients.producer import Producer
 
     values = _as_bytes(block.column(value_col), value_col)
     keys = _as_bytes(block.column(key_col), key_col) if key_col else [None] * len(values)

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from rafka.coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
 
-from actors import Cluster
-from coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
+from rafka import Cluster
 
 
 def _unique_name(request: pytest.FixtureRequest) -> str:
@@ -68,8 +68,7 @@ def zk_client(zk_address: ZooKeeperAddress) -> Iterator[KazooClient]:
 def ray_session() -> Iterator[None]:
     """A local Ray instance sized for this 2-core machine (actors take num_cpus=0)."""
     import ray
-
-    from actors.runtime import init_ray
+    from rafka.actors.runtime import init_ray
 
     # Ray's warnings and the actors' lines (in a failing test's captured output) are what a
     # developer reading a test run wants, unlike a user (actors/logs.py).
@@ -96,7 +95,7 @@ def ray_namespace(ray_session: None, request: pytest.FixtureRequest) -> Iterator
 @pytest.fixture(scope="session")
 def spark(ray_session: None):
     """A Spark session through RayDP, with one executor of one core."""
-    from pipelines.spark import start_spark, stop_spark
+    from rafka.pipelines.spark import start_spark, stop_spark
 
     session = start_spark("rafka-tests", configs={"spark.ui.enabled": "false"})
     yield session

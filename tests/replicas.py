@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import ray
+from rafka.actors.messages import PartitionFetch, PartitionProduce
 
-from actors import Cluster
-from actors.messages import PartitionFetch, PartitionProduce
+from rafka import Cluster
 
 
 class ReplicaOnHost:

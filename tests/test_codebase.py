@@ -1,4 +1,5 @@
-"""The codebase keeps its own rules: ruff clean, imports one way, every folder says what it is."""
+"""The codebase keeps its own rules: ruff clean, imports one way and in no circle, the actors in
+rooms by role, no room too big, every folder says what it is (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -6,48 +7,178 @@ import ast
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("logstore", "coordination", "wire", "actors", "pipelines", "cli")
-# What each package may import from the others (docs/architecture.md).
+# Each layer is a folder at the top of the tree, installed as `rafka.<folder>`; `rafka/` itself is
+# the front door.
+LAYERS = ("common", "logstore", "coordination", "wire", "actors", "pipelines", "cli")
+# What each layer may import from the others.
 ALLOWED = {
-    "logstore": set(),
-    "coordination": set(),
+    "common": set(),
+    "logstore": {"common"},
+    "coordination": {"common"},
     # Kafka's wire protocol, without I/O: record batches are converted with the log's codec.
-    "wire": {"logstore"},
-    "actors": {"coordination", "logstore", "wire"},
-    "pipelines": {"actors"},
-    "cli": {"actors", "pipelines", "coordination", "logstore", "wire"},
+    "wire": {"common", "logstore"},
+    "actors": {"common", "coordination", "logstore", "wire"},
+    "pipelines": {"common", "actors"},
+    "cli": {"common", "actors", "pipelines", "coordination", "logstore", "wire"},
 }
+# The rooms of `actors/`, and which others each may import. The modules at the root of `actors/`
+# are what every room shares and import no room, except `cluster`, the API on top of them all.
+ROOMS = {
+    "clients": set(),
+    "group": set(),
+    "kafka": {"group"},
+    "controller": set(),
+    "server": {"controller", "kafka"},
+}
+TOP_OF_ACTORS = {"rafka.actors.cluster"}
+# No folder's own modules may hold more than this share of the code.
+LARGEST_SHARE = 0.30
 
 
-def _imported_packages(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    names: set[str] = set()
-    for node in ast.walk(tree):
+def _module_name(path: Path) -> str:
+    relative = path.relative_to(ROOT).with_suffix("")
+    parts = list(relative.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts) if parts[0] == "rafka" else ".".join(["rafka", *parts])
+
+
+def _source_files() -> Iterator[Path]:
+    yield from (ROOT / "rafka").rglob("*.py")
+    for layer in LAYERS:
+        yield from (ROOT / layer).rglob("*.py")
+
+
+MODULES = {_module_name(path): path for path in _source_files()}
+
+
+def _imports(path: Path) -> set[str]:
+    """Every rafka module `path` imports, wherever the import stands (functions and
+    TYPE_CHECKING blocks included: a circle hidden there is still a circle)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
-    return names & set(PACKAGES)
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in MODULES else node.module)
+    return {name for name in found if name in MODULES}
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_imports_run_one_way(package: str) -> None:
+GRAPH = {name: _imports(path) for name, path in MODULES.items()}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "rafka"
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[1] == "actors" and len(parts) > 3 and parts[2] in ROOMS:
+        return parts[2]
+    return None
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_imports_run_one_way(layer: str) -> None:
     offenders = {
-        str(path.relative_to(ROOT)): sorted(found - ALLOWED[package] - {package})
-        for path in (ROOT / package).rglob("*.py")
-        if (found := _imported_packages(path)) - ALLOWED[package] - {package}
+        module: sorted(wrong)
+        for module, imported in GRAPH.items()
+        if _layer(module) == layer
+        and (wrong := {_layer(name) for name in imported} - ALLOWED[layer] - {layer})
     }
-    assert not offenders, f"{package} may import only {sorted(ALLOWED[package])}: {offenders}"
+    assert not offenders, f"{layer} may import only {sorted(ALLOWED[layer])}: {offenders}"
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_every_package_says_what_it_is(package: str) -> None:
-    for init in (ROOT / package).rglob("__init__.py"):
+def test_each_room_of_actors_imports_only_what_it_may() -> None:
+    offenders = {}
+    for module, imported in GRAPH.items():
+        if _layer(module) != "actors" or module in TOP_OF_ACTORS:
+            continue
+        room = _room(module)
+        may = ROOMS[room] | {room} if room else set()
+        wrong = {_room(name) for name in imported if _layer(name) == "actors"} - may - {None}
+        if wrong:
+            offenders[module] = sorted(wrong)
+        if any(name in TOP_OF_ACTORS for name in imported):
+            offenders.setdefault(module, []).append("cluster")
+    assert not offenders, f"rooms import only the rooms below them ({ROOMS}): {offenders}"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), and self-imports."""
+    index: dict[str, int] = {}
+    lowlink: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = lowlink[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in graph[node]:
+            if successor not in index:
+                visit(successor)
+                lowlink[node] = min(lowlink[node], lowlink[successor])
+            elif successor in on_stack:
+                lowlink[node] = min(lowlink[node], index[successor])
+        if lowlink[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph[node]:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circle_anywhere() -> None:
+    assert not _cycles(GRAPH)
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_folder_holds_more_than_its_share_of_the_code() -> None:
+    lines = {path: len(path.read_text().splitlines()) for path in _source_files()}
+    total = sum(lines.values())
+    by_folder: dict[Path, int] = {}
+    for path, count in lines.items():
+        by_folder[path.parent] = by_folder.get(path.parent, 0) + count
+    too_big = {str(folder.relative_to(ROOT)): f"{count / total:.0%}"
+               for folder, count in by_folder.items() if count / total > LARGEST_SHARE}
+    assert not too_big, f"split these by role (at most {LARGEST_SHARE:.0%} each): {too_big}"
+
+
+def test_every_package_is_installed() -> None:
+    """pyproject lists the packages by hand (each folder maps to `rafka.<folder>`)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+    assert set(setuptools["packages"]) == packages
+    assert setuptools["package-dir"] == {f"rafka.{layer}": layer for layer in LAYERS}
+
+
+@pytest.mark.parametrize("layer", ["rafka", *LAYERS])
+def test_every_package_says_what_it_is(layer: str) -> None:
+    for init in (ROOT / layer).rglob("__init__.py"):
         docstring = ast.get_docstring(ast.parse(init.read_text()))
         assert docstring, f"{init.relative_to(ROOT)} needs a module docstring"
 

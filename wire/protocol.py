@@ -11,7 +11,7 @@ clients still send), and its record codec and client are the reference the tests
 
 A frame is a big-endian int32 length and that many bytes: a request header (api key, api
 version, correlation id, client id; tagged fields in flexible versions) and the body. Record
-batches stay opaque bytes here; `wire.records` converts them.
+batches stay opaque bytes here; `rafka.wire.records` converts them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Record batches between Kafka's format and rafka's.
 
 Both begin with Kafka's 61-byte v2 batch header, the same fields in the same order (see
-`logstore.batch`). They differ in two things: the CRC (Kafka's is CRC-32C, rafka's zlib's
+`rafka.logstore.batch`). They differ in two things: the CRC (Kafka's is CRC-32C, rafka's zlib's
 CRC-32) and the records (Kafka frames each with varints, rafka packs them as one msgpack
 array). So a Kafka producer's batch is converted once, on its way into the log, keeping every
 header field (the producer id, epoch and base sequence among them, so idempotence holds) and
@@ -23,9 +23,8 @@ from __future__ import annotations
 import struct
 
 from crc32c import crc32c
-
-from logstore import compression
-from logstore.batch import (
+from rafka.logstore import compression
+from rafka.logstore.batch import (
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     CRC_COVERAGE_START,
@@ -39,7 +38,7 @@ from logstore.batch import (
     read_header,
     unpack_entries,
 )
-from logstore.errors import CorruptRecordError, InvalidRecordError
+from rafka.logstore.errors import CorruptRecordError, InvalidRecordError
 
 # Attributes bit 4: the batch belongs to a transaction (rafka has none).
 TRANSACTIONAL_FLAG_MASK = 0x10

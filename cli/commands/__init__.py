@@ -18,4 +18,4 @@ def register(commands: argparse._SubParsersAction, name: str | None = None) -> N
     """Add every command's parser; given the `name` about to run, import only that one (the
     demo's module imports RayDP, most of a second, which no other command needs)."""
     for command in COMMANDS if name not in COMMANDS else (name,):
-        importlib.import_module(f"cli.commands.{command}").register(commands)
+        importlib.import_module(f"rafka.cli.commands.{command}").register(commands)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from cli.commands import state as cluster_state
-from cli.commands.errors import EXIT_USAGE, CliError, checked_topic
+from rafka.cli.commands import state as cluster_state
+from rafka.cli.commands.errors import EXIT_USAGE, CliError, checked_topic
 
 
 def add_name_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -17,11 +17,11 @@ import time
 import uuid
 from pathlib import Path
 
-from actors.cluster import Cluster
-from cli.commands.connection import add_connection_options, connected
-from cli.commands.errors import CliError
-from cli.commands.output import echo
-from cli.commands.progress import Progress
+from rafka.actors.cluster import Cluster
+from rafka.cli.commands.connection import add_connection_options, connected
+from rafka.cli.commands.errors import CliError
+from rafka.cli.commands.output import echo
+from rafka.cli.commands.progress import Progress
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "produce_consume.py"
 

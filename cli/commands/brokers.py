@@ -11,12 +11,12 @@ import argparse
 import json
 from pathlib import Path
 
-from actors.config import BrokerConfig
-from cli.commands import state as cluster_state
-from cli.commands.connection import add_connection_options, connected
-from cli.commands.errors import CliError
-from cli.commands.output import add_key_value_option, echo, key_values, table
-from cli.commands.progress import wait_with_spinner
+from rafka.actors.config import BrokerConfig
+from rafka.cli.commands import state as cluster_state
+from rafka.cli.commands.connection import add_connection_options, connected
+from rafka.cli.commands.errors import CliError
+from rafka.cli.commands.output import add_key_value_option, echo, key_values, table
+from rafka.cli.commands.progress import wait_with_spinner
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -16,16 +16,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import ray
+from rafka.actors.cluster import Cluster
+from rafka.actors.naming import cluster_namespace
+from rafka.actors.runtime import init_ray
+from rafka.cli.commands import state as cluster_state
+from rafka.cli.commands.arguments import add_name_option
+from rafka.cli.commands.errors import CliError
+from rafka.coordination.embedded import ZooKeeperAddress
+from rafka.coordination.errors import InvalidZooKeeperAddressError, ZooKeeperUnavailableError
 from ray.util import list_named_actors
-
-from actors.cluster import Cluster
-from actors.naming import cluster_namespace
-from actors.runtime import init_ray
-from cli.commands import state as cluster_state
-from cli.commands.arguments import add_name_option
-from cli.commands.errors import CliError
-from coordination.embedded import ZooKeeperAddress
-from coordination.errors import InvalidZooKeeperAddressError, ZooKeeperUnavailableError
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:

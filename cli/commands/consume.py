@@ -19,12 +19,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from actors.cluster import Cluster
-from actors.consumer import ConsumerRecord
-from cli.commands.arguments import add_topic_argument, topic_of
-from cli.commands.connection import add_connection_options, connected
-from cli.commands.errors import CliError, checked_count
-from cli.commands.output import (
+from rafka.actors.clients.consumer import ConsumerRecord
+from rafka.actors.cluster import Cluster
+from rafka.cli.commands.arguments import add_topic_argument, topic_of
+from rafka.cli.commands.connection import add_connection_options, connected
+from rafka.cli.commands.errors import CliError, checked_count
+from rafka.cli.commands.output import (
     add_key_value_option,
     console_properties,
     data_stream,

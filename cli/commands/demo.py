@@ -11,13 +11,12 @@ import argparse
 import time
 
 import ray
-
-from actors import Cluster
-from actors.runtime import init_ray
-from cli.commands.output import table
-from cli.commands.progress import Progress
-from pipelines.examples.clickstream import run as run_clickstream
-from pipelines.spark import start_spark, stop_spark
+from rafka.actors.cluster import Cluster
+from rafka.actors.runtime import init_ray
+from rafka.cli.commands.output import table
+from rafka.cli.commands.progress import Progress
+from rafka.pipelines.examples.clickstream import run as run_clickstream
+from rafka.pipelines.spark import start_spark, stop_spark
 
 
 def register(commands: argparse._SubParsersAction) -> None:

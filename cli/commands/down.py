@@ -13,21 +13,20 @@ import argparse
 import sys
 
 import ray
-
-from actors.cluster import Cluster
-from actors.naming import broker_id_of
-from actors.stack import RayHead
-from cli.commands import state as cluster_state
-from cli.commands.arguments import add_name_option
-from cli.commands.connection import (
+from rafka.actors.cluster import Cluster
+from rafka.actors.naming import broker_id_of
+from rafka.actors.stack import RayHead
+from rafka.cli.commands import state as cluster_state
+from rafka.cli.commands.arguments import add_name_option
+from rafka.cli.commands.connection import (
     check_zookeeper,
     cluster_actor_names,
     join_ray,
     kill_cluster_actors,
 )
-from cli.commands.output import echo
-from cli.commands.progress import wait_with_spinner
-from coordination.embedded import stop_recorded_server
+from rafka.cli.commands.output import echo
+from rafka.cli.commands.progress import wait_with_spinner
+from rafka.coordination.embedded import stop_recorded_server
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -6,11 +6,11 @@ line on stderr that says what to do, and exit code 1; only a bug shows a Python 
 
 from __future__ import annotations
 
-from actors.client_config import InvalidConfigError as InvalidClientConfigError
-from actors.errors import InvalidConfigError, RafkaError
-from actors.stack import RayHeadError
-from coordination.errors import CoordinationError, InvalidTopicError
-from coordination.validation import validate_topic_name
+from rafka.actors.clients.config import InvalidConfigError as InvalidClientConfigError
+from rafka.actors.errors import InvalidConfigError, RafkaError
+from rafka.actors.stack import RayHeadError
+from rafka.coordination.errors import CoordinationError, InvalidTopicError
+from rafka.coordination.validation import validate_topic_name
 
 EXIT_ERROR = 1
 # argparse's code for a usage error; also what a feature not available in this build returns.

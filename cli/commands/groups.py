@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from cli.commands.connection import add_connection_options, connected
-from cli.commands.errors import CliError
-from cli.commands.output import echo, table
+from rafka.cli.commands.connection import add_connection_options, connected
+from rafka.cli.commands.errors import CliError
+from rafka.cli.commands.output import echo, table
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -15,10 +15,9 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
+from rafka.cli.commands.errors import CliError
 from rich.console import Console
 from rich.table import Table
-
-from cli.commands.errors import CliError
 
 _data: TextIO | None = None
 

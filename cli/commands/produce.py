@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from actors.producer import RecordFuture
-from cli.commands.arguments import add_topic_argument, topic_of
-from cli.commands.connection import add_connection_options, connected
-from cli.commands.errors import CliError, checked_count
-from cli.commands.output import add_key_value_option, console_properties, key_values
-from cli.commands.progress import Progress
+from rafka.actors.clients.producer import RecordFuture
+from rafka.cli.commands.arguments import add_topic_argument, topic_of
+from rafka.cli.commands.connection import add_connection_options, connected
+from rafka.cli.commands.errors import CliError, checked_count
+from rafka.cli.commands.output import add_key_value_option, console_properties, key_values
+from rafka.cli.commands.progress import Progress
 
 # Futures are checked (and dropped) in chunks, so that a long input does not keep them all.
 _CHECK_EVERY = 1000

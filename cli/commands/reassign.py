@@ -16,13 +16,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from actors.cluster import Cluster
-from cli.commands.connection import add_connection_options, connected
-from cli.commands.errors import CliError
-from cli.commands.output import echo
-from cli.commands.progress import wait_with_spinner
-from coordination.admin import parse_reassignment
-from coordination.errors import InvalidReplicaAssignmentError
+from rafka.actors.cluster import Cluster
+from rafka.cli.commands.connection import add_connection_options, connected
+from rafka.cli.commands.errors import CliError
+from rafka.cli.commands.output import echo
+from rafka.cli.commands.progress import wait_with_spinner
+from rafka.coordination.admin import parse_reassignment
+from rafka.coordination.errors import InvalidReplicaAssignmentError
 
 Plan = dict[tuple[str, int], list[int]]
 

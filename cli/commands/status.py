@@ -7,10 +7,9 @@ import json
 from typing import Any
 
 import ray
-
-from actors.cluster import Cluster
-from cli.commands.connection import add_connection_options, connected
-from cli.commands.output import echo, table
+from rafka.actors.cluster import Cluster
+from rafka.cli.commands.connection import add_connection_options, connected
+from rafka.cli.commands.output import echo, table
 
 
 def register(commands: argparse._SubParsersAction) -> None:

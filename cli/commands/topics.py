@@ -7,13 +7,13 @@ import json
 import sys
 from typing import Any
 
-from actors.cluster import Cluster
-from cli.commands.arguments import add_topic_argument, topic_of
-from cli.commands.connection import add_connection_options, connected
-from cli.commands.errors import CliError, checked_count
-from cli.commands.output import add_key_value_option, echo, key_values, table
-from cli.commands.progress import wait_with_spinner
-from coordination.errors import TopicExistsError, UnknownTopicError
+from rafka.actors.cluster import Cluster
+from rafka.cli.commands.arguments import add_topic_argument, topic_of
+from rafka.cli.commands.connection import add_connection_options, connected
+from rafka.cli.commands.errors import CliError, checked_count
+from rafka.cli.commands.output import add_key_value_option, echo, key_values, table
+from rafka.cli.commands.progress import wait_with_spinner
+from rafka.coordination.errors import TopicExistsError, UnknownTopicError
 
 
 def register(commands: argparse._SubParsersAction) -> None:

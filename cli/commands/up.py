@@ -16,32 +16,31 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError
-
-from actors.cluster import Cluster
-from actors.config import BrokerConfig
-from actors.errors import RequestTimedOutError
-from actors.stack import RayHead
-from cli.commands import state as cluster_state
-from cli.commands.arguments import add_name_option
-from cli.commands.connection import (
+from rafka.actors.cluster import Cluster
+from rafka.actors.config import BrokerConfig
+from rafka.actors.errors import RequestTimedOutError
+from rafka.actors.stack import RayHead
+from rafka.cli.commands import state as cluster_state
+from rafka.cli.commands.arguments import add_name_option
+from rafka.cli.commands.connection import (
     check_ray,
     check_zookeeper,
     join_ray,
     kill_cluster_actors,
     parse_zookeeper,
 )
-from cli.commands.errors import CliError
-from cli.commands.output import add_key_value_option, echo, key_values
-from cli.commands.progress import Progress, wait_with_spinner
-from coordination.embedded import (
+from rafka.cli.commands.errors import CliError
+from rafka.cli.commands.output import add_key_value_option, echo, key_values
+from rafka.cli.commands.progress import Progress, wait_with_spinner
+from rafka.coordination.embedded import (
     EmbeddedZooKeeper,
     find_java,
     is_embedded_server,
     pyspark_jars,
 )
-from coordination.errors import InvalidTopicError
-from coordination.validation import validate_topic_name
+from rafka.coordination.errors import InvalidTopicError
+from rafka.coordination.validation import validate_topic_name
+from ray.exceptions import GetTimeoutError
 
 
 def register(commands: argparse._SubParsersAction) -> None:

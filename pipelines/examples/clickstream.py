@@ -1,9 +1,9 @@
 """A click stream, end to end: producers write page views, a consumer group of two reads them,
 Spark aggregates views per page, and the aggregates go back to a topic.
 
-    from actors import Cluster
-    from pipelines.spark import start_spark
-    from pipelines.examples.clickstream import run
+    from rafka.actors.cluster import Cluster
+    from rafka.pipelines.spark import start_spark
+    from rafka.pipelines.examples.clickstream import run
     summary = run(Cluster.start(brokers=3), start_spark())
 """
 
@@ -18,10 +18,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-
-from actors import Cluster
-from pipelines.decode import json_values
-from pipelines.topics import read_topic, write_topic
+from rafka.actors.cluster import Cluster
+from rafka.pipelines.decode import json_values
+from rafka.pipelines.topics import read_topic, write_topic
 
 PAGES = ["/", "/search", "/product/42", "/product/7", "/cart", "/checkout", "/help", "/blog"]
 CLICK_SCHEMA = "user string, page string, referrer string, dwell_ms int, ts long"

@@ -10,7 +10,7 @@ from typing import Any
 import ray
 from kazoo.client import KazooClient
 
-from actors import Cluster
+from rafka import Cluster
 
 from ..conftest import TEST_BROKER_CONFIG  # noqa: F401 - re-exported for the tests here
 

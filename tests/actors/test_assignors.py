@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from actors.assignors import (
+from rafka.actors.clients.assignors import (
     PartitionAssignor,
     RangeAssignor,
     RoundRobinAssignor,

@@ -4,8 +4,8 @@ ZooKeeper, no sockets: time is an argument."""
 
 from __future__ import annotations
 
-from actors.classic_group import ClassicGroup, GroupState
-from actors.errors import ErrorCode
+from rafka.actors.errors import ErrorCode
+from rafka.actors.group.classic_group import ClassicGroup, GroupState
 
 NONE = ErrorCode.NONE
 ILLEGAL_GENERATION = ErrorCode.ILLEGAL_GENERATION

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from actors.client_config import ConsumerConfig, InvalidConfigError, ProducerConfig
+from rafka.actors.clients.config import ConsumerConfig, InvalidConfigError, ProducerConfig
 
 
 def test_producer_defaults_are_kafkas_except_linger_and_batch_size() -> None:

@@ -10,9 +10,8 @@ from collections import defaultdict
 
 import pytest
 import ray
-
-from actors import Cluster
-from actors.errors import (
+from rafka.actors.clients.partitioner import default_partition
+from rafka.actors.errors import (
     BufferExhaustedError,
     ErrorCode,
     InvalidTopicError,
@@ -21,8 +20,9 @@ from actors.errors import (
     UnknownTopicError,
     raise_for,
 )
-from actors.partitioner import default_partition
-from logstore.batch import build_batch, decode_batches
+from rafka.logstore.batch import build_batch, decode_batches
+
+from rafka import Cluster
 
 from ..conftest import cluster_of_its_own
 from ..replicas import ReplicaOnHost

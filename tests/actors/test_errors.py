@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 import ray.exceptions
-
-from actors.errors import (
+from rafka.actors.errors import (
     CorruptRecordError,
     ErrorCode,
     FencedLeaderEpochError,

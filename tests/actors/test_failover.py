@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 import ray
-
-from actors import Cluster
-from actors.errors import (
+from rafka.actors.errors import (
     BrokerUnavailableError,
     ErrorCode,
     LeaderNotAvailableError,
     raise_for,
 )
-from logstore.batch import build_batch, decode_batches
+from rafka.logstore.batch import build_batch, decode_batches
+
+from rafka import Cluster
 
 from ..replicas import ReplicaOnHost
 from .conftest import expire_broker_session, partition_state, wait_until

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from actors.fetch_session import FetchSession
-from actors.messages import ReplicaFetchPartition
-from actors.replication import FetchClock, LeaderState
-from coordination.models import TopicPartition
+from rafka.actors.messages import ReplicaFetchPartition
+from rafka.actors.server.fetch_session import FetchSession
+from rafka.actors.server.replication import FetchClock, LeaderState
+from rafka.coordination.models import TopicPartition
 
 LAG_MS = 10_000
 

@@ -13,12 +13,12 @@ from collections import Counter
 
 import pytest
 import ray
+from rafka.actors.clients.consumer import NoOffsetForPartitionError
+from rafka.actors.clients.group_consumer import GroupConsumer
+from rafka.actors.errors import CommitFailedError
+from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
 
-from actors import Cluster
-from actors.consumer import NoOffsetForPartitionError
-from actors.errors import CommitFailedError
-from actors.group_consumer import GroupConsumer
-from actors.offset_manager import OFFSETS_TOPIC, offsets_partition
+from rafka import Cluster
 
 from ..conftest import cluster_of_its_own
 from ..replicas import ReplicaOnHost

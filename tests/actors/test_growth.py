@@ -6,9 +6,9 @@ import threading
 import time
 
 import pytest
+from rafka.coordination.errors import InvalidPartitionsError
 
-from actors import Cluster
-from coordination.errors import InvalidPartitionsError
+from rafka import Cluster
 
 from .conftest import wait_until
 

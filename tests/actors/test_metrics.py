@@ -1,5 +1,5 @@
-"""The metrics of `actors.metrics`, read the way Prometheus reads them: scraped from the session
-Ray's metrics export port, in Prometheus text.
+"""The metrics of `rafka.actors.metrics`, read the way Prometheus reads them: scraped from the
+session Ray's metrics export port, in Prometheus text.
 
 `include_dashboard=False` (what `init_ray` asks for) turns off the dashboard, not the per-node
 agent that exports metrics, so the session Ray serves them; its port is chosen at start and read
@@ -20,7 +20,7 @@ import pytest
 import ray
 from prometheus_client.parser import text_string_to_metric_families
 
-from actors import Cluster
+from rafka import Cluster
 
 from .conftest import partition_state, wait_until
 

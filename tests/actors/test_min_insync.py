@@ -12,9 +12,10 @@ import os
 import signal
 import time
 
-from actors import Cluster
-from actors.errors import ErrorCode
-from logstore.batch import build_batch
+from rafka.actors.errors import ErrorCode
+from rafka.logstore.batch import build_batch
+
+from rafka import Cluster
 
 from ..replicas import ReplicaOnHost
 from .conftest import partition_state, wait_until

@@ -7,15 +7,15 @@ import time
 from typing import Any
 
 import pytest
-
-from actors import Cluster
-from coordination.errors import (
+from rafka.coordination.errors import (
     InvalidReplicaAssignmentError,
     ReassignmentInProgressError,
     UnknownBrokerError,
     UnknownTopicError,
     UnknownTopicOrPartitionError,
 )
+
+from rafka import Cluster
 
 from ..replicas import ReplicaOnHost
 from .conftest import wait_until

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actors.reassignment import (
+from rafka.actors.controller.reassignment import (
     AddReplicas,
     CompleteReassignment,
     ReassignmentDone,
@@ -10,7 +10,7 @@ from actors.reassignment import (
     WaitForReplicas,
     next_reassignment_step,
 )
-from coordination.models import PartitionState
+from rafka.coordination.models import PartitionState
 
 EPOCH = 7  # the controller's
 

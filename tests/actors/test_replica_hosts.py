@@ -12,9 +12,9 @@ import threading
 import time
 
 import ray
+from rafka.actors.errors import OffsetNotAvailableError
 
-from actors import Cluster
-from actors.errors import OffsetNotAvailableError
+from rafka import Cluster
 
 from ..replicas import ReplicaOnHost
 from .conftest import partition_state, wait_until

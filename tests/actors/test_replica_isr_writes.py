@@ -8,10 +8,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from actors.config import BrokerConfig
-from actors.errors import ErrorCode, error_reply
-from actors.messages import LeaderAndIsrRequest
-from actors.replica import LEADER, OFFLINE, PartitionReplica
+from rafka.actors.config import BrokerConfig
+from rafka.actors.errors import ErrorCode, error_reply
+from rafka.actors.messages import LeaderAndIsrRequest
+from rafka.actors.server.replica import LEADER, OFFLINE, PartitionReplica
 
 
 class ScriptedWriter:

@@ -1,22 +1,17 @@
-"""The replication arithmetic: high watermark, ISR shrink and expand, truncation, elections."""
+"""The replication arithmetic: high watermark, ISR shrink and expand, truncation, acks=all."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-
-from actors.replication import (
-    NO_LEADER,
+from rafka.actors.server.replication import (
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
     AcksAllOutcome,
     LeaderState,
     Truncation,
     acks_all_outcome,
-    elect_leader,
-    elect_preferred_leader,
     follower_truncation,
-    remove_from_isr,
 )
 
 LAG_MS = 10_000
@@ -161,53 +156,6 @@ def test_a_leader_that_knows_no_such_epoch_falls_back_to_the_high_watermark() ->
     follower = _epochs({3: 0}, log_end_offset=30)
     decision = follower_truncation((UNDEFINED_EPOCH, UNDEFINED_OFFSET), follower, 30, 12)
     assert decision == Truncation(offset=12)
-
-
-def test_election_picks_the_first_live_isr_member_in_assignment_order() -> None:
-    election = elect_leader([1, 2, 3], isr=[3, 2, 1], live_brokers={2, 3})
-    assert election.leader == 2
-    assert set(election.isr) == {2, 3}
-    assert not election.unclean
-
-
-def test_election_without_a_live_isr_member_leaves_the_partition_offline() -> None:
-    election = elect_leader([1, 2, 3], isr=[1], live_brokers={2, 3})
-    assert election.offline and election.leader == NO_LEADER
-    assert election.isr == (1,)
-
-
-def test_unclean_election_takes_any_live_replica_and_says_so() -> None:
-    election = elect_leader([1, 2, 3], isr=[1], live_brokers={3}, unclean_leader_election=True)
-    assert election.leader == 3 and election.isr == (3,) and election.unclean
-
-
-@given(
-    st.permutations([1, 2, 3, 4]),
-    st.sets(st.sampled_from([1, 2, 3, 4])),
-    st.sets(st.sampled_from([1, 2, 3, 4])),
-    st.booleans(),
-)
-def test_a_clean_election_only_ever_picks_a_live_isr_member(assignment, isr, live, unclean) -> None:
-    election = elect_leader(assignment, sorted(isr), live, unclean_leader_election=unclean)
-    if election.offline:
-        assert not (isr & live) and (not unclean or not live)
-    elif not election.unclean:
-        assert election.leader in isr & live
-        assert set(election.isr) == isr & live
-    else:
-        assert not (isr & live) and election.leader in live
-
-
-def test_preferred_leader_takes_over_only_when_in_sync_and_alive() -> None:
-    assert elect_preferred_leader([1, 2, 3], current_leader=2, isr=[1, 2], live_brokers={1, 2}) == 1
-    assert elect_preferred_leader([1, 2, 3], 2, isr=[2, 3], live_brokers={1, 2, 3}) is None
-    assert elect_preferred_leader([1, 2, 3], 2, isr=[1, 2], live_brokers={2}) is None
-    assert elect_preferred_leader([1, 2, 3], 1, isr=[1, 2], live_brokers={1, 2}) is None
-
-
-def test_removing_a_dead_broker_keeps_the_last_isr_member() -> None:
-    assert remove_from_isr((1, 2, 3), 2) == (1, 3)
-    assert remove_from_isr((2,), 2) == (2,)
 
 
 def test_acks_all_waits_until_the_high_watermark_passes_the_records() -> None:

@@ -8,9 +8,9 @@ hears of it in its next LeaderAndIsr.
 from __future__ import annotations
 
 import pytest
+from rafka.logstore.errors import InvalidConfigError, RecordTooLargeError
 
-from actors import Cluster
-from logstore.errors import InvalidConfigError, RecordTooLargeError
+from rafka import Cluster
 
 from ..replicas import ReplicaOnHost
 from .conftest import wait_until

@@ -7,11 +7,11 @@ and the producer takes a new epoch for it (KIP-360)."""
 from __future__ import annotations
 
 import pytest
+from rafka.actors.errors import RequestTimedOutError
+from rafka.actors.naming import partition_log_dir
+from rafka.coordination.errors import TopicExistsError
 
-from actors import Cluster
-from actors.errors import RequestTimedOutError
-from actors.naming import partition_log_dir
-from coordination.errors import TopicExistsError
+from rafka import Cluster
 
 from .conftest import wait_until
 

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rafka.actors.stack import RayHead
+from rafka.coordination.embedded import is_embedded_server, pid_alive
 
-from actors.stack import RayHead
-from coordination.embedded import is_embedded_server, pid_alive
-
-RAFKA = [sys.executable, "-m", "cli"]
+RAFKA = [sys.executable, "-m", "rafka"]
 # What would point a subprocess at some other cluster than the test's own.
 _DROPPED = ("RAY_ADDRESS", "RAFKA_CLUSTER", "RAFKA_ZK", "RAFKA_HOME", "RAY_AUTH_MODE")
 

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from actors.cluster import Cluster
-from actors.stack import RayHead, session_members
-from coordination.embedded import is_embedded_server, wait_for_exit
+from rafka.actors.cluster import Cluster
+from rafka.actors.stack import RayHead, session_members
+from rafka.coordination.embedded import is_embedded_server, wait_for_exit
 
 from .conftest import RAFKA, rafka_up
 

@@ -13,11 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from actors.cluster import Cluster
-from actors.stack import session_members
-from cli.main import main
-from coordination.embedded import wait_for_exit
+from rafka.actors.cluster import Cluster
+from rafka.actors.stack import session_members
+from rafka.cli.main import main
+from rafka.coordination.embedded import wait_for_exit
 
 
 def test_help_lists_every_command(rafka) -> None:

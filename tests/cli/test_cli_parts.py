@@ -7,11 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-
-from cli.commands import state
-from cli.commands.errors import CliError
-from cli.commands.output import key_values, table
-from cli.commands.progress import Progress, wait_with_spinner
+from rafka.cli.commands import state
+from rafka.cli.commands.errors import CliError
+from rafka.cli.commands.output import key_values, table
+from rafka.cli.commands.progress import Progress, wait_with_spinner
 
 
 @pytest.fixture

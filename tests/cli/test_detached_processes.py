@@ -1,7 +1,8 @@
 """What `rafka up` leaves behind and `rafka down` stops: a detached ZooKeeper, found by its PID.
 
-coordination.embedded's additions: `detach()` (not stopped at interpreter exit), `new_session`,
-and `stop_recorded_server(data_dir)`, which signals a PID only if it really is that server.
+rafka.coordination.embedded's additions: `detach()` (not stopped at interpreter exit),
+`new_session`, and `stop_recorded_server(data_dir)`, which signals a PID only if it really is that
+server.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from actors.stack import RayHead, read_ray_pointer, restore_ray_pointer, session_members
-from coordination.embedded import (
+from rafka.actors.stack import RayHead, read_ray_pointer, restore_ray_pointer, session_members
+from rafka.coordination.embedded import (
     EmbeddedZooKeeper,
     is_embedded_server,
     pid_alive,
@@ -23,12 +23,12 @@ from coordination.embedded import (
     stop_recorded_server,
     wait_for_exit,
 )
-from coordination.errors import ZooKeeperServerError
+from rafka.coordination.errors import ZooKeeperServerError
 
 
 def test_detached_server_outlives_its_starter_and_is_stopped_by_pid(tmp_path: Path) -> None:
     starter = textwrap.dedent(f"""
-        from coordination.embedded import EmbeddedZooKeeper
+        from rafka.coordination.embedded import EmbeddedZooKeeper
         server = EmbeddedZooKeeper({str(tmp_path)!r}, die_with_parent=False, new_session=True)
         server.start()
         print(server.detach(), flush=True)

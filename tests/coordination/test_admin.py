@@ -7,9 +7,8 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
-
-from coordination.admin import TopicAdmin
-from coordination.errors import (
+from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
@@ -19,9 +18,9 @@ from coordination.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from coordination.models import BrokerInfo, PartitionState, TopicAssignment
-from coordination.registration import BrokerRegistration
-from coordination.store import ClusterStore
+from rafka.coordination.models import BrokerInfo, PartitionState, TopicAssignment
+from rafka.coordination.registration import BrokerRegistration
+from rafka.coordination.store import ClusterStore
 
 
 @pytest.fixture

@@ -8,18 +8,17 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from coordination.assignment import (
+from rafka.coordination.assignment import (
     MAX_PARTITIONS_PER_TOPIC,
     assign_replicas,
     validate_assignment,
 )
-from coordination.errors import (
+from rafka.coordination.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
 )
-from coordination.models import TopicAssignment
+from rafka.coordination.models import TopicAssignment
 
 broker_lists = st.lists(st.integers(0, 500), min_size=1, max_size=12, unique=True)
 

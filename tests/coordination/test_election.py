@@ -8,15 +8,14 @@ import time
 from collections.abc import Callable
 
 import pytest
-
-from coordination.admin import TopicAdmin
-from coordination.election import ControllerElection, read_controller, read_controller_epoch
-from coordination.embedded import ZooKeeperAddress
-from coordination.errors import ControllerMovedError
-from coordination.models import PartitionState
-from coordination.partition_state import PartitionStateStore
-from coordination.store import ClusterStore
-from coordination.testing import TcpProxy, expire_session, wait_until
+from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.election import ControllerElection, read_controller, read_controller_epoch
+from rafka.coordination.embedded import ZooKeeperAddress
+from rafka.coordination.errors import ControllerMovedError
+from rafka.coordination.models import PartitionState
+from rafka.coordination.partition_state import PartitionStateStore
+from rafka.coordination.store import ClusterStore
+from rafka.coordination.testing import TcpProxy, expire_session, wait_until
 
 
 class Candidate:

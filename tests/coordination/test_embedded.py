@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
-
-from coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress, four_letter_word
-from coordination.errors import (
+from rafka.coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress, four_letter_word
+from rafka.coordination.errors import (
     InvalidZooKeeperAddressError,
     JavaNotFoundError,
     ZooKeeperPortInUseError,
@@ -171,7 +170,7 @@ def _run_child(tmp_path: Path, body: str) -> subprocess.Popen[str]:
     script = textwrap.dedent(
         f"""
         import sys
-        from coordination.embedded import EmbeddedZooKeeper
+        from rafka.coordination.embedded import EmbeddedZooKeeper
         server = EmbeddedZooKeeper({str(tmp_path)!r}, force_sync=False).start()
         print(server.pid, flush=True)
         {body}

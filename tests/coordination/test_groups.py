@@ -6,18 +6,17 @@ import json
 from collections.abc import Callable
 
 import pytest
-
-from coordination.errors import (
+from rafka.coordination.errors import (
     InvalidGroupIdError,
     InvalidMemberIdError,
     MemberIdInUseError,
     PartitionOwnedError,
     StaleVersionError,
 )
-from coordination.groups import GroupStore
-from coordination.models import MemberSubscription
-from coordination.store import ClusterStore
-from coordination.testing import expire_session, wait_until
+from rafka.coordination.groups import GroupStore
+from rafka.coordination.models import MemberSubscription
+from rafka.coordination.store import ClusterStore
+from rafka.coordination.testing import expire_session, wait_until
 
 
 @pytest.fixture

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-
-from coordination.models import (
+from rafka.coordination.models import (
     BrokerInfo,
     ControllerInfo,
     MemberSubscription,

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from coordination.admin import TopicAdmin
-from coordination.errors import InvalidPartitionsError, StaleVersionError, UnknownTopicError
-from coordination.models import PartitionState, TopicPartition
-from coordination.partition_state import PartitionStateStore
-from coordination.store import ClusterStore
+from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.errors import InvalidPartitionsError, StaleVersionError, UnknownTopicError
+from rafka.coordination.models import PartitionState, TopicPartition
+from rafka.coordination.partition_state import PartitionStateStore
+from rafka.coordination.store import ClusterStore
 
 INITIAL = PartitionState(leader=1, leader_epoch=0, isr=(1, 2, 3), controller_epoch=1)
 

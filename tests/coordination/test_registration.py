@@ -6,13 +6,12 @@ import json
 from collections.abc import Callable
 
 import pytest
-
-from coordination.embedded import ZooKeeperAddress
-from coordination.errors import BrokerIdInUseError
-from coordination.models import BrokerInfo
-from coordination.registration import BrokerRegistration, read_brokers
-from coordination.store import ClusterStore
-from coordination.testing import TcpProxy, expire_session, wait_until
+from rafka.coordination.embedded import ZooKeeperAddress
+from rafka.coordination.errors import BrokerIdInUseError
+from rafka.coordination.models import BrokerInfo
+from rafka.coordination.registration import BrokerRegistration, read_brokers
+from rafka.coordination.store import ClusterStore
+from rafka.coordination.testing import TcpProxy, expire_session, wait_until
 
 
 class Recorder:

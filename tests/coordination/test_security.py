@@ -8,14 +8,13 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import Permissions
-
-from coordination.admin import TopicAdmin
-from coordination.embedded import ZooKeeperAddress
-from coordination.errors import ZooKeeperAuthError
-from coordination.models import BrokerInfo
-from coordination.registration import BrokerRegistration
-from coordination.security import AclPolicy, ClusterCredentials, cluster_acl
-from coordination.store import ClusterStore
+from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.embedded import ZooKeeperAddress
+from rafka.coordination.errors import ZooKeeperAuthError
+from rafka.coordination.models import BrokerInfo
+from rafka.coordination.registration import BrokerRegistration
+from rafka.coordination.security import AclPolicy, ClusterCredentials, cluster_acl
+from rafka.coordination.store import ClusterStore
 
 CREDENTIALS = "rafka:s3cret"
 

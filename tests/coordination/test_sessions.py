@@ -10,14 +10,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from coordination.admin import TopicAdmin
-from coordination.election import ControllerElection
-from coordination.embedded import ZooKeeperAddress
-from coordination.models import BrokerInfo
-from coordination.registration import BrokerRegistration
-from coordination.store import ClusterStore
-from coordination.testing import TcpProxy, expire_session, wait_until
-from coordination.watches import ClusterWatches
+from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.election import ControllerElection
+from rafka.coordination.embedded import ZooKeeperAddress
+from rafka.coordination.models import BrokerInfo
+from rafka.coordination.registration import BrokerRegistration
+from rafka.coordination.store import ClusterStore
+from rafka.coordination.testing import TcpProxy, expire_session, wait_until
+from rafka.coordination.watches import ClusterWatches
 
 
 class Broker:

@@ -8,10 +8,9 @@ from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
-
-from coordination import layout
-from coordination.embedded import ZooKeeperAddress, free_port
-from coordination.errors import (
+from rafka.coordination import layout
+from rafka.coordination.embedded import ZooKeeperAddress, free_port
+from rafka.coordination.errors import (
     InvalidClusterNameError,
     StaleVersionError,
     ZNodeExistsError,
@@ -19,9 +18,9 @@ from coordination.errors import (
     ZNodeNotEmptyError,
     ZooKeeperUnavailableError,
 )
-from coordination.models import Versioned
-from coordination.store import ClusterStore, SessionEvent, encode
-from coordination.testing import TcpProxy, expire_session, wait_until
+from rafka.coordination.models import Versioned
+from rafka.coordination.store import ClusterStore, SessionEvent, encode
+from rafka.coordination.testing import TcpProxy, expire_session, wait_until
 
 
 def test_start_creates_the_cluster_chroot_under_rafka(

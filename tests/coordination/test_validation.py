@@ -8,9 +8,8 @@ import string
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from coordination import layout
-from coordination.errors import (
+from rafka.coordination import layout
+from rafka.coordination.errors import (
     InvalidBrokerIdError,
     InvalidClusterNameError,
     InvalidGroupIdError,
@@ -18,7 +17,7 @@ from coordination.errors import (
     InvalidPartitionsError,
     InvalidTopicError,
 )
-from coordination.validation import (
+from rafka.coordination.validation import (
     MAX_NAME_LENGTH,
     validate_broker_id,
     validate_cluster_name,

@@ -7,17 +7,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
-from coordination.admin import TopicAdmin
-from coordination.election import ControllerElection
-from coordination.embedded import ZooKeeperAddress
-from coordination.groups import GroupStore
-from coordination.models import BrokerInfo, PartitionState, TopicPartition
-from coordination.partition_state import PartitionStateStore
-from coordination.registration import BrokerRegistration
-from coordination.store import ClusterStore
-from coordination.testing import TcpProxy, expire_session, wait_until
-from coordination.watches import ClusterWatches
+from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.election import ControllerElection
+from rafka.coordination.embedded import ZooKeeperAddress
+from rafka.coordination.groups import GroupStore
+from rafka.coordination.models import BrokerInfo, PartitionState, TopicPartition
+from rafka.coordination.partition_state import PartitionStateStore
+from rafka.coordination.registration import BrokerRegistration
+from rafka.coordination.store import ClusterStore
+from rafka.coordination.testing import TcpProxy, expire_session, wait_until
+from rafka.coordination.watches import ClusterWatches
 
 
 class Seen:

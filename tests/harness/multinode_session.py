@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from rafka.actors.naming import replica_host_name
+from rafka.coordination.embedded import EmbeddedZooKeeper, free_port, pid_alive
+from rafka.coordination.registration import read_brokers
 from ray.cluster_utils import Cluster as RayCluster
 from ray.util.state import list_actors
 
-from actors import Cluster
-from actors.naming import replica_host_name
-from coordination.embedded import EmbeddedZooKeeper, free_port, pid_alive
-from coordination.registration import read_brokers
+from rafka import Cluster
 
 TOPIC = "placed"
 PARTITIONS = 3

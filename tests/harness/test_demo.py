@@ -14,8 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-from pipelines.examples.clickstream import PAGES
+from rafka.pipelines.examples.clickstream import PAGES
 
 from .processes import kill_marked, left_behind, run_marked
 

@@ -7,8 +7,7 @@ import threading
 import ray
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType
-
-from coordination.embedded import ZooKeeperAddress
+from rafka.coordination.embedded import ZooKeeperAddress
 
 
 def test_ephemeral_znode_disappears_with_its_session(zk_address: ZooKeeperAddress) -> None:

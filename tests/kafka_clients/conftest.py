@@ -12,7 +12,7 @@ from typing import Protocol
 
 import pytest
 
-from actors import Cluster
+from rafka import Cluster
 
 from ..actors.conftest import wait_until
 from ..conftest import cluster_of_its_own

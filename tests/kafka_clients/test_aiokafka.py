@@ -10,7 +10,7 @@ import threading
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from actors import Cluster
+from rafka import Cluster
 
 from .conftest import (
     PARTITIONS,

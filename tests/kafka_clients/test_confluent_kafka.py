@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from actors import Cluster
+from rafka import Cluster
 
 from ..actors.conftest import wait_until
 from .conftest import (

@@ -22,11 +22,11 @@ from kafka.errors import (
     TopicAlreadyExistsError,
 )
 from kafka.protocol.metadata import MetadataResponse
-
-from actors import Cluster
-from coordination.errors import (
+from rafka.coordination.errors import (
     InconsistentGroupProtocolError as CoordinationInconsistentGroupProtocolError,
 )
+
+from rafka import Cluster
 
 from ..actors.conftest import wait_until
 from .conftest import (

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from actors import Cluster
+from rafka import Cluster
 
 from .conftest import PARTITIONS, new_topic, produce_values, read_with_rafka
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
-
-from logstore import Log, LogConfig, Record, build_batch, decode_batches
+from rafka.logstore import Log, LogConfig, Record, build_batch, decode_batches
 
 # Hypothesis budget for this folder: enough examples to find framing bugs, small enough for the
 # whole logstore run to stay well under a minute on two shared cores. No example database: it

@@ -14,8 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from logstore_helpers import SMALL, T0, batch_of
-
-from logstore import (
+from rafka.logstore import (
     HEADER_SIZE,
     LOG_APPEND_TIME,
     CorruptRecordError,
@@ -31,7 +30,7 @@ from logstore import (
     validate_batch,
     validate_batches,
 )
-from logstore.batch import batch_size, encode_batch, frame_whole_batches, split_batches
+from rafka.logstore.batch import batch_size, encode_batch, frame_whole_batches, split_batches
 
 CODECS = ["none", "gzip", "lz4", "zstd"]
 MAX = 1 << 20

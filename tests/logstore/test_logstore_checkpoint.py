@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 from logstore_helpers import batch_of, small_config
-
-from logstore import Log
-from logstore.checkpoint import (
+from rafka.logstore import Log
+from rafka.logstore.checkpoint import (
     HIGH_WATERMARK_FILE,
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,

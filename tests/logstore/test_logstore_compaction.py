@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from logstore_helpers import SMALL, T0, FakeClock, files, read_all, small_config
-
-from logstore import Log, Record, build_batch, decode_batches
-from logstore.segment import SWAP_SUFFIX
+from rafka.logstore import Log, Record, build_batch, decode_batches
+from rafka.logstore.segment import SWAP_SUFFIX
 
 HOUR = 3600 * 1000
 
@@ -284,8 +283,8 @@ def test_a_segment_compacted_to_nothing_keeps_an_empty_last_batch(tmp_path: Path
 
 
 def test_clean_batch_keeps_offset_deltas_and_header_fields() -> None:
-    from logstore import iter_batches, read_header, stamp_batch
-    from logstore.cleaner import build_offset_map, clean_batch
+    from rafka.logstore import iter_batches, read_header, stamp_batch
+    from rafka.logstore.cleaner import build_offset_map, clean_batch
 
     batch = stamp_batch(
         build_batch(

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from logstore import InvalidConfigError, LogConfig
+from rafka.logstore import InvalidConfigError, LogConfig
 
 
 def test_defaults_are_kafkas() -> None:

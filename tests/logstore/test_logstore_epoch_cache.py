@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from logstore_helpers import batch_of, small_config
-
-from logstore import LeaderEpochCache, Log
-from logstore.checkpoint import LEADER_EPOCH_FILE
-from logstore.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from rafka.logstore import LeaderEpochCache, Log
+from rafka.logstore.checkpoint import LEADER_EPOCH_FILE
+from rafka.logstore.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 

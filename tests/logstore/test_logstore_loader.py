@@ -5,17 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from logstore_helpers import T0, batch_of, files, small_config
-
-from logstore import Log
-from logstore.checkpoint import (
+from rafka.logstore import Log
+from rafka.logstore.checkpoint import (
     HIGH_WATERMARK_FILE,
     LEADER_EPOCH_FILE,
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
     LogCheckpoints,
 )
-from logstore.epoch_cache import EpochEntry
-from logstore.loader import LoadedLog, LogLoader
+from rafka.logstore.epoch_cache import EpochEntry
+from rafka.logstore.loader import LoadedLog, LogLoader
 
 CONFIG = small_config(segment_bytes=600)
 

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 from logstore_helpers import T0, batch_of, small_config
-
-from logstore import decode_batches, read_header, stamp_batch
-from logstore.batch import BatchHeader
-from logstore.checkpoint import RECOVERY_POINT_FILE, OffsetCheckpoint
-from logstore.local_log import LocalLog
-from logstore.segment import LogSegment
+from rafka.logstore import decode_batches, read_header, stamp_batch
+from rafka.logstore.batch import BatchHeader
+from rafka.logstore.checkpoint import RECOVERY_POINT_FILE, OffsetCheckpoint
+from rafka.logstore.local_log import LocalLog
+from rafka.logstore.segment import LogSegment
 
 CONFIG = small_config(segment_bytes=600)
 

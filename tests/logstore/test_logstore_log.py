@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from logstore_helpers import MEDIUM, T0, FakeClock, batch_of, files, read_all, small_config
-
-from logstore import (
+from rafka.logstore import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     CorruptRecordError,
@@ -408,7 +407,7 @@ def test_close_flushes_and_the_log_refuses_use_afterwards(tmp_path: Path) -> Non
 
 
 def _stamped(batch: bytes, base_offset: int, epoch: int) -> bytes:
-    from logstore import stamp_batch
+    from rafka.logstore import stamp_batch
 
     return bytes(stamp_batch(batch, base_offset, epoch))
 

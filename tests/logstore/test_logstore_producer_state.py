@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from logstore_helpers import batch_of, small_config
-
-from logstore import Log, SequenceOutcome, check_sequence, read_header
-from logstore.batch import INT32_MAX
-from logstore.producer_state import BatchMetadata, ProducerEntry
+from rafka.logstore import Log, SequenceOutcome, check_sequence, read_header
+from rafka.logstore.batch import INT32_MAX
+from rafka.logstore.producer_state import BatchMetadata, ProducerEntry
 
 OK = SequenceOutcome.OK
 DUPLICATE = SequenceOutcome.DUPLICATE

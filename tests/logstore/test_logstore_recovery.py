@@ -13,9 +13,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from logstore_helpers import MEDIUM, SMALL, T0, batch_of, files, read_all, small_config
-
-from logstore import Log, iter_batches
-from logstore.checkpoint import RECOVERY_POINT_FILE
+from rafka.logstore import Log, iter_batches
+from rafka.logstore.checkpoint import RECOVERY_POINT_FILE
 
 CONFIG = small_config(segment_bytes=1200)
 

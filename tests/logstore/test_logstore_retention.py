@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 from logstore_helpers import T0, FakeClock, batch_of, read_all, small_config
-
-from logstore import Log, OffsetOutOfRangeError, SegmentSummary, segments_to_delete
-from logstore.retention import segments_below_log_start
+from rafka.logstore import Log, OffsetOutOfRangeError, SegmentSummary, segments_to_delete
+from rafka.logstore.retention import segments_below_log_start
 
 DAY = 24 * 3600 * 1000
 

@@ -14,8 +14,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from logstore_helpers import T0, FakeClock, read_all, small_config
-
-from logstore import Log, Record, build_batch
+from rafka.logstore import Log, Record, build_batch
 
 HOUR = 3600 * 1000
 CONFIG = small_config(

@@ -10,12 +10,12 @@ import uuid
 import msgpack
 import pytest
 from pyspark.sql import functions as F
+from rafka.actors.errors import UnknownTopicError
+from rafka.pipelines.decode import json_values, msgpack_values, utf8
+from rafka.pipelines.streaming import stream_topic
+from rafka.pipelines.topics import read_topic, write_topic
 
-from actors import Cluster
-from actors.errors import UnknownTopicError
-from pipelines.decode import json_values, msgpack_values, utf8
-from pipelines.streaming import stream_topic
-from pipelines.topics import read_topic, write_topic
+from rafka import Cluster
 
 from ..conftest import cluster_of_its_own
 

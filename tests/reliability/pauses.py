@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import ray
 
-from actors import Cluster
+from rafka import Cluster
 
 # The test clusters' ZooKeeper session timeout (tests/conftest.py), and a pause well past it.
 SESSION_TIMEOUT_S = 6.0

@@ -25,11 +25,8 @@ import pytest
 import ray
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ray.util import list_named_actors
-
-from actors import Cluster
-from actors.client_config import InvalidConfigError as InvalidClientConfigError
-from actors.errors import (
+from rafka.actors.clients.config import InvalidConfigError as InvalidClientConfigError
+from rafka.actors.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidRequiredAcksError,
@@ -39,14 +36,17 @@ from actors.errors import (
     UnknownTopicError,
     raise_for,
 )
-from logstore.batch import build_batch, encode_batch
-from logstore.checkpoint import (
+from rafka.logstore.batch import build_batch, encode_batch
+from rafka.logstore.checkpoint import (
     HIGH_WATERMARK_FILE,
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
     TMP_SUFFIX,
 )
-from logstore.errors import InvalidConfigError
+from rafka.logstore.errors import InvalidConfigError
+from ray.util import list_named_actors
+
+from rafka import Cluster
 
 from ..conftest import cluster_of_its_own
 from ..replicas import ReplicaOnHost
@@ -569,7 +569,7 @@ def _cli(cluster: Cluster, *args: str, input: str | None = None) -> subprocess.C
                PYTHONUNBUFFERED="1")
     address = ray.get_runtime_context().gcs_address
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args, "--zk", str(cluster.stack.zk_address),
+        [sys.executable, "-m", "rafka", *args, "--zk", str(cluster.stack.zk_address),
          "--name", cluster.name, "--address", address],
         input=input, capture_output=True, text=True, timeout=120, env=env, check=False,
     )

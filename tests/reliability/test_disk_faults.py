@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rafka.logstore import Log
+from rafka.logstore.batch import decode_batches, iter_batches
 
-from actors import Cluster
-from logstore import Log
-from logstore.batch import decode_batches, iter_batches
+from rafka import Cluster
 
 from ..actors.conftest import partition_state, wait_until
 from ..conftest import cluster_of_its_own

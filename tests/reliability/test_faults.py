@@ -32,13 +32,13 @@ from pathlib import Path
 
 import pytest
 import ray
+from rafka.actors.clients.group_consumer import GroupConsumer
+from rafka.coordination.embedded import EmbeddedZooKeeper
+from rafka.coordination.errors import TopicExistsError, ZooKeeperUnavailableError
+from rafka.coordination.models import TopicPartition
+from rafka.coordination.testing import TcpProxy
 
-from actors import Cluster
-from actors.group_consumer import GroupConsumer
-from coordination.embedded import EmbeddedZooKeeper
-from coordination.errors import TopicExistsError, ZooKeeperUnavailableError
-from coordination.models import TopicPartition
-from coordination.testing import TcpProxy
+from rafka import Cluster
 
 from ..actors.conftest import expire_broker_session, wait_until
 from ..conftest import TEST_BROKER_CONFIG, make_chroot

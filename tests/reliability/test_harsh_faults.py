@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import time
 
-from actors import Cluster
-from actors.errors import ErrorCode
-from coordination.testing import TcpProxy
-from logstore.batch import build_batch
+from rafka.actors.errors import ErrorCode
+from rafka.coordination.testing import TcpProxy
+from rafka.logstore.batch import build_batch
+
+from rafka import Cluster
 
 from ..actors.conftest import partition_state, wait_until
 from ..actors.test_failover import Workload, check_acknowledged, read_everything

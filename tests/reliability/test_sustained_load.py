@@ -25,7 +25,7 @@ import pytest
 import ray
 from ray.util import list_named_actors
 
-from actors import Cluster
+from rafka import Cluster
 
 from ..actors.conftest import wait_until
 from .checker import Ack, Commit, History, Poll, check, check_deliveries

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from actors.config import BrokerConfig
-from logstore.errors import InvalidConfigError
-from wire.listeners import InvalidListenerError, Listener, parse_listener
+from rafka.actors.config import BrokerConfig
+from rafka.logstore.errors import InvalidConfigError
+from rafka.wire.listeners import InvalidListenerError, Listener, parse_listener
 
 
 def test_a_plaintext_listener_is_read_and_written_back() -> None:

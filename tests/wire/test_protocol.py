@@ -8,8 +8,7 @@ import struct
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import ProduceResponse
-
-from wire.protocol import (
+from rafka.wire.protocol import (
     APIS,
     UNSUPPORTED_VERSION,
     MalformedRequestError,

@@ -10,8 +10,7 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-
-from logstore.batch import (
+from rafka.logstore.batch import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Record,
     decode_records,
@@ -19,8 +18,8 @@ from logstore.batch import (
     stamp_batch,
     validate_batches,
 )
-from logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from wire.records import UnsupportedCompressionError, from_kafka, to_kafka
+from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from rafka.wire.records import UnsupportedCompressionError, from_kafka, to_kafka
 
 CODECS = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
 RECORDS = [

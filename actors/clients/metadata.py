@@ -15,16 +15,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import ray
-from ray.util import list_named_actors
-
-from actors.errors import (
+from rafka.actors.errors import (
     BrokerUnavailableError,
     LeaderNotAvailableError,
     UnknownPartitionError,
     UnknownTopicError,
 )
-from actors.naming import broker_id_of, broker_name
-from coordination.validation import validate_topic_name
+from rafka.actors.naming import broker_id_of, broker_name
+from rafka.coordination.validation import validate_topic_name
+from ray.util import list_named_actors
 
 
 class MetadataCache:

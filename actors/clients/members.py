@@ -8,8 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import ray
-
-from actors.group_consumer import GroupConsumer
+from rafka.actors.clients.group_consumer import GroupConsumer
 
 
 class ConsumerMember:

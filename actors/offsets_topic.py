@@ -1,5 +1,5 @@
-"""The offset manager's pure part: where a group's offsets live, how a commit is written to the
-compacted `__consumer_offsets` topic, and the in-memory cache that answers offset fetches.
+"""The `__consumer_offsets` topic, as the clients and the brokers both see it: which partition
+holds a group's offsets, how a commit is written to it, and its creation.
 
 The leader of partition `hash(group) % N` of `__consumer_offsets` is the group's offset manager
 (Kafka's "offset manager", docs/consumer-groups.md). A commit is one record per partition, keyed
@@ -8,11 +8,16 @@ by (group, topic, partition) so that compaction keeps only the newest; a tombsto
 
 from __future__ import annotations
 
+import contextlib
 import struct
-from collections.abc import Iterable
 from typing import NamedTuple
 
 import msgpack
+from rafka.actors.errors import BrokerUnavailableError
+from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.errors import TopicExistsError
+from rafka.coordination.registration import read_brokers
+from rafka.coordination.store import ClusterStore
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's default is 50. Here each partition replica is an actor process, so 50 partitions at
@@ -66,36 +71,13 @@ def decode_commit(
     return group, topic, partition, OffsetAndMetadata(offset, metadata, timestamp)
 
 
-class OffsetCache:
-    """Every group's committed offsets, as the log of commits says (newest wins)."""
-
-    def __init__(self) -> None:
-        self._groups: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
-
-    def apply(self, key: bytes, value: bytes | None) -> None:
-        group, topic, partition, committed = decode_commit(key, value)
-        offsets = self._groups.setdefault(group, {})
-        if committed is None:
-            offsets.pop((topic, partition), None)
-        else:
-            offsets[(topic, partition)] = committed
-
-    def load(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
-        """Replay commit records (key, value) in log order; returns how many were applied."""
-        applied = 0
-        for key, value in records:
-            if key is not None:
-                self.apply(key, value)
-                applied += 1
-        return applied
-
-    def get(
-        self, group: str, partitions: Iterable[tuple[str, int]] | None = None
-    ) -> dict[tuple[str, int], OffsetAndMetadata]:
-        offsets = self._groups.get(group, {})
-        if partitions is None:
-            return dict(offsets)
-        return {tp: offsets[tp] for tp in map(tuple, partitions) if tp in offsets}
-
-    def groups(self) -> list[str]:
-        return sorted(group for group, offsets in self._groups.items() if offsets)
+def ensure_offsets_topic(store: ClusterStore, partitions: int = DEFAULT_OFFSETS_PARTITIONS) -> None:
+    """Create `__consumer_offsets` if missing: compacted, replication factor min(3, brokers)."""
+    admin = TopicAdmin(store)
+    if admin.topic_exists(OFFSETS_TOPIC):
+        return
+    brokers = len(read_brokers(store))
+    if brokers == 0:
+        raise BrokerUnavailableError("no broker is registered: start the cluster first")
+    with contextlib.suppress(TopicExistsError):  # another member created it first
+        admin.create_topic_auto(OFFSETS_TOPIC, partitions, min(3, brokers), OFFSETS_TOPIC_CONFIG)

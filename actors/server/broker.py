@@ -22,31 +22,30 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-from actors import metrics
-from actors.config import BrokerConfig
-from actors.controller import Controller
-from actors.errors import ErrorCode, error_reply
-from actors.messages import IsrChange, LeaderAndIsrRequest
-from actors.naming import broker_name, partition_log_dir, replica_host_name
-from actors.replica_host import ReplicaHostActor
-from coordination import layout
-from coordination.election import ControllerElection
-from coordination.errors import (
+from rafka.actors import metrics
+from rafka.actors.config import BrokerConfig
+from rafka.actors.controller.controller import Controller
+from rafka.actors.errors import ErrorCode, error_reply
+from rafka.actors.messages import IsrChange, LeaderAndIsrRequest
+from rafka.actors.naming import broker_name, partition_log_dir, replica_host_name
+from rafka.actors.server.replica_host import ReplicaHostActor
+from rafka.coordination import layout
+from rafka.coordination.election import ControllerElection
+from rafka.coordination.errors import (
     BrokerIdInUseError,
     CoordinationError,
     StaleVersionError,
     ZNodeExistsError,
 )
-from coordination.models import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
-from coordination.partition_state import PartitionStateStore
-from coordination.registration import BrokerRegistration, read_brokers
-from coordination.store import ClusterStore, SessionEvent
-from wire.listeners import Listener, parse_listener
+from rafka.coordination.models import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
+from rafka.coordination.partition_state import PartitionStateStore
+from rafka.coordination.registration import BrokerRegistration, read_brokers
+from rafka.coordination.store import ClusterStore, SessionEvent
+from rafka.wire.listeners import Listener, parse_listener
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 if TYPE_CHECKING:
-    from actors.kafka_listener import KafkaListener
+    from rafka.actors.kafka.listener import KafkaListener
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +166,7 @@ class Broker:
         # Imported here, not at the top: Kafka's protocol schemas (kafka-python) cost every
         # process that imports them about 8 MB, and the replica hosts and clients, which
         # import this module through the package, never serve Kafka's protocol.
-        from actors.kafka_listener import KafkaListener
+        from rafka.actors.kafka.listener import KafkaListener
 
         self.kafka_listener = KafkaListener(self, listener, advertised,
                                             self.config.socket_request_max_bytes)

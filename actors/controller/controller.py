@@ -9,7 +9,8 @@ is fenced by its controller epoch, so a deposed controller can change nothing.
 
 As in Kafka it runs inside its broker (here: on the broker actor's asyncio loop) and keeps no
 state it cannot rebuild from ZooKeeper. Watch callbacks only queue events; one task handles them
-in order, as Kafka's controller event thread does. The decisions are `actors.replication`'s.
+in order, as Kafka's controller event thread does. The decisions are
+`rafka.actors.server.replication`'s.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import ray
-
-from actors.config import TopicConfig
-from actors.controller_events import (
+from rafka.actors.config import TopicConfig
+from rafka.actors.controller.elections import elect_leader, elect_preferred_leader, remove_from_isr
+from rafka.actors.controller.events import (
     AssignmentChanged,
     BrokersChanged,
     ControllerEvent,
@@ -35,8 +36,7 @@ from actors.controller_events import (
     TopicConfigChanged,
     TopicsChanged,
 )
-from actors.naming import broker_name
-from actors.reassignment import (
+from rafka.actors.controller.reassignment import (
     AddReplicas,
     CompleteReassignment,
     ReassignmentDone,
@@ -44,16 +44,16 @@ from actors.reassignment import (
     WaitForReplicas,
     next_reassignment_step,
 )
-from actors.replication import elect_leader, elect_preferred_leader, remove_from_isr
-from coordination.admin import TopicAdmin, parse_reassignment
-from coordination.errors import (
+from rafka.actors.naming import broker_name
+from rafka.coordination.admin import TopicAdmin, parse_reassignment
+from rafka.coordination.errors import (
     ControllerMovedError,
     CoordinationError,
     StaleVersionError,
     UnknownTopicError,
 )
-from coordination.layout import REASSIGN_PARTITIONS
-from coordination.models import (
+from rafka.coordination.layout import REASSIGN_PARTITIONS
+from rafka.coordination.models import (
     BrokerInfo,
     ControllerFence,
     PartitionState,
@@ -61,11 +61,11 @@ from coordination.models import (
     TopicPartition,
     Versioned,
 )
-from coordination.partition_state import PartitionStateStore
-from coordination.registration import read_brokers
-from coordination.store import ClusterStore
-from coordination.watches import ClusterWatches
-from logstore.errors import InvalidConfigError
+from rafka.coordination.partition_state import PartitionStateStore
+from rafka.coordination.registration import read_brokers
+from rafka.coordination.store import ClusterStore
+from rafka.coordination.watches import ClusterWatches
+from rafka.logstore.errors import InvalidConfigError
 
 log = logging.getLogger(__name__)
 
@@ -555,8 +555,8 @@ class Controller:
 
     # ---------------------------------------------------------------------- reassignment
     #
-    # The steps, and the decision of which comes next, are in `actors/reassignment.py`; here
-    # they are carried out. Waiting never blocks the event loop: steps are re-checked on ISR
+    # The steps, and the decision of which comes next, are in `reassignment.py`; here they are
+    # carried out. Waiting never blocks the event loop: steps are re-checked on ISR
     # change notifications and every `reassignment_check_s`.
 
     async def _on_reassignments(self, event: ReassignmentsRequested) -> None:

@@ -17,13 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from logstore.errors import InvalidConfigError as ConfigError
+from rafka.logstore.errors import InvalidConfigError as ConfigError
 
 __all__ = ["ConsumerConfig", "InvalidConfigError", "ProducerConfig"]
 
 _INT32_MAX = 2**31 - 1
 _ACKS = {"all": -1, "-1": -1, "0": 0, "1": 1}
-COMPRESSION_TYPES = ("none", "gzip", "lz4", "zstd")  # what logstore.compression can encode
+COMPRESSION_TYPES = ("none", "gzip", "lz4", "zstd")  # what rafka.logstore.compression can encode
 ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "sticky")
 # Kafka's class names for the same strategies, so a Java configuration can be pasted as it is.
 _KAFKA_ASSIGNOR_CLASSES = {
@@ -36,8 +36,8 @@ _KAFKA_ASSIGNOR_CLASSES = {
 class InvalidConfigError(ConfigError, ValueError):
     """A client setting is unknown, has a wrong value, or conflicts with another setting.
 
-    A kind of the one `InvalidConfigError` users catch (`actors.errors.InvalidConfigError`), so
-    a bad topic, broker or client setting is caught the same way.
+    A kind of the one `InvalidConfigError` users catch (`rafka.actors.errors.InvalidConfigError`),
+    so a bad topic, broker or client setting is caught the same way.
     """
 
     def __init__(self, key: str, value: Any, allowed: str) -> None:
@@ -137,7 +137,7 @@ def _assignment_strategy(key: str, value: Any) -> Any:
         if name in ASSIGNMENT_STRATEGIES:
             return name
     elif callable(getattr(value, "assign", None)) or callable(value):
-        return value  # a user assignor (see actors.assignors.PartitionAssignor)
+        return value  # a user assignor (see rafka.actors.clients.assignors.PartitionAssignor)
     raise InvalidConfigError(
         key,
         value,

@@ -2,14 +2,14 @@
 
 A replica owns its log and its role. As leader it appends produce requests, serves reads to
 consumers and followers, tracks what each follower holds and moves the high watermark (the
-arithmetic is `actors.replication.LeaderState`). As follower it is fed by its host's replica
-fetcher (`actors.replica_fetcher`), which pulls from the leader's host for every partition the
-two hosts share; the replica only appends what arrives and truncates where the leader epochs
-say (KIP-101).
+arithmetic is `rafka.actors.server.replication.LeaderState`). As follower it is fed by its host's
+replica fetcher (`rafka.actors.server.replica_fetcher`), which pulls from the leader's host for
+every partition the two hosts share; the replica only appends what arrives and truncates where the
+leader epochs say (KIP-101).
 
 Who leads, at which epochs, comes from the controller (LeaderAndIsr); the decision of what to
-do with such a request is `actors.replication.apply_leader_and_isr`, a pure function. The
-replica runs on its host's event loop alone, so the log needs no locks; two calls may still run
+do with such a request is `rafka.actors.server.replication.apply_leader_and_isr`, a pure function.
+The replica runs on its host's event loop alone, so the log needs no locks; two calls may still run
 in either order, which is why idempotent produce requests are ordered by their sequence
 numbers, not by arrival.
 """
@@ -25,16 +25,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from actors.config import BrokerConfig, TopicConfig
-from actors.errors import ErrorCode, error_reply
-from actors.messages import (
+from rafka.actors.config import BrokerConfig, TopicConfig
+from rafka.actors.errors import ErrorCode, error_reply
+from rafka.actors.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     LeaderAndIsrRequest,
     ReplicaRole,
 )
-from actors.metrics import ReplicaMetrics
-from actors.replication import (
+from rafka.actors.metrics import ReplicaMetrics
+from rafka.actors.server.replication import (
     AcksAllOutcome,
     FetchClock,
     LeaderAndIsrDecision,
@@ -42,17 +42,17 @@ from actors.replication import (
     acks_all_outcome,
     apply_leader_and_isr,
 )
-from coordination.models import TopicPartition
-from logstore.batch import validate_batches
-from logstore.errors import (
+from rafka.coordination.models import TopicPartition
+from rafka.logstore.batch import validate_batches
+from rafka.logstore.errors import (
     CorruptRecordError,
     InvalidRecordError,
     LogStoreError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from logstore.log import Log
-from logstore.producer_state import SequenceOutcome
+from rafka.logstore.log import Log
+from rafka.logstore.producer_state import SequenceOutcome
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ RS the replicas now, TRS the target and RS - TRS the replicas that leave:
 5. the partition leaves /admin/reassign_partitions (the znode goes when empty).
 
 `next_reassignment_step` decides, from what ZooKeeper holds now, which of these comes next; the
-controller (`actors/controller.py`) makes the writes. Deciding afresh each time is what lets a
-new controller resume where the last one stopped.
+controller (`actors/controller/controller.py`) makes the writes. Deciding afresh each time is what
+lets a new controller resume where the last one stopped.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Set
 from dataclasses import dataclass
 
-from coordination.models import PartitionState
+from rafka.coordination.models import PartitionState
 
 
 @dataclass(frozen=True)

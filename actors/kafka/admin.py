@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from actors.config import TopicConfig
-from actors.errors import ErrorCode
-from actors.topics import alter_topic_config, create_topic
-from coordination.admin import TopicAdmin
-from coordination.errors import (
+from rafka.actors.broker_view import BrokerView
+from rafka.actors.config import TopicConfig
+from rafka.actors.errors import ErrorCode
+from rafka.actors.topics import alter_topic_config, create_topic
+from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
@@ -28,11 +29,8 @@ from coordination.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from logstore.errors import InvalidConfigError
-from wire.protocol import Api
-
-if TYPE_CHECKING:
-    from actors.broker import Broker
+from rafka.logstore.errors import InvalidConfigError
+from rafka.wire.protocol import Api
 
 _ERRORS: list[tuple[type[Exception], int]] = [
     (TopicExistsError, ErrorCode.TOPIC_ALREADY_EXISTS),
@@ -59,7 +57,7 @@ DEFAULT_REPLICATION_FACTOR = 1
 class TopicAdministration:
     """The handlers; `broker` gives the ZooKeeper session and this broker's own settings."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerView) -> None:
         self.broker = broker
 
     @property

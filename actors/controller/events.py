@@ -1,12 +1,13 @@
 """What the controller reacts to: one type per event, queued by watches and timers and handled
-one at a time, in order, as Kafka's controller event thread does (`actors/controller.py`)."""
+one at a time, in order, as Kafka's controller event thread does
+(`actors/controller/controller.py`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from coordination.models import BrokerInfo, TopicAssignment, Versioned
+from rafka.coordination.models import BrokerInfo, TopicAssignment, Versioned
 
 
 @dataclass(frozen=True)

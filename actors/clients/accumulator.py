@@ -47,7 +47,7 @@ from itertools import accumulate, repeat
 from operator import add
 from typing import NamedTuple
 
-from logstore.batch import HEADER_SIZE
+from rafka.logstore.batch import HEADER_SIZE
 
 __all__ = [
     "BATCH_OVERHEAD_BYTES",

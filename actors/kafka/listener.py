@@ -11,9 +11,9 @@ As in Kafka, a connection's requests are answered one at a time and in order (Ka
 connection while its request is in flight), a produce with acks=0 gets no answer, a frame larger
 than socket.request.max.bytes or one that does not decode closes the connection, and a
 request for an API or version rafka does not serve is answered with UNSUPPORTED_VERSION.
-Record batches are converted between Kafka's format and rafka's by `wire.records`; group
-requests go to the group coordinator (`actors/kafka_coordinator.py`), topic administration to
-`actors/kafka_admin.py`.
+Record batches are converted between Kafka's format and rafka's by `rafka.wire.records`; group
+requests go to the group coordinator (`actors/group/coordinator.py`), topic administration to
+`actors/kafka/admin.py`.
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ import logging
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka.protocol.api_key import ApiKey
-
-from actors.errors import ErrorCode
-from actors.kafka_admin import TopicAdministration
-from actors.kafka_coordinator import CLIENT_HOST, GroupCoordinator
-from actors.messages import OffsetQuery, PartitionFetch, PartitionProduce
-from actors.offset_manager import OFFSETS_TOPIC
-from logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE
-from logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from wire.listeners import Listener
-from wire.protocol import (
+from rafka.actors.broker_view import BrokerView
+from rafka.actors.errors import ErrorCode
+from rafka.actors.group.coordinator import CLIENT_HOST, GroupCoordinator
+from rafka.actors.kafka.admin import TopicAdministration
+from rafka.actors.messages import OffsetQuery, PartitionFetch, PartitionProduce
+from rafka.actors.offsets_topic import OFFSETS_TOPIC
+from rafka.logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE
+from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from rafka.wire.listeners import Listener
+from rafka.wire.protocol import (
     Api,
     MalformedRequestError,
     UnsupportedRequestError,
@@ -44,10 +44,7 @@ from wire.protocol import (
     read_request,
     unsupported_response,
 )
-from wire.records import UnsupportedCompressionError, from_kafka, to_kafka
-
-if TYPE_CHECKING:
-    from actors.broker import Broker
+from rafka.wire.records import UnsupportedCompressionError, from_kafka, to_kafka
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +57,7 @@ Handler = Callable[[Api, int, Any], Awaitable[dict[str, Any] | None]]
 class KafkaListener:
     """Serves Kafka clients for `broker` on `listener`; `advertised` is what they are told."""
 
-    def __init__(self, broker: Broker, listener: Listener, advertised: Listener | None,
+    def __init__(self, broker: BrokerView, listener: Listener, advertised: Listener | None,
                  max_request_bytes: int) -> None:
         self.broker = broker
         self.listener = listener

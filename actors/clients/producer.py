@@ -21,10 +21,11 @@ from itertools import groupby, repeat
 from typing import Any, NamedTuple, overload
 
 import ray
-
-from actors.accumulator import PendingBatch, RecordAccumulator, _payload_size
-from actors.client_config import ProducerConfig
-from actors.errors import (
+from rafka.actors.clients.accumulator import PendingBatch, RecordAccumulator, _payload_size
+from rafka.actors.clients.config import ProducerConfig
+from rafka.actors.clients.metadata import MetadataCache
+from rafka.actors.clients.partitioner import StickyPartitioner, choose_partition
+from rafka.actors.errors import (
     BrokerUnavailableError,
     BufferExhaustedError,
     CorruptRecordError,
@@ -36,10 +37,8 @@ from actors.errors import (
     error_for,
     is_retriable,
 )
-from actors.messages import PartitionProduce
-from actors.metadata import MetadataCache
-from actors.partitioner import StickyPartitioner, choose_partition
-from logstore.batch import build_batch, check_headers
+from rafka.actors.messages import PartitionProduce
+from rafka.logstore.batch import build_batch, check_headers
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +206,7 @@ class Producer:
         # One outcome per batch, for its whole life (retries included), by batch id.
         self._outcomes: dict[int, _BatchOutcome] = {}
         # Partitions whose leader lost this producer's state: a new epoch once nothing of
-        # theirs is in flight (KIP-360; see actors/accumulator.py).
+        # theirs is in flight (KIP-360; see actors/clients/accumulator.py).
         self._epoch_bumps: set[tuple[str, int]] = set()
         self._flushing = 0
         self._closed = False

@@ -4,11 +4,11 @@ A follower host runs one fetcher per leader host it follows. One request serves 
 partition the two hosts share, each with its own fetch offset and leader epoch, as Kafka's
 replica fetcher threads do per pair of brokers; the leader host answers as soon as any of them
 has records, or after `replica.fetch.wait.max.ms`. The request lists only the partitions whose
-fetch state changed, in a fetch session the leader keeps (`actors.fetch_session`).
+fetch state changed, in a fetch session the leader keeps (`rafka.actors.server.fetch_session`).
 
 A partition that starts following (a new leader epoch) first truncates where the leader's epochs
-say (KIP-101, with KIP-279's extra rounds, `actors.replication.follower_truncation`), asked for
-all such partitions in one request.
+say (KIP-101, with KIP-279's extra rounds, `rafka.actors.server.replication.follower_truncation`),
+asked for all such partitions in one request.
 
 The fetcher runs on its host's event loop and only touches replicas between two awaits, so a
 reply is applied only to a replica still following that leader at that epoch.
@@ -24,13 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from actors.config import BrokerConfig
-from actors.errors import ErrorCode
-from actors.messages import EpochQuery, ReplicaFetchPartition
-from actors.replica import FOLLOWER, PartitionReplica
-from actors.replication import follower_truncation
-from coordination.models import TopicPartition
-from logstore.errors import LogStoreError
+from rafka.actors.config import BrokerConfig
+from rafka.actors.errors import ErrorCode
+from rafka.actors.messages import EpochQuery, ReplicaFetchPartition
+from rafka.actors.server.replica import FOLLOWER, PartitionReplica
+from rafka.actors.server.replication import follower_truncation
+from rafka.coordination.models import TopicPartition
+from rafka.logstore.errors import LogStoreError
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Kafka's classic consumer-group protocol for one group, without I/O (the shell is the broker's
-Kafka listener, `actors/kafka_coordinator.py`).
+Kafka listener, `actors/group/coordinator.py`).
 
 Members join (JoinGroup), the coordinator waits until every known member has joined again or the
 rebalance timeout has passed, then opens a new generation and names a leader; the leader
@@ -24,7 +24,7 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 
-from actors.errors import ErrorCode
+from rafka.actors.errors import ErrorCode
 
 # A member that left, or a commit from outside any generation (Kafka's -1 and "").
 NO_GENERATION = -1

@@ -1,5 +1,6 @@
 """The offset manager: the leader of a `__consumer_offsets` partition, serving the commits and
-offset fetches of the groups mapped to it (`actors.offset_manager` is its pure part).
+offset fetches of the groups mapped to it (`OffsetCache` below is its pure part; the topic's format
+is `rafka.actors.offsets_topic`).
 
 A commit is a produce request with acks=all to that partition, so it is answered once the ISR
 holds it, as in Kafka; the cache answers fetches and is rebuilt from the log whenever the
@@ -8,11 +9,47 @@ replica becomes leader.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from actors.offset_manager import OffsetAndMetadata, OffsetCache, encode_commit
-from actors.replica import LEADER, PartitionReplica, now_ms
-from logstore.batch import build_batch, decode_batches
+from rafka.actors.offsets_topic import OffsetAndMetadata, decode_commit, encode_commit
+from rafka.actors.server.replica import LEADER, PartitionReplica, now_ms
+from rafka.logstore.batch import build_batch, decode_batches
+
+
+class OffsetCache:
+    """Every group's committed offsets, as the log of commits says (newest wins)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+
+    def apply(self, key: bytes, value: bytes | None) -> None:
+        group, topic, partition, committed = decode_commit(key, value)
+        offsets = self._groups.setdefault(group, {})
+        if committed is None:
+            offsets.pop((topic, partition), None)
+        else:
+            offsets[(topic, partition)] = committed
+
+    def load(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
+        """Replay commit records (key, value) in log order; returns how many were applied."""
+        applied = 0
+        for key, value in records:
+            if key is not None:
+                self.apply(key, value)
+                applied += 1
+        return applied
+
+    def get(
+        self, group: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], OffsetAndMetadata]:
+        offsets = self._groups.get(group, {})
+        if partitions is None:
+            return dict(offsets)
+        return {tp: offsets[tp] for tp in map(tuple, partitions) if tp in offsets}
+
+    def groups(self) -> list[str]:
+        return sorted(group for group, offsets in self._groups.items() if offsets)
 
 
 class OffsetManager:

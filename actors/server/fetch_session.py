@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from actors.messages import ReplicaFetchPartition
-from actors.replication import FetchClock
-from coordination.models import TopicPartition
+from rafka.actors.messages import ReplicaFetchPartition
+from rafka.actors.server.replication import FetchClock
+from rafka.coordination.models import TopicPartition
 
 
 class FetchSession:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from actors.messages import LeaderAndIsrRequest, ReplicaRole
+from rafka.actors.messages import LeaderAndIsrRequest, ReplicaRole
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -272,68 +272,3 @@ def follower_truncation(
         return Truncation(offset=min(leader_end_offset, local_high_watermark, local_log_end_offset))
     # The follower never had the leader's epoch: ask about the one it had before (KIP-279).
     return Truncation(ask_epoch=local_epoch)
-
-
-@dataclass(frozen=True)
-class Election:
-    """The controller's choice for one partition."""
-
-    leader: int  # -1 when no replica may lead: the partition is offline
-    isr: tuple[int, ...]
-    unclean: bool = False
-
-    @property
-    def offline(self) -> bool:
-        return self.leader < 0
-
-
-NO_LEADER = -1
-
-
-def elect_leader(
-    assignment: Iterable[int],
-    isr: Iterable[int],
-    live_brokers: set[int],
-    *,
-    unclean_leader_election: bool = False,
-) -> Election:
-    """Offline-partition election: the first live ISR member in assignment order leads.
-
-    With no live ISR member, `unclean.leader.election.enable` lets the first live replica lead
-    (it may lack acknowledged records: the checker reports that as loss); otherwise the partition
-    stays offline and keeps its ISR, so that the first ISR member to return leads it cleanly.
-    """
-    assignment = list(assignment)
-    isr = list(isr)
-    live_isr = [replica for replica in isr if replica in live_brokers]
-    for replica in assignment:
-        if replica in live_isr:
-            return Election(replica, tuple(live_isr))
-    if unclean_leader_election:
-        for replica in assignment:
-            if replica in live_brokers:
-                return Election(replica, (replica,), unclean=True)
-    return Election(NO_LEADER, tuple(isr))
-
-
-def elect_preferred_leader(
-    assignment: Iterable[int], current_leader: int, isr: Iterable[int], live_brokers: set[int]
-) -> int | None:
-    """The preferred replica (first assigned) if it should take leadership back, else None."""
-    assignment = list(assignment)
-    if not assignment:
-        return None
-    preferred = assignment[0]
-    if preferred != current_leader and preferred in set(isr) and preferred in live_brokers:
-        return preferred
-    return None
-
-
-def remove_from_isr(isr: Iterable[int], broker_id: int) -> tuple[int, ...]:
-    """The ISR without a broker that died, keeping its last member if it was the only one.
-
-    Kafka keeps the last ISR member of an offline partition, so that it can lead again cleanly.
-    """
-    isr = tuple(isr)
-    remaining = tuple(replica for replica in isr if replica != broker_id)
-    return remaining or isr

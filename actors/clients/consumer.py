@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import ray
-
-from actors.client_config import ConsumerConfig
-from actors.errors import (
+from rafka.actors.clients.config import ConsumerConfig
+from rafka.actors.clients.metadata import MetadataCache
+from rafka.actors.errors import (
     BrokerUnavailableError,
     OffsetOutOfRangeError,
     RafkaError,
@@ -32,10 +32,9 @@ from actors.errors import (
     is_retriable,
     raise_for,
 )
-from actors.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetQuery, PartitionFetch
-from actors.metadata import MetadataCache
-from coordination.models import TopicPartition
-from logstore.batch import decode_batches
+from rafka.actors.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetQuery, PartitionFetch
+from rafka.coordination.models import TopicPartition
+from rafka.logstore.batch import decode_batches
 
 log = logging.getLogger(__name__)
 

@@ -2,15 +2,15 @@
 
 A Ray actor is a process (about 65 MB and seconds to start), so one per replica caps a machine
 near a hundred partitions. A broker therefore keeps a small pool of hosts on its own node
-(`num.replica.hosts`), and each replica is an object on one of them (`actors.naming` says
+(`num.replica.hosts`), and each replica is an object on one of them (`rafka.actors.naming` says
 which); the replica is the unit of data, the host the unit of isolation, as a partition and a
 broker are in Kafka.
 
 Every request carries many partitions: a producer sends one request per host with the batches
 of every partition led there, a consumer fetches all its partitions on a host at once, and a
 follower host pulls every partition it shares with a leader host in one fetch
-(`actors.replica_fetcher`). The host runs them all on one asyncio loop, so replicas need no
-locks; a fetch that waits, waits on all its partitions at once (`ChangeListener`).
+(`rafka.actors.server.replica_fetcher`). The host runs them all on one asyncio loop, so replicas
+need no locks; a fetch that waits, waits on all its partitions at once (`ChangeListener`).
 
 The host also does, for all its replicas at once, what each did on its own timers before: ISR
 shrinks (`replica.lag.time.max.ms`), high-watermark checkpoints, retention and flushes; and it
@@ -30,12 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import ray
-
-from actors.config import BrokerConfig
-from actors.errors import ErrorCode, error_reply
-from actors.fetch_session import FetchSession
-from actors.group_offsets import OffsetManager
-from actors.messages import (
+from rafka.actors.config import BrokerConfig
+from rafka.actors.errors import ErrorCode, error_reply
+from rafka.actors.messages import (
     EpochQuery,
     IsrChange,
     LeaderAndIsrRequest,
@@ -44,11 +41,13 @@ from actors.messages import (
     PartitionProduce,
     ReplicaFetchPartition,
 )
-from actors.naming import broker_name, partition_log_dir
-from actors.offset_manager import OFFSETS_TOPIC
-from actors.replica import FOLLOWER, LEADER, PartitionReplica, now_ms
-from actors.replica_fetcher import ReplicaFetcher
-from coordination.models import TopicPartition
+from rafka.actors.naming import broker_name, partition_log_dir
+from rafka.actors.offsets_topic import OFFSETS_TOPIC
+from rafka.actors.server.fetch_session import FetchSession
+from rafka.actors.server.offset_manager import OffsetManager
+from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica, now_ms
+from rafka.actors.server.replica_fetcher import ReplicaFetcher
+from rafka.coordination.models import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -456,8 +455,9 @@ class ReplicaHost:
         partition_max_bytes: int,
         max_bytes: int,
     ) -> dict[str, Any]:
-        """A follower host's fetch in its session (`actors.fetch_session`): `partitions` lists
-        what changed since its last fetch (everything, when `full`), `removed` what left.
+        """A follower host's fetch in its session (`rafka.actors.server.fetch_session`):
+        `partitions` lists what changed since its last fetch (everything, when `full`), `removed`
+        what left.
 
         Each listed fetch offset is what that follower holds: the leader counts it towards the
         high watermark and the ISR first. The answer, as soon as a partition has records or an

@@ -25,31 +25,28 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
-
-from actors.assignors import Subscription, resolve_assignor
-from actors.consumer import Consumer, ConsumerRecord
-from actors.errors import (
+from rafka.actors.clients.assignors import Subscription, resolve_assignor
+from rafka.actors.clients.consumer import Consumer, ConsumerRecord
+from rafka.actors.clients.metadata import MetadataCache
+from rafka.actors.errors import (
     BrokerUnavailableError,
     CommitFailedError,
     is_retriable,
     raise_for,
 )
-from actors.metadata import MetadataCache
-from actors.metrics import ConsumerLag
-from actors.offset_manager import (
-    DEFAULT_OFFSETS_PARTITIONS,
+from rafka.actors.metrics import ConsumerLag
+from rafka.actors.offsets_topic import (
     OFFSETS_TOPIC,
-    OFFSETS_TOPIC_CONFIG,
+    ensure_offsets_topic,
     offsets_partition,
 )
-from coordination.admin import TopicAdmin
-from coordination.errors import CoordinationError, TopicExistsError
-from coordination.groups import GroupStore
-from coordination.models import TopicPartition
-from coordination.registration import read_brokers
-from coordination.store import ClusterStore, SessionEvent
-from coordination.validation import validate_group_id
-from coordination.watches import ClusterWatches
+from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.errors import CoordinationError
+from rafka.coordination.groups import GroupStore
+from rafka.coordination.models import TopicPartition
+from rafka.coordination.store import ClusterStore, SessionEvent
+from rafka.coordination.validation import validate_group_id
+from rafka.coordination.watches import ClusterWatches
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +66,6 @@ def new_member_id(client_id: str) -> str:
     client id, so that the members of one client id sort in the order they joined."""
     return f"{client_id or 'consumer'}-{time.time_ns():020d}-{socket.gethostname()}-" \
            f"{uuid.uuid4().hex[:8]}"
-
-
-def ensure_offsets_topic(store: ClusterStore, partitions: int = DEFAULT_OFFSETS_PARTITIONS) -> None:
-    """Create `__consumer_offsets` if missing: compacted, replication factor min(3, brokers)."""
-    admin = TopicAdmin(store)
-    if admin.topic_exists(OFFSETS_TOPIC):
-        return
-    brokers = len(read_brokers(store))
-    if brokers == 0:
-        raise BrokerUnavailableError("no broker is registered: start the cluster first")
-    with contextlib.suppress(TopicExistsError):  # another member created it first
-        admin.create_topic_auto(OFFSETS_TOPIC, partitions, min(3, brokers), OFFSETS_TOPIC_CONFIG)
 
 
 def offset_manager(metadata: MetadataCache, group: str, wait_s: float) -> tuple[Any, int]:

@@ -4,13 +4,13 @@ Heartbeat, LeaveGroup, OffsetCommit and OffsetFetch, served by the broker's Kafk
 A group's coordinator is the broker that leads the group's partition of `__consumer_offsets`
 (the one rafka's offset manager already uses), so its commits go through that partition's
 offset manager on this broker, and a rafka consumer reads them as its own. Membership is Kafka's
-classic protocol (`actors/classic_group.py`), kept in memory as Kafka keeps it in its cache:
+classic protocol (`actors/group/classic_group.py`), kept in memory as Kafka keeps it in its cache:
 when the coordinator moves, clients find the new one and join again, and only the committed
 offsets carry over (Kafka also writes the membership to `__consumer_offsets`; rafka does not).
 
 A group id belongs to one kind of group at a time: a Kafka client cannot join a group that
-rafka's own consumers (ZooKeeper-based, `actors/group_consumer.py`) have members in, and is told
-so (INCONSISTENT_GROUP_PROTOCOL); while Kafka clients are members, the coordinator keeps an
+rafka's own consumers (ZooKeeper-based, `actors/clients/group_consumer.py`) have members in, and is
+told so (INCONSISTENT_GROUP_PROTOCOL); while Kafka clients are members, the coordinator keeps an
 ephemeral `/consumers/<group>/kafka_members` znode, and rafka's consumers refuse to join
 (`InconsistentGroupProtocolError`). Committed offsets are shared: both kinds store them in the
 same place, keyed by group id.
@@ -23,25 +23,22 @@ import contextlib
 import contextvars
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from actors.classic_group import (
+from rafka.actors.broker_view import BrokerView
+from rafka.actors.errors import ErrorCode
+from rafka.actors.group.classic_group import (
     NO_MEMBER,
     Answers,
     ClassicGroup,
     JoinResult,
     SyncResult,
 )
-from actors.errors import ErrorCode
-from actors.group_consumer import ensure_offsets_topic
-from actors.offset_manager import OFFSETS_TOPIC, offsets_partition
-from coordination.errors import CoordinationError
-from coordination.groups import GroupStore
-from coordination.models import TopicPartition
-from wire.protocol import Api
-
-if TYPE_CHECKING:
-    from actors.broker import Broker
+from rafka.actors.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic, offsets_partition
+from rafka.coordination.errors import CoordinationError
+from rafka.coordination.groups import GroupStore
+from rafka.coordination.models import TopicPartition
+from rafka.wire.protocol import Api
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +58,7 @@ def now_ms() -> int:
 class GroupCoordinator:
     """The classic groups this broker coordinates, and the requests waiting on them."""
 
-    def __init__(self, broker: Broker, initial_rebalance_delay_ms: int) -> None:
+    def __init__(self, broker: BrokerView, initial_rebalance_delay_ms: int) -> None:
         self.broker = broker
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.groups: dict[str, ClassicGroup] = {}

@@ -1,0 +1,35 @@
+"""What the Kafka listener and the group coordinator need of the broker they run in.
+
+They run on the broker actor's event loop and are handed the broker itself; typing them against
+this protocol instead of the `Broker` class keeps the server side out of their imports (the
+broker imports them, never the reverse).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from rafka.actors.config import BrokerConfig
+from rafka.actors.messages import LeaderAndIsrRequest
+from rafka.coordination.models import TopicPartition
+from rafka.coordination.store import ClusterStore
+
+
+class BrokerView(Protocol):
+    broker_id: int
+    cluster_name: str
+    config: BrokerConfig
+    raw_config: dict[str, Any]
+    """The settings as given, before defaults: what DescribeConfigs reports as set."""
+    store: ClusterStore | None
+    """The broker's ZooKeeper session; None before the broker has started."""
+    replica_states: dict[TopicPartition, LeaderAndIsrRequest]
+    """The last LeaderAndIsr applied for each partition this broker holds a replica of."""
+
+    def replica_host_for(self, topic: str, partition: int) -> Any:
+        """The actor handle of the host holding this broker's replica, None if it holds none."""
+        ...
+
+    async def metadata(self, topics: list[str] | None = None) -> dict[str, Any]:
+        """Brokers, controller and, per topic, each partition's leader, epoch, ISR, replicas."""
+        ...

@@ -1,0 +1,70 @@
+"""rafka: a distributed commit log in the design of Apache Kafka's ZooKeeper era, on Ray.
+
+The front door: ``from rafka import Cluster, Producer, Consumer, ...``, every error users catch,
+and the Spark pipelines' entry points. The names load when first used, so ``import
+rafka.logstore`` (as a replica host does) does not bring Ray, Spark or the clients with it.
+
+The layers are sub-packages of this one: ``rafka.common`` (what every layer shares),
+``rafka.logstore``, ``rafka.coordination``, ``rafka.wire``, ``rafka.actors``, ``rafka.pipelines``
+and ``rafka.cli``. In the source tree each is a folder at the top (``actors/``, ``logstore/``,
+...), beside this one; an installed wheel holds them under ``rafka/`` (pyproject's
+``package-dir``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+# In a source tree the layers are this folder's siblings. Finding them through this package's own
+# path, not through an installed finder, makes a checkout run its own code: Ray workers start in
+# the driver's working directory, so two worktrees benchmarked side by side each load their own.
+_SOURCE_TREE = Path(__file__).resolve().parent.parent
+if (_SOURCE_TREE / "pyproject.toml").is_file() and (_SOURCE_TREE / "actors").is_dir():
+    __path__.append(str(_SOURCE_TREE))
+
+# name -> the module that defines it
+_EXPORTS = {
+    "Cluster": "rafka.actors.cluster",
+    "Producer": "rafka.actors.clients.producer",
+    "RecordMetadata": "rafka.actors.clients.producer",
+    "Consumer": "rafka.actors.clients.consumer",
+    "ConsumerRecord": "rafka.actors.clients.consumer",
+    "GroupConsumer": "rafka.actors.clients.group_consumer",
+    "ConsumerGroupHandle": "rafka.actors.clients.members",
+    "PartitionAssignor": "rafka.actors.clients.assignors",
+    "TopicPartition": "rafka.coordination.models",
+    "read_topic": "rafka.pipelines.topics",
+    "write_topic": "rafka.pipelines.topics",
+    "stream_topic": "rafka.pipelines.streaming",
+    "start_spark": "rafka.pipelines.spark",
+    "stop_spark": "rafka.pipelines.spark",
+}
+_ERRORS = (
+    "BrokerUnavailableError", "BufferExhaustedError", "CommitFailedError", "CoordinationError",
+    "CorruptRecordError", "ErrorCode", "FencedLeaderEpochError", "InvalidConfigError",
+    "InvalidProducerEpochError", "InvalidRecordError", "InvalidRequiredAcksError",
+    "InvalidTopicError", "KafkaStorageError", "LeaderNotAvailableError", "NotEnoughReplicasError",
+    "NotEnoughReplicasAfterAppendError", "NotLeaderError", "OffsetNotAvailableError",
+    "OffsetOutOfRangeError", "OutOfOrderSequenceError", "RafkaError", "RecordTooLargeError",
+    "RequestTimedOutError", "UnknownLeaderEpochError", "UnknownPartitionError",
+    "UnknownTopicError",
+)
+_EXPORTS.update(dict.fromkeys(_ERRORS, "rafka.actors.errors"))
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rafka' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+

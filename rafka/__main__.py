@@ -1,0 +1,5 @@
+"""`python -m rafka`: the `rafka` command line."""
+
+from rafka.cli.main import main
+
+raise SystemExit(main())
