@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from rafka.actors.config import BrokerConfig
 from rafka.actors.messages import LeaderAndIsrRequest
-from rafka.coordination.models import TopicPartition
+from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.store import ClusterStore
 
 

@@ -10,12 +10,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import ray
+
 from rafka.actors.clients.consumer import Consumer
 from rafka.actors.clients.group_consumer import (
     GroupConsumer,
@@ -28,32 +30,23 @@ from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import BrokerUnavailableError, RequestTimedOutError, raise_for
 from rafka.actors.naming import broker_id_of, broker_name, cluster_namespace, is_replica_host_of
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic
-from rafka.actors.runtime import init_ray
+from rafka.actors.runtime import init_ray, named_actors
 from rafka.actors.server.broker import BrokerActor
 from rafka.actors.stack import LocalStack
 from rafka.actors.topics import alter_topic_config, create_topic
+from rafka.common.topic_partition import TopicPartition
+from rafka.common.waiting import wait_until
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.election import read_controller
 from rafka.coordination.errors import BrokerIdInUseError, UnknownTopicError
 from rafka.coordination.groups import GroupStore
-from rafka.coordination.models import TopicPartition
 from rafka.coordination.registration import read_brokers
 from rafka.coordination.store import ClusterStore
 from rafka.coordination.validation import validate_topic_name
 from rafka.wire.listeners import parse_listener
-from ray.util import list_named_actors
 
-
-def _wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise RequestTimedOutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.05)
-
+# What Cluster's calls raise when a wait runs out is the clients' RequestTimedOutError.
+_wait_for = functools.partial(wait_until, error=RequestTimedOutError, interval_s=0.05)
 
 class Cluster:
     """A rafka cluster: its ZooKeeper chroot, its Ray namespace and its broker actors."""
@@ -590,11 +583,7 @@ class Cluster:
         self.stack.stop()
 
     def _named_actors(self, predicate: Callable[[str], bool]) -> list[str]:
-        return [
-            entry["name"]
-            for entry in list_named_actors(all_namespaces=True)
-            if entry["namespace"] == self.namespace and predicate(entry["name"])
-        ]
+        return [name for name in named_actors(self.namespace) if predicate(name)]
 
     def __enter__(self) -> Cluster:
         return self

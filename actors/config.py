@@ -1,108 +1,60 @@
 """Topic and broker configuration with Kafka's names.
 
-A topic's config is its log's (`logstore.LogConfig`) plus the keys that replication reads.
-Overrides are stored in ZooKeeper as strings, as Kafka does, so every parser takes strings too.
+A topic's config is its log's (`logstore.LogConfig`) plus the keys that replication reads: its
+schema is the log's with those two added, so no key is declared twice. Overrides are stored in
+ZooKeeper as strings, as Kafka does, so every parser takes strings too (`rafka.common.config`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from rafka.common.config import ConfigDef, Type, setting
+from rafka.coordination.admin import config_value
 from rafka.logstore.config import LogConfig
-from rafka.logstore.errors import InvalidConfigError
-from rafka.wire.listeners import InvalidListenerError, parse_listener
-
-
-def _checked_listener(key: str, raw: Any) -> str:
-    try:
-        return str(parse_listener(str(raw)))
-    except InvalidListenerError as error:
-        raise InvalidConfigError(f"{key}: {error}") from None
-
-
-def _parse_bool(name: str, raw: Any) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
-        return raw.strip().lower() == "true"
-    raise InvalidConfigError(f"{name} must be true or false, got {raw!r}")
-
-
-def _parse_int(name: str, raw: Any, minimum: int | None = None) -> int:
-    if isinstance(raw, str):
-        try:
-            raw = int(raw.strip(), 10)
-        except ValueError:
-            raise InvalidConfigError(f"{name}={raw!r} is not an integer") from None
-    if type(raw) is not int:
-        raise InvalidConfigError(f"{name} must be an integer, got {type(raw).__name__} {raw!r}")
-    if minimum is not None and raw < minimum:
-        raise InvalidConfigError(f"{name}={raw} is below its minimum of {minimum}")
-    return raw
-
-
-def _unknown(name: str, known: list[str], what: str) -> InvalidConfigError:
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
-    return InvalidConfigError(f"unknown {what} config {name!r}{hint}")
-
-
-_REPLICATION_KEYS = ("min.insync.replicas", "unclean.leader.election.enable")
+from rafka.wire.listeners import parse_listener
 
 
 @dataclass(frozen=True)
 class TopicConfig:
     """Everything a partition of one topic is configured with."""
 
+    CONFIG_DEF: ClassVar[ConfigDef]  # the log's keys, then the two below
+
     log: LogConfig = field(default_factory=LogConfig)
-    min_insync_replicas: int = 1
-    unclean_leader_election_enable: bool = False
+    min_insync_replicas: int = setting(
+        "min.insync.replicas", Type.INT, 1, minimum=1,
+        doc="How many in-sync replicas an acks=all write needs to succeed.")
+    unclean_leader_election_enable: bool = setting(
+        "unclean.leader.election.enable", Type.BOOLEAN, False,
+        doc="Whether a replica outside the ISR may become leader, losing what it lacks.")
+
+    def __post_init__(self) -> None:
+        _REPLICATION_KEYS.normalise(self)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> TopicConfig:
-        if values is None:
-            return cls()
-        if not isinstance(values, Mapping):
-            raise InvalidConfigError(
-                f"topic config must be a mapping of Kafka names, got {type(values).__name__}"
-            )
-        log_values = {}
-        min_isr, unclean = 1, False
-        known = sorted([*LogConfig().to_dict(), *_REPLICATION_KEYS])
-        for key, raw in values.items():
-            if key == "min.insync.replicas":
-                min_isr = _parse_int(key, raw, minimum=1)
-            elif key == "unclean.leader.election.enable":
-                unclean = _parse_bool(key, raw)
-            elif key in known:
-                log_values[key] = raw
-            else:
-                raise _unknown(str(key), known, "topic")
-        return cls(LogConfig.from_dict(log_values), min_isr, unclean)
+        parsed = cls.CONFIG_DEF.parse(values)
+        own = {key.attribute: parsed.pop(key.attribute)
+               for key in _REPLICATION_KEYS if key.attribute in parsed}
+        return cls(LogConfig(**parsed), **own)
 
     def to_dict(self) -> dict[str, Any]:
         """Every setting, by its Kafka name."""
-        return {**self.log.to_dict(), "min.insync.replicas": self.min_insync_replicas,
-                "unclean.leader.election.enable": self.unclean_leader_election_enable}
+        return {**self.log.to_dict(), **_REPLICATION_KEYS.to_dict(self)}
 
     def overrides(self) -> dict[str, str]:
         """The settings that differ from the defaults, as strings (what ZooKeeper stores)."""
-        defaults = TopicConfig()
-        values = {
-            name: value
-            for name, value in self.log.to_dict().items()
-            if value != defaults.log.to_dict()[name]
-        }
-        if self.min_insync_replicas != defaults.min_insync_replicas:
-            values["min.insync.replicas"] = self.min_insync_replicas
-        if self.unclean_leader_election_enable:
-            values["unclean.leader.election.enable"] = "true"
-        return {name: str(value) for name, value in values.items() if value is not None}
+        defaults = TopicConfig().to_dict()
+        return {name: config_value(name, value) for name, value in self.to_dict().items()
+                if value != defaults[name] and value is not None}
+
+
+_REPLICATION_KEYS = ConfigDef.of(TopicConfig, "topic")
+TopicConfig.CONFIG_DEF = ConfigDef([*LogConfig.CONFIG_DEF, *_REPLICATION_KEYS], "topic")
 
 
 def default_replica_hosts() -> int:
@@ -111,69 +63,96 @@ def default_replica_hosts() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
+def _listener(text: str) -> str:
+    """A listener rafka can serve, written as Kafka writes it (InvalidListenerError, a
+    ValueError, says why not)."""
+    return str(parse_listener(text))
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """A broker's settings. Defaults follow Kafka's, except where noted."""
 
+    CONFIG_DEF: ClassVar[ConfigDef]
+
     # Kafka's default is 30 s; a shorter one makes a dead follower leave the ISR sooner here.
-    replica_lag_time_max_ms: int = 10_000
-    replica_fetch_max_bytes: int = 1_048_576
-    replica_fetch_response_max_bytes: int = 10_485_760
+    replica_lag_time_max_ms: int = setting(
+        "replica.lag.time.max.ms", Type.LONG, 10_000, minimum=0,
+        doc="How long a follower may go without catching up before it leaves the ISR.")
+    replica_fetch_max_bytes: int = setting(
+        "replica.fetch.max.bytes", Type.INT, 1_048_576, minimum=0,
+        doc="The bytes a follower fetches per partition in one request.")
+    replica_fetch_response_max_bytes: int = setting(
+        "replica.fetch.response.max.bytes", Type.INT, 10_485_760, minimum=0,
+        doc="The bytes a follower fetches in one request, all partitions together.")
     # Kafka's default is 500 ms. An idle fetch costs a Ray call at each end (about 0.7 ms of
     # CPU here), so waiting longer keeps an idle cluster idle; records still go out as soon as
     # they are appended, and a partition that starts following cuts the wait short.
-    replica_fetch_wait_max_ms: int = 2_000
-    replica_fetch_backoff_ms: int = 200
+    replica_fetch_wait_max_ms: int = setting(
+        "replica.fetch.wait.max.ms", Type.INT, 2_000, minimum=0,
+        doc="How long a leader holds a follower's fetch that finds no new records.")
+    replica_fetch_backoff_ms: int = setting(
+        "replica.fetch.backoff.ms", Type.INT, 200, minimum=0,
+        doc="How long a follower waits after a failed fetch before the next.")
     # Kafka's default is 18 s; brokers on one Ray cluster can afford a faster failure detector.
-    zookeeper_session_timeout_ms: int = 6_000
-    request_timeout_ms: int = 30_000
-    auto_leader_rebalance_enable: bool = True
-    leader_imbalance_check_interval_seconds: int = 300
-    broker_rack: str | None = None
+    zookeeper_session_timeout_ms: int = setting(
+        "zookeeper.session.timeout.ms", Type.INT, 6_000, minimum=0,
+        doc="How long ZooKeeper waits for a silent broker before its session expires.")
+    request_timeout_ms: int = setting(
+        "request.timeout.ms", Type.INT, 30_000, minimum=0,
+        doc="How long the broker waits for an answer from another broker.")
+    auto_leader_rebalance_enable: bool = setting(
+        "auto.leader.rebalance.enable", Type.BOOLEAN, True,
+        doc="Whether the controller moves leadership back to preferred replicas.")
+    leader_imbalance_check_interval_seconds: int = setting(
+        "leader.imbalance.check.interval.seconds", Type.LONG, 300, minimum=0,
+        doc="How often the controller checks for leaders off their preferred replicas.")
+    broker_rack: str | None = setting(
+        "broker.rack", Type.STRING, None, nullable=True,
+        doc="The broker's rack, so that a partition's replicas are spread across racks.")
     # This broker's ZooKeeper connect string, chroot included (Kafka's zookeeper.connect); None:
     # the cluster's. Brokers of one cluster must reach the same ensemble and chroot; another
     # route to it (a proxy, in the fault tests) is what this is for.
-    zookeeper_connect: str | None = None
+    zookeeper_connect: str | None = setting(
+        "zookeeper.connect", Type.STRING, None, nullable=True,
+        doc="host:port[,host:port...][/chroot] of ZooKeeper; None: the cluster's.")
     # Kafka's wire protocol (actors/kafka/listener.py): where to serve it, as
     # "PLAINTEXT://host:port" (port 0: any free one); None serves none. advertised.listeners is
     # what clients are told to connect to (default: the listener, with the port it bound).
-    listeners: str | None = None
-    advertised_listeners: str | None = None
+    listeners: str | None = setting(
+        "listeners", Type.STRING, None, nullable=True, validator=_listener,
+        doc="Where to serve Kafka's protocol, as PLAINTEXT://host:port; None serves none.")
+    advertised_listeners: str | None = setting(
+        "advertised.listeners", Type.STRING, None, nullable=True, validator=_listener,
+        doc="What Kafka clients are told to connect to; None: the listener, as bound.")
     # The largest request a Kafka client may send; a larger frame closes its connection.
-    socket_request_max_bytes: int = 104_857_600
+    socket_request_max_bytes: int = setting(
+        "socket.request.max.bytes", Type.INT, 104_857_600, minimum=0,
+        doc="The largest request a Kafka client may send.")
     # How long a Kafka group starting from empty waits for more members before its first
     # generation (Kafka's default; Kafka clients' groups only, see actors/group/coordinator.py).
-    group_initial_rebalance_delay_ms: int = 3000
+    group_initial_rebalance_delay_ms: int = setting(
+        "group.initial.rebalance.delay.ms", Type.INT, 3000, minimum=0,
+        doc="How long a new Kafka group waits for more members before its first generation.")
     # Not Kafka's: how many replica-host actors (processes) hold this broker's partition
     # replicas. Each is a Ray worker process (about 65 MB, and about 0.6% of a core even idle);
     # 0 gives every replica an actor of its own, as rafka did before replicas shared hosts.
-    num_replica_hosts: int = field(default_factory=lambda: default_replica_hosts())
+    num_replica_hosts: int = setting(
+        "num.replica.hosts", Type.INT, default_factory=lambda: default_replica_hosts(),
+        minimum=0, doc="How many processes hold this broker's replicas; 0: one per replica.")
     # The default config of new topics (Kafka's log.* broker settings, by their topic names).
+    # Not a key of its own: given only when the config is built in Python.
     topic_defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.CONFIG_DEF.normalise(self)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> BrokerConfig:
-        if not values:
-            return cls()
-        changes: dict[str, Any] = {}
-        names = {f.name.replace("_", "."): f for f in dataclasses.fields(cls)}
-        for key, raw in values.items():
-            spec = names.get(key)
-            if spec is None or key == "topic.defaults":
-                raise _unknown(str(key), sorted(set(names) - {"topic.defaults"}), "broker")
-            if spec.type in ("bool", bool):
-                changes[spec.name] = _parse_bool(key, raw)
-            elif key in ("broker.rack", "zookeeper.connect"):
-                changes[spec.name] = None if raw is None else str(raw)
-            elif key in ("listeners", "advertised.listeners"):
-                changes[spec.name] = None if raw is None else _checked_listener(key, raw)
-            else:
-                changes[spec.name] = _parse_int(key, raw, minimum=0)
-        return cls(**changes)
+        return cls(**cls.CONFIG_DEF.parse(values))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            f.name.replace("_", "."): getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if f.name != "topic_defaults"
-        }
+        return self.CONFIG_DEF.to_dict(self)
+
+
+BrokerConfig.CONFIG_DEF = ConfigDef.of(BrokerConfig, "broker")

@@ -9,23 +9,25 @@ import every error from one place.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import ray.exceptions
+
+from rafka.common.config import InvalidConfigError  # noqa: F401 - re-exported for users
 from rafka.coordination.errors import (  # noqa: F401 - re-exported for users
     CoordinationError,
     InvalidTopicError,
     UnknownTopicError,
 )
-from rafka.logstore.errors import (  # noqa: F401 - re-exported for users
+from rafka.logstore.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
-    InvalidConfigError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
 
+Reply = TypeVar("Reply")
 
 class ErrorCode(IntEnum):
     """Kafka's error codes, the ones rafka answers with."""
@@ -196,8 +198,11 @@ def code_for(error: BaseException) -> ErrorCode | None:
     return None
 
 
-def error_for(reply: dict[str, Any]) -> Exception | None:
-    """The typed error a reply's code stands for (not raised), or None if it carries none."""
+def error_for(reply: Any) -> Exception | None:
+    """The typed error a reply's code stands for (not raised), or None if it carries none.
+    A typed reply (`Appended`, `FetchedRecords`, ...) is a success: only dicts carry errors."""
+    if not isinstance(reply, dict):
+        return None
     code = reply.get("error", 0)
     if not code:
         return None
@@ -215,7 +220,7 @@ def error_for(reply: dict[str, Any]) -> Exception | None:
     return error(message)
 
 
-def raise_for(reply: dict[str, Any]) -> dict[str, Any]:
+def raise_for(reply: Reply) -> Reply:
     """Return `reply` if it carries no error, else raise the typed error its code stands for."""
     error = error_for(reply)
     if error is not None:

@@ -97,8 +97,6 @@ class EpochQuery(NamedTuple):
 
 
 # ListOffsets' special timestamps, as Kafka's ListOffsetsRequest names them.
-LATEST_TIMESTAMP = -1  # the high watermark: the offset after the last record a consumer can read
-EARLIEST_TIMESTAMP = -2  # the log start offset
 
 
 class OffsetQuery(NamedTuple):
@@ -119,3 +117,43 @@ class IsrChange(NamedTuple):
     isr: tuple[int, ...]
     controller_epoch: int
     zk_version: int
+
+
+# ------------------------------------------------------------------------------ replies
+#
+# A partition's answer on the produce and fetch paths is one of these when it succeeded, and an
+# error reply (`rafka.actors.errors.error_reply`, a dict with Kafka's error code) when it did
+# not: `raise_for` returns the first as it is and raises the second as its typed error.
+
+
+class Appended(NamedTuple):
+    """A produce request's answer for one partition whose records were written (and, with
+    acks=all, replicated to the ISR): their offsets."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time: int
+    """The time the leader stamped (LogAppendTime topics), else -1."""
+    log_start_offset: int
+
+
+class FetchedRecords(NamedTuple):
+    """A fetch's answer for one partition that could be read: whole batches from the offset
+    asked (maybe none), and where the log stands."""
+
+    records: bytes
+    next_offset: int
+    """The offset to fetch from next: after the last record sent, or the offset asked."""
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class ReplicaFetchAnswer(NamedTuple):
+    """A leader host's answer to a follower host for one partition of its fetch session: the
+    fetch offset it was read for, so that a follower that truncated meanwhile drops it."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    reply: FetchedRecords | dict[str, Any]

@@ -13,6 +13,7 @@ import struct
 from typing import NamedTuple
 
 import msgpack
+
 from rafka.actors.errors import BrokerUnavailableError
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.errors import TopicExistsError

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import ray
-from rafka.actors.logs import quiet_ray
 from ray.job_config import JobConfig
+from ray.util import list_named_actors
+
+from rafka.actors.logs import quiet_ray
 
 # Spark 3.5 on Java 17 needs these opens (Spark's own list, plus what Ray's Java serializer, FST,
 # reflects over in RayDP's app master). `java.math` is a package of the `java.base` module.
@@ -60,3 +62,10 @@ def init_ray(address: str | None = None, *, namespace: str | None = None, **kwar
         job_config=JobConfig(jvm_options=list(JAVA17_OPTIONS)),
         **kwargs,
     )
+
+
+def named_actors(namespace: str) -> list[str]:
+    """The names of the named actors in a Ray namespace (a cluster's brokers and replica hosts),
+    alive or being restarted; the one place rafka lists them."""
+    return sorted(entry["name"] for entry in list_named_actors(all_namespaces=True)
+                  if entry["namespace"] == namespace)

@@ -13,13 +13,16 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import ray
+from ray._common.utils import get_ray_address_file
+
 from rafka.actors.runtime import init_ray
+from rafka.common.waiting import wait_until
 from rafka.coordination.embedded import (
     EmbeddedZooKeeper,
     ZooKeeperAddress,
@@ -30,7 +33,6 @@ from rafka.coordination.embedded import (
     terminate_pid,
     wait_for_exit,
 )
-from ray._common.utils import get_ray_address_file
 
 
 @dataclass
@@ -202,16 +204,17 @@ class RayHead:
 
     def _wait_until_serving(self, process: subprocess.Popen[bytes], port: int,
                             timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def serving() -> bool:
             if process.poll() is not None:
                 raise RayHeadError(f"`ray start --head` exited with code {process.returncode}; "
                                    f"its log {self.log_path} ends with:\n{self.log_tail()}")
-            if _READY in self.log_path.read_text(errors="replace") and _port_open(port):
-                return
-            time.sleep(0.2)
-        raise RayHeadError(f"the Ray head did not start within {timeout_s:.0f} s; its log "
-                           f"{self.log_path} ends with:\n{self.log_tail()}")
+            return _READY in self.log_path.read_text(errors="replace") and _port_open(port)
+
+        try:
+            wait_until(serving, timeout_s, "the Ray head", interval_s=0.2)
+        except TimeoutError:
+            raise RayHeadError(f"the Ray head did not start within {timeout_s:.0f} s; its log "
+                               f"{self.log_path} ends with:\n{self.log_tail()}") from None
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -299,14 +302,11 @@ def _port_open(port: int, host: str = "127.0.0.1") -> bool:
 def session_members(session_id: int) -> list[int]:
     """The live processes whose session id is `session_id`."""
     members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for process in psutil.process_iter(["status"]):
         try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:
+            if (os.getsid(process.pid) == session_id
+                    and process.info["status"] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)):
+                members.append(process.pid)
+        except (ProcessLookupError, PermissionError):
             continue
-        # After the command name: state, ppid, pgrp, session.
-        if int(fields[3]) == session_id and fields[0] not in ("Z", "X"):
-            members.append(int(entry.name))
     return members

@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from rafka.actors.config import TopicConfig
+from rafka.common.config import InvalidConfigError
 from rafka.coordination.admin import TopicAdmin, merge_config, normalise_config
 from rafka.coordination.assignment import assign_replicas
 from rafka.coordination.errors import InvalidReplicationFactorError, TopicExistsError
 from rafka.coordination.registration import read_brokers
 from rafka.coordination.store import ClusterStore
 from rafka.coordination.validation import validate_topic_name
-from rafka.logstore.errors import InvalidConfigError
 
 
 def create_topic(store: ClusterStore, name: str, partitions: int, replication_factor: int,

@@ -13,11 +13,10 @@ import os
 import tempfile
 import time
 
+from rafka import Cluster
 from rafka.actors.runtime import init_ray
 from rafka.pipelines.spark import start_spark, stop_spark
 from rafka.pipelines.topics import SPARK_SCHEMA, read_topic
-
-from rafka import Cluster
 
 
 def produce(cluster: Cluster, topic: str, records: int, record_size: int) -> None:

@@ -77,12 +77,13 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
+import psutil  # noqa: E402
 import ray  # noqa: E402
+
+from rafka import Cluster  # noqa: E402
 from rafka.actors.clients.accumulator import BATCH_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES  # noqa: E402
 from rafka.actors.clients.config import ConsumerConfig, ProducerConfig  # noqa: E402
 from rafka.logstore.batch import build_batch  # noqa: E402
-
-from rafka import Cluster  # noqa: E402
 
 ALL_PHASES = ("baseline", "produce_rf1", "produce_rf3", "send_rf1", "send_rf3", "consume",
               "latency", "kafka_clients")
@@ -200,26 +201,15 @@ def _deadline(seconds: float, what: str):
         signal.signal(signal.SIGALRM, previous)
 
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
 def _process_table() -> dict[int, tuple[int, float, str]]:
     """pid -> (parent pid, CPU seconds used so far, command line) of every process (Linux /proc)."""
     table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+    for process in psutil.process_iter(["ppid", "cpu_times", "cmdline", "name"]):
+        info = process.info
+        if info["cpu_times"] is None:  # gone, or not ours to read
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        # fields[1] is the parent pid; fields[11] and [12] utime and stime, in clock ticks.
-        table[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS,
-                             cmdline or stat[stat.index("(") + 1:stat.rindex(")")])
+        table[process.pid] = (info["ppid"], info["cpu_times"].user + info["cpu_times"].system,
+                              " ".join(info["cmdline"] or ()) or info["name"] or "")
     return table
 
 
@@ -229,7 +219,7 @@ def _process_group(pid: int, cmdline: str, labels: dict[int, str]) -> str:
     if pid in labels:
         return labels[pid]
     for needle, group in (("py-spy", "py-spy (profiler)"),
-                          ("ray::PartitionReplica", "other replicas"),
+                          ("ray::ReplicaHost", "replica hosts"),
                           ("ray::Broker", "broker actors"), ("raylet", "raylet"),
                           ("gcs_server", "gcs_server"), ("java", "zookeeper (java)"),
                           ("ray::", "other ray actors")):

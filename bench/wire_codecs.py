@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
+
 from rafka.logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE, stamp_batch
 from rafka.wire.records import from_kafka, to_kafka
 

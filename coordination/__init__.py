@@ -38,7 +38,6 @@ from rafka.coordination.models import (
     PartitionState,
     TopicAssignment,
     TopicDescription,
-    TopicPartition,
     Versioned,
 )
 from rafka.coordination.partition_state import PartitionStateStore
@@ -95,7 +94,6 @@ __all__ = [
     "TopicAssignment",
     "TopicDescription",
     "TopicExistsError",
-    "TopicPartition",
     "UnknownTopicError",
     "Versioned",
     "Watch",

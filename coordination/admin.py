@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 
+from rafka.common.topic_partition import TopicPartition
 from rafka.coordination import layout
 from rafka.coordination.assignment import assign_replicas, validate_assignment
 from rafka.coordination.errors import (
@@ -36,7 +37,6 @@ from rafka.coordination.models import (
     ControllerFence,
     TopicAssignment,
     TopicDescription,
-    TopicPartition,
     Versioned,
     topic_config_json,
 )
@@ -51,7 +51,7 @@ from rafka.coordination.validation import (
 
 _CONFLICT_RETRIES = 10
 
-Assignment = Mapping[int, Sequence[int]] | TopicAssignment
+ReplicaAssignment = Mapping[int, Sequence[int]] | TopicAssignment
 
 
 def config_value(name: str, value: object) -> str:
@@ -141,7 +141,7 @@ class TopicAdmin:
     def create_topic(
         self,
         topic: str,
-        assignment: Assignment,
+        assignment: ReplicaAssignment,
         config: Mapping[str, object] | None = None,
     ) -> TopicAssignment:
         """Write a new topic's replica assignment and config overrides (one multi-op).
@@ -277,7 +277,7 @@ class TopicAdmin:
     def add_partitions(
         self,
         topic: str,
-        new_assignment: Assignment,
+        new_assignment: ReplicaAssignment,
         *,
         expected_version: int | None = None,
     ) -> Versioned[TopicAssignment]:

@@ -34,7 +34,7 @@ from rafka.coordination.models import TopicAssignment
 from rafka.coordination.validation import validate_broker_id
 
 Brokers = Sequence[int] | Mapping[int, "str | None"]
-Assignment = Mapping[int, Sequence[int]]
+ReplicaAssignment = Mapping[int, Sequence[int]]
 
 # A topic's replica assignment is one znode, and ZooKeeper refuses znodes over 1 MB
 # (jute.maxbuffer): 10 000 partitions of replication factor 3 take about 200 KB of it.
@@ -48,7 +48,7 @@ def assign_replicas(
     *,
     start_index: int | None = None,
     first_partition: int = 0,
-    existing: Assignment | None = None,
+    existing: ReplicaAssignment | None = None,
     rng: random.Random | None = None,
 ) -> dict[int, list[int]]:
     """Assign `partitions` new partitions, numbered from `first_partition`, to `brokers`.
@@ -149,9 +149,12 @@ def assign_replicas(
                 fresh = [b for b in candidates if racks[b] not in used]
                 candidates = fresh or candidates
             base = position[leader] + 1 + shift + follower
+            # A broker whose followers are all placed comes last, however few partitions it
+            # could still follow (it may lead the rest): else it takes one more than its share.
             chosen = min(
                 candidates,
                 key=lambda b, base=base, could_follow=could_follow: (
+                    need[b] <= 0,
                     could_follow[b] - need[b],
                     -need[b],
                     rotation(b, base),
@@ -211,7 +214,7 @@ def _rack_alternated(racks: Mapping[int, str | None]) -> list[int]:
     return ordered
 
 
-def validate_assignment(assignment: Assignment | TopicAssignment) -> TopicAssignment:
+def validate_assignment(assignment: ReplicaAssignment | TopicAssignment) -> TopicAssignment:
     """Check a replica assignment as Kafka does before writing it; return it normalised.
 
     Partitions must be numbered 0..n-1 without gaps, each with the same number (>= 1) of

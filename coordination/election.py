@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable
 
 from kazoo.protocol.states import EventType, WatchedEvent
+
 from rafka.coordination import layout
 from rafka.coordination.errors import (
     CoordinationError,

@@ -23,6 +23,9 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
+from rafka.common.waiting import wait_until
 from rafka.coordination.errors import (
     InvalidZooKeeperAddressError,
     JavaNotFoundError,
@@ -337,17 +340,20 @@ class EmbeddedZooKeeper:
 
     def _wait_until_serving(self) -> None:
         assert self._process is not None and self.port is not None
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                self._raise_start_failure(f"exited with code {self._process.returncode}")
+        process, host, port = self._process, self.host, self.port
+
+        def serving() -> bool:
+            if process.poll() is not None:
+                self._raise_start_failure(f"exited with code {process.returncode}")
             try:
-                if "Mode: standalone" in four_letter_word(self.host, self.port, "srvr"):
-                    return
+                return "Mode: standalone" in four_letter_word(host, port, "srvr")
             except OSError:
-                pass
-            time.sleep(0.1)
-        self._raise_start_failure(f"did not answer within {self.start_timeout_s:.0f} s")
+                return False
+
+        try:
+            wait_until(serving, self.start_timeout_s, "ZooKeeper to serve")
+        except TimeoutError:
+            self._raise_start_failure(f"did not answer within {self.start_timeout_s:.0f} s")
 
     def _raise_start_failure(self, what: str) -> None:
         tail = self.log_tail()
@@ -422,30 +428,26 @@ PID_FILE = "zookeeper.pid"
 def pid_alive(pid: int) -> bool:
     """Whether `pid` is a live process (a zombie, dead but not yet reaped, counts as gone)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
-    # The command name, in parentheses, may hold spaces: the state follows the last ')'.
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
 def process_arguments(pid: int) -> list[str]:
     """The command line of `pid` ([] if it is gone or unreadable)."""
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return psutil.Process(pid).cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return []
-    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
 
 
 def wait_for_exit(pid: int, timeout_s: float) -> bool:
     """Wait until `pid` is gone (it need not be our child); False if it is still alive."""
-    deadline = time.monotonic() + timeout_s
-    while pid_alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    try:
+        return wait_until(lambda: not pid_alive(pid), timeout_s, f"process {pid} to exit",
+                          interval_s=0.05)
+    except TimeoutError:
+        return False
 
 
 def terminate_pid(pid: int, timeout_s: float = 10.0) -> None:

@@ -9,20 +9,17 @@ read as `Versioned.version` and is what conditional writes check.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, TypeVar
+
+from rafka.common.clock import wall_clock_ms
+from rafka.common.topic_partition import TopicPartition
 
 T = TypeVar("T")
 
 FORMAT_VERSION = 1
-NO_LEADER = -1
-"""Kafka's `leader` value for a partition without a leader."""
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)
@@ -31,11 +28,6 @@ class Versioned(Generic[T]):
 
     value: T
     version: int
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 @dataclass(frozen=True)
@@ -64,7 +56,7 @@ class BrokerInfo:
     host: str
     rack: str | None = None
     version: int = FORMAT_VERSION
-    timestamp: int = field(default_factory=now_ms)
+    timestamp: int = field(default_factory=wall_clock_ms)
     epoch: int | None = field(default=None, compare=False)
     # How many replica-host actors hold the broker's replicas (0: one per replica): with the
     # topic and partition, it names the actor a client or follower sends to.
@@ -105,7 +97,7 @@ class ControllerInfo:
     """The ephemeral `/controller`: who the controller is."""
 
     brokerid: int
-    timestamp: int = field(default_factory=now_ms)
+    timestamp: int = field(default_factory=wall_clock_ms)
     version: int = FORMAT_VERSION
 
     def to_json(self) -> dict[str, Any]:
@@ -223,7 +215,7 @@ class MemberSubscription:
 
     subscription: Mapping[str, int]
     pattern: str = "static"
-    timestamp: int = field(default_factory=now_ms)
+    timestamp: int = field(default_factory=wall_clock_ms)
     version: int = FORMAT_VERSION
 
     def to_json(self) -> dict[str, Any]:

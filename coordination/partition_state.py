@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from kazoo.client import TransactionRequest
+
+from rafka.common.topic_partition import TopicPartition
 from rafka.coordination import layout
 from rafka.coordination.errors import (
     ControllerMovedError,
@@ -30,7 +32,6 @@ from rafka.coordination.models import (
     ControllerFence,
     PartitionState,
     TopicAssignment,
-    TopicPartition,
     Versioned,
     isr_change_from_json,
     isr_change_json,

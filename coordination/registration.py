@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
+
 from rafka.coordination import layout
 from rafka.coordination.errors import (
     BrokerIdInUseError,

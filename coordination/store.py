@@ -50,6 +50,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE
+
+from rafka.common.waiting import wait_until
 from rafka.coordination import layout
 from rafka.coordination.embedded import ZooKeeperAddress
 from rafka.coordination.errors import (
@@ -330,9 +332,10 @@ class ClusterStore:
 
     def wait_connected(self, timeout_s: float | None = None) -> bool:
         """Wait until the session is connected; True if it is."""
-        deadline = time.monotonic() + (self.request_timeout_s if timeout_s is None else timeout_s)
-        while not self._connected and time.monotonic() < deadline and not self._closing:
-            time.sleep(0.02)
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: self._connected or self._closing,
+                       self.request_timeout_s if timeout_s is None else timeout_s,
+                       "the ZooKeeper session to connect", interval_s=0.02)
         return self._connected
 
     def _on_kazoo_state(self, state: str) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 from kazoo.protocol.states import EventType, WatchedEvent
+
 from rafka.coordination import layout
 from rafka.coordination.errors import (
     CoordinationError,

@@ -35,7 +35,6 @@ from rafka.logstore.epoch_cache import EpochEntry, LeaderEpochCache
 from rafka.logstore.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
-    InvalidConfigError,
     InvalidRecordError,
     LogClosedError,
     LogStoreError,
@@ -43,13 +42,7 @@ from rafka.logstore.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from rafka.logstore.log import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    AppendInfo,
-    FetchData,
-    Log,
-)
+from rafka.logstore.log import AppendInfo, FetchData, Log
 from rafka.logstore.producer_state import (
     BatchMetadata,
     ProducerEntry,
@@ -61,9 +54,7 @@ from rafka.logstore.retention import SegmentSummary, segments_to_delete
 
 __all__ = [
     "CREATE_TIME",
-    "EARLIEST_TIMESTAMP",
     "HEADER_SIZE",
-    "LATEST_TIMESTAMP",
     "LOG_APPEND_TIME",
     "AppendInfo",
     "BatchHeader",
@@ -73,7 +64,6 @@ __all__ = [
     "EpochEntry",
     "FencedLeaderEpochError",
     "FetchData",
-    "InvalidConfigError",
     "InvalidRecordError",
     "LeaderEpochCache",
     "Log",

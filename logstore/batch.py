@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import gc
 import struct
-import time
 import zlib
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -41,6 +40,10 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 import msgpack
+
+from rafka.common.clock import wall_clock_ms
+from rafka.common.sentinels import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
+from rafka.common.sequences import increment_sequence
 from rafka.logstore import compression as _compression
 from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
@@ -61,9 +64,6 @@ CONTROL_FLAG_MASK = 0x20
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1
 
@@ -151,13 +151,6 @@ class Record(NamedTuple):
     headers: tuple[tuple[str, bytes | None], ...]
 
 
-def increment_sequence(sequence: int, increment: int) -> int:
-    """``sequence + increment``, wrapping past int32 max to 0 (Kafka's producer sequences)."""
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
-
-
 # ----------------------------------------------------------------------------------- building
 
 
@@ -183,7 +176,7 @@ def _normalise(records: Sequence[Any]) -> list[tuple[Any, Any, int, Any]]:
             headers = getattr(record, "headers", None)
         if timestamp is None:
             if now_ms is None:
-                now_ms = time.time_ns() // 1_000_000
+                now_ms = wall_clock_ms()
             timestamp = now_ms
         if type(timestamp) is not int:
             raise TypeError(f"record timestamp must be an int in ms, got {timestamp!r}")

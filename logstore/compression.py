@@ -12,6 +12,7 @@ import zlib
 
 import lz4.frame
 import zstandard
+
 from rafka.logstore.errors import CorruptRecordError, RecordTooLargeError
 
 NONE = 0

@@ -12,8 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
+from rafka.common.sentinels import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 
 
 class EpochEntry(NamedTuple):
@@ -70,10 +69,10 @@ class LeaderEpochCache:
           offset of the first epoch above the requested one;
         * requested below every known epoch: ``(requested_epoch, start of the first epoch)``;
         * requested above every known epoch, or an empty cache:
-          ``(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)``.
+          ``(UNDEFINED_EPOCH, UNDEFINED_OFFSET)``.
         """
         if requested_epoch == UNDEFINED_EPOCH or not self._entries:
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
         if requested_epoch == self._entries[-1].epoch:
             if log_end_offset is None:
                 if self._log_end_offset is None:
@@ -83,7 +82,7 @@ class LeaderEpochCache:
         epochs = [e.epoch for e in self._entries]
         higher = bisect_right(epochs, requested_epoch)
         if higher == len(epochs):
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
         end_offset = self._entries[higher].start_offset
         if higher == 0:
             return requested_epoch, end_offset

@@ -5,6 +5,9 @@ Every message says what happened and, where there is one, what the caller should
 
 from __future__ import annotations
 
+# What LogConfig raises for a bad setting: the one config error of every layer, defined with the
+# config schema it comes from and re-exported here with the log store's other errors.
+
 
 class LogStoreError(Exception):
     """Base class of every error raised by :mod:`logstore`.
@@ -62,10 +65,6 @@ class UnexpectedAppendOffsetError(LogStoreError):
     (Kafka: UnexpectedAppendOffsetException.) The follower must truncate to the leader's epoch
     boundary first and fetch again from its new log end offset.
     """
-
-
-class InvalidConfigError(LogStoreError):
-    """A log configuration key is unknown or its value has the wrong type or range."""
 
 
 class LogClosedError(LogStoreError):

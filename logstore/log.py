@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from rafka.logstore import cleaner
 from rafka.logstore.batch import (
     NO_TIMESTAMP,
@@ -59,8 +60,6 @@ from rafka.logstore.producer_state import ProducerEntry, SequenceCheck, check_se
 from rafka.logstore.retention import SegmentSummary, segments_below_log_start, segments_to_delete
 
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest.LATEST/EARLIEST_TIMESTAMP).
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
 
 
 class AppendInfo(NamedTuple):

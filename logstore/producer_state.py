@@ -16,7 +16,9 @@ from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from rafka.logstore.batch import NO_PRODUCER_ID, BatchHeader, increment_sequence
+from rafka.common.sentinels import NO_PRODUCER_ID
+from rafka.common.sequences import increment_sequence
+from rafka.logstore.batch import BatchHeader
 
 # Kafka keeps five: max.in.flight.requests.per.connection is at most 5 with idempotence.
 BATCHES_PER_PRODUCER = 5

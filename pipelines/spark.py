@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 import raydp
+
 from rafka.actors.logs import jvm_stderr_to_file, quiet, quiet_ray_data, spark_log4j_config
 from rafka.actors.runtime import JAVA17_OPTIONS, init_ray
 

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
+
 from rafka.actors.cluster import Cluster
 from rafka.pipelines.topics import read_topic
 

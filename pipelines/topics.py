@@ -30,11 +30,12 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+from raydp.spark import spark_dataframe_to_ray_dataset
+
 from rafka.actors.clients.consumer import Consumer
 from rafka.actors.cluster import Cluster
 from rafka.actors.errors import CommitFailedError, UnknownTopicError
-from rafka.actors.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from raydp.spark import spark_dataframe_to_ray_dataset
+from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 # Spark's Kafka source writes JSON offsets with Kafka's ListOffsets timestamps: -1 latest,
 # -2 earliest.

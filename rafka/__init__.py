@@ -34,7 +34,7 @@ _EXPORTS = {
     "GroupConsumer": "rafka.actors.clients.group_consumer",
     "ConsumerGroupHandle": "rafka.actors.clients.members",
     "PartitionAssignor": "rafka.actors.clients.assignors",
-    "TopicPartition": "rafka.coordination.models",
+    "TopicPartition": "rafka.common.topic_partition",
     "read_topic": "rafka.pipelines.topics",
     "write_topic": "rafka.pipelines.topics",
     "stream_topic": "rafka.pipelines.streaming",

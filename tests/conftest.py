@@ -1,28 +1,45 @@
 """The test harness: one real ZooKeeper, one real Ray instance and one real Spark session per
 test session; each test gets its own ZooKeeper chroot and Ray namespace.
 
-Ray and Spark start only when a test asks for them, so the pure-logic tests stay fast.
+Ray and Spark start only when a test asks for them, so the pure-logic tests stay fast. Every test
+that starts real ZooKeeper, Ray or Spark is marked `cluster` here (its fixtures say so, or its
+folder); one that starts them otherwise is marked so in its own module. `pytest -m "not cluster"`
+runs the others, in seconds. What tests share besides fixtures is in tests/support.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from rafka.coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
 
 from rafka import Cluster
+from rafka.coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
+from tests.support.cluster import TEST_BROKER_CONFIG, unique_name
+from tests.support.zookeeper import make_chroot
+
+# The fixtures that start a real ZooKeeper, Ray or Spark: every cluster fixture builds on them.
+CLUSTER_FIXTURES = frozenset({"zookeeper", "ray_session", "spark"})
+# Folders whose every test drives real processes: `rafka demo`, a test session or three Ray nodes
+# in a subprocess, unmodified Kafka clients against a cluster.
+CLUSTER_FOLDERS = frozenset({"harness", "kafka_clients"})
 
 
-def _unique_name(request: pytest.FixtureRequest) -> str:
-    base = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:60].strip("-.")
-    return f"{base}-{uuid.uuid4().hex[:8]}"
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `cluster` what needs a real ZooKeeper, Ray or Spark, before `-m` selects."""
+    tests = Path(__file__).parent
+    for item in items:
+        in_folder = item.path.is_relative_to(tests) and (
+            item.path.relative_to(tests).parts[0] in CLUSTER_FOLDERS)
+        if in_folder or CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)
 
 
 @pytest.fixture(scope="session")
@@ -35,23 +52,10 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooK
     server.stop()
 
 
-def make_chroot(zookeeper: EmbeddedZooKeeper, name: str) -> ZooKeeperAddress:
-    """The server's address under `/tests/<name>`, created empty."""
-    address = zookeeper.address.child(f"tests/{name}")
-    client = KazooClient(hosts=zookeeper.address.servers)
-    client.start(timeout=15)
-    try:
-        client.ensure_path(address.chroot)
-    finally:
-        client.stop()
-        client.close()
-    return address
-
-
 @pytest.fixture
 def zk_address(zookeeper: EmbeddedZooKeeper, request: pytest.FixtureRequest) -> ZooKeeperAddress:
     """The server's address under a chroot of this test's own, created empty."""
-    return make_chroot(zookeeper, _unique_name(request))
+    return make_chroot(zookeeper, unique_name(request))
 
 
 @pytest.fixture
@@ -68,6 +72,7 @@ def zk_client(zk_address: ZooKeeperAddress) -> Iterator[KazooClient]:
 def ray_session() -> Iterator[None]:
     """A local Ray instance sized for this 2-core machine (actors take num_cpus=0)."""
     import ray
+
     from rafka.actors.runtime import init_ray
 
     # Ray's warnings and the actors' lines (in a failing test's captured output) are what a
@@ -84,7 +89,7 @@ def ray_namespace(ray_session: None, request: pytest.FixtureRequest) -> Iterator
     import ray
     from ray.util import list_named_actors
 
-    namespace = _unique_name(request)
+    namespace = unique_name(request)
     yield namespace
     for entry in list_named_actors(all_namespaces=True):
         if entry["namespace"] == namespace:
@@ -100,14 +105,6 @@ def spark(ray_session: None):
     session = start_spark("rafka-tests", configs={"spark.ui.enabled": "false"})
     yield session
     stop_spark()
-
-
-# Fast failure detection, so that failover tests wait seconds, not Kafka's defaults.
-TEST_BROKER_CONFIG = {
-    "zookeeper.session.timeout.ms": 4000,
-    "replica.lag.time.max.ms": 3000,
-    "replica.fetch.wait.max.ms": 200,
-}
 
 
 @pytest.fixture
@@ -140,22 +137,3 @@ def start_cluster(
 def cluster(start_cluster: Callable[..., Cluster]) -> Cluster:
     """Three brokers."""
     return start_cluster(3)
-
-
-def cluster_of_its_own(
-    zookeeper: EmbeddedZooKeeper,
-    tmp_path_factory: pytest.TempPathFactory,
-    name: str,
-    brokers: int = 3,
-    **options: Any,
-) -> Iterator[Cluster]:
-    """A cluster for a whole test module, in a chroot of its own: yield from it in a
-    module-scoped fixture (the tests then keep apart by using topics of their own).
-    `options` go to `Cluster.start`."""
-    chroot = make_chroot(zookeeper, f"{name}-{uuid.uuid4().hex[:8]}")
-    config = {**TEST_BROKER_CONFIG, **options.pop("broker_config", {})}
-    cluster = Cluster.start(brokers, name=name, zk=str(chroot),
-                            data_dir=tmp_path_factory.mktemp(name), broker_config=config,
-                            **options)
-    yield cluster
-    cluster.shutdown()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 
 from crc32c import crc32c
+
 from rafka.logstore import compression
 from rafka.logstore.batch import (
     COMPRESSION_CODEC_MASK,

@@ -47,6 +47,7 @@ from itertools import accumulate, repeat
 from operator import add
 from typing import NamedTuple
 
+from rafka.common.sequences import decrement_sequence, increment_sequence, sequence_before
 from rafka.logstore.batch import HEADER_SIZE
 
 __all__ = [
@@ -65,8 +66,6 @@ BATCH_OVERHEAD_BYTES = HEADER_SIZE
 # A record's msgpack framing: the 5-element array, offset and timestamp deltas, and the key,
 # value and header-array length prefixes. An estimate: exactness would cost an encode per record.
 RECORD_OVERHEAD_BYTES = 16
-# Kafka's sequence numbers are int32 and wrap to 0 after the largest one.
-_MAX_SEQUENCE = 0x7FFFFFFF
 # A producer epoch is an int16 in the batch header.
 MAX_PRODUCER_EPOCH = 0x7FFF
 _END_OF_TIME = 2**63  # a "now" after every backoff
@@ -129,7 +128,7 @@ class PendingBatch:
         """The sequence of the last record, as the leader will remember it."""
         if self.base_sequence is None:
             return None
-        return _advance(self.base_sequence, len(self.records) - 1)
+        return increment_sequence(self.base_sequence, len(self.records) - 1)
 
     def __repr__(self) -> str:
         return (
@@ -163,25 +162,6 @@ class RunResult(NamedTuple):
     taken: int
 
 
-def _advance(sequence: int, increment: int) -> int:
-    if sequence > _MAX_SEQUENCE - increment:
-        return increment - (_MAX_SEQUENCE - sequence) - 1
-    return sequence + increment
-
-
-def _retreat(sequence: int, decrement: int) -> int:
-    """``sequence`` moved back by ``decrement``, wrapping below 0 to the top, as it wrapped up."""
-    if sequence >= decrement:
-        return sequence - decrement
-    return _MAX_SEQUENCE + 1 - (decrement - sequence)
-
-
-def _sequence_before(first: int, second: int) -> bool:
-    """Whether ``first`` comes before ``second``, reading across a wrap: less than half the
-    sequence space ahead."""
-    return 0 < (second - first) % (_MAX_SEQUENCE + 1) <= (_MAX_SEQUENCE + 1) // 2
-
-
 class SequenceTracker:
     """The next idempotence sequence number of each partition of one producer (id, epoch).
 
@@ -203,14 +183,14 @@ class SequenceTracker:
         """Number a batch of ``record_count`` records; returns its base sequence."""
         tp = (topic, partition)
         base = self._next.get(tp, 0)
-        self._next[tp] = _advance(base, record_count)
+        self._next[tp] = increment_sequence(base, record_count)
         return base
 
     def release(self, topic: str, partition: int, record_count: int) -> None:
         """Take back the last ``record_count`` numbers handed out (a batch the leader refused
         before appending it: see ``RecordAccumulator.release_sequences``)."""
         tp = (topic, partition)
-        self._next[tp] = _retreat(self._next.get(tp, 0), record_count)
+        self._next[tp] = decrement_sequence(self._next.get(tp, 0), record_count)
 
     def reset(self, topic: str, partition: int) -> None:
         """Start the partition again at 0 (after a producer-epoch bump, KIP-360)."""
@@ -519,7 +499,7 @@ class RecordAccumulator:
         write it twice, so that stays an error to retry."""
         if batch.base_sequence is None or expected_sequence is None:
             return False
-        if not _sequence_before(expected_sequence, batch.base_sequence):
+        if not sequence_before(expected_sequence, batch.base_sequence):
             return False
         tp = (batch.topic, batch.partition)
         pending = (*self._in_flight.get(tp, ()), *self._queues.get(tp, ()))
@@ -573,7 +553,7 @@ class RecordAccumulator:
         # order too), so the batches numbered after `failed` are those created after it.
         for batch in (*self._in_flight.get(tp, ()), *self._queues.get(tp, ())):
             if batch.base_sequence is not None and batch.batch_id > failed.batch_id:
-                batch.base_sequence = _retreat(batch.base_sequence, count)
+                batch.base_sequence = decrement_sequence(batch.base_sequence, count)
         self.sequences.release(failed.topic, failed.partition, count)
         failed.base_sequence = None
 

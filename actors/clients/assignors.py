@@ -21,16 +21,17 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+
+from rafka.common.topic_partition import TopicPartition
 
 __all__ = [
-    "Assignment",
+    "GroupAssignment",
     "PartitionAssignor",
     "RangeAssignor",
     "RoundRobinAssignor",
     "StickyAssignor",
     "Subscription",
-    "TopicPartition",
     "additions",
     "interim_assignment",
     "range_assign",
@@ -40,11 +41,6 @@ __all__ = [
     "sticky_assign",
     "validate_assignment",
 ]
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 @dataclass(frozen=True)
@@ -60,7 +56,9 @@ class Subscription:
         object.__setattr__(self, "topics", frozenset(topics))
 
 
-Assignment = dict[str, list[TopicPartition]]
+# Kafka's GroupAssignment: each member's partitions. (A topic's replica assignment, partition to
+# brokers, is coordination's ReplicaAssignment.)
+GroupAssignment = dict[str, list[TopicPartition]]
 Members = Mapping[str, Subscription]
 CurrentAssignment = Mapping[str, Sequence[tuple[str, int]]]
 
@@ -80,15 +78,15 @@ class PartitionAssignor(Protocol):
         members: Members,
         partitions_per_topic: Mapping[str, int],
         current_assignment: CurrentAssignment,
-    ) -> Assignment: ...
+    ) -> GroupAssignment: ...
 
 
 # -- the three strategies ----------------------------------------------------------------------
 
 
-def range_assign(members: Members, partitions_per_topic: Mapping[str, int]) -> Assignment:
+def range_assign(members: Members, partitions_per_topic: Mapping[str, int]) -> GroupAssignment:
     """Kafka's RangeAssignor: contiguous runs per topic, the first ``n % m`` members one more."""
-    result: Assignment = {member: [] for member in sorted(members)}
+    result: GroupAssignment = {member: [] for member in sorted(members)}
     for topic in _subscribed_topics(members, partitions_per_topic):
         readers = sorted(m for m, sub in members.items() if topic in sub.topics)
         per_member, extra = divmod(partitions_per_topic[topic], len(readers))
@@ -100,11 +98,13 @@ def range_assign(members: Members, partitions_per_topic: Mapping[str, int]) -> A
     return _sorted_lists(result)
 
 
-def round_robin_assign(members: Members, partitions_per_topic: Mapping[str, int]) -> Assignment:
+def round_robin_assign(
+    members: Members, partitions_per_topic: Mapping[str, int]
+) -> GroupAssignment:
     """Kafka's RoundRobinAssignor: sorted partitions dealt over sorted members in turn, each
     partition to the next member (circularly) that subscribes to its topic."""
     ordered = sorted(members)
-    result: Assignment = {member: [] for member in ordered}
+    result: GroupAssignment = {member: [] for member in ordered}
     cursor = 0
     for tp in _all_partitions(members, partitions_per_topic):
         # Ends: the topic is subscribed by someone, or _all_partitions would not list it.
@@ -119,7 +119,7 @@ def sticky_assign(
     members: Members,
     partitions_per_topic: Mapping[str, int],
     current_assignment: CurrentAssignment | None = None,
-) -> Assignment:
+) -> GroupAssignment:
     """Balanced like round-robin, but moving as few partitions as possible from their owners.
 
     1. Keep every current ownership that is still valid (member present and subscribed, partition
@@ -133,7 +133,7 @@ def sticky_assign(
     id and the later partition moves first.
     """
     ordered = sorted(members)
-    result: Assignment = {member: [] for member in ordered}
+    result: GroupAssignment = {member: [] for member in ordered}
     exists = set(_all_partitions(members, partitions_per_topic))
     owned: set[TopicPartition] = set()
     current = current_assignment or {}
@@ -159,7 +159,7 @@ def sticky_assign(
     return _sorted_lists(result)
 
 
-def _move_one_for_balance(members: Members, result: Assignment, ordered: list[str]) -> bool:
+def _move_one_for_balance(members: Members, result: GroupAssignment, ordered: list[str]) -> bool:
     """Move one partition from a most-loaded to a least-loaded member that can take it.
 
     Each move lowers the sum of squared loads, so repeating it ends.
@@ -188,7 +188,7 @@ class RangeAssignor:
         members: Members,
         partitions_per_topic: Mapping[str, int],
         current_assignment: CurrentAssignment | None = None,
-    ) -> Assignment:
+    ) -> GroupAssignment:
         return range_assign(members, partitions_per_topic)
 
 
@@ -200,7 +200,7 @@ class RoundRobinAssignor:
         members: Members,
         partitions_per_topic: Mapping[str, int],
         current_assignment: CurrentAssignment | None = None,
-    ) -> Assignment:
+    ) -> GroupAssignment:
         return round_robin_assign(members, partitions_per_topic)
 
 
@@ -212,14 +212,14 @@ class StickyAssignor:
         members: Members,
         partitions_per_topic: Mapping[str, int],
         current_assignment: CurrentAssignment | None = None,
-    ) -> Assignment:
+    ) -> GroupAssignment:
         return sticky_assign(members, partitions_per_topic, current_assignment)
 
 
 class _FunctionAssignor:
     """A plain function ``f(members, partitions_per_topic, current_assignment)`` as an assignor."""
 
-    def __init__(self, function: Callable[..., Assignment]) -> None:
+    def __init__(self, function: Callable[..., GroupAssignment]) -> None:
         self.function = function
         self.name = getattr(function, "__name__", "custom")
 
@@ -228,7 +228,7 @@ class _FunctionAssignor:
         members: Members,
         partitions_per_topic: Mapping[str, int],
         current_assignment: CurrentAssignment | None = None,
-    ) -> Assignment:
+    ) -> GroupAssignment:
         return self.function(members, partitions_per_topic, current_assignment or {})
 
 
@@ -247,7 +247,9 @@ _ALIASES = {
 }
 
 
-def resolve_assignor(name_or_object: str | PartitionAssignor | Callable[..., Assignment]) -> Any:
+def resolve_assignor(
+    name_or_object: str | PartitionAssignor | Callable[..., GroupAssignment],
+) -> Any:
     """The assignor for a strategy name ("range", "roundrobin", "sticky", or Kafka's class
     name), a user assignor object (returned as it is), or a plain assign function (wrapped)."""
     if isinstance(name_or_object, str):
@@ -364,7 +366,7 @@ def _all_partitions(
     ]
 
 
-def _sorted_lists(result: Assignment) -> Assignment:
+def _sorted_lists(result: GroupAssignment) -> GroupAssignment:
     for partitions in result.values():
         partitions.sort()
     return result

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import ray
+
 from rafka.actors.clients.config import ConsumerConfig
 from rafka.actors.clients.metadata import MetadataCache
 from rafka.actors.errors import (
@@ -32,8 +33,9 @@ from rafka.actors.errors import (
     is_retriable,
     raise_for,
 )
-from rafka.actors.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetQuery, PartitionFetch
-from rafka.coordination.models import TopicPartition
+from rafka.actors.messages import FetchedRecords, OffsetQuery, PartitionFetch
+from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.batch import decode_batches
 
 log = logging.getLogger(__name__)
@@ -308,12 +310,12 @@ class Consumer:
             self._on_fetched(tp, replies[index])
             self._complete_partition(tp, position, replies[index])
 
-    def _on_fetched(self, tp: TopicPartition, reply: dict[str, Any]) -> None:
+    def _on_fetched(self, tp: TopicPartition, reply: FetchedRecords | dict[str, Any]) -> None:
         """Every partition's fetch reply, before it is handled (group members read the high
         watermark off it for their lag)."""
 
     def _complete_partition(self, tp: TopicPartition, position: int,
-                            reply: dict[str, Any]) -> None:
+                            reply: FetchedRecords | dict[str, Any]) -> None:
         if tp not in self._positions or self._fetch_positions.get(
             tp, self._positions[tp]
         ) != position:
@@ -329,13 +331,14 @@ class Consumer:
                 self._fetch_positions.pop(tp, None)
                 return
             raise error
-        if not reply["records"]:
+        fetched: FetchedRecords = reply
+        if not fetched.records:
             return
-        records = decode_batches(reply["records"], min_offset=position,
+        records = decode_batches(fetched.records, min_offset=position,
                                  topic_partition=tp, record_type=ConsumerRecord)
         # After the last batch, not the last record: compaction leaves gaps at batch ends.
-        self._completed.append(_CompletedFetch(tp, records, reply["next_offset"]))
-        self._fetch_positions[tp] = reply["next_offset"]
+        self._completed.append(_CompletedFetch(tp, records, fetched.next_offset))
+        self._fetch_positions[tp] = fetched.next_offset
 
     def close(self) -> None:
         self._closed = True

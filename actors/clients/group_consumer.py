@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
+
 from rafka.actors.clients.assignors import Subscription, resolve_assignor
 from rafka.actors.clients.consumer import Consumer, ConsumerRecord
 from rafka.actors.clients.metadata import MetadataCache
@@ -34,16 +35,18 @@ from rafka.actors.errors import (
     is_retriable,
     raise_for,
 )
+from rafka.actors.messages import FetchedRecords
 from rafka.actors.metrics import ConsumerLag
 from rafka.actors.offsets_topic import (
     OFFSETS_TOPIC,
     ensure_offsets_topic,
     offsets_partition,
 )
+from rafka.common.topic_partition import TopicPartition
+from rafka.common.waiting import wait_until
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.errors import CoordinationError
 from rafka.coordination.groups import GroupStore
-from rafka.coordination.models import TopicPartition
 from rafka.coordination.store import ClusterStore, SessionEvent
 from rafka.coordination.validation import validate_group_id
 from rafka.coordination.watches import ClusterWatches
@@ -318,26 +321,29 @@ class GroupConsumer(Consumer):
         self._maintain()
         if self._suspended or not self._owned:
             # Nothing to read yet: wait for the group to settle, a little at a time.
-            while time.monotonic() < deadline and (self._suspended or not self._owned):
-                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+            def settled() -> bool:
                 self._maintain()
-            if self._suspended or not self._owned:
+                return not self._suspended and bool(self._owned)
+
+            try:
+                wait_until(settled, max(0.0, deadline - time.monotonic()), "the group to settle",
+                           interval_s=0.05)
+            except TimeoutError:
                 return []
         remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
         records = super().poll(remaining_ms, max_records)
         self.lag.update(self._positions)
         return records
 
-    def _on_fetched(self, tp: TopicPartition, reply: dict[str, Any]) -> None:
+    def _on_fetched(self, tp: TopicPartition, reply: FetchedRecords | dict[str, Any]) -> None:
         if not self.lag.on:
             return
         now = time.monotonic()
         if now - self._high_watermark_read_at.get(tp, -LAG_REFRESH_S) < LAG_REFRESH_S:
             return
         self._high_watermark_read_at[tp] = now
-        high_watermark = reply.get("high_watermark")
-        if high_watermark is not None:
-            self.lag.high_watermarks[tp] = high_watermark
+        if isinstance(reply, FetchedRecords):
+            self.lag.high_watermarks[tp] = reply.high_watermark
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions this member owns (and reads) now."""

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import ray
+
 from rafka.actors.clients.group_consumer import GroupConsumer
 
 

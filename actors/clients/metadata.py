@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import ray
+
 from rafka.actors.errors import (
     BrokerUnavailableError,
     LeaderNotAvailableError,
@@ -22,8 +23,8 @@ from rafka.actors.errors import (
     UnknownTopicError,
 )
 from rafka.actors.naming import broker_id_of, broker_name
+from rafka.actors.runtime import named_actors
 from rafka.coordination.validation import validate_topic_name
-from ray.util import list_named_actors
 
 
 class MetadataCache:
@@ -55,13 +56,8 @@ class MetadataCache:
 
     def broker_ids(self) -> list[int]:
         """The brokers whose actors exist in the namespace (alive or being restarted)."""
-        ids = []
-        for entry in list_named_actors(all_namespaces=True):
-            if entry["namespace"] == self.namespace:
-                broker_id = broker_id_of(entry["name"])
-                if broker_id is not None:
-                    ids.append(broker_id)
-        return sorted(ids)
+        found = (broker_id_of(name) for name in named_actors(self.namespace))
+        return sorted(broker_id for broker_id in found if broker_id is not None)
 
     # ------------------------------------------------------------------------ metadata
 

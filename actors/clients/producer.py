@@ -21,6 +21,7 @@ from itertools import groupby, repeat
 from typing import Any, NamedTuple, overload
 
 import ray
+
 from rafka.actors.clients.accumulator import PendingBatch, RecordAccumulator, _payload_size
 from rafka.actors.clients.config import ProducerConfig
 from rafka.actors.clients.metadata import MetadataCache
@@ -37,7 +38,8 @@ from rafka.actors.errors import (
     error_for,
     is_retriable,
 )
-from rafka.actors.messages import PartitionProduce
+from rafka.actors.messages import Appended, PartitionProduce
+from rafka.common.clock import wall_clock_ms
 from rafka.logstore.batch import build_batch, check_headers
 
 log = logging.getLogger(__name__)
@@ -257,7 +259,7 @@ class Producer:
             topic, key, count, partition=partition,
             partitioner=self.config.partitioner, sticky=self._sticky,
         )
-        now = int(time.time() * 1000)
+        now = wall_clock_ms()
         timestamp = now if timestamp_ms is None else timestamp_ms
         future = RecordFuture(topic, partition, timestamp)
         with self._lock:
@@ -296,7 +298,7 @@ class Producer:
         self._check_batch_input(values, keys)
         count = self._partition_count(topic)
         config = self.config
-        now = int(time.time() * 1000)
+        now = wall_clock_ms()
         if keys is not None and keys.count(None) == len(keys):
             keys = None  # keyless after all: the sticky partitioner applies
         if partition is not None or (keys is None and config.partitioner is None):
@@ -435,7 +437,7 @@ class Producer:
             with self._lock:
                 if self._closed and not self._in_flight:
                     return
-                now = int(time.time() * 1000)
+                now = wall_clock_ms()
                 self._bump_epochs()
                 if self._flushing or self._closed:
                     batches = self._accumulator.drain_all(now)
@@ -538,14 +540,14 @@ class Producer:
                     f"request.timeout.ms ({self.config.request_timeout_ms} ms); the record may "
                     "or may not be written"))
 
-    def _complete(self, batch: PendingBatch, reply: dict[str, Any]) -> None:
+    def _complete(self, batch: PendingBatch, reply: Appended | dict[str, Any]) -> None:
         error = error_for(reply)
         if error is None:
             with self._lock:
                 self._accumulator.on_completed(batch)
                 outcome = self._outcomes.pop(batch.batch_id)
                 self._wakeup.notify_all()
-            outcome.complete(reply["base_offset"])
+            outcome.complete(reply.base_offset)
         elif is_retriable(error):
             self.metadata.invalidate(batch.topic)
             if isinstance(error, OutOfOrderSequenceError):
@@ -573,7 +575,7 @@ class Producer:
                          topic, partition, epoch)
 
     def _retry_or_fail(self, batch: PendingBatch, error: BaseException) -> None:
-        now = int(time.time() * 1000)
+        now = wall_clock_ms()
         expired = now - batch.created_ms > (self.config.delivery_timeout_ms or 120_000)
         if batch.attempts > self.config.retries or expired or self._closed:
             self._fail(batch, error)

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import ray
+
 from rafka.actors.config import TopicConfig
 from rafka.actors.controller.elections import elect_leader, elect_preferred_leader, remove_from_isr
 from rafka.actors.controller.events import (
@@ -45,6 +46,8 @@ from rafka.actors.controller.reassignment import (
     next_reassignment_step,
 )
 from rafka.actors.naming import broker_name
+from rafka.common.config import InvalidConfigError
+from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import TopicAdmin, parse_reassignment
 from rafka.coordination.errors import (
     ControllerMovedError,
@@ -58,14 +61,12 @@ from rafka.coordination.models import (
     ControllerFence,
     PartitionState,
     TopicAssignment,
-    TopicPartition,
     Versioned,
 )
 from rafka.coordination.partition_state import PartitionStateStore
 from rafka.coordination.registration import read_brokers
 from rafka.coordination.store import ClusterStore
 from rafka.coordination.watches import ClusterWatches
-from rafka.logstore.errors import InvalidConfigError
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rafka.common.sentinels import NO_LEADER
+
 
 @dataclass(frozen=True)
 class Election:
@@ -21,7 +23,6 @@ class Election:
         return self.leader < 0
 
 
-NO_LEADER = -1
 
 
 def elect_leader(

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import time
 from typing import Any
 
 from rafka.actors.broker_view import BrokerView
@@ -35,9 +34,10 @@ from rafka.actors.group.classic_group import (
     SyncResult,
 )
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic, offsets_partition
+from rafka.common.clock import monotonic_ms
+from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.errors import CoordinationError
 from rafka.coordination.groups import GroupStore
-from rafka.coordination.models import TopicPartition
 from rafka.wire.protocol import Api
 
 log = logging.getLogger(__name__)
@@ -50,9 +50,6 @@ CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host",
 TICK_S = 0.1
 COMMIT_TIMEOUT_MS = 5000
 
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 class GroupCoordinator:
@@ -82,7 +79,7 @@ class GroupCoordinator:
         while True:
             await asyncio.sleep(TICK_S)
             for group_id, group in list(self.groups.items()):
-                self._deliver(group_id, group.tick(now_ms()))
+                self._deliver(group_id, group.tick(monotonic_ms()))
             await self._mark()
 
     async def _mark(self) -> None:
@@ -188,7 +185,7 @@ class GroupCoordinator:
             rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else session_ms,
             protocol_type=request.protocol_type,
             protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
-            now_ms=now_ms())
+            now_ms=monotonic_ms())
         if immediate is not None:
             self._deliver(request.group_id, answers)
             return _join_fields(api, immediate)
@@ -206,7 +203,7 @@ class GroupCoordinator:
             return _sync_fields(SyncResult(request.member_id, error))
         assignments = {a.member_id: bytes(a.assignment) for a in request.assignments or ()}
         immediate, answers = group.sync(request.member_id, request.generation_id, assignments,
-                                        now_ms())
+                                        monotonic_ms())
         if immediate is not None:
             self._deliver(request.group_id, answers)
             return _sync_fields(immediate)
@@ -218,7 +215,7 @@ class GroupCoordinator:
     async def heartbeat(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         error, group = await self._coordinates(request.group_id)
         if group is not None:
-            error = group.heartbeat(request.member_id, request.generation_id, now_ms())
+            error = group.heartbeat(request.member_id, request.generation_id, monotonic_ms())
         return {"throttle_time_ms": 0, "error_code": error}
 
     async def leave_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
@@ -227,7 +224,7 @@ class GroupCoordinator:
         error, group = await self._coordinates(request.group_id)
         errors: dict[str, int] = dict.fromkeys(leaving, error)
         if group is not None:
-            errors, answers = group.leave(leaving, now_ms())
+            errors, answers = group.leave(leaving, monotonic_ms())
             self._deliver(request.group_id, answers)
         response = api.response
         return {"throttle_time_ms": 0,

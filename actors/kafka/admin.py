@@ -12,7 +12,7 @@ Only topics' configs change: a broker's settings are fixed when it starts.
 from __future__ import annotations
 
 import asyncio
-import time
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,6 +20,8 @@ from rafka.actors.broker_view import BrokerView
 from rafka.actors.config import TopicConfig
 from rafka.actors.errors import ErrorCode
 from rafka.actors.topics import alter_topic_config, create_topic
+from rafka.common.config import InvalidConfigError
+from rafka.common.waiting import Deadline, wait_until_async
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.errors import (
     InvalidPartitionsError,
@@ -29,7 +31,6 @@ from rafka.coordination.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from rafka.logstore.errors import InvalidConfigError
 from rafka.wire.protocol import Api
 
 _ERRORS: list[tuple[type[Exception], int]] = [
@@ -54,7 +55,7 @@ DEFAULT_PARTITIONS = 1
 DEFAULT_REPLICATION_FACTOR = 1
 
 
-class TopicAdministration:
+class KafkaAdminHandler:
     """The handlers; `broker` gives the ZooKeeper session and this broker's own settings."""
 
     def __init__(self, broker: BrokerView) -> None:
@@ -96,7 +97,7 @@ class TopicAdministration:
 
     async def delete_topics(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         names = list(request.topic_names or ())
-        deadline = time.monotonic() + max(0, request.timeout_ms) / 1000
+        deadline = Deadline(max(0, request.timeout_ms) / 1000)
         errors: dict[str, tuple[int, str | None]] = {}
         for name in names:
             try:
@@ -107,10 +108,14 @@ class TopicAdministration:
             except Exception as failure:
                 errors[name] = _error_of(failure)
         pending = [name for name, (error, _) in errors.items() if error == 0]
-        while pending and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-            pending = [name for name in pending
-                       if await asyncio.to_thread(self.admin.topic_exists, name)]
+
+        async def all_gone() -> bool:
+            pending[:] = [name for name in pending
+                          if await asyncio.to_thread(self.admin.topic_exists, name)]
+            return not pending
+
+        with contextlib.suppress(TimeoutError):
+            await wait_until_async(all_gone, deadline.remaining_s(), "the topics to go")
         for name in pending:
             errors[name] = (ErrorCode.REQUEST_TIMED_OUT,
                             f"topic {name!r} is being deleted, not yet gone")

@@ -26,11 +26,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
+
 from rafka.actors.broker_view import BrokerView
 from rafka.actors.errors import ErrorCode
 from rafka.actors.group.coordinator import CLIENT_HOST, GroupCoordinator
-from rafka.actors.kafka.admin import TopicAdministration
-from rafka.actors.messages import OffsetQuery, PartitionFetch, PartitionProduce
+from rafka.actors.kafka.admin import KafkaAdminHandler
+from rafka.actors.messages import (
+    Appended,
+    FetchedRecords,
+    OffsetQuery,
+    PartitionFetch,
+    PartitionProduce,
+)
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
 from rafka.logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE
 from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
@@ -66,7 +73,7 @@ class KafkaListener:
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task] = set()
         self.groups = GroupCoordinator(broker, broker.config.group_initial_rebalance_delay_ms)
-        self.topics = TopicAdministration(broker)
+        self.topics = KafkaAdminHandler(broker)
         self._handlers: dict[int, Handler] = {
             ApiKey.Produce: self._produce,
             ApiKey.Fetch: self._fetch,
@@ -265,15 +272,19 @@ class KafkaListener:
         response = api.response
         topics: dict[str, list[Any]] = {}
         for tp, reply in replies.items():
-            error = reply.get("error", 0)
-            high_watermark = reply.get("high_watermark", -1)
+            if isinstance(reply, FetchedRecords):
+                error, high_watermark, log_start_offset = (
+                    0, reply.high_watermark, reply.log_start_offset)
+                records = to_kafka(reply.records) if reply.records else b""
+            else:  # an error: an out-of-range offset still says where the log stands
+                error, high_watermark, log_start_offset, records = (
+                    reply["error"], reply.get("high_watermark", -1),
+                    reply.get("log_start_offset", -1), b"")
             topics.setdefault(tp[0], []).append(
                 response.FetchableTopicResponse.PartitionData(
                     partition_index=tp[1], error_code=error, high_watermark=high_watermark,
-                    last_stable_offset=high_watermark,
-                    log_start_offset=reply.get("log_start_offset", -1),
-                    aborted_transactions=[], preferred_read_replica=-1,
-                    records=to_kafka(reply["records"]) if reply.get("records") else b""))
+                    last_stable_offset=high_watermark, log_start_offset=log_start_offset,
+                    aborted_transactions=[], preferred_read_replica=-1, records=records))
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
                 "responses": [response.FetchableTopicResponse(topic=name, partitions=answers)
                               for name, answers in topics.items()]}
@@ -333,17 +344,17 @@ def _produce_response(api: Api, errors: dict[tuple[str, int], tuple[int, str]],
     response = api.response.TopicProduceResponse
     topics: dict[str, list[Any]] = {}
     for tp in sorted({*errors, *replies}):
-        if tp in errors:
-            code, message = errors[tp]
-            reply: dict[str, Any] = {"error": code, "message": message}
+        reply = replies.get(tp)
+        if isinstance(reply, Appended):
+            answer = {"error_code": 0, "base_offset": reply.base_offset,
+                      "log_append_time_ms": reply.log_append_time,
+                      "log_start_offset": reply.log_start_offset, "error_message": None}
         else:
-            reply = replies[tp]
+            code, message = errors[tp] if tp in errors else (reply["error"], reply.get("message"))
+            answer = {"error_code": code, "base_offset": -1, "log_append_time_ms": -1,
+                      "log_start_offset": -1, "error_message": message}
         topics.setdefault(tp[0], []).append(response.PartitionProduceResponse(
-            index=tp[1], error_code=reply.get("error", 0),
-            base_offset=reply.get("base_offset", -1),
-            log_append_time_ms=reply.get("log_append_time", -1),
-            log_start_offset=reply.get("log_start_offset", -1), record_errors=[],
-            error_message=reply.get("message") if reply.get("error") else None))
+            index=tp[1], record_errors=[], **answer))
     return {"throttle_time_ms": 0,
             "responses": [response(name=name, partition_responses=parts)
                           for name, parts in topics.items()]}

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
 from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
 from rafka.actors.controller.controller import Controller
@@ -29,6 +31,8 @@ from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.messages import IsrChange, LeaderAndIsrRequest
 from rafka.actors.naming import broker_name, partition_log_dir, replica_host_name
 from rafka.actors.server.replica_host import ReplicaHostActor
+from rafka.common.topic_partition import TopicPartition
+from rafka.common.waiting import wait_until_async
 from rafka.coordination import layout
 from rafka.coordination.election import ControllerElection
 from rafka.coordination.errors import (
@@ -37,12 +41,11 @@ from rafka.coordination.errors import (
     StaleVersionError,
     ZNodeExistsError,
 )
-from rafka.coordination.models import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
+from rafka.coordination.models import BrokerInfo, PartitionState, TopicAssignment
 from rafka.coordination.partition_state import PartitionStateStore
 from rafka.coordination.registration import BrokerRegistration, read_brokers
 from rafka.coordination.store import ClusterStore, SessionEvent
 from rafka.wire.listeners import Listener, parse_listener
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 if TYPE_CHECKING:
     from rafka.actors.kafka.listener import KafkaListener
@@ -334,12 +337,12 @@ class Broker:
         controller does not send its LeaderAndIsr twice, so refusing it then would leave the
         replicas fenced (the broker cut off from ZooKeeper and back never rejoined an ISR).
         """
-        deadline = time.monotonic() + timeout_s
-        while self.registration is None or not self.registration.registered:
-            if time.monotonic() > deadline:
-                return False
-            await asyncio.sleep(0.05)
-        return True
+        try:
+            return await wait_until_async(
+                lambda: self.registration is not None and self.registration.registered,
+                timeout_s, "this broker's own registration", interval_s=0.05)
+        except TimeoutError:
+            return False
 
     async def _apply_on_hosts(
         self, by_host: dict[str, list[LeaderAndIsrRequest]]

@@ -24,7 +24,7 @@ import time
 
 from rafka.actors.messages import ReplicaFetchPartition
 from rafka.actors.server.replication import FetchClock
-from rafka.coordination.models import TopicPartition
+from rafka.common.topic_partition import TopicPartition
 
 
 class FetchSession:

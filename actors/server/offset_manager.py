@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rafka.actors.messages import Appended
 from rafka.actors.offsets_topic import OffsetAndMetadata, decode_commit, encode_commit
-from rafka.actors.server.replica import LEADER, PartitionReplica, now_ms
+from rafka.actors.server.replica import LEADER, PartitionReplica
+from rafka.common.clock import wall_clock_ms
 from rafka.logstore.batch import build_batch, decode_batches
 
 
@@ -78,17 +80,18 @@ class OffsetManager:
         """Store a group's offsets `[[topic, partition, offset, metadata], ...]`."""
         if not self.serving:
             return self.replica.not_leader()
-        now = now_ms()
+        now = wall_clock_ms()
         records = []
         for topic, partition, offset, metadata in offsets:
             key, value = encode_commit(group, topic, partition,
                                        OffsetAndMetadata(offset, metadata or "", now))
             records.append((key, value, now, None))
         reply = await self.replica.produce(build_batch(records), acks=-1, timeout_ms=timeout_ms)
-        if not reply.get("error"):
-            for key, value, _timestamp, _headers in records:
-                self.cache.apply(key, value)
-        return reply
+        if not isinstance(reply, Appended):
+            return reply
+        for key, value, _timestamp, _headers in records:
+            self.cache.apply(key, value)
+        return {"error": 0}
 
     def fetch(self, group: str, partitions: list[list[Any]] | None = None) -> dict[str, Any]:
         """A group's committed offsets, from the cache: `[[topic, partition, offset, meta]]`."""

@@ -27,12 +27,7 @@ from typing import Any, Protocol
 
 from rafka.actors.config import BrokerConfig, TopicConfig
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.messages import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    LeaderAndIsrRequest,
-    ReplicaRole,
-)
+from rafka.actors.messages import Appended, FetchedRecords, LeaderAndIsrRequest, ReplicaRole
 from rafka.actors.metrics import ReplicaMetrics
 from rafka.actors.server.replication import (
     AcksAllOutcome,
@@ -42,7 +37,9 @@ from rafka.actors.server.replication import (
     acks_all_outcome,
     apply_leader_and_isr,
 )
-from rafka.coordination.models import TopicPartition
+from rafka.common.clock import wall_clock_ms
+from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.batch import validate_batches
 from rafka.logstore.errors import (
     CorruptRecordError,
@@ -71,9 +68,6 @@ class ChangeListener(Protocol):
 
     def changed(self, replica: PartitionReplica) -> None: ...
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class PartitionReplica:
@@ -115,7 +109,7 @@ class PartitionReplica:
         self._changed: asyncio.Event | None = None
         self.listeners: set[ChangeListener] = set()
         self._isr_write: asyncio.Task | None = None
-        self.next_maintenance_ms = now_ms() + self._maintenance_interval_ms()
+        self.next_maintenance_ms = wall_clock_ms() + self._maintenance_interval_ms()
         self.metrics = ReplicaMetrics(topic, partition, broker_id)
 
     # ------------------------------------------------------------------ waiting and waking
@@ -201,7 +195,7 @@ class PartitionReplica:
             self.leader_epoch,
             log_end_offset=self.log.log_end_offset,
             high_watermark=self.log.high_watermark,
-            now_ms=now_ms(),
+            now_ms=wall_clock_ms(),
         )
         self._advance_high_watermark()
         self._report_under_replicated()
@@ -239,7 +233,9 @@ class PartitionReplica:
             self.log.high_watermark = state.high_watermark
             self.notify()
 
-    async def produce(self, records: bytes, acks: int = -1, timeout_ms: int = 30_000) -> dict:
+    async def produce(
+        self, records: bytes, acks: int = -1, timeout_ms: int = 30_000
+    ) -> Appended | dict[str, Any]:
         """Append one producer batch (or several) as leader; reply with the base offset."""
         started = time.perf_counter()
         reply = await self._produce(records, acks, timeout_ms)
@@ -247,7 +243,9 @@ class PartitionReplica:
         self.metrics.produce_latency((time.perf_counter() - started) * 1000)
         return reply
 
-    async def _produce(self, records: bytes, acks: int, timeout_ms: int) -> dict:
+    async def _produce(
+        self, records: bytes, acks: int, timeout_ms: int
+    ) -> Appended | dict[str, Any]:
         if not isinstance(timeout_ms, (int, float)):
             # Before the append: acks=all would only trip on it afterwards, batch in the log.
             raise TypeError(f"timeout_ms must be a number, got {type(timeout_ms).__name__}")
@@ -346,10 +344,8 @@ class PartitionReplica:
 
     async def _acknowledge(
         self, acks: int, first: int, last: int, append_time_ms: int, timeout_ms: int
-    ) -> dict:
-        reply = {"error": 0, "base_offset": first, "last_offset": last,
-                 "log_append_time": append_time_ms,
-                 "log_start_offset": self.log.log_start_offset}
+    ) -> Appended | dict[str, Any]:
+        reply = Appended(first, last, append_time_ms, self.log.log_start_offset)
         if acks != -1:
             return reply
         epoch = self.leader_epoch
@@ -397,7 +393,9 @@ class PartitionReplica:
                                      f"{self.leader_epoch}", leader=self.leader_id)
         return None
 
-    def read(self, offset: int, max_bytes: int, *, follower: bool) -> dict[str, Any]:
+    def read(
+        self, offset: int, max_bytes: int, *, follower: bool
+    ) -> FetchedRecords | dict[str, Any]:
         """Whole batches from `offset`: up to the high watermark for consumers, up to the log
         end for followers. Never waits: the host's fetch waits across partitions."""
         if self.role != LEADER:
@@ -417,22 +415,14 @@ class PartitionReplica:
                 log_end_offset=self.log.log_end_offset,
                 high_watermark=self.log.high_watermark,
             )
-        return {
-            "error": 0,
-            "records": data.records,
-            "next_offset": data.next_offset,
-            "high_watermark": self.log.high_watermark,
-            "log_start_offset": data.log_start_offset,
-            "log_end_offset": data.log_end_offset,
-        }
+        return FetchedRecords(data.records, data.next_offset, self.log.high_watermark,
+                              data.log_start_offset, data.log_end_offset)
 
-    def nothing_at(self, offset: int) -> dict[str, Any]:
+    def nothing_at(self, offset: int) -> FetchedRecords:
         """A fetch reply with no records for `offset`, with where the log stands."""
         log_ = self.log
-        return {"error": 0, "records": b"", "next_offset": offset,
-                "high_watermark": log_.high_watermark,
-                "log_start_offset": log_.log_start_offset,
-                "log_end_offset": log_.log_end_offset}
+        return FetchedRecords(b"", offset, log_.high_watermark, log_.log_start_offset,
+                              log_.log_end_offset)
 
     def record_follower_fetch(
         self, follower_id: int, offset: int, clock: FetchClock | None = None
@@ -441,7 +431,7 @@ class PartitionReplica:
         state = self.leader_state
         if state is None:
             return
-        state.record_follower_fetch(follower_id, offset, self.log.log_end_offset, now_ms(),
+        state.record_follower_fetch(follower_id, offset, self.log.log_end_offset, wall_clock_ms(),
                                     clock)
         self._advance_high_watermark()
         self.maybe_expand_isr()
@@ -542,12 +532,12 @@ class PartitionReplica:
 
     # ---------------------------------------------------------------------- follower side
 
-    def append_from_leader(self, reply: dict[str, Any]) -> None:
+    def append_from_leader(self, fetched: FetchedRecords) -> None:
         """What the leader sent for this partition: records up to its log end, and its high
         watermark, which is how a follower learns it (as in Kafka)."""
-        if reply["records"]:
-            self.log.append_as_follower(reply["records"])
-        self.log.high_watermark = min(reply["high_watermark"], self.log.log_end_offset)
+        if fetched.records:
+            self.log.append_as_follower(fetched.records)
+        self.log.high_watermark = min(fetched.high_watermark, self.log.log_end_offset)
         self.notify()
 
     # ------------------------------------------------------------------------ both sides
@@ -564,7 +554,7 @@ class PartitionReplica:
         # Retention and compaction by the new settings at the host's next turn (within a
         # second), not after the interval the old ones set: a user who shortens retention.ms
         # sees old segments go.
-        self.next_maintenance_ms = now_ms()
+        self.next_maintenance_ms = wall_clock_ms()
         return True
 
     def _maintenance_interval_ms(self) -> int:

@@ -26,10 +26,10 @@ from typing import Any
 
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import ErrorCode
-from rafka.actors.messages import EpochQuery, ReplicaFetchPartition
+from rafka.actors.messages import EpochQuery, FetchedRecords, ReplicaFetchPartition
 from rafka.actors.server.replica import FOLLOWER, PartitionReplica
 from rafka.actors.server.replication import follower_truncation
-from rafka.coordination.models import TopicPartition
+from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.errors import LogStoreError
 
 log = logging.getLogger(__name__)
@@ -151,9 +151,9 @@ class ReplicaFetcher:
                 self._to_list.discard(tp)
                 if tp in self.partitions:
                     self._in_session.add(tp)
-            for topic, partition, answer in reply["partitions"]:
-                tp = TopicPartition(topic, partition)
-                self._apply(tp, answer)
+            for answer in reply["partitions"]:
+                tp = TopicPartition(answer.topic, answer.partition)
+                self._apply(tp, answer.fetch_offset, answer.reply)
                 if tp in self.partitions:
                     self._to_list.add(tp)  # answered: listed again, with where it is now
 
@@ -180,31 +180,30 @@ class ReplicaFetcher:
             self._to_list.clear()
         return listing
 
-    def _apply(self, tp: TopicPartition, reply: dict[str, Any]) -> None:
+    def _apply(self, tp: TopicPartition, fetch_offset: int,
+               reply: FetchedRecords | dict[str, Any]) -> None:
         following = self.partitions.get(tp)
         if following is None or not following.current:
             return
         replica = following.replica
-        if replica.log.log_end_offset != reply.get("fetch_offset"):
+        if replica.log.log_end_offset != fetch_offset:
             return  # truncated meanwhile: this reply was read for an offset we left
-        code = reply.get("error", 0)
-        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+        if isinstance(reply, FetchedRecords):
+            try:
+                replica.append_from_leader(reply)
+            except LogStoreError as error:
+                log.warning("%s-%d on broker %d could not append what its leader sent (%s): "
+                            "truncating and fetching again", tp.topic, tp.partition,
+                            self.broker_id, error)
+                self._untruncated.add(tp)
+            return
+        if reply["error"] == ErrorCode.OFFSET_OUT_OF_RANGE:
             if replica.log.log_end_offset < reply["log_start_offset"]:
                 replica.log.truncate_fully_and_start_at(reply["log_start_offset"])
             else:
                 self._untruncated.add(tp)
             return
-        if code:
-            following.backoff_until = (time.monotonic()
-                                       + self.config.replica_fetch_backoff_ms / 1000)
-            return
-        try:
-            replica.append_from_leader(reply)
-        except LogStoreError as error:
-            log.warning("%s-%d on broker %d could not append what its leader sent (%s): "
-                        "truncating and fetching again", tp.topic, tp.partition,
-                        self.broker_id, error)
-            self._untruncated.add(tp)
+        following.backoff_until = time.monotonic() + self.config.replica_fetch_backoff_ms / 1000
 
     async def _truncate(self, leader: Any) -> None:
         """KIP-101 for every partition that has just started following: one request a round."""

@@ -30,24 +30,28 @@ from pathlib import Path
 from typing import Any
 
 import ray
+
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.messages import (
     EpochQuery,
+    FetchedRecords,
     IsrChange,
     LeaderAndIsrRequest,
     OffsetQuery,
     PartitionFetch,
     PartitionProduce,
+    ReplicaFetchAnswer,
     ReplicaFetchPartition,
 )
 from rafka.actors.naming import broker_name, partition_log_dir
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
 from rafka.actors.server.fetch_session import FetchSession
 from rafka.actors.server.offset_manager import OffsetManager
-from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica, now_ms
+from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica
 from rafka.actors.server.replica_fetcher import ReplicaFetcher
-from rafka.coordination.models import TopicPartition
+from rafka.common.clock import wall_clock_ms
+from rafka.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -294,7 +298,7 @@ class ReplicaHost:
         next_checkpoint = time.monotonic() + HIGH_WATERMARK_CHECKPOINT_INTERVAL_S
         while True:
             await asyncio.sleep(interval_s)
-            now = now_ms()
+            now = wall_clock_ms()
             for replica in [r for r in self.replicas.values() if r.role == LEADER]:
                 try:
                     lagging = replica.followers_to_remove(now)
@@ -364,13 +368,13 @@ class ReplicaHost:
         max_wait_ms: int = 0,
         min_bytes: int = 1,
         max_bytes: int = 52_428_800,
-    ) -> list[dict[str, Any]]:
+    ) -> list[FetchedRecords | dict[str, Any]]:
         """A consumer's fetch: whole batches of each partition from its offset, up to the high
         watermark; waits up to `max_wait_ms` until `min_bytes` are there in all, waking when
         a partition's high watermark, role or leader epoch changes."""
         started = time.perf_counter()
         replicas = [self.replicas.get(TopicPartition(r.topic, r.partition)) for r in requests]
-        replies: list[dict[str, Any]] = []
+        replies: list[FetchedRecords | dict[str, Any]] = []
         budget = max_bytes
         for request, replica in zip(requests, replicas, strict=True):
             if replica is None:
@@ -380,7 +384,7 @@ class ReplicaHost:
                 replies.append(replica.nothing_at(request.offset))
             else:
                 replies.append(replica.read(request.offset, request.max_bytes, follower=False))
-                budget -= len(replies[-1].get("records") or b"")
+                budget -= _size(replies[-1])
         total = max_bytes - budget
         live = [(index, replica) for index, replica in enumerate(replicas) if replica is not None]
         if total < min_bytes and live and max_wait_ms > 0:
@@ -393,7 +397,7 @@ class ReplicaHost:
 
     async def _wait_for_consumer_records(
         self, requests: list[PartitionFetch], live: list[tuple[int, PartitionReplica]],
-        replies: list[dict[str, Any]], max_wait_ms: int, missing_bytes: int,
+        replies: list[FetchedRecords | dict[str, Any]], max_wait_ms: int, missing_bytes: int,
     ) -> None:
         """Wait until `missing_bytes` more can be read (or an error is news), reading again
         only the partitions that changed."""
@@ -419,9 +423,9 @@ class ReplicaHost:
                     request = requests[index]
                     replies[index] = replica.read(request.offset, request.max_bytes,
                                                   follower=False)
-                    missing_bytes -= len(replies[index].get("records") or b"")
-                    if replies[index].get("error"):
+                    if not isinstance(replies[index], FetchedRecords):
                         return  # an error is news: answer now
+                    missing_bytes -= _size(replies[index])
 
     def _count_served(self, served, started: float, *, follower: bool) -> None:
         """Metrics of a fetch, from `(partition, fetch offset, reply)` of each partition.
@@ -435,14 +439,14 @@ class ReplicaHost:
         timed: set[str] = set()
         for tp, fetch_offset, reply in served:
             replica = self.replicas.get(tp)
-            if replica is None or reply.get("error"):
+            if replica is None or not isinstance(reply, FetchedRecords):
                 continue
             if tp.topic not in timed:
                 timed.add(tp.topic)
                 replica.metrics.fetch_latency(follower, elapsed_ms)
-            if reply["records"]:
-                replica.metrics.fetched(follower, reply["next_offset"] - fetch_offset,
-                                        len(reply["records"]))
+            if reply.records:
+                replica.metrics.fetched(follower, reply.next_offset - fetch_offset,
+                                        len(reply.records))
 
     async def replica_fetch(
         self,
@@ -475,7 +479,7 @@ class ReplicaHost:
             return error_reply(ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                                f"no fetch session {session_id} of broker {follower_id} here: "
                                "start a new one with a full fetch")
-        session.touch(now_ms())
+        session.touch(wall_clock_ms())
         for topic, partition in removed:
             tp = TopicPartition(topic, partition)
             session.remove(tp)
@@ -487,7 +491,8 @@ class ReplicaHost:
             if replica is not None and replica.check_leader_epoch(request.leader_epoch) is None:
                 replica.record_follower_fetch(follower_id, request.offset, session.clock)
 
-        answers: dict[TopicPartition, dict[str, Any]] = {}
+        # Each partition's answer, with the fetch offset it was read for.
+        answers: dict[TopicPartition, tuple[int, FetchedRecords | dict[str, Any]]] = {}
         watermark_news: set[TopicPartition] = set()
         budget = max_bytes
         deadline = time.monotonic() + max_wait_ms / 1000
@@ -495,16 +500,17 @@ class ReplicaHost:
             for tp, request in session.take_dirty():
                 replica = self.replicas.get(tp)
                 if replica is None:
-                    answers[tp] = _unknown_partition(self.broker_id, tp.topic, tp.partition)
+                    answers[tp] = (request.offset, _unknown_partition(
+                        self.broker_id, tp.topic, tp.partition))
                 elif (refused := replica.check_leader_epoch(request.leader_epoch)) is not None:
-                    answers[tp] = refused
+                    answers[tp] = (request.offset, refused)
                 elif request.offset != replica.log.log_end_offset:
                     if budget <= 0:
                         session.dirty.add(tp)  # the next fetch brings it
                         continue
-                    answers[tp] = replica.read(request.offset, partition_max_bytes,
-                                               follower=True)
-                    budget -= len(answers[tp].get("records") or b"")
+                    answers[tp] = (request.offset, replica.read(
+                        request.offset, partition_max_bytes, follower=True))
+                    budget -= _size(answers[tp][1])
                 elif replica.log.high_watermark != request.high_watermark:
                     # News, but not worth an answer of its own: a follower learns the high
                     # watermark with its next records, as in Kafka, or when the wait is over.
@@ -512,7 +518,6 @@ class ReplicaHost:
                     continue
                 else:
                     continue
-                answers[tp]["fetch_offset"] = request.offset
                 session.answered(tp)
             remaining = deadline - time.monotonic()
             if answers or remaining <= 0 or session.woken:
@@ -525,13 +530,14 @@ class ReplicaHost:
             request, replica = session.listed.get(tp), self.replicas.get(tp)
             if request is None or replica is None:
                 continue
-            answers[tp] = {**replica.nothing_at(request.offset), "fetch_offset": request.offset}
+            answers[tp] = (request.offset, replica.nothing_at(request.offset))
             session.answered(tp)
         session.woken = False
-        self._count_served(((tp, reply["fetch_offset"], reply) for tp, reply in answers.items()),
+        self._count_served(((tp, offset, reply) for tp, (offset, reply) in answers.items()),
                            started, follower=True)
-        return {"error": 0,
-                "partitions": [(tp.topic, tp.partition, reply) for tp, reply in answers.items()]}
+        return {"error": 0, "partitions": [
+            ReplicaFetchAnswer(tp.topic, tp.partition, offset, reply)
+            for tp, (offset, reply) in answers.items()]}
 
     async def wake_session(self, follower_id: int, session_id: int) -> None:
         """The follower has a new partition to list: answer its waiting fetch now."""
@@ -624,3 +630,8 @@ def _checkpoint_high_watermarks(logs: list[Any]) -> None:
 
 
 ReplicaHostActor = ray.remote(num_cpus=0, max_concurrency=1000)(ReplicaHost)
+
+
+def _size(reply: FetchedRecords | dict[str, Any]) -> int:
+    """The bytes of records a partition's fetch reply carries (an error carries none)."""
+    return len(reply.records) if isinstance(reply, FetchedRecords) else 0

@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from rafka.actors.messages import LeaderAndIsrRequest, ReplicaRole
-
-UNDEFINED_EPOCH = -1
-UNDEFINED_OFFSET = -1
+from rafka.common.sentinels import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 
 
 @dataclass

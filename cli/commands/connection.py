@@ -16,15 +16,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import ray
+
 from rafka.actors.cluster import Cluster
 from rafka.actors.naming import cluster_namespace
-from rafka.actors.runtime import init_ray
+from rafka.actors.runtime import init_ray, named_actors
 from rafka.cli.commands import state as cluster_state
 from rafka.cli.commands.arguments import add_name_option
 from rafka.cli.commands.errors import CliError
 from rafka.coordination.embedded import ZooKeeperAddress
 from rafka.coordination.errors import InvalidZooKeeperAddressError, ZooKeeperUnavailableError
-from ray.util import list_named_actors
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
@@ -150,9 +150,7 @@ def connect(args: argparse.Namespace) -> Cluster:
 
 def cluster_actor_names(name: str) -> list[str]:
     """The named actors of cluster `name` in Ray: `broker-<id>`, `replica-...`."""
-    namespace = cluster_namespace(name)
-    return sorted(entry["name"] for entry in list_named_actors(all_namespaces=True)
-                  if entry["namespace"] == namespace)
+    return named_actors(cluster_namespace(name))
 
 
 def kill_cluster_actors(name: str) -> list[str]:

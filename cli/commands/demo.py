@@ -11,6 +11,7 @@ import argparse
 import time
 
 import ray
+
 from rafka.actors.cluster import Cluster
 from rafka.actors.runtime import init_ray
 from rafka.cli.commands.output import table

@@ -13,6 +13,7 @@ import argparse
 import sys
 
 import ray
+
 from rafka.actors.cluster import Cluster
 from rafka.actors.naming import broker_id_of
 from rafka.actors.stack import RayHead

@@ -6,7 +6,6 @@ line on stderr that says what to do, and exit code 1; only a bug shows a Python 
 
 from __future__ import annotations
 
-from rafka.actors.clients.config import InvalidConfigError as InvalidClientConfigError
 from rafka.actors.errors import InvalidConfigError, RafkaError
 from rafka.actors.stack import RayHeadError
 from rafka.coordination.errors import CoordinationError, InvalidTopicError
@@ -30,8 +29,7 @@ class CliError(Exception):
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     CoordinationError,
     RafkaError,
-    InvalidConfigError,
-    InvalidClientConfigError,
+    InvalidConfigError,  # a topic's, a broker's or a client's
     RayHeadError,
 )
 

@@ -15,9 +15,10 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
-from rafka.cli.commands.errors import CliError
 from rich.console import Console
 from rich.table import Table
+
+from rafka.cli.commands.errors import CliError
 
 _data: TextIO | None = None
 

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import ray
+
 from rafka.actors.cluster import Cluster
 from rafka.cli.commands.connection import add_connection_options, connected
 from rafka.cli.commands.output import echo, table

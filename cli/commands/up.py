@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.exceptions import GetTimeoutError
+
 from rafka.actors.cluster import Cluster
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import RequestTimedOutError
@@ -32,6 +34,7 @@ from rafka.cli.commands.connection import (
 from rafka.cli.commands.errors import CliError
 from rafka.cli.commands.output import add_key_value_option, echo, key_values
 from rafka.cli.commands.progress import Progress, wait_with_spinner
+from rafka.common.waiting import wait_until
 from rafka.coordination.embedded import (
     EmbeddedZooKeeper,
     find_java,
@@ -40,7 +43,6 @@ from rafka.coordination.embedded import (
 )
 from rafka.coordination.errors import InvalidTopicError
 from rafka.coordination.validation import validate_topic_name
-from ray.exceptions import GetTimeoutError
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -204,18 +206,21 @@ def _start_zookeeper(data_dir: Path, host: str) -> EmbeddedZooKeeper:
 
 def _wait_for_resource(resource: str, brokers: int, timeout_s: float) -> None:
     """Wait until the Ray cluster offers a unit of `resource` per broker (nodes still joining)."""
-    deadline = time.monotonic() + timeout_s
     with Progress(f"waiting for {brokers} nodes with {resource}", total=brokers,
                   unit="nodes") as progress:
-        while (available := int(ray.cluster_resources().get(resource, 0))) < brokers:
+
+        def enough() -> bool:
+            available = int(ray.cluster_resources().get(resource, 0))
             progress.update(available - progress.count)
-            if time.monotonic() > deadline:
-                raise CliError(f"the Ray cluster offers {available} unit(s) of {resource!r} "
-                               f"after {timeout_s:.0f} s, and {brokers} brokers need one each: "
-                               f"start more nodes with --resources='{{\"{resource}\": 1}}', "
-                               f"or lower --brokers")
-            time.sleep(1)
-        progress.update(available - progress.count)
+            return available >= brokers
+
+        try:
+            wait_until(enough, timeout_s, f"{brokers} units of {resource}", interval_s=1)
+        except TimeoutError:
+            raise CliError(f"the Ray cluster offers {progress.count} unit(s) of {resource!r} "
+                           f"after {timeout_s:.0f} s, and {brokers} brokers need one each: "
+                           f"start more nodes with --resources='{{\"{resource}\": 1}}', "
+                           f"or lower --brokers") from None
 
 
 def _undo(name: str, zookeeper: EmbeddedZooKeeper | None, head: RayHead | None,

@@ -1,8 +1,7 @@
 """A click stream, end to end: producers write page views, a consumer group of two reads them,
 Spark aggregates views per page, and the aggregates go back to a topic.
 
-    from rafka.actors.cluster import Cluster
-    from rafka.pipelines.spark import start_spark
+    from rafka import Cluster, start_spark
     from rafka.pipelines.examples.clickstream import run
     summary = run(Cluster.start(brokers=3), start_spark())
 """
@@ -18,7 +17,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+
 from rafka.actors.cluster import Cluster
+from rafka.common.clock import wall_clock_ms
 from rafka.pipelines.decode import json_values
 from rafka.pipelines.topics import read_topic, write_topic
 
@@ -35,7 +36,7 @@ def _quiet(_stage: str, _done: int, _total: int) -> None:
 def click_events(count: int, seed: int = 7) -> list[dict[str, Any]]:
     """A realistic-looking stream: a few heavy users, popular pages, skewed dwell times."""
     rng = random.Random(seed)
-    start = int(time.time() * 1000)
+    start = wall_clock_ms()
     users = [f"user-{i:04d}" for i in range(500)]
     weights = [1 / (rank + 1) for rank in range(len(PAGES))]  # Zipf-like popularity
     events = []

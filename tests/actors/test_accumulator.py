@@ -7,6 +7,7 @@ from collections import defaultdict
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rafka.actors.clients.accumulator import (
     BATCH_OVERHEAD_BYTES,
     RECORD_OVERHEAD_BYTES,

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rafka.actors.clients.assignors import (
     PartitionAssignor,
     RangeAssignor,
     RoundRobinAssignor,
     StickyAssignor,
     Subscription,
-    TopicPartition,
     additions,
     interim_assignment,
     range_assign,
@@ -26,6 +26,7 @@ from rafka.actors.clients.assignors import (
     sticky_assign,
     validate_assignment,
 )
+from rafka.common.topic_partition import TopicPartition
 
 
 def tp(topic: str, partition: int) -> TopicPartition:

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rafka.actors.clients.config import ConsumerConfig, InvalidConfigError, ProducerConfig
+
+from rafka.actors.clients.config import ConsumerConfig, ProducerConfig
+from rafka.common.config import InvalidConfigError
 
 
 def test_producer_defaults_are_kafkas_except_linger_and_batch_size() -> None:

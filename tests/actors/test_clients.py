@@ -10,6 +10,8 @@ from collections import defaultdict
 
 import pytest
 import ray
+
+from rafka import Cluster
 from rafka.actors.clients.partitioner import default_partition
 from rafka.actors.errors import (
     BufferExhaustedError,
@@ -21,11 +23,8 @@ from rafka.actors.errors import (
     raise_for,
 )
 from rafka.logstore.batch import build_batch, decode_batches
-
-from rafka import Cluster
-
-from ..conftest import cluster_of_its_own
-from ..replicas import ReplicaOnHost
+from tests.support.cluster import cluster_of_its_own
+from tests.support.replicas import ReplicaOnHost
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +194,7 @@ def test_the_leader_refuses_bad_batches_and_changes_nothing(shared: Cluster) -> 
     reply = replica.produce(good, 7)
     assert reply["error"] == ErrorCode.INVALID_REQUIRED_ACKS
     assert replica.describe()["log_end_offset"] == 0
-    assert raise_for(replica.produce(good, 1))["base_offset"] == 0
+    assert raise_for(replica.produce(good, 1)).base_offset == 0
 
 
 def test_a_retried_idempotent_batch_is_acknowledged_but_not_appended_twice(
@@ -208,7 +207,7 @@ def test_a_retried_idempotent_batch_is_acknowledged_but_not_appended_twice(
     batch = build_batch(records, producer_id=42, producer_epoch=0, base_sequence=0)
     first = raise_for(replica.produce(batch, -1))
     retry = raise_for(replica.produce(batch, -1))
-    assert retry["base_offset"] == first["base_offset"] == 0
+    assert retry.base_offset == first.base_offset == 0
     assert replica.describe()["log_end_offset"] == 10
 
 
@@ -225,10 +224,10 @@ def test_the_leader_appends_idempotent_batches_in_sequence_order_whatever_the_ar
     later = replica.produce_async(second, 1)  # arrives first
     time.sleep(0.2)
     earlier = replica.produce_async(first, 1)
-    assert raise_for(ray.get(earlier)[0])["base_offset"] == 0
-    assert raise_for(ray.get(later)[0])["base_offset"] == 5
+    assert raise_for(ray.get(earlier)[0]).base_offset == 0
+    assert raise_for(ray.get(later)[0]).base_offset == 5
     reply = replica.fetch(0, 1 << 20)
-    assert [r.value for r in decode_batches(reply["records"])] == [b"first"] * 5 + [b"second"] * 5
+    assert [r.value for r in decode_batches(reply.records)] == [b"first"] * 5 + [b"second"] * 5
 
 
 def test_consumer_seeks_rewinds_skips_and_reads_offsets(shared: Cluster) -> None:

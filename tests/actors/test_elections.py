@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from rafka.actors.controller.elections import (
-    NO_LEADER,
-    elect_leader,
-    elect_preferred_leader,
-    remove_from_isr,
-)
+
+from rafka.actors.controller.elections import elect_leader, elect_preferred_leader, remove_from_isr
+from rafka.common.sentinels import NO_LEADER
 
 
 def test_election_picks_the_first_live_isr_member_in_assignment_order() -> None:

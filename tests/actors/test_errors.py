@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import ray.exceptions
+
 from rafka.actors.errors import (
     CorruptRecordError,
     ErrorCode,

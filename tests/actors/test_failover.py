@@ -7,11 +7,12 @@ import os
 import signal
 import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 import ray
+
+from rafka import Cluster
 from rafka.actors.errors import (
     BrokerUnavailableError,
     ErrorCode,
@@ -19,91 +20,11 @@ from rafka.actors.errors import (
     raise_for,
 )
 from rafka.logstore.batch import build_batch, decode_batches
-
-from rafka import Cluster
-
-from ..replicas import ReplicaOnHost
-from .conftest import expire_broker_session, partition_state, wait_until
-
-
-def read_everything(cluster: Cluster, topic: str, timeout_s: float = 60) -> list:
-    """Every record below each partition's high watermark, read after the dust settled."""
-    consumer = cluster.consumer([topic], auto_offset_reset="earliest")
-    ends = consumer.end_offsets(sorted(consumer.assignment()))
-    records = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        records += consumer.poll(500)
-        positions = {tp: consumer.position(*tp) for tp in ends}
-        if all(positions[tp] >= end for tp, end in ends.items()):
-            break
-    consumer.close()
-    return records
-
-
-def check_acknowledged(acknowledged: dict[tuple[int, int], bytes], records: list) -> None:
-    """No acknowledged write lost or moved; no value twice; order per partition kept."""
-    stored = {(r.partition, r.offset): r.value for r in records}
-    lost = {key: value for key, value in acknowledged.items() if stored.get(key) != value}
-    assert not lost, f"{len(lost)} acknowledged records lost or changed, e.g. {list(lost)[:5]}"
-    values = [r.value for r in records]
-    assert len(values) == len(set(values)), "a record appears twice"
-    by_partition = defaultdict(list)
-    for record in records:
-        by_partition[record.partition].append(int(record.value.split(b"-")[1]))
-    for partition, sequence in by_partition.items():
-        assert sequence == sorted(sequence), f"partition {partition} out of order"
-
-
-class Workload:
-    """A producer thread writing numbered records (acks=all, idempotent) until stopped."""
-
-    def __init__(self, cluster: Cluster, topic: str, **producer_options: object) -> None:
-        self.producer = cluster.producer(**{"acks": "all", "linger_ms": 2,
-                                            "retry_backoff_ms": 50, **producer_options})
-        self.topic = topic
-        self.acknowledged: dict[tuple[int, int], bytes] = {}
-        self.failed = 0
-        self.errors: list[BaseException] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        i = 0
-        pending = []
-        while not self._stop.is_set():
-            for _ in range(50):
-                value = f"{i // 1000}-{i}".encode()
-                pending.append((value, self.producer.send(self.topic, value=value,
-                                                          key=str(i % 13).encode())))
-                i += 1
-            time.sleep(0.005)
-            pending = self._settle(pending, wait=False)
-        self._settle(pending, wait=True)
-
-    def _settle(self, pending, wait: bool):
-        left = []
-        for value, future in pending:
-            if not wait and not future.done():
-                left.append((value, future))
-                continue
-            try:
-                meta = future.result(120)
-            except Exception as error:
-                self.failed += 1
-                self.errors.append(error)
-                continue
-            self.acknowledged[(meta.partition, meta.offset)] = value
-        return left
-
-    def __enter__(self) -> Workload:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(180)
-        self.producer.close()
+from tests.support.cluster import partition_state
+from tests.support.faults import expire_broker_session
+from tests.support.replicas import ReplicaOnHost
+from tests.support.waiting import wait_until
+from tests.support.workloads import Workload, check_acknowledged, read_everything
 
 
 def test_killing_leaders_mid_stream_loses_no_acknowledged_record(cluster: Cluster) -> None:
@@ -220,7 +141,7 @@ def test_kip101_a_returning_leader_truncates_to_the_new_leaders_log(
         time.sleep(1.0)
         leader_replica = ReplicaOnHost(cluster, "ledger", 0, old_leader)
         lost = build_batch([(None, f"unreplicated-{i}".encode(), 0, None) for i in range(5)])
-        assert raise_for(leader_replica.produce(lost, 1))["base_offset"] == 20
+        assert raise_for(leader_replica.produce(lost, 1)).base_offset == 20
         cluster.kill_broker(old_leader)
     finally:
         os.kill(pid, signal.SIGCONT)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rafka.actors.messages import ReplicaFetchPartition
 from rafka.actors.server.fetch_session import FetchSession
 from rafka.actors.server.replication import FetchClock, LeaderState
-from rafka.coordination.models import TopicPartition
+from rafka.common.topic_partition import TopicPartition
 
 LAG_MS = 10_000
 

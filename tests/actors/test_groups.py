@@ -13,16 +13,15 @@ from collections import Counter
 
 import pytest
 import ray
+
+from rafka import Cluster
 from rafka.actors.clients.consumer import NoOffsetForPartitionError
 from rafka.actors.clients.group_consumer import GroupConsumer
 from rafka.actors.errors import CommitFailedError
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
-
-from rafka import Cluster
-
-from ..conftest import cluster_of_its_own
-from ..replicas import ReplicaOnHost
-from .conftest import wait_until
+from tests.support.cluster import cluster_of_its_own
+from tests.support.replicas import ReplicaOnHost
+from tests.support.waiting import wait_until
 
 GROUP_CONFIG = {"session_timeout_ms": 4000, "auto_offset_reset": "earliest"}
 

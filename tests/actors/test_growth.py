@@ -6,11 +6,10 @@ import threading
 import time
 
 import pytest
-from rafka.coordination.errors import InvalidPartitionsError
 
 from rafka import Cluster
-
-from .conftest import wait_until
+from rafka.coordination.errors import InvalidPartitionsError
+from tests.support.waiting import wait_until
 
 
 def test_added_partitions_reach_producers_and_groups_while_they_run(cluster: Cluster) -> None:

@@ -21,8 +21,8 @@ import ray
 from prometheus_client.parser import text_string_to_metric_families
 
 from rafka import Cluster
-
-from .conftest import partition_state, wait_until
+from tests.support.cluster import partition_state
+from tests.support.waiting import wait_until
 
 # Ray exports every 10 s (metrics_report_interval_ms); allow a few rounds on a busy machine.
 SCRAPE_TIMEOUT_S = 60.0

@@ -12,14 +12,13 @@ import os
 import signal
 import time
 
+from rafka import Cluster
 from rafka.actors.errors import ErrorCode
 from rafka.logstore.batch import build_batch
-
-from rafka import Cluster
-
-from ..replicas import ReplicaOnHost
-from .conftest import partition_state, wait_until
-from .test_failover import read_everything
+from tests.support.cluster import partition_state
+from tests.support.replicas import ReplicaOnHost
+from tests.support.waiting import wait_until
+from tests.support.workloads import read_everything
 
 TOPIC = "guarded"
 

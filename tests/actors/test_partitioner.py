@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rafka.actors.clients.partitioner import (
     StickyPartitioner,
     choose_partition,

@@ -7,6 +7,8 @@ import time
 from typing import Any
 
 import pytest
+
+from rafka import Cluster
 from rafka.coordination.errors import (
     InvalidReplicaAssignmentError,
     ReassignmentInProgressError,
@@ -14,11 +16,8 @@ from rafka.coordination.errors import (
     UnknownTopicError,
     UnknownTopicOrPartitionError,
 )
-
-from rafka import Cluster
-
-from ..replicas import ReplicaOnHost
-from .conftest import wait_until
+from tests.support.replicas import ReplicaOnHost
+from tests.support.waiting import wait_until
 
 
 def _replica_facts(cluster: Cluster, topic: str, partition: int, broker: int) -> dict[str, Any]:

@@ -12,13 +12,13 @@ import threading
 import time
 
 import ray
-from rafka.actors.errors import OffsetNotAvailableError
 
 from rafka import Cluster
-
-from ..replicas import ReplicaOnHost
-from .conftest import partition_state, wait_until
-from .test_failover import check_acknowledged, read_everything
+from rafka.actors.errors import OffsetNotAvailableError
+from tests.support.cluster import partition_state
+from tests.support.replicas import ReplicaOnHost
+from tests.support.waiting import wait_until
+from tests.support.workloads import check_acknowledged, read_everything
 
 
 def _host_pids(cluster: Cluster) -> dict[int, dict[str, int]]:

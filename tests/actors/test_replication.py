@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rafka.actors.server.replication import (
-    UNDEFINED_EPOCH,
-    UNDEFINED_OFFSET,
     AcksAllOutcome,
     LeaderState,
     Truncation,
     acks_all_outcome,
     follower_truncation,
 )
+from rafka.common.sentinels import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 
 LAG_MS = 10_000
 

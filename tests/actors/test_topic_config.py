@@ -8,12 +8,12 @@ hears of it in its next LeaderAndIsr.
 from __future__ import annotations
 
 import pytest
-from rafka.logstore.errors import InvalidConfigError, RecordTooLargeError
 
 from rafka import Cluster
-
-from ..replicas import ReplicaOnHost
-from .conftest import wait_until
+from rafka.common.config import InvalidConfigError
+from rafka.logstore.errors import RecordTooLargeError
+from tests.support.replicas import ReplicaOnHost
+from tests.support.waiting import wait_until
 
 TOPIC = "reconfigured"
 

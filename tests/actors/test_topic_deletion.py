@@ -7,13 +7,12 @@ and the producer takes a new epoch for it (KIP-360)."""
 from __future__ import annotations
 
 import pytest
+
+from rafka import Cluster
 from rafka.actors.errors import RequestTimedOutError
 from rafka.actors.naming import partition_log_dir
 from rafka.coordination.errors import TopicExistsError
-
-from rafka import Cluster
-
-from .conftest import wait_until
+from tests.support.waiting import wait_until
 
 TOPIC = "short-lived"
 PARTITIONS = 2

@@ -21,11 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from rafka.actors.cluster import Cluster
 from rafka.actors.stack import RayHead, session_members
 from rafka.coordination.embedded import is_embedded_server, wait_for_exit
+from tests.support.cli import RAFKA, rafka_up
 
-from .conftest import RAFKA, rafka_up
+# `rafka up` starts an embedded ZooKeeper and a Ray head in subprocesses.
+pytestmark = pytest.mark.cluster
 
 NAME = "clitest"
 

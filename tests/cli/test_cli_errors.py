@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from rafka.actors.cluster import Cluster
 from rafka.actors.stack import session_members
 from rafka.cli.main import main
@@ -123,6 +124,7 @@ def test_broker_placement_needs_cluster_support(rafka, expect_error) -> None:
         expect_error(result, 2, "broker_resources")
 
 
+@pytest.mark.cluster  # it starts ZooKeeper and a Ray head, then stops them
 def test_a_failed_up_leaves_nothing_running(rafka, expect_error) -> None:
     data_dir = rafka.root / "data"
     result = rafka("up", "--brokers", "1", "--timeout", "0.01", "--data-dir", str(data_dir),

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from rafka.cli.commands import state
 from rafka.cli.commands.errors import CliError
 from rafka.cli.commands.output import key_values, table

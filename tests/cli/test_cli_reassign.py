@@ -6,7 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .conftest import rafka_up
+import pytest
+
+from tests.support.cli import rafka_up
+
+# `rafka up` starts an embedded ZooKeeper and a Ray head in subprocesses.
+pytestmark = pytest.mark.cluster
 
 NAME = "reassigntest"
 

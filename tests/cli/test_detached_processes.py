@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from rafka.actors.stack import RayHead, read_ray_pointer, restore_ray_pointer, session_members
 from rafka.coordination.embedded import (
     EmbeddedZooKeeper,
@@ -26,6 +27,7 @@ from rafka.coordination.embedded import (
 from rafka.coordination.errors import ZooKeeperServerError
 
 
+@pytest.mark.cluster  # a real ZooKeeper
 def test_detached_server_outlives_its_starter_and_is_stopped_by_pid(tmp_path: Path) -> None:
     starter = textwrap.dedent(f"""
         from rafka.coordination.embedded import EmbeddedZooKeeper
@@ -63,6 +65,7 @@ def test_a_stale_pid_file_is_never_signalled(tmp_path: Path) -> None:
         bystander.wait()
 
 
+@pytest.mark.cluster  # a real ZooKeeper
 def test_detach_refuses_a_server_that_dies_with_its_parent(tmp_path: Path) -> None:
     with EmbeddedZooKeeper(tmp_path, force_sync=False) as server:
         with pytest.raises(ZooKeeperServerError, match="die_with_parent=False"):

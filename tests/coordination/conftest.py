@@ -8,9 +8,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
 from rafka.coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
 from rafka.coordination.store import ClusterStore
-from rafka.coordination.testing import TcpProxy
+from tests.support.zookeeper import TcpProxy
 
 CLUSTER = "test"
 # Short enough that a test waiting on a real timeout stays quick, long enough for a 2-core box.

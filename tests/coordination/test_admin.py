@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.errors import (
     InvalidPartitionsError,

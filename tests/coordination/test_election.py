@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.election import ControllerElection, read_controller, read_controller_epoch
 from rafka.coordination.embedded import ZooKeeperAddress
@@ -15,7 +16,8 @@ from rafka.coordination.errors import ControllerMovedError
 from rafka.coordination.models import PartitionState
 from rafka.coordination.partition_state import PartitionStateStore
 from rafka.coordination.store import ClusterStore
-from rafka.coordination.testing import TcpProxy, expire_session, wait_until
+from tests.support.waiting import eventually
+from tests.support.zookeeper import TcpProxy, expire_session
 
 
 class Candidate:
@@ -46,7 +48,7 @@ def _controllers(candidates: list[Candidate]) -> list[Candidate]:
 
 def test_the_first_candidate_wins_with_epoch_one(store: ClusterStore) -> None:
     candidate = Candidate(store, 1).start()
-    assert wait_until(lambda: candidate.is_controller)
+    assert eventually(lambda: candidate.is_controller)
     assert candidate.election.epoch == 1
     data, stat = store.get("/controller")
     assert json.loads(data)["brokerid"] == 1 and "timestamp" in json.loads(data)
@@ -57,38 +59,38 @@ def test_the_first_candidate_wins_with_epoch_one(store: ClusterStore) -> None:
     assert fence is not None and fence.epoch_zk_version == epoch.version
     controller = read_controller(store)
     assert controller is not None and controller.value.brokerid == 1
-    assert wait_until(lambda: candidate.calls == [("elected", 1)])
+    assert eventually(lambda: candidate.calls == [("elected", 1)])
 
 
 def test_a_loser_waits_and_takes_over_when_the_controller_stops(
     make_store: Callable[..., ClusterStore],
 ) -> None:
     first = Candidate(make_store(), 1).start()
-    assert wait_until(lambda: first.is_controller)
+    assert eventually(lambda: first.is_controller)
     second = Candidate(make_store(), 2).start()
     time.sleep(0.3)
     assert not second.is_controller
     first.election.stop()
     assert not first.is_controller
-    assert wait_until(lambda: second.is_controller)
+    assert eventually(lambda: second.is_controller)
     assert second.election.epoch == 2
-    assert wait_until(lambda: first.calls == [("elected", 1), ("resigned", None)])
-    assert wait_until(lambda: second.calls == [("elected", 2)])
+    assert eventually(lambda: first.calls == [("elected", 1), ("resigned", None)])
+    assert eventually(lambda: second.calls == [("elected", 2)])
 
 
 def test_session_expiry_moves_the_controller_and_bumps_the_epoch(
     make_store: Callable[..., ClusterStore],
 ) -> None:
     first = Candidate(make_store(), 1).start()
-    assert wait_until(lambda: first.is_controller)
+    assert eventually(lambda: first.is_controller)
     second = Candidate(make_store(), 2).start()
     expire_session(first.election.store)
-    assert wait_until(lambda: second.is_controller)
+    assert eventually(lambda: second.is_controller)
     assert not first.is_controller
     assert second.election.epoch == 2
-    assert wait_until(lambda: ("resigned", None) in first.calls)
+    assert eventually(lambda: ("resigned", None) in first.calls)
     # The expired candidate competes again in its new session, and loses to the live controller.
-    assert wait_until(lambda: first.election.store.connected)
+    assert eventually(lambda: first.election.store.connected)
     time.sleep(0.2)
     assert not first.is_controller
 
@@ -120,7 +122,7 @@ def test_at_most_one_candidate_believes_it_is_controller_while_sessions_die(
     last_epoch = 0
     try:
         for round_ in range(8):
-            assert wait_until(lambda: len(_controllers(candidates)) == 1), f"round {round_}"
+            assert eventually(lambda: len(_controllers(candidates)) == 1), f"round {round_}"
             controller = _controllers(candidates)[0]
             epoch = controller.election.epoch
             assert epoch is not None and epoch > last_epoch
@@ -130,7 +132,7 @@ def test_at_most_one_candidate_believes_it_is_controller_while_sessions_die(
                 controller.start()
             else:
                 expire_session(controller.election.store)
-            assert wait_until(
+            assert eventually(
                 lambda last=last_epoch: any(
                     (c.election.epoch or 0) > last for c in _controllers(candidates)
                 )
@@ -153,17 +155,17 @@ def test_a_disconnected_controller_stops_believing_and_reassumes_on_reconnect(
     proxied_address: ZooKeeperAddress,
 ) -> None:
     partitioned = Candidate(make_store(proxied_address), 1).start()
-    assert wait_until(lambda: partitioned.is_controller)
+    assert eventually(lambda: partitioned.is_controller)
     other = Candidate(make_store(), 2).start()
     proxy.cut()
-    assert wait_until(lambda: not partitioned.is_controller, timeout_s=1)
-    assert wait_until(lambda: ("resigned", None) in partitioned.calls)
+    assert eventually(lambda: not partitioned.is_controller, timeout_s=1)
+    assert eventually(lambda: ("resigned", None) in partitioned.calls)
     time.sleep(0.5)
     assert not other.is_controller, "the session, hence /controller, is still alive"
     proxy.restore()
-    assert wait_until(lambda: partitioned.is_controller)
+    assert eventually(lambda: partitioned.is_controller)
     assert partitioned.election.epoch == 1, "nobody else can have won meanwhile"
-    assert wait_until(
+    assert eventually(
         lambda: partitioned.calls == [("elected", 1), ("resigned", None), ("elected", 1)]
     )
     assert not other.is_controller
@@ -176,14 +178,14 @@ def test_a_partitioned_controller_whose_session_expires_never_believes_again(
     zk_address: ZooKeeperAddress,
 ) -> None:
     partitioned = Candidate(make_store(proxied_address), 1).start()
-    assert wait_until(lambda: partitioned.is_controller)
+    assert eventually(lambda: partitioned.is_controller)
     other = Candidate(make_store(), 2).start()
     proxy.cut()
     expire_session(partitioned.election.store, servers=zk_address)
-    assert wait_until(lambda: other.is_controller)
+    assert eventually(lambda: other.is_controller)
     assert not partitioned.is_controller
     proxy.restore()
-    assert wait_until(lambda: partitioned.election.store.connected)
+    assert eventually(lambda: partitioned.election.store.connected)
     time.sleep(0.2)
     assert not partitioned.is_controller and other.is_controller
     assert other.election.epoch == 2
@@ -196,7 +198,7 @@ def test_writes_fenced_by_a_replaced_controller_are_refused(
     first_store.ensure_layout()
     TopicAdmin(first_store).create_topic("orders", {0: [1, 2]})
     first = Candidate(first_store, 1).start()
-    assert wait_until(lambda: first.is_controller)
+    assert eventually(lambda: first.is_controller)
     stale_fence = first.election.fence
     assert stale_fence is not None
     states = PartitionStateStore(first_store)
@@ -206,8 +208,8 @@ def test_writes_fenced_by_a_replaced_controller_are_refused(
     second_store = make_store()
     second = Candidate(second_store, 2).start()
     expire_session(first_store)
-    assert wait_until(lambda: second.is_controller)
-    assert wait_until(lambda: first_store.connected)  # a new session, same stale fence
+    assert eventually(lambda: second.is_controller)
+    assert eventually(lambda: first_store.connected)  # a new session, same stale fence
     moved = PartitionState(leader=2, leader_epoch=1, isr=(2,), controller_epoch=1)
     with pytest.raises(ControllerMovedError, match="another broker is the controller"):
         states.update_partition_state("orders", 0, moved, 0, fence=stale_fence)

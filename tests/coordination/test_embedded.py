@@ -14,30 +14,20 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
-from rafka.coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress, four_letter_word
+
+from rafka.coordination.embedded import (
+    EmbeddedZooKeeper,
+    ZooKeeperAddress,
+    four_letter_word,
+    pid_alive,
+    wait_for_exit,
+)
 from rafka.coordination.errors import (
     InvalidZooKeeperAddressError,
     JavaNotFoundError,
     ZooKeeperPortInUseError,
     ZooKeeperStartError,
 )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
-
-
-def _wait_dead(pid: int, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.1)
-    return False
 
 
 @pytest.mark.parametrize(
@@ -63,11 +53,12 @@ def test_rejects_bad_connection_strings(text: str) -> None:
         ZooKeeperAddress.parse(text)
 
 
+@pytest.mark.cluster  # a real ZooKeeper (a JVM)
 def test_server_serves_kazoo_and_stops_by_pid(tmp_path: Path) -> None:
     server = EmbeddedZooKeeper(tmp_path, force_sync=False)
     with server:
         pid = server.pid
-        assert pid is not None and _alive(pid)
+        assert pid is not None and pid_alive(pid)
         host, port = server.address.hosts[0]
         assert host == "127.0.0.1"
         assert "Mode: standalone" in four_letter_word(host, port, "srvr")
@@ -79,7 +70,7 @@ def test_server_serves_kazoo_and_stops_by_pid(tmp_path: Path) -> None:
         client.close()
         assert (tmp_path / "zookeeper.log").exists()
         assert (tmp_path / "data" / "version-2").is_dir()
-    assert _wait_dead(pid)
+    assert wait_for_exit(pid, 15)
     with socket.socket() as probe:
         assert probe.connect_ex((host, port)) != 0
 
@@ -88,11 +79,12 @@ def test_stopping_one_server_leaves_another_running(tmp_path: Path, zookeeper) -
     other = EmbeddedZooKeeper(tmp_path, force_sync=False).start()
     other_pid = other.pid
     other.stop()
-    assert _wait_dead(other_pid)
+    assert wait_for_exit(other_pid, 15)
     host, port = zookeeper.address.hosts[0]
     assert "Mode: standalone" in four_letter_word(host, port, "srvr")
 
 
+@pytest.mark.cluster  # a real ZooKeeper (a JVM)
 def test_data_survives_a_restart_in_the_same_directory(tmp_path: Path) -> None:
     with EmbeddedZooKeeper(tmp_path) as server:
         client = KazooClient(hosts=str(server.address))
@@ -108,6 +100,7 @@ def test_data_survives_a_restart_in_the_same_directory(tmp_path: Path) -> None:
         client.close()
 
 
+@pytest.mark.cluster  # a real ZooKeeper (a JVM)
 def test_restart_comes_back_on_the_same_port_and_keeps_sessions(tmp_path: Path) -> None:
     server = EmbeddedZooKeeper(tmp_path, force_sync=False).start()
     try:
@@ -119,7 +112,7 @@ def test_restart_comes_back_on_the_same_port_and_keeps_sessions(tmp_path: Path) 
         client.create("/kept", b"1")
         client.create("/mine", b"", ephemeral=True)
         server.restart(pause_s=1.0)
-        assert server.pid != first_pid and _wait_dead(first_pid)
+        assert server.pid != first_pid and wait_for_exit(first_pid, 15)
         assert str(server.address) == address
         # The client comes back by itself to the same address, in the same session: the
         # server kept the session across the crash, so its ephemeral znode is still there.
@@ -157,6 +150,7 @@ def test_taken_port_is_a_clear_error(tmp_path: Path) -> None:
             EmbeddedZooKeeper(tmp_path, port=port).start()
 
 
+@pytest.mark.cluster  # a real ZooKeeper (a JVM)
 def test_server_that_does_not_come_up_reports_its_log(tmp_path: Path) -> None:
     # A 1 MB heap is below the JVM's minimum: the process exits at once and says why.
     server = EmbeddedZooKeeper(tmp_path, heap_mb=1, start_timeout_s=30)
@@ -181,19 +175,21 @@ def _run_child(tmp_path: Path, body: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.cluster  # a real ZooKeeper (a JVM)
 def test_server_stops_when_the_interpreter_exits(tmp_path: Path) -> None:
     child = _run_child(tmp_path, "sys.stdin.readline()")
     pid = int(child.stdout.readline())
-    assert _alive(pid)
+    assert pid_alive(pid)
     child.communicate("\n", timeout=60)
     assert child.returncode == 0
-    assert _wait_dead(pid)
+    assert wait_for_exit(pid, 15)
 
 
+@pytest.mark.cluster  # a real ZooKeeper (a JVM)
 def test_server_stops_when_its_parent_is_killed(tmp_path: Path) -> None:
     child = _run_child(tmp_path, "sys.stdin.readline()")
     pid = int(child.stdout.readline())
-    assert _alive(pid)
+    assert pid_alive(pid)
     os.kill(child.pid, signal.SIGKILL)
     child.wait(30)
-    assert _wait_dead(pid)
+    assert wait_for_exit(pid, 15)

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 
 import pytest
+
 from rafka.coordination.errors import (
     InvalidGroupIdError,
     InvalidMemberIdError,
@@ -16,7 +17,8 @@ from rafka.coordination.errors import (
 from rafka.coordination.groups import GroupStore
 from rafka.coordination.models import MemberSubscription
 from rafka.coordination.store import ClusterStore
-from rafka.coordination.testing import expire_session, wait_until
+from tests.support.waiting import eventually
+from tests.support.zookeeper import expire_session
 
 
 @pytest.fixture
@@ -56,7 +58,7 @@ def test_a_member_registers_again_after_session_expiry(groups: GroupStore) -> No
         on_unregistered=lambda: calls.append("unregistered"),
     )
     expire_session(groups.store)
-    assert wait_until(lambda: calls == ["registered", "unregistered", "registered"])
+    assert eventually(lambda: calls == ["registered", "unregistered", "registered"])
     assert member.registered
     assert groups.member_ids("billing") == ["m1"]
 
@@ -89,7 +91,7 @@ def test_claims_go_with_the_session(
 ) -> None:
     groups.claim_partition("billing", "orders", 0, "m1")
     expire_session(groups.store)
-    assert wait_until(lambda: groups.store.connected)
+    assert eventually(lambda: groups.store.connected)
     assert GroupStore(make_store()).try_claim_partition("billing", "orders", 0, "m2")
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+
+from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.models import (
     BrokerInfo,
     ControllerInfo,
     MemberSubscription,
     PartitionState,
     TopicAssignment,
-    TopicPartition,
     isr_change_from_json,
     isr_change_json,
 )

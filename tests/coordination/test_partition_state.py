@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.errors import InvalidPartitionsError, StaleVersionError, UnknownTopicError
-from rafka.coordination.models import PartitionState, TopicPartition
+from rafka.coordination.models import PartitionState
 from rafka.coordination.partition_state import PartitionStateStore
 from rafka.coordination.store import ClusterStore
 

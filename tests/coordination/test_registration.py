@@ -6,12 +6,14 @@ import json
 from collections.abc import Callable
 
 import pytest
+
 from rafka.coordination.embedded import ZooKeeperAddress
 from rafka.coordination.errors import BrokerIdInUseError
 from rafka.coordination.models import BrokerInfo
 from rafka.coordination.registration import BrokerRegistration, read_brokers
 from rafka.coordination.store import ClusterStore
-from rafka.coordination.testing import TcpProxy, expire_session, wait_until
+from tests.support.waiting import eventually
+from tests.support.zookeeper import TcpProxy, expire_session
 
 
 class Recorder:
@@ -57,7 +59,7 @@ def test_registers_an_ephemeral_znode_with_kafka_fields(store: ClusterStore) -> 
     }
     assert stat.ephemeralOwner == store.session_id
     assert registration.broker_epoch == stat.czxid
-    assert wait_until(lambda: recorder.calls == [("registered", True)])
+    assert eventually(lambda: recorder.calls == [("registered", True)])
     assert read_brokers(store)[1] == info()
     assert read_brokers(store)[1].epoch == stat.czxid
 
@@ -81,7 +83,7 @@ def test_after_expiry_it_knows_it_is_unregistered_and_registers_again(store: Clu
     registration = recorder.register(store, info())
     old_epoch = registration.broker_epoch
     expire_session(store)
-    assert wait_until(lambda: len(recorder.calls) == 3)
+    assert eventually(lambda: len(recorder.calls) == 3)
     # While unregistered it said so (the actor layer drops leadership on that).
     assert recorder.calls == [
         ("registered", True),
@@ -106,11 +108,11 @@ def test_it_waits_for_a_usurper_to_leave_before_registering_again(
     expire_session(victim_store, servers=zk_address)
     usurper = BrokerRegistration(make_store(), info(actor="usurper")).register()
     proxy.restore()
-    assert wait_until(lambda: ("unregistered", False) in recorder.calls)
-    assert wait_until(lambda: victim_store.connected)
+    assert eventually(lambda: ("unregistered", False) in recorder.calls)
+    assert eventually(lambda: victim_store.connected)
     assert not victim.registered
     usurper.unregister()
-    assert wait_until(lambda: victim.registered)
+    assert eventually(lambda: victim.registered)
     assert json.loads(victim_store.get("/brokers/ids/1")[0])["actor"] == "broker-1"
     assert recorder.calls[-1] == ("registered", True)
 
@@ -122,7 +124,7 @@ def test_unregister_deletes_the_znode_and_stops_re_registering(store: ClusterSto
     assert not store.exists("/brokers/ids/1")
     assert not registration.registered
     expire_session(store)
-    assert wait_until(lambda: store.connected)
+    assert eventually(lambda: store.connected)
     assert not store.exists("/brokers/ids/1")
 
 
@@ -132,7 +134,7 @@ def test_unregister_never_deletes_someone_elses_registration(
     first_store = make_store()
     first = BrokerRegistration(first_store, info()).register()
     expire_session(first_store)
-    assert wait_until(lambda: first.registered)
+    assert eventually(lambda: first.registered)
     first_store.close()  # drops the registration with the session
     holder = BrokerRegistration(make_store(), info(actor="next")).register()
     first.unregister()

@@ -8,6 +8,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import Permissions
+
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.embedded import ZooKeeperAddress
 from rafka.coordination.errors import ZooKeeperAuthError

@@ -16,8 +16,9 @@ from rafka.coordination.embedded import ZooKeeperAddress
 from rafka.coordination.models import BrokerInfo
 from rafka.coordination.registration import BrokerRegistration
 from rafka.coordination.store import ClusterStore
-from rafka.coordination.testing import TcpProxy, expire_session, wait_until
 from rafka.coordination.watches import ClusterWatches
+from tests.support.waiting import eventually
+from tests.support.zookeeper import TcpProxy, expire_session
 
 
 class Broker:
@@ -40,7 +41,7 @@ class Broker:
             on_resigned=lambda: self.calls.append("resigned"),
         ).start()
         ClusterWatches(store).watch_topics(self.topics.append)
-        assert wait_until(lambda: self.election.is_controller and self.topics)
+        assert eventually(lambda: self.election.is_controller and self.topics)
 
 
 def test_a_short_connection_loss_keeps_everything(
@@ -54,20 +55,20 @@ def test_a_short_connection_loss_keeps_everything(
     observer = make_store()
     registered = observer.stat("/brokers/ids/1")
     proxy.cut()
-    assert wait_until(lambda: not broker.election.is_controller, timeout_s=1)
+    assert eventually(lambda: not broker.election.is_controller, timeout_s=1)
     assert broker.registration.registered, "the session, and the znode, may still be alive"
     TopicAdmin(observer).create_topic("while-cut", {0: [1]})
     time.sleep(1)  # well under the 4 s session timeout
     proxy.restore()
-    assert wait_until(lambda: broker.election.is_controller)
-    assert wait_until(lambda: broker.topics[-1] == {"while-cut"})
+    assert eventually(lambda: broker.election.is_controller)
+    assert eventually(lambda: broker.topics[-1] == {"while-cut"})
     assert broker.registration.registered
     again = observer.stat("/brokers/ids/1")
     assert registered is not None and again is not None
     assert again.czxid == registered.czxid, "the same znode: not registered again"
     assert again.ephemeralOwner == registered.ephemeralOwner
     assert broker.election.epoch == 1
-    assert wait_until(
+    assert eventually(
         lambda: broker.calls == ["registered", ("elected", 1), "resigned", ("elected", 1)]
     )
 
@@ -81,15 +82,15 @@ def test_an_expiry_re_establishes_everything_on_the_new_session(
     registered = store.stat("/brokers/ids/1")
     old_session = store.session_id
     expire_session(store)
-    assert wait_until(lambda: broker.registration.registered and broker.election.is_controller)
+    assert eventually(lambda: broker.registration.registered and broker.election.is_controller)
     assert store.session_id != old_session
     again = store.stat("/brokers/ids/1")
     assert registered is not None and again is not None
     assert again.czxid != registered.czxid and again.ephemeralOwner == store.session_id
     assert broker.election.epoch == 2, "a new win bumps the epoch"
     TopicAdmin(make_store()).create_topic("after-expiry", {0: [1]})
-    assert wait_until(lambda: broker.topics[-1] == {"after-expiry"})
-    assert wait_until(lambda: len(broker.calls) == 6)
+    assert eventually(lambda: broker.topics[-1] == {"after-expiry"})
+    assert eventually(lambda: len(broker.calls) == 6)
     assert set(broker.calls[2:4]) == {"unregistered", "resigned"}
     assert set(broker.calls[4:]) == {"registered", ("elected", 2)}
 
@@ -105,8 +106,8 @@ def test_a_connection_loss_longer_than_the_session_timeout_is_an_expiry(
     broker = Broker(store)
     observer = make_store()
     proxy.cut()
-    assert wait_until(lambda: not observer.exists("/brokers/ids/1"), timeout_s=10)
+    assert eventually(lambda: not observer.exists("/brokers/ids/1"), timeout_s=10)
     proxy.restore()
-    assert wait_until(lambda: broker.registration.registered and broker.election.is_controller)
+    assert eventually(lambda: broker.registration.registered and broker.election.is_controller)
     assert "unregistered" in broker.calls
     assert broker.election.epoch == 2

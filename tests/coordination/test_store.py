@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
+
 from rafka.coordination import layout
 from rafka.coordination.embedded import ZooKeeperAddress, free_port
 from rafka.coordination.errors import (
@@ -20,7 +21,8 @@ from rafka.coordination.errors import (
 )
 from rafka.coordination.models import Versioned
 from rafka.coordination.store import ClusterStore, SessionEvent, encode
-from rafka.coordination.testing import TcpProxy, expire_session, wait_until
+from tests.support.waiting import eventually
+from tests.support.zookeeper import TcpProxy, expire_session
 
 
 def test_start_creates_the_cluster_chroot_under_rafka(
@@ -148,7 +150,7 @@ def test_expiry_is_told_apart_from_connection_loss(
     store.create("/brokers/ids/7", {"node_id": 7}, ephemeral=True)
     old_session = store.session_id
     expire_session(store)
-    assert wait_until(lambda: SessionEvent.CONNECTED in events)
+    assert eventually(lambda: SessionEvent.CONNECTED in events)
     assert events == [SessionEvent.SUSPENDED, SessionEvent.EXPIRED, SessionEvent.CONNECTED]
     assert store.session_id not in (None, old_session)
     assert not store.exists("/brokers/ids/7"), "ephemerals die with their session"
@@ -167,12 +169,12 @@ def test_connection_loss_keeps_the_session_and_its_ephemerals(
     store.create("/brokers/ids/7", {"node_id": 7}, ephemeral=True)
     session = store.session_id
     proxy.cut()
-    assert wait_until(lambda: events == [SessionEvent.SUSPENDED])
+    assert eventually(lambda: events == [SessionEvent.SUSPENDED])
     assert not store.connected
     assert store.session_id == session, "the session may still live while suspended"
     time.sleep(0.5)
     proxy.restore()
-    assert wait_until(lambda: store.connected)
+    assert eventually(lambda: store.connected)
     assert events == [SessionEvent.SUSPENDED, SessionEvent.RECONNECTED]
     assert store.session_id == session
     stat = observer.stat("/brokers/ids/7")

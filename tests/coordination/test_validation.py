@@ -8,6 +8,7 @@ import string
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from rafka.coordination import layout
 from rafka.coordination.errors import (
     InvalidBrokerIdError,

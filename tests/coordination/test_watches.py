@@ -7,16 +7,19 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.election import ControllerElection
 from rafka.coordination.embedded import ZooKeeperAddress
 from rafka.coordination.groups import GroupStore
-from rafka.coordination.models import BrokerInfo, PartitionState, TopicPartition
+from rafka.coordination.models import BrokerInfo, PartitionState
 from rafka.coordination.partition_state import PartitionStateStore
 from rafka.coordination.registration import BrokerRegistration
 from rafka.coordination.store import ClusterStore
-from rafka.coordination.testing import TcpProxy, expire_session, wait_until
 from rafka.coordination.watches import ClusterWatches
+from tests.support.waiting import eventually
+from tests.support.zookeeper import TcpProxy, expire_session
 
 
 class Seen:
@@ -35,7 +38,7 @@ class Seen:
         return self.values[-1] if self.values else "nothing yet"
 
     def wait_for(self, predicate: Callable[[Any], bool]) -> bool:
-        return wait_until(lambda: bool(self.values) and predicate(self.values[-1]))
+        return eventually(lambda: bool(self.values) and predicate(self.values[-1]))
 
 
 def broker(broker_id: int) -> BrokerInfo:
@@ -151,7 +154,7 @@ def test_cancel_stops_the_callbacks(store: ClusterStore) -> None:
     watch.cancel()
     assert not watch.active
     TopicAdmin(store).create_topic("orders", {0: [1]})
-    assert not wait_until(lambda: seen.last == {"orders"}, timeout_s=0.5)
+    assert not eventually(lambda: seen.last == {"orders"}, timeout_s=0.5)
 
 
 def test_watches_survive_a_connection_loss(
@@ -167,7 +170,7 @@ def test_watches_survive_a_connection_loss(
     assert seen.wait_for(lambda names: names == set())
     proxy.cut()
     TopicAdmin(changing).create_topic("made-while-cut", {0: [1]})
-    assert wait_until(lambda: not watching.connected)
+    assert eventually(lambda: not watching.connected)
     proxy.restore()
     assert seen.wait_for(lambda names: names == {"made-while-cut"})
     TopicAdmin(changing).create_topic("made-after", {0: [1]})
@@ -182,7 +185,7 @@ def test_watches_survive_session_expiry(
     ClusterWatches(store).watch_topics(seen)
     assert seen.wait_for(lambda names: names == set())
     expire_session(store)
-    assert wait_until(lambda: store.connected)
+    assert eventually(lambda: store.connected)
     TopicAdmin(changing).create_topic("after-expiry", {0: [1]})
     assert seen.wait_for(lambda names: names == {"after-expiry"})
 
@@ -196,9 +199,9 @@ def test_a_failing_callback_does_not_break_the_watch(store: ClusterStore) -> Non
             raise RuntimeError("boom")
 
     ClusterWatches(store).watch_topics(flaky)
-    assert wait_until(lambda: len(calls) == 1)
+    assert eventually(lambda: len(calls) == 1)
     TopicAdmin(store).create_topic("orders", {0: [1]})
-    assert wait_until(lambda: calls[-1] == {"orders"})
+    assert eventually(lambda: calls[-1] == {"orders"})
 
 
 @pytest.mark.parametrize("bad", ["../x", "a/b"])

@@ -1,6 +1,6 @@
 """Run by test_multinode.py in a process of its own: rafka on a simulated 3-node Ray cluster.
 
-    python multinode_session.py <work dir> <result.json>
+    python -m tests.harness.multinode_session <work dir> <result.json>   (from the repo root)
 
 The pytest process holds a local Ray already (tests/conftest.py), and a process can be connected
 to one Ray only, so the multi-node cluster (`ray.cluster_utils.Cluster`: a head plus three worker
@@ -27,19 +27,21 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from rafka.actors.naming import replica_host_name
-from rafka.coordination.embedded import EmbeddedZooKeeper, free_port, pid_alive
-from rafka.coordination.registration import read_brokers
 from ray.cluster_utils import Cluster as RayCluster
 from ray.util.state import list_actors
 
 from rafka import Cluster
+from rafka.actors.naming import replica_host_name
+from rafka.common.waiting import wait_until
+from rafka.coordination.embedded import EmbeddedZooKeeper, free_port, pid_alive
+from rafka.coordination.registration import read_brokers
+from tests.support.workloads import settle
 
 TOPIC = "placed"
 PARTITIONS = 3
 BROKERS = 3
 RESOURCE = "rafka_broker"  # the name cluster.yaml's nodes offer and `rafka up` asks for
-# As tests/conftest.py's TEST_BROKER_CONFIG: a dead broker's session ends in seconds.
+# As tests/support/cluster.py's TEST_BROKER_CONFIG: a dead broker's session ends in seconds.
 BROKER_CONFIG = {
     "zookeeper.session.timeout.ms": 4000,
     "replica.lag.time.max.ms": 3000,
@@ -47,17 +49,6 @@ BROKER_CONFIG = {
 }
 WRITE_BEFORE_S = 3.0  # acknowledged writes before the node goes
 WRITE_AFTER_S = 6.0  # and after every partition has a live leader again
-
-
-def wait_for(condition: Any, timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def placement(cluster: Cluster, ray_address: str) -> dict[str, Any]:
@@ -113,23 +104,16 @@ class Workload:
                 pending.append((value, self.producer.send(TOPIC, value=value)))
                 sequence += 1
             time.sleep(0.01)
-            pending = self._settle(pending, wait=False)
-        self._settle(pending, wait=True)
+            pending = settle(pending, wait=False, on_ack=self._acknowledged,
+                             on_error=self._failed)
+        settle(pending, wait=True, on_ack=self._acknowledged, on_error=self._failed)
         self.producer.close()
 
-    def _settle(self, pending: list, wait: bool) -> list:
-        left = []
-        for value, future in pending:
-            if not wait and not future.done():
-                left.append((value, future))
-                continue
-            try:
-                meta = future.result(150)
-            except Exception as error:  # not acknowledged: it may or may not be in the log
-                self.errors.append(repr(error))
-                continue
-            self.acks.append((value, meta.partition, meta.offset, time.monotonic()))
-        return left
+    def _acknowledged(self, value: bytes, meta: Any) -> None:
+        self.acks.append((value, meta.partition, meta.offset, time.monotonic()))
+
+    def _failed(self, error: BaseException) -> None:
+        self.errors.append(repr(error))  # not acknowledged: it may or may not be in the log
 
 
 def read_everything(cluster: Cluster) -> tuple[dict[int, list], list]:
@@ -169,7 +153,7 @@ def lose_a_node(cluster: Cluster, ray_cluster: RayCluster,
     workload = Workload(cluster)
     workload.thread.start()
     try:
-        wait_for(lambda: workload.acks or workload.crashed, 60, "the first acknowledged write")
+        wait_until(lambda: workload.acks or workload.crashed, 60, "the first acknowledged write")
         if workload.crashed:
             raise RuntimeError("the producer's thread failed") from workload.crashed
         time.sleep(WRITE_BEFORE_S)
@@ -180,7 +164,7 @@ def lose_a_node(cluster: Cluster, ray_cluster: RayCluster,
         removed_done = time.monotonic()
         # Its worker processes (the broker, the replicas) notice their raylet is gone and exit
         # on their own; until then they still answer the driver, which calls them directly.
-        wait_for(lambda: not any(pid_alive(pid) for pid in victim_pids), 60,
+        wait_until(lambda: not any(pid_alive(pid) for pid in victim_pids), 60,
                  f"broker {victim}'s processes to exit")
         gone_at = time.monotonic()
         orphaned = [p["partition"] for p in before if p["leader"] == victim]
@@ -190,7 +174,7 @@ def lose_a_node(cluster: Cluster, ray_cluster: RayCluster,
             moved = all(now[p]["leader"] not in (-1, victim) for p in orphaned)
             return now if moved and victim not in {b["id"] for b in cluster.brokers()} else None
 
-        after = wait_for(recovered, 90, f"new leaders for broker {victim}'s partitions")
+        after = wait_until(recovered, 90, f"new leaders for broker {victim}'s partitions")
         recovered_at = time.monotonic()
         time.sleep(WRITE_AFTER_S)
     finally:
@@ -199,7 +183,7 @@ def lose_a_node(cluster: Cluster, ray_cluster: RayCluster,
     if workload.crashed:
         raise RuntimeError("the producer's thread failed") from workload.crashed
     # The lost broker leaves every ISR too (the controller takes it out when it sees it gone).
-    after_shrink = wait_for(
+    after_shrink = wait_until(
         lambda: (now := leaders(cluster)) and all(victim not in p["isr"] for p in now) and now,
         60, f"broker {victim} to leave every ISR")
     log, polls = read_everything(cluster)
@@ -257,7 +241,7 @@ def main(work_dir: Path, result_path: Path) -> None:
         result["expected_replicas"] = sorted(
             f"{TOPIC}-{p}-{b}" for p, replicas in result["assignment"].items()
             for b in replicas)
-        result["placement"] = wait_for(
+        result["placement"] = wait_until(
             lambda: (found := placement(cluster, ray_cluster.address))
             and len(found["replicas"]) == len(result["expected_replicas"]) and found,
             30, "every replica actor in Ray's state API")

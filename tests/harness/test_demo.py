@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from rafka.pipelines.examples.clickstream import PAGES
 
-from .processes import kill_marked, left_behind, run_marked
+from rafka.pipelines.examples.clickstream import PAGES
+from tests.support.processes import kill_marked, left_behind, run_marked
 
 RAFKA = Path(sys.executable).with_name("rafka")  # the console script `pip install` made
 # What would point the demo at another cluster than the one it starts.

@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
-from ..reliability.checker import Ack, Fault, History, Limits, Poll, check
-from .processes import kill_marked, left_behind, run_marked
+from tests.support.checker import Ack, Fault, History, Limits, Poll, check
+from tests.support.processes import kill_marked, left_behind, run_marked
 
-SCRIPT = Path(__file__).with_name("multinode_session.py")
+# Run as a module from the repo root (the test's own working directory), to import tests.support.
+SESSION = "tests.harness.multinode_session"
 # What would point the subprocess at another Ray than the one it starts.
 _DROPPED = ("RAY_ADDRESS", "RAY_AUTH_MODE")
 
@@ -36,7 +37,7 @@ def multinode() -> dict[str, Any]:
     result_path = root / "result.json"
     run = None
     try:
-        run = run_marked([sys.executable, str(SCRIPT), str(root / "work"), str(result_path)],
+        run = run_marked([sys.executable, "-m", SESSION, str(root / "work"), str(result_path)],
                          env, root / "output.txt", timeout_s=420)
         tail = (root / "output.txt").read_text(errors="replace")[-4000:]
         assert run.returncode == 0, tail

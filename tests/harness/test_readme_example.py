@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .processes import kill_marked, left_behind, run_marked
+from tests.support.processes import kill_marked, left_behind, run_marked
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

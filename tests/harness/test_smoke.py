@@ -7,6 +7,7 @@ import threading
 import ray
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType
+
 from rafka.coordination.embedded import ZooKeeperAddress
 
 

@@ -11,8 +11,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from rafka import Cluster
-
-from .conftest import (
+from tests.support.kafka_clients import (
     PARTITIONS,
     MemberThread,
     group_scenario,

@@ -21,9 +21,7 @@ from confluent_kafka.admin import (
 )
 
 from rafka import Cluster
-
-from ..actors.conftest import wait_until
-from .conftest import (
+from tests.support.kafka_clients import (
     PARTITIONS,
     MemberThread,
     group_scenario,
@@ -32,6 +30,7 @@ from .conftest import (
     sample_records,
     write_with_rafka,
 )
+from tests.support.waiting import wait_until
 
 
 def _producer(cluster: Cluster) -> Producer:

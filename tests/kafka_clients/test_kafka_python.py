@@ -22,14 +22,12 @@ from kafka.errors import (
     TopicAlreadyExistsError,
 )
 from kafka.protocol.metadata import MetadataResponse
+
+from rafka import Cluster
 from rafka.coordination.errors import (
     InconsistentGroupProtocolError as CoordinationInconsistentGroupProtocolError,
 )
-
-from rafka import Cluster
-
-from ..actors.conftest import wait_until
-from .conftest import (
+from tests.support.kafka_clients import (
     PARTITIONS,
     MemberThread,
     group_scenario,
@@ -38,6 +36,7 @@ from .conftest import (
     sample_records,
     write_with_rafka,
 )
+from tests.support.waiting import wait_until
 
 
 def test_bootstrap_servers_name_every_broker(kafka_cluster: Cluster) -> None:

@@ -10,8 +10,7 @@ import subprocess
 import pytest
 
 from rafka import Cluster
-
-from .conftest import PARTITIONS, new_topic, produce_values, read_with_rafka
+from tests.support.kafka_clients import PARTITIONS, new_topic, produce_values, read_with_rafka
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 

@@ -13,7 +13,7 @@ import msgpack
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from logstore_helpers import SMALL, T0, batch_of
+
 from rafka.logstore import (
     HEADER_SIZE,
     LOG_APPEND_TIME,
@@ -31,6 +31,7 @@ from rafka.logstore import (
     validate_batches,
 )
 from rafka.logstore.batch import batch_size, encode_batch, frame_whole_batches, split_batches
+from tests.support.logstore import SMALL, T0, batch_of
 
 CODECS = ["none", "gzip", "lz4", "zstd"]
 MAX = 1 << 20

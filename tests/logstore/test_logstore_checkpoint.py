@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from logstore_helpers import batch_of, small_config
+
 from rafka.logstore import Log
 from rafka.logstore.checkpoint import (
     HIGH_WATERMARK_FILE,
@@ -17,6 +17,7 @@ from rafka.logstore.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
+from tests.support.logstore import batch_of, small_config
 
 
 def test_write_then_read(tmp_path: Path) -> None:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from logstore_helpers import SMALL, T0, FakeClock, files, read_all, small_config
+
 from rafka.logstore import Log, Record, build_batch, decode_batches
 from rafka.logstore.segment import SWAP_SUFFIX
+from tests.support.logstore import SMALL, T0, FakeClock, files, read_all, small_config
 
 HOUR = 3600 * 1000
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from rafka.logstore import InvalidConfigError, LogConfig
+
+from rafka.common.config import InvalidConfigError
+from rafka.logstore import LogConfig
 
 
 def test_defaults_are_kafkas() -> None:

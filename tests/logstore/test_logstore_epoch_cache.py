@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from logstore_helpers import batch_of, small_config
+from rafka.common.sentinels import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from rafka.logstore import LeaderEpochCache, Log
 from rafka.logstore.checkpoint import LEADER_EPOCH_FILE
-from rafka.logstore.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from tests.support.logstore import batch_of, small_config
 
-UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
 
 
 def cache(*entries: tuple[int, int]) -> LeaderEpochCache:

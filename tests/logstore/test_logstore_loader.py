@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from logstore_helpers import T0, batch_of, files, small_config
 from rafka.logstore import Log
 from rafka.logstore.checkpoint import (
     HIGH_WATERMARK_FILE,
@@ -15,6 +14,7 @@ from rafka.logstore.checkpoint import (
 )
 from rafka.logstore.epoch_cache import EpochEntry
 from rafka.logstore.loader import LoadedLog, LogLoader
+from tests.support.logstore import T0, batch_of, files, small_config
 
 CONFIG = small_config(segment_bytes=600)
 

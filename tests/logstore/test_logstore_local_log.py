@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from logstore_helpers import T0, batch_of, small_config
+
 from rafka.logstore import decode_batches, read_header, stamp_batch
 from rafka.logstore.batch import BatchHeader
 from rafka.logstore.checkpoint import RECOVERY_POINT_FILE, OffsetCheckpoint
 from rafka.logstore.local_log import LocalLog
 from rafka.logstore.segment import LogSegment
+from tests.support.logstore import T0, batch_of, small_config
 
 CONFIG = small_config(segment_bytes=600)
 

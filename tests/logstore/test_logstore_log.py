@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from logstore_helpers import MEDIUM, T0, FakeClock, batch_of, files, read_all, small_config
+
+from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from rafka.logstore import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
     CorruptRecordError,
     FencedLeaderEpochError,
     Log,
@@ -26,6 +25,7 @@ from rafka.logstore import (
     iter_batches,
     read_header,
 )
+from tests.support.logstore import MEDIUM, T0, FakeClock, batch_of, files, read_all, small_config
 
 
 def fill(log: Log, batches: int, per_batch: int = 5, *, epoch: int = 0) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from logstore_helpers import batch_of, small_config
 from rafka.logstore import Log, SequenceOutcome, check_sequence, read_header
 from rafka.logstore.batch import INT32_MAX
 from rafka.logstore.producer_state import BatchMetadata, ProducerEntry
+from tests.support.logstore import batch_of, small_config
 
 OK = SequenceOutcome.OK
 DUPLICATE = SequenceOutcome.DUPLICATE

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from logstore_helpers import MEDIUM, SMALL, T0, batch_of, files, read_all, small_config
+
 from rafka.logstore import Log, iter_batches
 from rafka.logstore.checkpoint import RECOVERY_POINT_FILE
+from tests.support.logstore import MEDIUM, SMALL, T0, batch_of, files, read_all, small_config
 
 CONFIG = small_config(segment_bytes=1200)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from logstore_helpers import T0, FakeClock, batch_of, read_all, small_config
+
 from rafka.logstore import Log, OffsetOutOfRangeError, SegmentSummary, segments_to_delete
 from rafka.logstore.retention import segments_below_log_start
+from tests.support.logstore import T0, FakeClock, batch_of, read_all, small_config
 
 DAY = 24 * 3600 * 1000
 

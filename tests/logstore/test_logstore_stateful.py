@@ -13,8 +13,9 @@ from pathlib import Path
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from logstore_helpers import T0, FakeClock, read_all, small_config
+
 from rafka.logstore import Log, Record, build_batch
+from tests.support.logstore import T0, FakeClock, read_all, small_config
 
 HOUR = 3600 * 1000
 CONFIG = small_config(

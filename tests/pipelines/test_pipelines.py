@@ -10,14 +10,13 @@ import uuid
 import msgpack
 import pytest
 from pyspark.sql import functions as F
+
+from rafka import Cluster
 from rafka.actors.errors import UnknownTopicError
 from rafka.pipelines.decode import json_values, msgpack_values, utf8
 from rafka.pipelines.streaming import stream_topic
 from rafka.pipelines.topics import read_topic, write_topic
-
-from rafka import Cluster
-
-from ..conftest import cluster_of_its_own
+from tests.support.cluster import cluster_of_its_own
 
 KAFKA_SOURCE_SCHEMA = [
     ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),

@@ -25,7 +25,9 @@ import pytest
 import ray
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rafka.actors.clients.config import InvalidConfigError as InvalidClientConfigError
+from ray.util import list_named_actors
+
+from rafka import Cluster
 from rafka.actors.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -36,6 +38,7 @@ from rafka.actors.errors import (
     UnknownTopicError,
     raise_for,
 )
+from rafka.common.config import InvalidConfigError
 from rafka.logstore.batch import build_batch, encode_batch
 from rafka.logstore.checkpoint import (
     HIGH_WATERMARK_FILE,
@@ -43,13 +46,8 @@ from rafka.logstore.checkpoint import (
     RECOVERY_POINT_FILE,
     TMP_SUFFIX,
 )
-from rafka.logstore.errors import InvalidConfigError
-from ray.util import list_named_actors
-
-from rafka import Cluster
-
-from ..conftest import cluster_of_its_own
-from ..replicas import ReplicaOnHost
+from tests.support.cluster import cluster_of_its_own
+from tests.support.replicas import ReplicaOnHost
 
 pytestmark = pytest.mark.reliability
 
@@ -372,11 +370,11 @@ def test_bad_client_settings(cluster: Cluster, unharmed) -> None:
     def check(data: st.DataObject) -> None:
         key = data.draw(st.sampled_from(sorted(_PRODUCER_SETTINGS)))
         value = data.draw(_PRODUCER_SETTINGS[key])
-        with pytest.raises(InvalidClientConfigError, match=key.replace("_", ".")):
+        with pytest.raises(InvalidConfigError, match=key.replace("_", ".")):
             cluster.producer(**{key: value}).close()
         key = data.draw(st.sampled_from(sorted(_CONSUMER_SETTINGS)))
         value = data.draw(_CONSUMER_SETTINGS[key])
-        with pytest.raises(InvalidClientConfigError, match=key.replace("_", ".")):
+        with pytest.raises(InvalidConfigError, match=key.replace("_", ".")):
             cluster.consumer(**{key: value}).close()
 
     check()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .checker import Ack, Commit, Fault, History, Limits, Poll, Rebalance, check
+from tests.support.checker import Ack, Commit, Fault, History, Limits, Poll, Rebalance, check
 
 INF = float("inf")
 

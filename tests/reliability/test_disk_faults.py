@@ -16,13 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rafka.logstore import Log
-from rafka.logstore.batch import decode_batches, iter_batches
 
 from rafka import Cluster
-
-from ..actors.conftest import partition_state, wait_until
-from ..conftest import cluster_of_its_own
+from rafka.logstore import Log
+from rafka.logstore.batch import decode_batches, iter_batches
+from tests.support.cluster import cluster_of_its_own, partition_state
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.reliability
 

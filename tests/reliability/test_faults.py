@@ -32,25 +32,31 @@ from pathlib import Path
 
 import pytest
 import ray
-from rafka.actors.clients.group_consumer import GroupConsumer
-from rafka.coordination.embedded import EmbeddedZooKeeper
-from rafka.coordination.errors import TopicExistsError, ZooKeeperUnavailableError
-from rafka.coordination.models import TopicPartition
-from rafka.coordination.testing import TcpProxy
 
 from rafka import Cluster
-
-from ..actors.conftest import expire_broker_session, wait_until
-from ..conftest import TEST_BROKER_CONFIG, make_chroot
-from ..replicas import ReplicaOnHost
-from .checker import Ack, Commit, Fault, History, Limits, Poll, Rebalance, check
-from .pauses import PAST_THE_SESSION_S, broker_pids, host_pids, paused
+from rafka.actors.clients.group_consumer import GroupConsumer
+from rafka.common.topic_partition import TopicPartition
+from rafka.coordination.embedded import EmbeddedZooKeeper
+from rafka.coordination.errors import TopicExistsError, ZooKeeperUnavailableError
+from tests.support.checker import Ack, Commit, Fault, History, Limits, Poll, Rebalance, check
+from tests.support.cluster import TEST_BROKER_CONFIG
+from tests.support.faults import (
+    PAST_THE_SESSION_S,
+    broker_pids,
+    expire_broker_session,
+    host_pids,
+    paused,
+)
+from tests.support.replicas import ReplicaOnHost
+from tests.support.waiting import wait_until
+from tests.support.workloads import settle
+from tests.support.zookeeper import TcpProxy, make_chroot
 
 pytestmark = pytest.mark.reliability
 
 TOPIC = "jepsen"
 PARTITIONS = 3
-# The test clusters' replica.lag.time.max.ms (tests/conftest.py).
+# The test clusters' replica.lag.time.max.ms (tests/support/cluster.py).
 LAG_TIME_MAX_S = TEST_BROKER_CONFIG["replica.lag.time.max.ms"] / 1000
 
 
@@ -65,6 +71,9 @@ class Recorder:
     def add(self, kind: str, item: object) -> None:
         with self.lock:
             getattr(self.history, kind).append(item)
+
+    def ack(self, value: bytes, meta: object) -> None:
+        self.add("acks", Ack(value, meta.partition, meta.offset, time.monotonic()))
 
     def client_error(self, error: BaseException) -> None:
         """A client call that failed: counted by kind; the checker has limits for each."""
@@ -95,25 +104,11 @@ def produce(cluster: Cluster, name: str, recorder: Recorder) -> None:
                     recorder.client_error(error)
                 sequence += 1
             time.sleep(0.01)
-            pending = settle(pending, recorder, wait=False)
-        settle(pending, recorder, wait=True)
+            pending = settle(pending, wait=False, on_ack=recorder.ack,
+                             on_error=recorder.client_error)
+        settle(pending, wait=True, on_ack=recorder.ack, on_error=recorder.client_error)
     finally:
         producer.close()
-
-
-def settle(pending: list, recorder: Recorder, wait: bool) -> list:
-    left = []
-    for value, future in pending:
-        if not wait and not future.done():
-            left.append((value, future))
-            continue
-        try:
-            meta = future.result(150)
-        except Exception as error:  # an unacknowledged write may or may not exist: fine
-            recorder.client_error(error)
-            continue
-        recorder.add("acks", Ack(value, meta.partition, meta.offset, time.monotonic()))
-    return left
 
 
 def consume(cluster: Cluster, name: str, recorder: Recorder, until: Callable[[], bool]) -> None:

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import time
 
-from rafka.actors.errors import ErrorCode
-from rafka.coordination.testing import TcpProxy
-from rafka.logstore.batch import build_batch
-
 from rafka import Cluster
-
-from ..actors.conftest import partition_state, wait_until
-from ..actors.test_failover import Workload, check_acknowledged, read_everything
-from ..replicas import ReplicaOnHost
-from .pauses import SESSION_TIMEOUT_S, broker_pids, paused
+from rafka.actors.errors import ErrorCode
+from rafka.logstore.batch import build_batch
+from tests.support.cluster import partition_state
+from tests.support.faults import SESSION_TIMEOUT_S, broker_pids, paused
+from tests.support.replicas import ReplicaOnHost
+from tests.support.waiting import wait_until
+from tests.support.workloads import Workload, check_acknowledged, read_everything
+from tests.support.zookeeper import TcpProxy
 
 TOPIC = "harsh"
 # A leader that is paused answers nothing: the producer gives up on it after this, and retries.

@@ -19,16 +19,15 @@ import statistics
 import threading
 import time
 from collections import deque
-from pathlib import Path
 
+import psutil
 import pytest
 import ray
 from ray.util import list_named_actors
 
 from rafka import Cluster
-
-from ..actors.conftest import wait_until
-from .checker import Ack, Commit, History, Poll, check, check_deliveries
+from tests.support.checker import Ack, Commit, History, Poll, check, check_deliveries
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.reliability
 
@@ -131,7 +130,7 @@ def consume(member: object, name: str, recorder: Recorder) -> None:
 
 
 class MemorySampler:
-    """Resident memory of every broker and replica process, from /proc/<pid>/status."""
+    """Resident memory of every broker and replica process."""
 
     def __init__(self, cluster: Cluster, interval_s: float = 1.0) -> None:
         self.interval_s = interval_s
@@ -153,13 +152,12 @@ class MemorySampler:
     @staticmethod
     def rss_mb(pid: int) -> float | None:
         try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except (FileNotFoundError, ProcessLookupError):
+            process = psutil.Process(pid)
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return process.memory_info().rss / 2**20
+        except psutil.Error:
             return None
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return None  # a zombie has no VmRSS line
 
     def sample(self) -> None:
         now = time.monotonic()

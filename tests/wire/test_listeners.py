@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from rafka.actors.config import BrokerConfig
-from rafka.logstore.errors import InvalidConfigError
+from rafka.common.config import InvalidConfigError
 from rafka.wire.listeners import InvalidListenerError, Listener, parse_listener
 
 
@@ -31,5 +32,5 @@ def test_what_cannot_be_served_says_why(text: str, says: str) -> None:
 def test_a_broker_refuses_a_bad_listener_when_configured() -> None:
     assert BrokerConfig.from_dict({"listeners": "plaintext://0.0.0.0:9092"}).listeners == (
         "PLAINTEXT://0.0.0.0:9092")
-    with pytest.raises(InvalidConfigError, match=r"advertised\.listeners: .*only PLAINTEXT"):
+    with pytest.raises(InvalidConfigError, match=r"advertised\.listeners=.*only PLAINTEXT"):
         BrokerConfig.from_dict({"advertised.listeners": "SASL_SSL://h:1"})

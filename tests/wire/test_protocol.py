@@ -8,6 +8,7 @@ import struct
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import ProduceResponse
+
 from rafka.wire.protocol import (
     APIS,
     UNSUPPORTED_VERSION,

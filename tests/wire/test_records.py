@@ -10,6 +10,7 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
 from rafka.logstore.batch import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Record,

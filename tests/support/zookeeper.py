@@ -1,5 +1,7 @@
-"""Fault injection for tests against a real ZooKeeper: expire a session, cut a connection.
+"""A real ZooKeeper in tests: a chroot of a test's own, and faults: expire a session, cut a
+connection.
 
+- `make_chroot(zookeeper, name)`: the server's address under `/tests/<name>`, created empty.
 - `expire_session(store)`: the standard trick to expire a live session from outside: open a
   second client with the victim's session id and password (which makes the server drop the
   victim's connection), then close it, which closes the session on the server. The victim's
@@ -17,24 +19,24 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from rafka.coordination.embedded import ZooKeeperAddress
+
+from rafka.coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
 from rafka.coordination.store import ClusterStore
 
 
-def wait_until(
-    condition: Callable[[], object], timeout_s: float = 10.0, interval_s: float = 0.01
-) -> bool:
-    """Poll `condition` until it is truthy; True if it became so within `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if condition():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval_s)
+def make_chroot(zookeeper: EmbeddedZooKeeper, name: str) -> ZooKeeperAddress:
+    """The server's address under `/tests/<name>`, created empty."""
+    address = zookeeper.address.child(f"tests/{name}")
+    client = KazooClient(hosts=zookeeper.address.servers)
+    client.start(timeout=15)
+    try:
+        client.ensure_path(address.chroot)
+    finally:
+        client.stop()
+        client.close()
+    return address
 
 
 def expire_session(

@@ -28,19 +28,14 @@ def new_marker() -> str:
 
 def marked_processes(marker: str) -> dict[int, str]:
     """The live processes (not zombies) whose environment carries `marker`: PID -> command."""
-    wanted = f"{MARKER_VARIABLE}={marker}".encode()
     found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for process in psutil.process_iter():
         try:
-            if wanted not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            process = psutil.Process(int(entry.name))
-            if process.status() == psutil.STATUS_ZOMBIE:
+            if (process.environ().get(MARKER_VARIABLE) != marker
+                    or process.status() == psutil.STATUS_ZOMBIE):
                 continue
             found[process.pid] = " ".join(process.cmdline())
-        except (OSError, psutil.Error):
+        except psutil.Error:
             continue  # gone meanwhile, or not ours to read
     return found
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import ray
-from rafka.actors.messages import PartitionFetch, PartitionProduce
 
 from rafka import Cluster
+from rafka.actors.messages import Appended, FetchedRecords, PartitionFetch, PartitionProduce
 
 
 class ReplicaOnHost:
@@ -29,10 +29,12 @@ class ReplicaOnHost:
         return self.host.produce.remote(
             [PartitionProduce(self.topic, self.partition, records)], acks, timeout_ms)
 
-    def produce(self, records: bytes, acks: int = 1, timeout_ms: int = 30_000) -> dict:
+    def produce(
+        self, records: bytes, acks: int = 1, timeout_ms: int = 30_000
+    ) -> Appended | dict:
         return ray.get(self.produce_async(records, acks, timeout_ms), timeout=60)[0]
 
-    def fetch(self, offset: int, max_bytes: int = 1 << 20) -> dict:
+    def fetch(self, offset: int, max_bytes: int = 1 << 20) -> FetchedRecords | dict:
         request = PartitionFetch(self.topic, self.partition, offset, max_bytes)
         return ray.get(self.host.fetch.remote([request]), timeout=60)[0]
 

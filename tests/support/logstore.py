@@ -1,15 +1,17 @@
-"""Helpers shared by the log store tests (plain functions, no fixtures)."""
+"""What the log store tests share: hypothesis budgets, a fake clock, tiny log configs, batches of
+numbered records, and a log read back whole (plain functions, no fixtures)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
+
 from rafka.logstore import Log, LogConfig, Record, build_batch, decode_batches
 
-# Hypothesis budget for this folder: enough examples to find framing bugs, small enough for the
-# whole logstore run to stay well under a minute on two shared cores. No example database: it
-# would write into the repository.
+# Hypothesis budget for the log store tests: enough examples to find framing bugs, small enough
+# for the whole logstore run to stay well under a minute on two shared cores. No example
+# database: it would write into the repository.
 SMALL = settings(
     max_examples=25,
     deadline=None,

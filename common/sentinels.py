@@ -1,0 +1,21 @@
+"""Kafka's sentinel values, each defined once: what a field holds when there is no such thing."""
+
+from __future__ import annotations
+
+# ListOffsets' special timestamps.
+LATEST_TIMESTAMP = -1
+"""The high watermark: the offset after the last record a consumer can read."""
+EARLIEST_TIMESTAMP = -2
+"""The log start offset."""
+
+UNDEFINED_EPOCH = -1
+"""No leader epoch: a log that has none yet, or a request that does not say."""
+UNDEFINED_OFFSET = -1
+"""No offset: the answer to an epoch the leader does not know."""
+NO_LEADER = -1
+"""The leader of an offline partition."""
+
+NO_PRODUCER_ID = -1
+"""A batch written without idempotence."""
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1

@@ -1,0 +1,72 @@
+"""Waiting for a condition until a deadline, the one way rafka polls."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class Deadline:
+    """A point on the monotonic clock ``timeout_s`` from now."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.at = time.monotonic() + timeout_s
+
+    def remaining_s(self) -> float:
+        """Seconds left, never below 0."""
+        return max(0.0, self.at - time.monotonic())
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() >= self.at
+
+
+def wait_until(
+    condition: Callable[[], T],
+    timeout_s: float,
+    what: str = "",
+    *,
+    interval_s: float = 0.1,
+    error: type[Exception] = TimeoutError,
+) -> T:
+    """Call ``condition`` every ``interval_s`` until it returns something true, and return that.
+
+    After ``timeout_s`` raise ``error`` saying what was awaited (``what``). The condition is
+    always called at least once, and once more at the deadline, so a zero timeout is a check.
+    """
+    deadline = Deadline(timeout_s)
+    while True:
+        result = condition()
+        if result:
+            return result
+        if deadline.expired:
+            raise error(f"timed out after {timeout_s:g} s waiting for {what or condition}")
+        time.sleep(min(interval_s, deadline.remaining_s()) or 0.001)
+
+
+async def wait_until_async(
+    condition: Callable[[], T | Awaitable[T]],
+    timeout_s: float,
+    what: str = "",
+    *,
+    interval_s: float = 0.1,
+    error: type[Exception] = TimeoutError,
+) -> T:
+    """`wait_until` on an event loop: sleeps without blocking it, and ``condition`` may be a
+    coroutine function."""
+    deadline = Deadline(timeout_s)
+    while True:
+        result = condition()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return result
+        if deadline.expired:
+            raise error(f"timed out after {timeout_s:g} s waiting for {what or condition}")
+        await asyncio.sleep(min(interval_s, deadline.remaining_s()) or 0.001)

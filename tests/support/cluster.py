@@ -1,0 +1,53 @@
+"""Test clusters: the brokers' config, names of a test's own, a cluster a whole module shares,
+and a partition's state as the cluster describes it."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rafka import Cluster
+from rafka.coordination.embedded import EmbeddedZooKeeper
+
+from .zookeeper import make_chroot
+
+# Fast failure detection, so that failover tests wait seconds, not Kafka's defaults.
+TEST_BROKER_CONFIG = {
+    "zookeeper.session.timeout.ms": 4000,
+    "replica.lag.time.max.ms": 3000,
+    "replica.fetch.wait.max.ms": 200,
+}
+
+
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """The test's name, cut to what a chroot or a namespace takes, and a random suffix."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:60].strip("-.")
+    return f"{base}-{uuid.uuid4().hex[:8]}"
+
+
+def cluster_of_its_own(
+    zookeeper: EmbeddedZooKeeper,
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    brokers: int = 3,
+    **options: Any,
+) -> Iterator[Cluster]:
+    """A cluster for a whole test module, in a chroot of its own: yield from it in a
+    module-scoped fixture (the tests then keep apart by using topics of their own).
+    `options` go to `Cluster.start`."""
+    chroot = make_chroot(zookeeper, f"{name}-{uuid.uuid4().hex[:8]}")
+    config = {**TEST_BROKER_CONFIG, **options.pop("broker_config", {})}
+    cluster = Cluster.start(brokers, name=name, zk=str(chroot),
+                            data_dir=tmp_path_factory.mktemp(name), broker_config=config,
+                            **options)
+    yield cluster
+    cluster.shutdown()
+
+
+def partition_state(cluster: Cluster, topic: str, partition: int) -> dict[str, Any]:
+    """`topic`-`partition` as the cluster describes it: leader, epoch, replicas, ISR, offsets."""
+    return cluster.describe_topic(topic)["partitions"][partition]

@@ -1,0 +1,114 @@
+"""A workload and what it left: a producer writing numbered records until stopped, the final log
+read back once the dust settled, and the check that no acknowledged record was lost."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from rafka import Cluster
+
+
+def read_everything(cluster: Cluster, topic: str, timeout_s: float = 60) -> list:
+    """Every record below each partition's high watermark, read after the dust settled."""
+    consumer = cluster.consumer([topic], auto_offset_reset="earliest")
+    ends = consumer.end_offsets(sorted(consumer.assignment()))
+    records = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        records += consumer.poll(500)
+        positions = {tp: consumer.position(*tp) for tp in ends}
+        if all(positions[tp] >= end for tp, end in ends.items()):
+            break
+    consumer.close()
+    return records
+
+
+def check_acknowledged(acknowledged: dict[tuple[int, int], bytes], records: list) -> None:
+    """No acknowledged write lost or moved; no value twice; order per partition kept."""
+    stored = {(r.partition, r.offset): r.value for r in records}
+    lost = {key: value for key, value in acknowledged.items() if stored.get(key) != value}
+    assert not lost, f"{len(lost)} acknowledged records lost or changed, e.g. {list(lost)[:5]}"
+    values = [r.value for r in records]
+    assert len(values) == len(set(values)), "a record appears twice"
+    by_partition = defaultdict(list)
+    for record in records:
+        by_partition[record.partition].append(int(record.value.split(b"-")[1]))
+    for partition, sequence in by_partition.items():
+        assert sequence == sorted(sequence), f"partition {partition} out of order"
+
+
+Send = tuple[bytes, Any]  # a value sent, and the future of its acknowledgement
+
+
+def settle(
+    pending: list[Send],
+    *,
+    wait: bool,
+    on_ack: Callable[[bytes, Any], object],
+    on_error: Callable[[BaseException], object],
+    timeout_s: float = 150,
+) -> list[Send]:
+    """Hand each send that is done to `on_ack(value, metadata)` or, refused or timed out (it
+    may or may not be in the log), to `on_error(error)`; return those not done yet. With
+    `wait`, wait up to `timeout_s` for each, so none is left."""
+    left = []
+    for value, future in pending:
+        if not wait and not future.done():
+            left.append((value, future))
+            continue
+        try:
+            meta = future.result(timeout_s)
+        except Exception as error:
+            on_error(error)
+            continue
+        on_ack(value, meta)
+    return left
+
+
+class Workload:
+    """A producer thread writing numbered records (acks=all, idempotent) until stopped."""
+
+    def __init__(self, cluster: Cluster, topic: str, **producer_options: object) -> None:
+        self.producer = cluster.producer(**{"acks": "all", "linger_ms": 2,
+                                            "retry_backoff_ms": 50, **producer_options})
+        self.topic = topic
+        self.acknowledged: dict[tuple[int, int], bytes] = {}
+        self.failed = 0
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        i = 0
+        pending = []
+        while not self._stop.is_set():
+            for _ in range(50):
+                value = f"{i // 1000}-{i}".encode()
+                pending.append((value, self.producer.send(self.topic, value=value,
+                                                          key=str(i % 13).encode())))
+                i += 1
+            time.sleep(0.005)
+            pending = settle(pending, wait=False, on_ack=self._acknowledged,
+                             on_error=self._failed)
+        settle(pending, wait=True, on_ack=self._acknowledged, on_error=self._failed,
+               timeout_s=120)
+
+    def _acknowledged(self, value: bytes, meta: Any) -> None:
+        self.acknowledged[(meta.partition, meta.offset)] = value
+
+    def _failed(self, error: BaseException) -> None:
+        self.failed += 1
+        self.errors.append(error)
+
+    def __enter__(self) -> Workload:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(180)
+        self.producer.close()
