@@ -207,7 +207,7 @@ class RecordAccumulator:
     def __init__(
         self,
         *,
-        batch_size: int = 262_144,  # rafka's batch.size default (see client_config)
+        batch_size: int = 262_144,  # rafka's batch.size default (see actors/clients/config.py)
         linger_ms: int = 5,
         max_in_flight: int = 5,
         enable_idempotence: bool = True,

@@ -47,15 +47,19 @@ def produce(cluster: Cluster, topic: str, count: int, partitions: int) -> set[by
 
 def settle(consumers: list[GroupConsumer], expected: list[set[int]], timeout_s: float = 30) -> None:
     """Poll every member until each owns the partitions expected of it."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    got: list[set[int]] = []
+
+    def owned_as_expected() -> bool:
+        nonlocal got
         for consumer in consumers:
             consumer.poll(50)
         got = [{tp.partition for tp in c.assignment()} for c in consumers]
-        if got == expected:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"assignment {got}, expected {expected}")
+        return got == expected
+
+    try:
+        wait_until(owned_as_expected, timeout_s, interval_s=0)
+    except AssertionError:
+        raise AssertionError(f"assignment {got}, expected {expected}") from None
 
 
 def test_the_seeds_walk_through_with_the_range_assignor(shared: Cluster) -> None:

@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from rafka.coordination.errors import (
     ZooKeeperPortInUseError,
     ZooKeeperStartError,
 )
+from tests.support.waiting import eventually
 
 
 @pytest.mark.parametrize(
@@ -116,10 +116,7 @@ def test_restart_comes_back_on_the_same_port_and_keeps_sessions(tmp_path: Path) 
         assert str(server.address) == address
         # The client comes back by itself to the same address, in the same session: the
         # server kept the session across the crash, so its ephemeral znode is still there.
-        deadline = time.monotonic() + 15
-        while not client.connected and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert client.connected
+        assert eventually(lambda: client.connected, 15)
         assert client.client_id[0] == session_id
         assert client.get("/kept")[0] == b"1"
         assert client.exists("/mine") is not None

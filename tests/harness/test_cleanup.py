@@ -6,10 +6,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
+
+from tests.support.waiting import eventually
 
 
 def _still_running(entry: dict) -> bool:
@@ -42,9 +43,12 @@ def test_a_test_session_leaves_no_process_behind(tmp_path: Path) -> None:
     assert "raylet" in commands and "gcs_server" in commands
     assert "org.apache.spark" in commands or "pyspark" in commands
 
-    deadline = time.monotonic() + 30
     left = report["processes"]
-    while left and time.monotonic() < deadline:
+
+    def all_gone() -> bool:
+        nonlocal left
         left = [entry for entry in left if _still_running(entry)]
-        time.sleep(0.5)
-    assert not left, f"still running after the test session ended: {left}"
+        return not left
+
+    assert eventually(all_gone, 30, interval_s=0.5), (
+        f"still running after the test session ended: {left}")
