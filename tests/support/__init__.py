@@ -13,4 +13,6 @@ another: import it as ``from tests.support.<module> import ...``.
 - ``cli``: running ``rafka`` as a user does, in a subprocess;
 - ``kafka_clients``: what every unmodified Kafka client's tests go through;
 - ``logstore``: small log configs, batches and a fake clock for the log store tests.
+- ``testbed``: network hosts on one machine (Linux network namespaces on a bridge of their
+  own), with faults: links cut both ways or one way, nodes isolated, paused or killed.
 """
