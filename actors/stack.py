@@ -26,13 +26,13 @@ from rafka.common.waiting import wait_until
 from rafka.coordination.embedded import (
     EmbeddedZooKeeper,
     ZooKeeperAddress,
-    four_letter_word,
     free_port,
     pid_alive,
     process_arguments,
     terminate_pid,
     wait_for_exit,
 )
+from rafka.coordination.ensemble import ensemble_modes, serving
 
 
 @dataclass
@@ -76,18 +76,17 @@ class LocalStack:
         return cls(data_dir, address, zookeeper, started_ray, temporary)
 
     def health(self) -> dict[str, dict[str, object]]:
-        """What a user checks first: is ZooKeeper serving, how big is Ray."""
-        host, port = self.zk_address.hosts[0]
-        answer = four_letter_word(host, port, "srvr")
-        mode = "not serving"
-        for line in answer.splitlines():
-            if line.startswith("Mode:"):
-                mode = line.removeprefix("Mode:").strip()
+        """What a user checks first: is ZooKeeper serving, how big is Ray. For an ensemble, the
+        mode is the first serving server's, and `servers` has each one's."""
+        servers = ensemble_modes(self.zk_address)
+        mode = next((mode for mode in servers.values() if serving([mode])),
+                    next(iter(servers.values())))
         resources = ray.cluster_resources()
         return {
             "zookeeper": {
                 "address": str(self.zk_address),
                 "mode": mode,
+                "servers": servers,
                 "embedded": self.zookeeper is not None,
                 "pid": self.zookeeper.pid if self.zookeeper else None,
             },

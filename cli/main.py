@@ -12,6 +12,10 @@
     rafka groups list|describe
     rafka bench
 
+    rafka zookeeper start --id N --servers H1:2888:3888,H2:2888:3888,H3:2888:3888
+                                        one member of a ZooKeeper ensemble here, detached;
+    rafka zookeeper stop|status         then `rafka up --zk H1:2181,H2:2181,H3:2181`
+
     rafka demo                          the click-stream pipeline on the embedded stack
 
 The commands live in `rafka.cli.commands`, one module each.

@@ -21,6 +21,12 @@ At most one candidate believes it is the controller at any moment:
   is our session): nobody else can have won meanwhile, so we take the role back with the same
   epoch and `on_elected` is called again. After an expiry a new session competes afresh.
 
+A controller that cannot do its job resigns (`resign`, Kafka's `triggerControllerMove`): the
+candidate stops believing, then deletes `/controller` in one multi-op that checks
+`/controller_epoch` is still at its fence's version, so it can only delete its own, and only if
+no other controller has won since. Every other candidate then competes at once; this one only
+after a hold-off, so that another broker takes over if there is one.
+
 Callbacks (`on_elected(epoch)`, `on_resigned()`) run on the store's event thread, in order, and
 must be quick. An `on_resigned` always follows the `on_elected` it ends.
 """
@@ -30,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from kazoo.protocol.states import EventType, WatchedEvent
@@ -39,6 +46,7 @@ from rafka.coordination.errors import (
     CoordinationError,
     StaleVersionError,
     ZNodeExistsError,
+    ZNodeMissingError,
     ZooKeeperUnavailableError,
 )
 from rafka.coordination.models import ControllerFence, ControllerInfo, Versioned
@@ -88,6 +96,11 @@ class ControllerElection:
         self._believes = False
         self._fence: ControllerFence | None = None
         self._won_session: int | None = None  # the session in which we hold /controller
+        # Resigning: the fence of the term given up, until `/controller` is found not ours; and
+        # until when this candidate lets the others compete alone.
+        self._resigning: ControllerFence | None = None
+        self._hold_off_until = 0.0
+        self._hold_off_timer: threading.Timer | None = None
 
     # --- public ---------------------------------------------------------------------------------
 
@@ -117,11 +130,33 @@ class ControllerElection:
         self.store.run_in_worker(self._resync)
         return self
 
+    def resign(self, fence: ControllerFence, hold_off_s: float = 0.0) -> None:
+        """Give up the role won with `fence`: a controller that cannot do its job.
+
+        Stops believing at once (`on_resigned` follows), then, on the worker thread, deletes
+        `/controller` if it is still ours, fenced by the controller epoch. This candidate
+        competes again after `hold_off_s`, unless another has won by then. Nothing happens
+        unless `fence` is the term held now: an older controller's late word, or one that
+        lost its connection meanwhile (the election takes the role back on reconnect, with a
+        fresh controller), gives up nothing.
+        """
+        with self._lock:
+            if not self._active or not self._believes or self._fence != fence:
+                return
+            self._resigning = fence
+            self._hold_off_until = time.monotonic() + hold_off_s
+        log.warning("broker %d resigns as controller (epoch %d)", self.broker_id, fence.epoch)
+        self._resign()
+        self.store.run_in_worker(self._resync)
+
     def stop(self) -> None:
         """Stop competing; resign (deleting `/controller`) if we are controller."""
         with self._lock:
             self._active = False
             session, self._won_session = self._won_session, None
+            timer, self._hold_off_timer = self._hold_off_timer, None
+        if timer is not None:
+            timer.cancel()
         self._resign()
         self.store.remove_session_listener(self._on_session)
         if session is not None and self.store.connected:
@@ -159,6 +194,7 @@ class ControllerElection:
         with self._lock:
             if (
                 not self._active
+                or self._resigning is not None  # a term given up is not taken back
                 or session is None
                 or session != self.store.session_id
                 or not self.store.connected
@@ -180,9 +216,13 @@ class ControllerElection:
         try:
             self._compete()
         except ZooKeeperUnavailableError:
-            return  # a session event brings us back
+            pass  # a session event brings us back
         except CoordinationError:
             log.exception("controller election of broker %d failed", self.broker_id)
+        else:
+            return
+        if self._resigning is not None:
+            self._compete_later(1.0)  # /controller may still be ours: try again to give it up
 
     def _compete(self) -> None:
         for _ in range(_MAX_ATTEMPTS):
@@ -191,17 +231,48 @@ class ControllerElection:
             stat = self.store.stat(layout.CONTROLLER, self._on_controller_event)
             # The session of now: a request may have waited across an expiry into a new one.
             session = self.store.session_id
-            if stat is not None:
-                if stat.ephemeralOwner == session:
+            if stat is not None and stat.ephemeralOwner == session:
+                if self._resigning is None:
                     self._reassume(session)
-                else:
-                    self._resign()  # someone else is controller (we may have been deleted)
+                    return
+                self._give_up(self._resigning, stat.version)
+                continue  # look again: gone now, or moved on
+            self._resign()  # someone else is controller (we may have been deleted), or nobody
+            self._resigning = None
+            if stat is not None:
                 return
-            self._resign()
+            wait_s = self._hold_off_until - time.monotonic()
+            if wait_s > 0:
+                self._compete_later(wait_s)  # the others first; the watch is set meanwhile
+                return
             if self._try_win(session):
                 return
         log.warning("broker %d: controller election did not settle; retrying", self.broker_id)
         self.store.run_in_worker(self._resync)
+
+    def _give_up(self, fence: ControllerFence, version: int) -> None:
+        """Delete our `/controller`, only if `/controller_epoch` is still at our fence's version
+        (Kafka's `deleteController(expectedControllerEpochZkVersion)`)."""
+        transaction = self.store.transaction()
+        transaction.check(layout.CONTROLLER_EPOCH, fence.epoch_zk_version)
+        transaction.delete(layout.CONTROLLER, version)
+        try:
+            self.store.commit(transaction)
+            log.warning("broker %d deleted /controller (epoch %d): another broker may take "
+                        "over", self.broker_id, fence.epoch)
+        except (StaleVersionError, ZNodeMissingError):
+            pass  # another controller won, or /controller went: nothing of ours is left
+        self._resigning = None
+
+    def _compete_later(self, wait_s: float) -> None:
+        with self._lock:
+            if not self._active or (self._hold_off_timer is not None
+                                    and self._hold_off_timer.is_alive()):
+                return
+            timer = threading.Timer(wait_s, self.store.run_in_worker, (self._resync,))
+            timer.daemon = True
+            self._hold_off_timer = timer
+        timer.start()
 
     def _try_win(self, session: int | None) -> bool:
         """One attempt at the multi-op; True when settled (won, or somebody else holds it)."""

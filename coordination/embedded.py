@@ -3,7 +3,8 @@
 `Cluster.start()` with no ensemble runs one ZooKeeper server itself. Its jars ship inside pyspark
 (`pyspark/jars/zookeeper-3.6.*.jar`), so nothing beyond `pip install` and a Java runtime, which
 Spark needs anyway, is required. The server binds 127.0.0.1 on a free port and keeps its data and
-its log under a directory it is given.
+its log under a directory it is given. `rafka.coordination.ensemble` runs the same server as one
+member of an ensemble (`EnsembleMember`, a subclass: the process handling is this one).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ _HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>
 _CHROOT = re.compile(r"^(/[A-Za-z0-9._\-]+)+$")
 
 SERVER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+# An ensemble member's main class (rafka.coordination.ensemble); named here, beside the
+# standalone one, because a recorded server is recognised by either.
+QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,11 @@ def find_java() -> str:
     return java
 
 
+def render_config(settings: dict[str, object]) -> str:
+    """zoo.cfg's text: one `key=value` line per setting, in order."""
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -179,7 +188,14 @@ class EmbeddedZooKeeper:
 
     >>> with EmbeddedZooKeeper("/tmp/zk") as zk:
     ...     print(zk.address)          # 127.0.0.1:<free port>
+
+    A subclass changes what runs through `main_class`, `label`, `_config` and `_serving`
+    (`rafka.coordination.ensemble.EnsembleMember`); starting, stopping, killing and restarting
+    by PID stay here.
     """
+
+    main_class = SERVER_MAIN
+    label = "the embedded ZooKeeper"
 
     def __init__(
         self,
@@ -223,7 +239,7 @@ class EmbeddedZooKeeper:
     @property
     def address(self) -> ZooKeeperAddress:
         if self.port is None:
-            raise ZooKeeperStartError("the embedded ZooKeeper is not started")
+            raise ZooKeeperStartError(f"{self.label} is not started")
         return ZooKeeperAddress(((self.host, self.port),))
 
     def running(self) -> bool:
@@ -249,7 +265,7 @@ class EmbeddedZooKeeper:
         keeps its sessions in its data dir, sessions that do not time out meanwhile survive.
         """
         if self.port is None:
-            raise ZooKeeperStartError("the embedded ZooKeeper was never started: start() it")
+            raise ZooKeeperStartError(f"{self.label} was never started: start() it")
         port = self.port
         if kill:
             self.kill()
@@ -260,7 +276,7 @@ class EmbeddedZooKeeper:
         # with SO_REUSEADDR, so only a listener of another process stops it.
         if not port_is_free(self.host, port, reuse_address=True):
             raise ZooKeeperPortInUseError(
-                f"port {self.host}:{port} was taken while the embedded ZooKeeper was down: "
+                f"port {self.host}:{port} was taken while {self.label} was down: "
                 f"it cannot come back on the same address"
             )
         return self._launch(port)
@@ -277,7 +293,7 @@ class EmbeddedZooKeeper:
             "-Dzookeeper.admin.enableServer=false",
             "-cp",
             f"{jars}/*",
-            SERVER_MAIN,
+            self.main_class,
             str(config_path),
         ]
         with open(self.log_path, "ab") as log:
@@ -306,7 +322,7 @@ class EmbeddedZooKeeper:
         later with `stop_recorded_server(data_dir)`, by the PID recorded in its data dir.
         """
         if not self.running():
-            raise ZooKeeperStartError("the embedded ZooKeeper is not running: start() it first")
+            raise ZooKeeperStartError(f"{self.label} is not running: start() it first")
         if self.die_with_parent:
             raise ZooKeeperServerError(
                 "this server was started with die_with_parent=True, so it stops when this "
@@ -319,7 +335,13 @@ class EmbeddedZooKeeper:
     def _write_config(self, port: int) -> Path:
         (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "log4j2.properties").write_text(_LOG4J2)
-        config = {
+        path = self.data_dir / "zoo.cfg"
+        path.write_text(render_config(self._config(port)))
+        return path
+
+    def _config(self, port: int) -> dict[str, object]:
+        """The settings of zoo.cfg, in order."""
+        return {
             "tickTime": self.tick_time_ms,
             "minSessionTimeout": self.min_session_timeout_ms,
             "maxSessionTimeout": self.max_session_timeout_ms,
@@ -334,9 +356,10 @@ class EmbeddedZooKeeper:
             "autopurge.snapRetainCount": 3,
             "autopurge.purgeInterval": 1,
         }
-        path = self.data_dir / "zoo.cfg"
-        path.write_text("".join(f"{key}={value}\n" for key, value in config.items()))
-        return path
+
+    def _serving(self, srvr_answer: str) -> bool:
+        """Whether the answer to `srvr` says the server is ready (here: serving standalone)."""
+        return "Mode: standalone" in srvr_answer
 
     def _wait_until_serving(self) -> None:
         assert self._process is not None and self.port is not None
@@ -346,7 +369,7 @@ class EmbeddedZooKeeper:
             if process.poll() is not None:
                 self._raise_start_failure(f"exited with code {process.returncode}")
             try:
-                return "Mode: standalone" in four_letter_word(host, port, "srvr")
+                return self._serving(four_letter_word(host, port, "srvr"))
             except OSError:
                 return False
 
@@ -359,11 +382,11 @@ class EmbeddedZooKeeper:
         tail = self.log_tail()
         if "Address already in use" in tail:
             raise ZooKeeperPortInUseError(
-                f"the embedded ZooKeeper could not bind {self.host}:{self.port}: another process "
+                f"{self.label} could not bind {self.host}:{self.port}: another process "
                 f"took the port; start again (a free port is chosen each time) or choose one"
             )
         raise ZooKeeperStartError(
-            f"the embedded ZooKeeper {what}; its log {self.log_path} ends with:\n{tail}"
+            f"{self.label} {what}; its log {self.log_path} ends with:\n{tail}"
         )
 
     def log_tail(self, lines: int = 30) -> str:
@@ -408,7 +431,7 @@ class EmbeddedZooKeeper:
 
     def __repr__(self) -> str:
         state = f"pid={self.pid} port={self.port}" if self.running() else "stopped"
-        return f"EmbeddedZooKeeper({str(self.data_dir)!r}, {state})"
+        return f"{type(self).__name__}({str(self.data_dir)!r}, {state})"
 
 
 _running_servers: weakref.WeakSet[EmbeddedZooKeeper] = weakref.WeakSet()
@@ -469,14 +492,16 @@ def recorded_pid(data_dir: str | os.PathLike[str]) -> int | None:
 
 
 def is_embedded_server(pid: int, data_dir: str | os.PathLike[str]) -> bool:
-    """Whether `pid` is alive and is the embedded ZooKeeper serving from `data_dir`.
+    """Whether `pid` is alive and is the embedded ZooKeeper serving from `data_dir`, standalone
+    or as an ensemble member.
 
     A recorded PID may have been reused by an unrelated process since (after a reboot, say):
     its command line must name ZooKeeper's main class and this data dir's config file.
     """
     arguments = process_arguments(pid)
     config = str(Path(data_dir).resolve() / "zoo.cfg")
-    return pid_alive(pid) and SERVER_MAIN in arguments and config in arguments
+    main = SERVER_MAIN in arguments or QUORUM_MAIN in arguments
+    return pid_alive(pid) and main and config in arguments
 
 
 def stop_recorded_server(data_dir: str | os.PathLike[str], timeout_s: float = 10.0) -> int | None:

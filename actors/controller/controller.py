@@ -9,8 +9,12 @@ is fenced by its controller epoch, so a deposed controller can change nothing.
 
 As in Kafka it runs inside its broker (here: on the broker actor's asyncio loop) and keeps no
 state it cannot rebuild from ZooKeeper. Watch callbacks only queue events; one task handles them
-in order, as Kafka's controller event thread does. The decisions are
-`rafka.actors.server.replication`'s.
+in order, as Kafka's controller event thread does. The decisions are pure functions: who leads
+in `elections.py`, the next reassignment step in `reassignment.py`.
+
+A step that fails (the initialization, or the handling of an event) is never just logged: the
+controller rebuilds from ZooKeeper after a backoff, resigns so that another broker takes over, or
+stops because it is controller no more; `recovery.py` decides which.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -45,10 +50,12 @@ from rafka.actors.controller.reassignment import (
     WaitForReplicas,
     next_reassignment_step,
 )
+from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
 from rafka.actors.naming import broker_name
 from rafka.common.config import InvalidConfigError
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import TopicAdmin, parse_reassignment
+from rafka.coordination.election import ControllerElection
 from rafka.coordination.errors import (
     ControllerMovedError,
     CoordinationError,
@@ -81,6 +88,8 @@ class Controller:
         fence: ControllerFence,
         namespace: str,
         *,
+        election: ControllerElection,
+        recovery: RecoveryPolicy,
         preferred_leader_check_s: float = 300.0,
         reassignment_check_s: float = 0.5,
     ) -> None:
@@ -89,19 +98,14 @@ class Controller:
         self.fence = fence
         self.epoch = fence.epoch
         self.namespace = namespace
+        # The election that made us controller (we resign through it) and how we recover from
+        # a step that failed (`recovery.py`).
+        self.election = election
+        self.recovery = recovery
         self.preferred_leader_check_s = preferred_leader_check_s
+        self.reassignment_check_s = reassignment_check_s
         self.admin = TopicAdmin(store)
         self.partition_states = PartitionStateStore(store)
-        self.live: dict[int, BrokerInfo] = {}
-        self.assignments: dict[str, TopicAssignment] = {}
-        self.configs: dict[str, TopicConfig] = {}
-        self.raw_configs: dict[str, dict[str, str]] = {}
-        self.states: dict[TopicPartition, Versioned[PartitionState]] = {}
-        # Topics being deleted whose replicas are not all gone yet: a broker holding one was
-        # down. As in Kafka, the deletion waits for it, its partitions lead nowhere meanwhile,
-        # and the name stays taken, so a new topic cannot pick up the old one's logs.
-        self.deleting: set[str] = set()
-        self.events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
         # Which method handles which event: every event the controller knows, in one place.
         self._handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
             BrokersChanged: self._on_brokers,
@@ -115,14 +119,29 @@ class Controller:
             ReassignmentCheck: self._on_reassignment_check,
         }
         self._loop = asyncio.get_running_loop()
+        self._tasks: list[asyncio.Task] = []
         self._watches: list[Any] = []
         # Each topic's watches: its assignment (partitions added) and its config.
         self._topic_watches: dict[str, tuple[Any, ...]] = {}
-        self._tasks: list[asyncio.Task] = []
+        self._forget_everything()
+
+    def _forget_everything(self) -> None:
+        """Drop the picture of the cluster and the watches that feed it: before a rebuild."""
+        self._cancel_watches()
+        self.live: dict[int, BrokerInfo] = {}
+        self.assignments: dict[str, TopicAssignment] = {}
+        self.configs: dict[str, TopicConfig] = {}
+        self.raw_configs: dict[str, dict[str, str]] = {}
+        self.states: dict[TopicPartition, Versioned[PartitionState]] = {}
+        # Topics being deleted whose replicas are not all gone yet: a broker holding one was
+        # down. As in Kafka, the deletion waits for it, its partitions lead nowhere meanwhile,
+        # and the name stays taken, so a new topic cannot pick up the old one's logs.
+        self.deleting: set[str] = set()
+        # Events queued so far are about what the rebuild reads afresh.
+        self.events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
         # Reassignment: the target replicas of each partition being moved, the partitions whose
         # new replicas this controller has announced (a new controller announces them again),
         # and the assignment versions it wrote (so that a late watch event cannot undo them).
-        self.reassignment_check_s = reassignment_check_s
         self.reassigning: dict[TopicPartition, tuple[int, ...]] = {}
         self._reassignment_announced: set[TopicPartition] = set()
         self._reassignment_check_queued = False
@@ -131,18 +150,23 @@ class Controller:
     # ------------------------------------------------------------------------ life cycle
 
     def start(self) -> None:
-        self._tasks.append(asyncio.ensure_future(self._run()))
+        self._tasks = [asyncio.ensure_future(self._run()),
+                       asyncio.ensure_future(self._check_preferred_leaders_forever()),
+                       asyncio.ensure_future(self._check_reassignments_forever())]
 
     def stop(self) -> None:
+        self._cancel_watches()
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
+
+    def _cancel_watches(self) -> None:
         topic_watches = [watch for pair in self._topic_watches.values() for watch in pair]
         for watch in [*self._watches, *topic_watches]:
             with contextlib.suppress(Exception):
                 watch.cancel()
         self._watches = []
         self._topic_watches = {}
-        for task in self._tasks:
-            task.cancel()
-        self._tasks = []
 
     def _queue(self, event: Callable[..., ControllerEvent]) -> Callable[..., None]:
         """A watch callback (on a kazoo thread) that queues `event(*what it is given)`."""
@@ -156,33 +180,78 @@ class Controller:
         return await asyncio.to_thread(function, *args, **kwargs)
 
     async def _run(self) -> None:
-        try:
-            await self._initialize()
-            watches = ClusterWatches(self.store)
-            self._watches = [
-                watches.watch_brokers(self._queue(BrokersChanged)),
-                watches.watch_topics(self._queue(TopicsChanged)),
-                watches.watch_topic_deletions(self._queue(DeletionsRequested)),
-                watches.watch_isr_change_notifications(self._queue(IsrChangesNotified)),
-                watches.watch_partition_reassignment(self._queue(ReassignmentsRequested)),
-            ]
-            self._tasks.append(asyncio.ensure_future(self._check_preferred_leaders_forever()))
-            self._tasks.append(asyncio.ensure_future(self._check_reassignments_forever()))
-            while True:
+        """Rebuild from ZooKeeper, then handle events one at a time, in order. A step that
+        fails is retried (by rebuilding), or ends in resigning or stopping (`recovery.py`)."""
+        rebuild, attempts, first_failure = True, 0, 0.0
+        while True:
+            step = "rebuilding from ZooKeeper" if attempts else "initializing"
+            try:
+                if rebuild:
+                    await self._rebuild()
+                    rebuild, attempts = False, 0
                 event = await self.events.get()
-                try:
-                    await self._handlers[type(event)](event)
-                except ControllerMovedError:
-                    log.warning("controller %d was deposed", self.broker_id)
-                    return
-                except Exception:
-                    log.exception("controller %d failed handling %r", self.broker_id, event)
-        except asyncio.CancelledError:
-            raise
-        except ControllerMovedError:
-            log.warning("controller %d was deposed while starting", self.broker_id)
-        except Exception:
-            log.exception("controller %d failed to start", self.broker_id)
+                step = f"handling {event!r}"
+                await self._handlers[type(event)](event)
+                attempts = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                attempts += 1
+                if attempts == 1:
+                    first_failure = time.monotonic()
+                decision = self.recovery.decide(
+                    error, attempts=attempts, elapsed_s=time.monotonic() - first_failure,
+                    elected=self.election.fence == self.fence)
+                match decision:
+                    case Retry(delay_s, reason):
+                        log.warning("controller %d (epoch %d) failed %s: %s; rebuilding from "
+                                    "ZooKeeper in %.1f s", self.broker_id, self.epoch, step,
+                                    reason, delay_s)
+                        self._forget_everything()
+                        rebuild = True
+                        await asyncio.sleep(delay_s)
+                    case Resign(hold_off_s, reason):
+                        # The traceback too: an unexpected failure is a fault to look into.
+                        log.warning("controller %d (epoch %d) failed %s: %s; resigning so that "
+                                    "another broker takes over", self.broker_id, self.epoch,
+                                    step, reason, exc_info=True)
+                        self._end()
+                        self.election.resign(self.fence, hold_off_s)
+                        return
+                    case Stop(reason):
+                        log.warning("controller %d (epoch %d) stops, %s: %s", self.broker_id,
+                                    self.epoch, step, reason)
+                        self._end()
+                        return
+
+    def _end(self) -> None:
+        """Stop the timers and the watches from `_run`, which returns next; the broker drops
+        this controller when the election tells it that it is controller no more."""
+        self._forget_everything()
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+
+    async def _rebuild(self) -> None:
+        """Everything from ZooKeeper (`_initialize`), then the watches that keep it current.
+
+        The watches are set after the reads: each delivers its current value first, which the
+        handlers compare with what was read, so nothing that changed in between is missed.
+        """
+        self._forget_everything()
+        await self._initialize()
+        watches = ClusterWatches(self.store)
+        self._watches = [
+            watches.watch_brokers(self._queue(BrokersChanged)),
+            watches.watch_topics(self._queue(TopicsChanged)),
+            watches.watch_topic_deletions(self._queue(DeletionsRequested)),
+            watches.watch_isr_change_notifications(self._queue(IsrChangesNotified)),
+            watches.watch_partition_reassignment(self._queue(ReassignmentsRequested)),
+        ]
+        log.info("controller %d (epoch %d) initialized: %d live brokers, %d topics, %d "
+                 "partitions", self.broker_id, self.epoch, len(self.live), len(self.assignments),
+                 len(self.states))
 
     async def _initialize(self) -> None:
         """Rebuild everything from ZooKeeper, bring every partition online, tell every broker."""

@@ -27,6 +27,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
 from rafka.actors.controller.controller import Controller
+from rafka.actors.controller.recovery import RecoveryPolicy
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.messages import IsrChange, LeaderAndIsrRequest
 from rafka.actors.naming import broker_name, partition_log_dir, replica_host_name
@@ -240,7 +241,11 @@ class Broker:
         if fence is None or fence.epoch != epoch:
             return
         log.info("broker %d is controller at epoch %d", self.broker_id, epoch)
-        self.controller = Controller(self.store, self.broker_id, fence, self.namespace)
+        # A step it cannot finish is retried within the session timeout, else it resigns
+        # through the election (actors/controller/recovery.py).
+        self.controller = Controller(
+            self.store, self.broker_id, fence, self.namespace, election=self.election,
+            recovery=RecoveryPolicy.for_session(self._granted_session_timeout_ms))
         self.controller.start()
         # Counted by the broker that takes over, once per election it wins (Kafka's
         # ControllerChangeRate is counted by every broker; summing here counts each change once).

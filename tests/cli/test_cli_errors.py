@@ -16,8 +16,8 @@ import pytest
 
 from rafka.actors.cluster import Cluster
 from rafka.actors.stack import session_members
-from rafka.cli.main import main
 from rafka.coordination.embedded import wait_for_exit
+from tests.support.cli import exit_code_in_process
 
 
 def test_help_lists_every_command(rafka) -> None:
@@ -62,11 +62,7 @@ def test_usage_errors_exit_2(argv: list[str], needle: str, capsys: pytest.Captur
                              monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # In this process (they fail before any connection): argparse's own exit, or our code 2.
     monkeypatch.setenv("RAFKA_HOME", str(tmp_path))
-    try:
-        code = main(argv)
-    except SystemExit as exit:
-        code = exit.code
-    assert code == 2
+    assert exit_code_in_process(argv) == 2
     assert needle in capsys.readouterr().err
     assert not any(tmp_path.iterdir()), "a usage error starts nothing"
 

@@ -87,3 +87,12 @@ def assert_clean_error(result: subprocess.CompletedProcess[str], code: int, *nee
     for needle in needles:
         assert needle in result.stderr, (needle, result.stderr)
 
+
+def exit_code_in_process(argv: list[str]) -> int:
+    """`rafka <argv>` run in this process, as `main` ends it: argparse's own exit, or ours."""
+    from rafka.cli.main import main
+
+    try:
+        return main(argv)
+    except SystemExit as exit:
+        return exit.code

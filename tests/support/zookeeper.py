@@ -74,11 +74,17 @@ def expire_session(
 
 
 class TcpProxy:
-    """Forward `127.0.0.1:<port>` to a ZooKeeper server; `cut()` and `restore()` the link."""
+    """Forward `127.0.0.1:<port>` to a ZooKeeper server; `cut()` and `restore()` the link.
 
-    def __init__(self, target_host: str, target_port: int, host: str = "127.0.0.1") -> None:
+    With `source_host` (another loopback address, such as 127.0.0.2) the proxy reaches the
+    server from there, so that ZooKeeper's `ip` ACLs can single out the client behind it.
+    """
+
+    def __init__(self, target_host: str, target_port: int, host: str = "127.0.0.1",
+                 source_host: str | None = None) -> None:
         self.target = (target_host, target_port)
         self.host = host
+        self.source = (source_host, 0) if source_host else None
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind((host, 0))
@@ -137,7 +143,8 @@ class TcpProxy:
                 _close(downstream)
                 continue
             try:
-                upstream = socket.create_connection(self.target, timeout=2)
+                upstream = socket.create_connection(self.target, timeout=2,
+                                                    source_address=self.source)
             except OSError:
                 _close(downstream)
                 continue

@@ -1,0 +1,267 @@
+"""`rafka zookeeper start|stop|status`: one member of a ZooKeeper ensemble on this machine.
+
+Run `start` on each of 3 (or 5) machines with the same --servers and each its own --id; the
+ensemble serves once a majority is up. The member runs from the ZooKeeper jars inside pyspark
+and outlives the command (a JVM in a session of its own, its PID recorded in its data dir, as
+`rafka up` leaves its embedded server); `stop` stops it by that PID. The ensemble's connection
+string, which `start` prints, is what `rafka up --zk` and `Cluster.start(zk=...)` take.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+from rafka.cli.commands import state as cluster_state
+from rafka.cli.commands.errors import EXIT_USAGE, CliError
+from rafka.cli.commands.output import echo, table
+from rafka.cli.commands.progress import wait_with_spinner
+from rafka.common.waiting import wait_until
+from rafka.coordination.embedded import (
+    ZooKeeperAddress,
+    find_java,
+    is_embedded_server,
+    pyspark_jars,
+    recorded_pid,
+    stop_recorded_server,
+)
+from rafka.coordination.ensemble import (
+    DEFAULT_CLIENT_PORT,
+    DEFAULT_INIT_LIMIT,
+    DEFAULT_SYNC_LIMIT,
+    DEFAULT_TICK_TIME_MS,
+    QUORUM_MODES,
+    Ensemble,
+    EnsembleMember,
+    EnsembleServer,
+    InvalidEnsembleError,
+    ensemble_modes,
+    parse_config,
+    server_mode,
+    serving,
+    validate_server_id,
+)
+from rafka.coordination.errors import InvalidZooKeeperAddressError, ZooKeeperStartError
+
+MEMBER_DIR = "zookeeper-member"
+
+
+def default_data_dir() -> Path:
+    """Where this machine's member keeps its data: $RAFKA_HOME/zookeeper-member."""
+    return cluster_state.rafka_home() / MEMBER_DIR
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "zookeeper", help="run one member of a ZooKeeper ensemble here: start, stop, status",
+        description=__doc__.split("\n\n")[1],
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    start = actions.add_parser("start", help="start this machine's member, detached")
+    start.add_argument("--id", required=True, dest="server_id", metavar="N|auto",
+                       help="this member's id (its myid, 1 to 255): its place in --servers; "
+                            "'auto': the one server in --servers that is an address of this "
+                            "machine (the same command on every machine)")
+    start.add_argument("--servers", required=True, metavar="LIST",
+                       help="every member, in id order: host:quorumPort:electionPort,... "
+                            "(e.g. zk1:2888:3888,zk2:2888:3888,zk3:2888:3888); a member's "
+                            "own client port may follow as ';PORT' (quote it)")
+    start.add_argument("--client-port", type=int, default=DEFAULT_CLIENT_PORT,
+                       help=f"the client port of members that name none "
+                            f"(default {DEFAULT_CLIENT_PORT})")
+    start.add_argument("--host", metavar="ADDRESS",
+                       help="the address this member's client port binds (default: its host in "
+                            "--servers; 0.0.0.0 for every interface)")
+    _add_data_dir(start)
+    start.add_argument("--tick-time-ms", type=int, default=DEFAULT_TICK_TIME_MS,
+                       help=f"ZooKeeper's tickTime (default {DEFAULT_TICK_TIME_MS})")
+    start.add_argument("--init-limit", type=int, default=DEFAULT_INIT_LIMIT,
+                       help=f"ticks a follower may take to sync with the leader "
+                            f"(default {DEFAULT_INIT_LIMIT})")
+    start.add_argument("--sync-limit", type=int, default=DEFAULT_SYNC_LIMIT,
+                       help=f"ticks a follower may lag before it is dropped "
+                            f"(default {DEFAULT_SYNC_LIMIT})")
+    start.add_argument("--heap-mb", type=int, default=256, help="the JVM's heap (default 256)")
+    start.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                       help="wait this long for the member to join a quorum, and fail if it "
+                            "has none by then (default 0: return once it listens; the other "
+                            "members may not be started yet)")
+    start.set_defaults(run=_start)
+
+    stop = actions.add_parser("stop", help="stop this machine's member, by its recorded PID")
+    _add_data_dir(stop)
+    stop.add_argument("--timeout", type=float, default=30.0,
+                      help="seconds to let it stop before it is killed (default 30)")
+    stop.set_defaults(run=_stop)
+
+    status = actions.add_parser("status", help="every member's mode (leader, follower, ...)")
+    _add_data_dir(status)
+    status.add_argument("--zk", "--zookeeper", dest="zk", metavar="HOST:PORT,...",
+                        help="ask these servers instead of the member in --data-dir")
+    status.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                        help="wait up to this long for the ensemble to serve (a majority up), "
+                             "e.g. before `rafka up --zk` on a machine that starts first")
+    status.add_argument("--format", choices=("text", "json"), default="text")
+    status.set_defaults(run=_status)
+
+
+def _add_data_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path,
+                        help="the member's data dir (default: $RAFKA_HOME/zookeeper-member, "
+                             "$RAFKA_HOME defaulting to ~/.rafka)")
+
+
+def _data_dir(args: argparse.Namespace) -> Path:
+    return (args.data_dir or default_data_dir()).expanduser().resolve()
+
+
+def _start(args: argparse.Namespace) -> int:
+    try:
+        ensemble = Ensemble.parse(args.servers, client_port=args.client_port)
+        server = _server_of(ensemble, args.server_id)
+    except InvalidEnsembleError as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+    for option, value in (("--tick-time-ms", args.tick_time_ms), ("--init-limit", args.init_limit),
+                          ("--sync-limit", args.sync_limit), ("--heap-mb", args.heap_mb)):
+        if value < 1:
+            raise CliError(f"{option} must be at least 1, got {value}", EXIT_USAGE)
+    for warning in ensemble.warnings():
+        print(f"warning: {warning}", file=sys.stderr)
+    data_dir = _data_dir(args)
+    pid = recorded_pid(data_dir)
+    if pid is not None and is_embedded_server(pid, data_dir):
+        raise CliError(f"a ZooKeeper member is running from {data_dir} already (pid {pid}): "
+                       f"stop it with `rafka zookeeper stop --data-dir {data_dir}`, or give "
+                       f"this one another --data-dir")
+    find_java()
+    pyspark_jars()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    # It must outlive this command: no parent-death signal, a session of its own, detached.
+    member = EnsembleMember(data_dir, ensemble, server.id, host=args.host,
+                            tick_time_ms=args.tick_time_ms, init_limit=args.init_limit,
+                            sync_limit=args.sync_limit, heap_mb=args.heap_mb,
+                            die_with_parent=False, new_session=True)
+    wait_with_spinner(f"starting ZooKeeper member {server.id}",
+                      lambda: member.start(wait_for_quorum=False), announce=True)
+    member.detach()
+    mode = member.mode()
+    if args.wait > 0 and mode not in QUORUM_MODES:
+        try:
+            mode = wait_with_spinner("waiting for a quorum",
+                                     lambda: member.wait_for_quorum(args.wait), announce=True)
+        except ZooKeeperStartError:
+            raise CliError(
+                f"ZooKeeper member {server.id} is running (pid {member.pid}) but found no "
+                f"quorum within {args.wait:g} s: a majority ({ensemble.majority} of "
+                f"{len(ensemble.servers)}) must be started and reach each other's quorum and "
+                f"election ports; see `rafka zookeeper status` and its log {member.log_path}"
+            ) from None
+    host, port = member.host, server.client_port
+    lines = [
+        f"started ZooKeeper member {server.id} of {len(ensemble.servers)} (pid "
+        f"{member.pid}), clients at {host}:{port}: "
+        + (mode if mode in QUORUM_MODES else
+           f"waiting for a quorum ({ensemble.majority} of {len(ensemble.servers)} members up)"),
+        f"  connect string  {ensemble.connect_string}   (rafka up --zk ...)",
+        f"  data dir        {data_dir}",
+        f"stop it with: rafka zookeeper stop --data-dir {data_dir}",
+    ]
+    echo("\n".join(lines))
+    return 0
+
+
+def _server_of(ensemble: Ensemble, server_id: str) -> EnsembleServer:
+    if server_id.strip().lower() == "auto":
+        try:
+            return ensemble.local_server()
+        except InvalidEnsembleError as error:
+            raise InvalidEnsembleError(f"--id auto: {error} with --id N") from None
+    try:
+        number = int(server_id)
+    except ValueError:
+        raise InvalidEnsembleError(f"--id takes a number from 1 to 255 or 'auto', got "
+                                   f"{server_id!r}") from None
+    return ensemble.server(validate_server_id(number))
+
+
+def _stop(args: argparse.Namespace) -> int:
+    data_dir = _data_dir(args)
+    member_id = _member_id(data_dir)
+    what = f"ZooKeeper member {member_id}" if member_id else "ZooKeeper"
+    pid = stop_recorded_server(data_dir, args.timeout)
+    if pid is None:
+        print(f"no ZooKeeper member is running from {data_dir}; nothing to stop",
+              file=sys.stderr)
+        return 0
+    echo(f"stopped {what} (pid {pid})")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    member_id: int | None = None
+    pid: int | None = None
+    if args.zk:
+        try:
+            address = ZooKeeperAddress.parse(args.zk)
+        except InvalidZooKeeperAddressError as error:
+            raise CliError(str(error), EXIT_USAGE) from None
+        ids: list[int | None] = [None] * len(address.hosts)
+    else:
+        data_dir = _data_dir(args)
+        ensemble = _recorded_ensemble(data_dir)
+        address = ensemble.connect_string
+        ids = list(ensemble.ids)
+        member_id = _member_id(data_dir)
+        pid = recorded_pid(data_dir)
+        if pid is not None and not is_embedded_server(pid, data_dir):
+            pid = None
+    if args.wait > 0:
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: serving(ensemble_modes(address).values()), args.wait,
+                       "the ensemble to serve", interval_s=1.0)
+    rows = [{"id": server_id, "address": f"{host}:{port}", "mode": server_mode(host, port),
+             "this": server_id is not None and server_id == member_id}
+            for server_id, (host, port) in zip(ids, address.hosts, strict=True)]
+    up = sum(1 for row in rows if serving([row["mode"]]))
+    quorum = up > 0
+    if args.format == "json":
+        echo(json.dumps({"member": member_id, "pid": pid, "servers": rows, "serving": quorum,
+                         "connect_string": str(address)}, indent=2))
+    else:
+        lines = []
+        if member_id is not None:
+            lines.append(f"this machine's member: {member_id} "
+                         + (f"(pid {pid})" if pid else "(not running)"))
+        lines.append(table(["ID", "ADDRESS", "MODE", ""],
+                           [[row["id"], row["address"], row["mode"],
+                             "<- this member" if row["this"] else ""] for row in rows]))
+        lines.append(f"{'serving' if quorum else 'NOT serving'}: {up} of {len(rows)} servers "
+                     f"serve clients; connect string {address}")
+        echo("\n".join(lines))
+    if not quorum:
+        raise CliError(f"no server of {address} serves: a majority of the ensemble must be up")
+    return 0
+
+
+def _recorded_ensemble(data_dir: Path) -> Ensemble:
+    """The ensemble of the member whose zoo.cfg is in `data_dir`."""
+    try:
+        text = (data_dir / "zoo.cfg").read_text()
+    except FileNotFoundError:
+        raise CliError(f"no ZooKeeper member was started from {data_dir} (no zoo.cfg): start "
+                       f"one with `rafka zookeeper start`, or give --data-dir or --zk") from None
+    try:
+        return Ensemble.from_settings(parse_config(text))
+    except InvalidEnsembleError as error:
+        raise CliError(f"{data_dir / 'zoo.cfg'}: {error}") from None
+
+
+def _member_id(data_dir: Path) -> int | None:
+    try:
+        return int((data_dir / "data" / "myid").read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
