@@ -139,17 +139,27 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def port_is_free(host: str, port: int, *, reuse_address: bool = False) -> bool:
-    """Whether `port` can be bound. With `reuse_address`, as a server that sets SO_REUSEADDR
-    (ZooKeeper does) binds it: connections lingering in TIME_WAIT do not count."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+def bind_problem(host: str, port: int, *, reuse_address: bool = False) -> str | None:
+    """Why `host:port` cannot be bound here, or None if it can. With `reuse_address`, as a
+    server that sets SO_REUSEADDR (ZooKeeper does) binds it: connections lingering in TIME_WAIT
+    do not count."""
+    host = host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         if reuse_address:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
-        except OSError:
-            return False
-        return True
+        except socket.gaierror as error:
+            return f"cannot resolve {host}: {error.strerror or error}"
+        except OSError as error:
+            return error.strerror or str(error)
+    return None
+
+
+def port_is_free(host: str, port: int, *, reuse_address: bool = False) -> bool:
+    """Whether `port` can be bound (see `bind_problem`)."""
+    return bind_problem(host, port, reuse_address=reuse_address) is None
 
 
 def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> str:

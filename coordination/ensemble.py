@@ -38,6 +38,7 @@ from rafka.coordination.embedded import (
     QUORUM_MAIN,
     EmbeddedZooKeeper,
     ZooKeeperAddress,
+    bind_problem,
     four_letter_word,
     free_port,
 )
@@ -360,22 +361,6 @@ def is_local_address(host: str) -> bool:
     return False
 
 
-def _bind_problem(host: str, port: int) -> str | None:
-    """Why this machine cannot listen on `host:port` as ZooKeeper would (with SO_REUSEADDR), or
-    None if it can."""
-    host = host.strip("[]")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except socket.gaierror as error:
-            return f"cannot resolve {host}: {error.strerror or error}"
-        except OSError as error:
-            return error.strerror or str(error)
-    return None
-
-
 class EnsembleMember(EmbeddedZooKeeper):
     """One member of a ZooKeeper ensemble in a child JVM, stopped by its PID and nothing else.
 
@@ -512,7 +497,7 @@ class EnsembleMember(EmbeddedZooKeeper):
         for what, host, port in (("client", self.host, server.client_port),
                                  ("quorum", server.host, server.quorum_port),
                                  ("election", server.host, server.election_port)):
-            problem = _bind_problem(host, port)
+            problem = bind_problem(host, port, reuse_address=True)
             if problem is None:
                 continue
             if "assign" in problem.lower() or "resolve" in problem.lower():

@@ -292,6 +292,10 @@ class GroupConsumer(Consumer):
     def _assign_owned(self) -> None:
         super().assign(sorted(self._owned))
 
+    def _maintained_and_settled(self) -> bool:
+        self._maintain()
+        return not self._suspended and bool(self._owned)
+
     def _maintain(self) -> None:
         if self._suspended:
             return
@@ -318,18 +322,13 @@ class GroupConsumer(Consumer):
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         """Take part in the group (rebalance, claim, auto-commit), then fetch."""
         deadline = time.monotonic() + timeout_ms / 1000
-        self._maintain()
-        if self._suspended or not self._owned:
-            # Nothing to read yet: wait for the group to settle, a little at a time.
-            def settled() -> bool:
-                self._maintain()
-                return not self._suspended and bool(self._owned)
-
-            try:
-                wait_until(settled, max(0.0, deadline - time.monotonic()), "the group to settle",
-                           interval_s=0.05)
-            except TimeoutError:
-                return []
+        try:
+            # Nothing to read until this member owns partitions: take part in the group (one
+            # turn if it has settled already), a little at a time until it does.
+            wait_until(self._maintained_and_settled, timeout_ms / 1000, "the group to settle",
+                       interval_s=0.05)
+        except TimeoutError:
+            return []
         remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
         records = super().poll(remaining_ms, max_records)
         self.lag.update(self._positions)

@@ -66,7 +66,7 @@ def _append_runs(acc: RecordAccumulator, values: list, keys: list | None, partit
     return runs
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     batch_size=st.integers(min_value=1, max_value=3000),
     records=st.lists(
@@ -440,7 +440,7 @@ class _Leader:
         return "out_of_order"
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.data())
 def test_every_record_lands_once_and_in_order_despite_failures_and_reordering(
     data: st.DataObject,

@@ -6,7 +6,7 @@ import random
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from rafka.coordination.assignment import (
@@ -37,7 +37,6 @@ def _check_shape(assignment: dict[int, list[int]], first: int, count: int, rf: i
         assert len(set(replicas)) == rf, "a broker twice in one partition"
 
 
-@settings(deadline=None)
 @given(broker_lists, st.data())
 def test_leaders_and_replicas_are_spread_evenly(brokers: list[int], data: st.DataObject) -> None:
     partitions = data.draw(st.integers(1, 60), label="partitions")
@@ -50,7 +49,6 @@ def test_leaders_and_replicas_are_spread_evenly(brokers: list[int], data: st.Dat
     _within_one(Counter(b for r in assignment.values() for b in r), brokers, partitions * rf)
 
 
-@settings(deadline=None)
 @given(broker_lists, st.data())
 def test_adding_partitions_keeps_the_whole_topic_balanced(
     brokers: list[int], data: st.DataObject
@@ -76,7 +74,6 @@ def test_a_broker_leading_the_last_partitions_takes_no_more_than_its_share_of_fo
     _within_one(Counter(b for r in whole.values() for b in r), list(range(8)), 18)
 
 
-@settings(deadline=None)
 @given(st.data())
 def test_rack_aware_partitions_span_as_many_racks_as_they_can(data: st.DataObject) -> None:
     brokers = data.draw(broker_lists, label="brokers")

@@ -145,6 +145,6 @@ class LogMachine(RuleBasedStateMachine):
 
 
 LogMachine.TestCase.settings = settings(
-    max_examples=15, stateful_step_count=25, deadline=None, database=None
+    max_examples=15, stateful_step_count=25, database=None
 )
 test_log_against_a_model = LogMachine.TestCase

@@ -54,7 +54,6 @@ pytestmark = pytest.mark.reliability
 # Small: every example talks to real actors. No example database: it would write into the repo.
 EXAMPLES = settings(
     max_examples=50,
-    deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -14,7 +14,6 @@ from rafka.logstore import Log, LogConfig, Record, build_batch, decode_batches
 # database: it would write into the repository.
 SMALL = settings(
     max_examples=25,
-    deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -52,12 +52,20 @@ def _signal_all(pids: Sequence[int], signum: int) -> None:
             os.kill(pid, signum)
 
 
-def _remove_namespace(namespace: str) -> None:
-    """Kill every process in it, then delete it (its veths and iptables rules go with it)."""
-    pids = _namespace_pids(namespace)
+def _kill_all(pids: Sequence[int]) -> None:
+    """SIGKILL `pids` and wait until they are gone."""
     _signal_all(pids, signal.SIGCONT)  # a paused process cannot die of SIGKILL until it runs
     _signal_all(pids, signal.SIGKILL)
-    psutil.wait_procs([psutil.Process(pid) for pid in pids if psutil.pid_exists(pid)], timeout=5)
+    processes = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            processes.append(psutil.Process(pid))
+    psutil.wait_procs(processes, timeout=5)
+
+
+def _remove_namespace(namespace: str) -> None:
+    """Kill every process in it, then delete it (its veths and iptables rules go with it)."""
+    _kill_all(_namespace_pids(namespace))
     with contextlib.suppress(subprocess.CalledProcessError):
         _run("ip", "netns", "delete", namespace)
 
@@ -155,9 +163,7 @@ class TestBed:
     def kill_node(self, node: str) -> list[int]:
         """SIGKILL every process of the node, as a machine that loses power."""
         pids = self.pids(node)
-        _signal_all(pids, signal.SIGCONT)
-        _signal_all(pids, signal.SIGKILL)
-        psutil.wait_procs([psutil.Process(p) for p in pids if psutil.pid_exists(p)], timeout=5)
+        _kill_all(pids)
         return pids
 
     def pause_node(self, node: str) -> list[int]:

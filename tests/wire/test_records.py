@@ -91,7 +91,7 @@ def test_several_batches_and_a_partial_one_at_the_end() -> None:
 HEADERS = st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)), max_size=3)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.lists(st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=40),
                           st.integers(0, 2**41), HEADERS),
                 min_size=1, max_size=20))
