@@ -41,6 +41,7 @@ from rafka.coordination.election import read_controller
 from rafka.coordination.errors import BrokerIdInUseError, UnknownTopicError
 from rafka.coordination.groups import GroupStore
 from rafka.coordination.registration import read_brokers
+from rafka.coordination.security import ClusterCredentials, as_credentials
 from rafka.coordination.store import ClusterStore
 from rafka.coordination.validation import validate_topic_name
 from rafka.wire.listeners import parse_listener
@@ -60,6 +61,7 @@ class Cluster:
         broker_overrides: Mapping[int, Mapping[str, Any]] | None = None,
         detached: bool = False,
         broker_resources: dict[str, float] | None = None,
+        zk_credentials: ClusterCredentials | str | None = None,
     ) -> None:
         self.name = name
         self.namespace = cluster_namespace(name)
@@ -77,7 +79,11 @@ class Cluster:
         # Custom Ray resources each broker asks for, e.g. {"rafka_broker": 1} offered once per
         # node, so that brokers (and so their replicas) spread one per node.
         self.broker_resources = dict(broker_resources or {})
-        self.store = ClusterStore(stack.zk_address, name).start()
+        # Every ZooKeeper session of the cluster holds these (Kafka's zookeeper.set.acl=true):
+        # this handle's, the brokers' and the group members'.
+        self.zk_credentials = as_credentials(zk_credentials)
+        self.store = ClusterStore(stack.zk_address, name,
+                                  credentials=self.zk_credentials).start()
         self.store.ensure_layout()
         self.admin = TopicAdmin(self.store)
         self._brokers: dict[int, Any] = {}
@@ -98,6 +104,7 @@ class Cluster:
         detached: bool = False,
         broker_resources: dict[str, float] | None = None,
         kafka_listeners: str | None = None,
+        zk_credentials: ClusterCredentials | str | None = None,
         timeout_s: float = 120.0,
     ) -> Cluster:
         """Start `brokers` brokers, on an embedded ZooKeeper and local Ray unless told otherwise.
@@ -106,7 +113,9 @@ class Cluster:
         (e.g. `{2: {"broker.rack": "b"}}`). `broker_resources` are custom Ray resources each
         broker requires (see cluster.yaml). `kafka_listeners` ("PLAINTEXT://127.0.0.1:9092")
         makes every broker serve Kafka's wire protocol, broker `i` on the port plus `i` (port 0:
-        each a free port); `bootstrap_servers()` says where.
+        each a free port); `bootstrap_servers()` says where. `zk_credentials`
+        (`ClusterCredentials` or "user:password") protect the cluster's znodes with digest
+        ACLs, as Kafka's `zookeeper.set.acl=true` does: without them nobody may change them.
         """
         validate_topic_name(name)  # it names a chroot and a namespace: the same rules apply
         if kafka_listeners is not None:
@@ -116,7 +125,7 @@ class Cluster:
         try:
             cluster = cls(name, stack, broker_config=broker_config,
                           broker_overrides=broker_overrides, detached=detached,
-                          broker_resources=broker_resources)
+                          broker_resources=broker_resources, zk_credentials=zk_credentials)
             starts = [cluster._create_broker(broker_id) for broker_id in range(brokers)]
             ray.get(starts, timeout=timeout_s)
             cluster.wait_for_controller(timeout_s)
@@ -131,12 +140,14 @@ class Cluster:
 
     @classmethod
     def connect(
-        cls, zk: str, name: str = "rafka", *, ray_address: str | None = "auto"
+        cls, zk: str, name: str = "rafka", *, ray_address: str | None = "auto",
+        zk_credentials: ClusterCredentials | str | None = None,
     ) -> Cluster:
-        """Join a running cluster: its brokers are found in the Ray namespace `rafka-<name>`."""
+        """Join a running cluster: its brokers are found in the Ray namespace `rafka-<name>`.
+        Without the cluster's `zk_credentials`, if it has some, the handle may only look."""
         init_ray(ray_address, namespace=cluster_namespace(name))
         stack = LocalStack.start(zk=zk, ray_address=ray_address)
-        return cls(name, stack)
+        return cls(name, stack, zk_credentials=zk_credentials)
 
     def _create_broker(self, broker_id: int) -> Any:
         options: dict[str, Any] = {
@@ -145,7 +156,12 @@ class Cluster:
             "max_restarts": 0,
         }
         if self.detached:
+            # A detached broker outlives the driver that started it, so Ray is what restarts
+            # it when its process or its node dies (the broker then starts itself). With
+            # `broker_resources` offered once per node, the only free unit is its own node's,
+            # where its logs are: it waits for that node to come back.
             options["lifetime"] = "detached"
+            options["max_restarts"] = -1
         if self.broker_resources:
             options["resources"] = self.broker_resources
         handle = BrokerActor.options(**options).remote(
@@ -155,6 +171,8 @@ class Cluster:
             self.namespace,
             str(self.data_dir / f"broker-{broker_id}"),
             {**self.broker_config, **self.broker_overrides.get(broker_id, {})},
+            # Beside the config, not in it: the config is described and printed.
+            zk_credentials=self.zk_credentials,
         )
         self._brokers[broker_id] = handle
         return handle.start.remote()
@@ -468,7 +486,7 @@ class Cluster:
                 self.namespace, str(self.stack.zk_address), self.name, topics,
                 on_partitions_revoked=on_partitions_revoked,
                 on_partitions_assigned=on_partitions_assigned,
-                group_id=group, **config,
+                zk_credentials=self.zk_credentials, group_id=group, **config,
             )
         consumer = Consumer(self.namespace, **config)
         if topics is not None:

@@ -16,6 +16,13 @@
                                         one member of a ZooKeeper ensemble here, detached;
     rafka zookeeper stop|status         then `rafka up --zk H1:2181,H2:2181,H3:2181`
 
+    rafka zookeeper credentials --generate
+                                        credentials that `rafka up` guards the znodes with
+
+    rafka supervise start NAME -- COMMAND [ARG...]
+                                        keep COMMAND running here, detached: restarted
+    rafka supervise stop|status [NAME]  whenever it exits (cluster.yaml's `ray start --block`)
+
     rafka demo                          the click-stream pipeline on the embedded stack
 
 The commands live in `rafka.cli.commands`, one module each.

@@ -35,7 +35,13 @@ class ZooKeeperUnavailableError(CoordinationError):
 
 
 class ZooKeeperAuthError(CoordinationError):
-    """ZooKeeper refused a request because of the cluster's ACLs (ZooKeeper's NoAuth)."""
+    """ZooKeeper refused a request because of the cluster's ACLs (ZooKeeper's NoAuth): the
+    client has no credentials, or not the cluster's."""
+
+
+class CredentialsFileError(CoordinationError, ValueError):
+    """A ZooKeeper credentials file that cannot be used: missing, open to other users, empty or
+    not `user:password`."""
 
 
 class ZNodeMissingError(CoordinationError, LookupError):

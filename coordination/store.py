@@ -63,7 +63,13 @@ from rafka.coordination.errors import (
     ZooKeeperUnavailableError,
 )
 from rafka.coordination.models import Versioned
-from rafka.coordination.security import AclPolicy, ClusterCredentials, as_credentials, cluster_acl
+from rafka.coordination.security import (
+    CREDENTIALS_FILE_ENV,
+    AclPolicy,
+    ClusterCredentials,
+    as_credentials,
+    cluster_acl,
+)
 from rafka.coordination.serial import SerialExecutor
 
 log = logging.getLogger(__name__)
@@ -402,10 +408,14 @@ class ClusterStore:
                 f"delete {path}: the znode has children; delete them first (recursive=True)"
             ) from None
         except (NoAuthError, AuthFailedError):
+            held = ("this client has no credentials" if self.credentials is None else
+                    f"the credentials of user {self.credentials.user!r} are not the cluster's")
             raise ZooKeeperAuthError(
                 f"ZooKeeper refused to {operation} {path}: the znodes of cluster "
-                f"{self.cluster!r} are protected by digest ACLs; pass the cluster credentials "
-                f"(credentials='user:password') to change them"
+                f"{self.cluster!r} are protected by digest ACLs and {held}; pass the cluster "
+                f"credentials: on the command line its credentials file with "
+                f"--zk-credentials-file FILE or ${CREDENTIALS_FILE_ENV}, in Python "
+                f"zk_credentials='user:password' to Cluster.start or Cluster.connect"
             ) from None
         except _CONNECTION_ERRORS as error:
             raise ZooKeeperUnavailableError(

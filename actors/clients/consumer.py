@@ -289,7 +289,7 @@ class Consumer:
                 self._fetching[tp] = ref
 
     def _complete(self, ref: Any) -> None:
-        _host, parts = self._in_flight.pop(ref)
+        host, parts = self._in_flight.pop(ref)
         current = [(index, tp, position) for index, (tp, position) in enumerate(parts)
                    if self._fetching.get(tp) is ref]
         for _index, tp, _position in current:
@@ -299,6 +299,7 @@ class Consumer:
         try:
             replies = ray.get(ref)
         except Exception as error:
+            self.metadata.forget_if_dead(host, error)
             if not is_retriable(error):  # the host raised: a bug, not a fault to wait out
                 raise
             log.debug("fetch of %s failed (%r): asking for the leaders again",

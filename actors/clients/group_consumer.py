@@ -47,6 +47,7 @@ from rafka.common.waiting import wait_until
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.errors import CoordinationError
 from rafka.coordination.groups import GroupStore
+from rafka.coordination.security import ClusterCredentials
 from rafka.coordination.store import ClusterStore, SessionEvent
 from rafka.coordination.validation import validate_group_id
 from rafka.coordination.watches import ClusterWatches
@@ -71,12 +72,13 @@ def new_member_id(client_id: str) -> str:
            f"{uuid.uuid4().hex[:8]}"
 
 
-def offset_manager(metadata: MetadataCache, group: str, wait_s: float) -> tuple[Any, int]:
+def offset_manager(metadata: MetadataCache, group: str, wait_s: float
+                   ) -> tuple[str, Any, int]:
     """The replica host that manages `group`'s offsets (it leads the group's partition of
-    `__consumer_offsets`), and that partition."""
+    `__consumer_offsets`): its name and actor, and that partition."""
     partition = offsets_partition(group, metadata.partition_count(OFFSETS_TOPIC))
-    _name, host = metadata.leader_host(OFFSETS_TOPIC, partition, wait_s=wait_s)
-    return host, partition
+    name, host = metadata.leader_host(OFFSETS_TOPIC, partition, wait_s=wait_s)
+    return name, host, partition
 
 
 def fetch_committed(
@@ -86,8 +88,9 @@ def fetch_committed(
     wanted = [TopicPartition(*tp) for tp in partitions]
     deadline = time.monotonic() + timeout_s
     while True:
+        name = None
         try:
-            manager, partition = offset_manager(
+            name, manager, partition = offset_manager(
                 metadata, group, wait_s=max(0.0, deadline - time.monotonic()))
             # A replica host still starting (a new offsets topic) answers late, not never:
             # like a commit, wait for it only as long as is left, then ask again.
@@ -97,6 +100,8 @@ def fetch_committed(
             stored = {TopicPartition(t, p): offset for t, p, offset, _meta in reply["offsets"]}
             return {tp: stored.get(tp) for tp in wanted}
         except Exception as error:
+            if name is not None:
+                metadata.forget_if_dead(name, error)
             if not is_retriable(error):
                 raise
             metadata.invalidate(OFFSETS_TOPIC)
@@ -114,8 +119,9 @@ def store_committed(
     entries = [[topic, partition, offset, ""] for (topic, partition), offset in offsets.items()]
     deadline = time.monotonic() + timeout_s
     while True:
+        name = None
         try:
-            manager, partition = offset_manager(
+            name, manager, partition = offset_manager(
                 metadata, group, wait_s=max(0.0, deadline - time.monotonic()))
             remaining_ms = int(max(0.1, deadline - time.monotonic()) * 1000)
             reply = ray.get(manager.commit_offsets.remote(partition, group, entries,
@@ -124,6 +130,8 @@ def store_committed(
             raise_for(reply)
             return
         except Exception as error:
+            if name is not None:
+                metadata.forget_if_dead(name, error)
             if not is_retriable(error):
                 raise CommitFailedError(f"group {group}: commit failed: {error}") from error
             metadata.invalidate(OFFSETS_TOPIC)
@@ -147,6 +155,7 @@ class GroupConsumer(Consumer):
         *,
         on_partitions_revoked: PartitionsCallback | None = None,
         on_partitions_assigned: PartitionsCallback | None = None,
+        zk_credentials: ClusterCredentials | str | None = None,
         **config: Any,
     ) -> None:
         super().__init__(namespace, **config)
@@ -161,7 +170,8 @@ class GroupConsumer(Consumer):
         self.on_partitions_revoked = on_partitions_revoked
         self.on_partitions_assigned = on_partitions_assigned
         self.store = ClusterStore(
-            zk_address, cluster_name, session_timeout_ms=self.config.session_timeout_ms
+            zk_address, cluster_name, session_timeout_ms=self.config.session_timeout_ms,
+            credentials=zk_credentials,
         ).start()
         self.groups = GroupStore(self.store)
         self.admin = TopicAdmin(self.store)
@@ -394,9 +404,6 @@ class GroupConsumer(Consumer):
                 self.groups.commit_offset(self.group, tp.topic, tp.partition, offset)
             return
         store_committed(self.metadata, self.group, offsets, timeout_s)
-
-    def _offset_manager(self, wait_s: float) -> Any:
-        return offset_manager(self.metadata, self.group, wait_s)
 
     def committed(
         self, partitions: Iterable[tuple[str, int]], timeout_s: float = 10.0

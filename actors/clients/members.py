@@ -10,6 +10,7 @@ from typing import Any
 import ray
 
 from rafka.actors.clients.group_consumer import GroupConsumer
+from rafka.coordination.security import ClusterCredentials
 
 
 class ConsumerMember:
@@ -17,9 +18,10 @@ class ConsumerMember:
 
     def __init__(
         self, namespace: str, zk_address: str, cluster_name: str, topics: list[str],
-        config: dict[str, Any],
+        config: dict[str, Any], zk_credentials: ClusterCredentials | None = None,
     ) -> None:
-        self.consumer = GroupConsumer(namespace, zk_address, cluster_name, topics, **config)
+        self.consumer = GroupConsumer(namespace, zk_address, cluster_name, topics,
+                                      zk_credentials=zk_credentials, **config)
 
     def member_id(self) -> str:
         return self.consumer.member_id
@@ -76,7 +78,7 @@ def start_members(
     members = [
         ConsumerMemberActor.options(namespace=cluster.namespace).remote(
             cluster.namespace, str(cluster.stack.zk_address), cluster.name, sorted(topics),
-            settings,
+            settings, cluster.zk_credentials,
         )
         for _ in range(count)
     ]

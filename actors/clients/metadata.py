@@ -8,13 +8,12 @@ Kafka's clients do.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import ray
+from ray.exceptions import ActorDiedError, GetTimeoutError
 
 from rafka.actors.errors import (
     BrokerUnavailableError,
@@ -62,44 +61,74 @@ class MetadataCache:
     # ------------------------------------------------------------------------ metadata
 
     def refresh(self, topics: list[str] | None = None) -> dict[str, Any]:
-        """Ask a live broker for metadata; try the others when one does not answer."""
-        candidates: list[int] = []
+        """Ask the brokers for metadata, all at once, and take the first answer.
+
+        One at a time, a broker that cannot answer (its node gone, and Ray's GCS, which would
+        say so, down with it) would hold the request for the whole timeout before the next is
+        asked. The brokers last heard of are asked first; if none answers, any other whose
+        actor exists now (they may all have died, and others come back, since).
+        """
+        tried: list[int] = []
         last_error: BaseException | None = None
-        for broker in self._candidates():
-            candidates.append(broker)
-            name = broker_name(broker)
-            try:
-                reply = ray.get(
-                    self.handle(name).metadata.remote(topics), timeout=self.refresh_timeout_s
-                )
-            except Exception as error:  # dead or unreachable broker: try the next
-                self.forget(name)
-                last_error = error
+        for candidates in (self._known_brokers, self._other_brokers):
+            brokers = candidates(tried)
+            if not brokers:
                 continue
-            with self._lock:
-                self._brokers = reply["brokers"] or self._brokers
-                now = time.monotonic()
-                for topic, partitions in reply["topics"].items():
-                    self._topics[topic] = {int(p): info for p, info in partitions.items()}
-                    self._fetched_at[topic] = now
-                if topics is not None:
-                    for topic in topics:
-                        if topic not in reply["topics"]:
-                            self._topics.pop(topic, None)
-            return reply
+            tried += brokers
+            reply, error = self._first_answer(brokers, topics)
+            if reply is not None:
+                self._learn(reply, topics)
+                return reply
+            last_error = error
         raise BrokerUnavailableError(
             f"no broker of namespace {self.namespace!r} answered a metadata request "
-            f"(tried {candidates}): is the cluster running? ({last_error!r})"
+            f"(tried {tried}): is the cluster running? ({last_error!r})"
         )
 
-    def _candidates(self) -> Iterator[int]:
-        """Brokers to ask, in random order: those last heard of, then, if none of them
-        answered, any other whose actor exists now (they may all have died, and others come
-        back, since)."""
-        known = list(self._brokers)
-        yield from random.sample(known, len(known))
-        others = [broker for broker in self.broker_ids() if broker not in known]
-        yield from random.sample(others, len(others))
+    def _known_brokers(self, _tried: list[int]) -> list[int]:
+        return list(self._brokers)
+
+    def _other_brokers(self, tried: list[int]) -> list[int]:
+        return [broker for broker in self.broker_ids() if broker not in tried]
+
+    def _first_answer(self, brokers: list[int], topics: list[str] | None
+                      ) -> tuple[dict[str, Any] | None, BaseException | None]:
+        asked: dict[Any, str] = {}
+        last_error: BaseException | None = None
+        for broker in brokers:
+            name = broker_name(broker)
+            try:
+                asked[self.handle(name).metadata.remote(topics)] = name
+            except Exception as error:  # no such actor (any more)
+                last_error = error
+        deadline = time.monotonic() + self.refresh_timeout_s
+        while asked and (left := deadline - time.monotonic()) > 0:
+            done, _ = ray.wait(list(asked), num_returns=1, timeout=left)
+            if not done:
+                break
+            name = asked.pop(done[0])
+            try:
+                return ray.get(done[0]), None
+            except Exception as error:  # dead or failing broker: wait for the others
+                self.forget_if_dead(name, error)
+                last_error = error
+        if asked:
+            last_error = GetTimeoutError(
+                f"brokers {sorted(asked.values())} did not answer within "
+                f"{self.refresh_timeout_s:g} s")
+        return None, last_error
+
+    def _learn(self, reply: dict[str, Any], topics: list[str] | None) -> None:
+        with self._lock:
+            self._brokers = reply["brokers"] or self._brokers
+            now = time.monotonic()
+            for topic, partitions in reply["topics"].items():
+                self._topics[topic] = {int(p): info for p, info in partitions.items()}
+                self._fetched_at[topic] = now
+            if topics is not None:
+                for topic in topics:
+                    if topic not in reply["topics"]:
+                        self._topics.pop(topic, None)
 
     def partitions(self, topic: str) -> dict[int, dict[str, Any]]:
         """The partitions of `topic`, fetching metadata if unknown or older than the max age."""
@@ -166,9 +195,18 @@ class MetadataCache:
             time.sleep(0.1)
 
     def invalidate(self, topic: str) -> None:
-        """Forget the leaders of `topic` and their handles (after a "not leader" answer)."""
+        """Forget the leaders of `topic` (after a "not leader" answer, or a leader that did not
+        answer): the next request asks the brokers.
+
+        The actor handles stay. Looking one up asks Ray's GCS, which may be down (its head
+        restarting) while the brokers are fine, and a handle stays good across Ray's restarts
+        of its actor; one whose actor died for good goes by `forget_if_dead`.
+        """
         with self._lock:
-            partitions = self._topics.pop(topic, None)
-        for info in (partitions or {}).values():
-            if info.get("leader_host"):
-                self.forget(info["leader_host"])
+            self._topics.pop(topic, None)
+
+    def forget_if_dead(self, name: str, error: BaseException) -> None:
+        """Drop the handle of actor `name` if `error`, from a call to it, says it died for good:
+        an actor of that name made since (a host its broker made again) is another actor."""
+        if isinstance(error, ActorDiedError):
+            self.forget(name)

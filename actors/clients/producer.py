@@ -178,6 +178,16 @@ class SentRecords(Sequence[RecordFuture]):
         return all(span.outcome.done.is_set() for span in self._spans)
 
 
+class _Request(NamedTuple):
+    """A produce request in flight: the host it went to, the batches it carries, and when it
+    was sent (monotonic s): one not answered within request.timeout.ms is given up on and its
+    batches retried, as Kafka's client does."""
+
+    host: str
+    batches: list[PendingBatch]
+    sent_at: float
+
+
 class Producer:
     """Kafka's producer on rafka. Build it with `cluster.producer(acks="all", ...)`."""
 
@@ -200,11 +210,8 @@ class Producer:
         self._wakeup = threading.Condition(self._lock)
         # Signalled when queued bytes leave the accumulator (buffer.memory back-pressure).
         self._space = threading.Condition(self._lock)
-        # The batches each request in flight carries, by its object ref.
-        self._in_flight: dict[Any, list[PendingBatch]] = {}
-        # When each request in flight was sent (monotonic s): one not answered within
-        # request.timeout.ms is given up on and its batches retried, as Kafka's client does.
-        self._sent_at: dict[Any, float] = {}
+        # Each request in flight, by its object ref.
+        self._in_flight: dict[Any, _Request] = {}
         # One outcome per batch, for its whole life (retries included), by batch id.
         self._outcomes: dict[int, _BatchOutcome] = {}
         # Partitions whose leader lost this producer's state: a new epoch once nothing of
@@ -482,7 +489,7 @@ class Producer:
             _host, carried, parts = requests.setdefault(name, (host, [], []))
             carried.append(batch)
             parts.append(PartitionProduce(batch.topic, batch.partition, payload))
-        for host, carried, parts in requests.values():
+        for name, (host, carried, parts) in requests.items():
             try:
                 ref = host.produce.remote(parts, self.config.acks,
                                           self.config.request_timeout_ms)
@@ -490,8 +497,7 @@ class Producer:
                 for batch in carried:
                     self._fail(batch, error)
                 continue
-            self._in_flight[ref] = carried
-            self._sent_at[ref] = time.monotonic()
+            self._in_flight[ref] = _Request(name, carried, time.monotonic())
 
     def _collect(self, batches_pending: bool) -> None:
         if not self._in_flight:
@@ -502,11 +508,12 @@ class Producer:
         if not done and not batches_pending:
             done, _ = ray.wait(refs, num_returns=1, timeout=0.05)
         for ref in done:
-            batches = self._in_flight.pop(ref)
-            del self._sent_at[ref]
+            request = self._in_flight.pop(ref)
+            batches = request.batches
             try:
                 replies = ray.get(ref)
             except Exception as error:
+                self.metadata.forget_if_dead(request.host, error)
                 for batch in batches:
                     if not is_retriable(error):  # the host raised: a bug, not a fault
                         self._fail(batch, error)
@@ -531,9 +538,9 @@ class Producer:
         # A second of slack: the leader's own REQUEST_TIMED_OUT, at request.timeout.ms, comes
         # first whenever the leader can answer at all.
         deadline = time.monotonic() - self.config.request_timeout_ms / 1000 - 1
-        for ref in [ref for ref, sent in self._sent_at.items() if sent < deadline]:
-            del self._sent_at[ref]
-            for batch in self._in_flight.pop(ref):
+        for ref in [ref for ref, request in self._in_flight.items()
+                    if request.sent_at < deadline]:
+            for batch in self._in_flight.pop(ref).batches:
                 self.metadata.invalidate(batch.topic)
                 self._retry_or_fail(batch, RequestTimedOutError(
                     f"the leader of {batch.topic}-{batch.partition} did not answer within "

@@ -26,8 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import ray
-
+from rafka.actors.broker_handles import BrokerHandles
 from rafka.actors.config import TopicConfig
 from rafka.actors.controller.elections import elect_leader, elect_preferred_leader, remove_from_isr
 from rafka.actors.controller.events import (
@@ -51,7 +50,6 @@ from rafka.actors.controller.reassignment import (
     next_reassignment_step,
 )
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
-from rafka.actors.naming import broker_name
 from rafka.common.config import InvalidConfigError
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import TopicAdmin, parse_reassignment
@@ -92,6 +90,7 @@ class Controller:
         recovery: RecoveryPolicy,
         preferred_leader_check_s: float = 300.0,
         reassignment_check_s: float = 0.5,
+        broker_handles: BrokerHandles | None = None,
     ) -> None:
         self.store = store
         self.broker_id = broker_id
@@ -123,6 +122,10 @@ class Controller:
         self._watches: list[Any] = []
         # Each topic's watches: its assignment (partitions added) and its config.
         self._topic_watches: dict[str, tuple[Any, ...]] = {}
+        # Broker actor handles, kept warm by the broker hosting this controller: looking one
+        # up asks Ray's GCS, which may be down (its head restarting) while brokers and
+        # ZooKeeper are fine, and the controller must still move leaders then.
+        self.broker_handles = broker_handles or BrokerHandles(namespace)
         self._forget_everything()
 
     def _forget_everything(self) -> None:
@@ -420,9 +423,8 @@ class Controller:
                     requests.setdefault(replica, []).append(request)
         calls = []
         for broker, batch in requests.items():
-            try:
-                handle = ray.get_actor(broker_name(broker), namespace=self.namespace)
-            except ValueError:
+            handle = self.broker_handles.get(broker)
+            if handle is None:
                 continue
             calls.append(handle.leader_and_isr.remote(self.epoch, batch))
         for reply in await asyncio.gather(*calls, return_exceptions=True):
@@ -439,6 +441,8 @@ class Controller:
         born = {b for b, info in brokers.items() if b not in old or old[b].epoch != info.epoch}
         if not dead and not born:
             return
+        for broker in dead | born:  # a broker registered anew may be another actor
+            self.broker_handles.drop(broker)
         log.info("controller %d: brokers %s; dead %s, new %s", self.broker_id,
                  sorted(brokers), sorted(dead), sorted(born))
         # Each partition's write is conditional on its own version, so they go to ZooKeeper
@@ -528,8 +532,8 @@ class Controller:
         brokers = self.assignments[topic].brokers & set(self.live)
         calls = []
         for broker in sorted(brokers):
-            with contextlib.suppress(ValueError):
-                handle = ray.get_actor(broker_name(broker), namespace=self.namespace)
+            handle = self.broker_handles.get(broker)
+            if handle is not None:
                 calls.append(handle.update_topic_config.remote(self.epoch, topic, raw))
         for reply in await asyncio.gather(*calls, return_exceptions=True):
             if isinstance(reply, BaseException) or reply.get("error") or reply.get("failed"):
@@ -555,8 +559,8 @@ class Controller:
             for broker, partitions in hosts.items():
                 if broker not in self.live:
                     continue
-                with contextlib.suppress(ValueError):
-                    handle = ray.get_actor(broker_name(broker), namespace=self.namespace)
+                handle = self.broker_handles.get(broker)
+                if handle is not None:
                     calls.append(handle.stop_replicas.remote(self.epoch, partitions, True))
             await asyncio.gather(*calls, return_exceptions=True)
             waiting_for = sorted(set(hosts) - set(self.live))
@@ -740,8 +744,8 @@ class Controller:
         for broker in brokers:
             if broker not in self.live:
                 continue
-            with contextlib.suppress(ValueError):
-                handle = ray.get_actor(broker_name(broker), namespace=self.namespace)
+            handle = self.broker_handles.get(broker)
+            if handle is not None:
                 calls.append(handle.stop_replicas.remote(self.epoch, [tuple(tp)], delete))
         for reply in await asyncio.gather(*calls, return_exceptions=True):
             if isinstance(reply, BaseException) or reply.get("error"):

@@ -18,6 +18,7 @@ import os
 import shutil
 import socket
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rafka.actors import metrics
+from rafka.actors.broker_handles import BrokerHandles
 from rafka.actors.config import BrokerConfig
 from rafka.actors.controller.controller import Controller
 from rafka.actors.controller.recovery import RecoveryPolicy
@@ -45,7 +47,9 @@ from rafka.coordination.errors import (
 from rafka.coordination.models import BrokerInfo, PartitionState, TopicAssignment
 from rafka.coordination.partition_state import PartitionStateStore
 from rafka.coordination.registration import BrokerRegistration, read_brokers
+from rafka.coordination.security import ClusterCredentials, as_credentials
 from rafka.coordination.store import ClusterStore, SessionEvent
+from rafka.coordination.watches import ClusterWatches
 from rafka.wire.listeners import Listener, parse_listener
 
 if TYPE_CHECKING:
@@ -53,6 +57,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# How long a broker Ray restarted waits before it dies again when it could not start.
+RESTART_PAUSE_S = 5.0
 # How long describe_replicas waits for each replica host.
 HOST_ANSWER_TIMEOUT_S = 2.0
 # How long a LeaderAndIsr waits for this broker's registration to be marked ours: the moment
@@ -71,6 +77,7 @@ class Broker:
         namespace: str,
         data_dir: str,
         config: dict[str, Any] | None = None,
+        zk_credentials: ClusterCredentials | str | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.cluster_name = cluster_name
@@ -80,6 +87,8 @@ class Broker:
         self.raw_config = dict(config or {})
         self.config = BrokerConfig.from_dict(self.raw_config)
         self.zk_address = self.config.zookeeper_connect or zk_address
+        # Not part of `config`, which is described and printed.
+        self.zk_credentials = as_credentials(zk_credentials)
         self.node_id = ray.get_runtime_context().get_node_id()
         # The replica-host actors by name, and the last LeaderAndIsr applied to each replica
         # hosted on them: a host that dies is recreated, and its replicas from these.
@@ -104,8 +113,35 @@ class Broker:
         self._fenced_while_cut_off = False
         self._unfencing: asyncio.Future | None = None
         self.kafka_listener: KafkaListener | None = None
+        # The other brokers' actors, kept warm for the controller this broker may become.
+        self.peers = BrokerHandles(namespace)
+        self._peer_epochs: dict[int, int] = {}
+        self._peer_watch: Any = None
+        self._warming: asyncio.Future | None = None
+        if _was_restarted():
+            # Ray restarted this actor (its process or its node died): nobody will call
+            # start(), so the broker starts itself, from the logs on this node's disk.
+            asyncio.get_running_loop().create_task(self._start_after_restart())
 
     # ------------------------------------------------------------------------ life cycle
+
+    async def _start_after_restart(self) -> None:
+        """Start a broker Ray restarted; one that cannot start dies, for Ray to try again.
+
+        A restarted broker registers, is sent its replicas by the controller and catches up,
+        as a Kafka broker does when systemd restarts it. If it cannot (ZooKeeper unreachable,
+        its old registration not yet expired past the wait), dying after a pause hands the retry
+        to Ray's restart policy instead of a loop of our own that could leave half a start.
+        """
+        try:
+            await self.start()
+            log.warning("broker %d restarted by Ray on node %s and registered again",
+                        self.broker_id, self.node_id)
+        except Exception:
+            log.exception("broker %d, restarted by Ray, could not start: exiting for Ray to "
+                          "restart it again in %.0f s", self.broker_id, RESTART_PAUSE_S)
+            await asyncio.sleep(RESTART_PAUSE_S)
+            os._exit(1)
 
     async def start(self, register_timeout_s: float | None = None) -> dict[str, Any]:
         """Connect to ZooKeeper, register, and compete for controller."""
@@ -114,6 +150,7 @@ class Broker:
             self.zk_address,
             self.cluster_name,
             session_timeout_ms=self.config.zookeeper_session_timeout_ms,
+            credentials=self.zk_credentials,
         )
         await asyncio.to_thread(store.start)
         await asyncio.to_thread(store.ensure_layout)
@@ -148,6 +185,8 @@ class Broker:
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.25)
+        self._peer_watch = ClusterWatches(store).watch_brokers(
+            lambda brokers: self._call_soon(self._on_brokers, brokers))
         self.election = ControllerElection(
             store,
             self.broker_id,
@@ -233,6 +272,15 @@ class Broker:
         for host in self.hosts.values():
             host.fence.remote()
 
+    def _on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
+        """Keep the handles of the live brokers warm; drop those that left or registered anew
+        (a new actor, maybe)."""
+        for broker_id, epoch in self._peer_epochs.items():
+            if broker_id not in brokers or brokers[broker_id].epoch != epoch:
+                self.peers.drop(broker_id)
+        self._peer_epochs = {broker_id: info.epoch for broker_id, info in brokers.items()}
+        self._warming = asyncio.ensure_future(self.peers.warm(brokers))
+
     def _on_elected(self, epoch: int) -> None:
         assert self.store is not None and self.election is not None
         if self.controller is not None:
@@ -245,7 +293,8 @@ class Broker:
         # through the election (actors/controller/recovery.py).
         self.controller = Controller(
             self.store, self.broker_id, fence, self.namespace, election=self.election,
-            recovery=RecoveryPolicy.for_session(self._granted_session_timeout_ms))
+            recovery=RecoveryPolicy.for_session(self._granted_session_timeout_ms),
+            broker_handles=self.peers)
         self.controller.start()
         # Counted by the broker that takes over, once per election it wins (Kafka's
         # ControllerChangeRate is counted by every broker; summing here counts each change once).
@@ -534,6 +583,14 @@ class Broker:
                                     return_exceptions=True)
         return {name: pid for name, pid in zip(names, pids, strict=True)
                 if isinstance(pid, int)}
+
+
+def _was_restarted() -> bool:
+    """Whether Ray restarted this actor (after its process or its node died)."""
+    with warnings.catch_warnings():
+        # Ray's own property reads its deprecated `actor_id` inside.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
 
 
 def _write_isr_changes(

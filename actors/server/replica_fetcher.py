@@ -20,7 +20,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,14 +55,14 @@ class ReplicaFetcher:
         leader_host: str,
         broker_id: int,
         config: BrokerConfig,
-        handle: Callable[[str], Any],
-        forget: Callable[[str], None],
+        handle: Callable[[str], Awaitable[Any]],
+        forget_if_dead: Callable[[str, BaseException], None],
     ) -> None:
         self.leader_host = leader_host
         self.broker_id = broker_id
         self.config = config
         self._handle = handle
-        self._forget = forget
+        self._forget_if_dead = forget_if_dead
         self.partitions: dict[TopicPartition, _Following] = {}
         # The session: what the leader holds of it, what to list next time (changed or
         # answered), what to tell it is gone, and whether to start it over with a full list.
@@ -73,6 +73,7 @@ class ReplicaFetcher:
         self._removed: set[TopicPartition] = set()
         self._untruncated: set[TopicPartition] = set()
         self._task: asyncio.Task | None = None
+        self._waking: asyncio.Future | None = None
         # Whether a fetch waits at the leader: a partition that starts following wakes it, so
         # that it is listed at once rather than after replica.fetch.wait.max.ms.
         self._waiting = False
@@ -88,11 +89,14 @@ class ReplicaFetcher:
             self._task = asyncio.ensure_future(self._run())
         elif self._waiting and not self._woken and not self._full:
             self._woken = True
-            try:
-                self._handle(self.leader_host).wake_session.remote(self.broker_id,
-                                                                   self.session_id)
-            except Exception as error:  # the leader's host is gone: the fetch fails anyway
-                log.debug("could not wake the fetch from %s: %r", self.leader_host, error)
+            self._waking = asyncio.ensure_future(self._wake_session())
+
+    async def _wake_session(self) -> None:
+        try:
+            leader = await self._handle(self.leader_host)
+            leader.wake_session.remote(self.broker_id, self.session_id)
+        except Exception as error:  # the leader's host is gone: the fetch fails anyway
+            log.debug("could not wake the fetch from %s: %r", self.leader_host, error)
 
     def remove(self, tp: TopicPartition) -> None:
         if self.partitions.pop(tp, None) is None:
@@ -112,7 +116,7 @@ class ReplicaFetcher:
         backoff_s = self.config.replica_fetch_backoff_ms / 1000
         while self.partitions or self._removed:
             try:
-                leader = self._handle(self.leader_host)
+                leader = await self._handle(self.leader_host)
                 await self._truncate(leader)
                 listing = self._listing()
                 removed = [tuple(tp) for tp in self._removed]
@@ -137,7 +141,7 @@ class ReplicaFetcher:
                 raise
             except Exception as error:  # the leader's host died or is not there yet
                 log.debug("fetch from %s failed: %r", self.leader_host, error)
-                self._forget(self.leader_host)
+                self._forget_if_dead(self.leader_host, error)
                 self._restart_session()
                 await asyncio.sleep(backoff_s)
                 continue

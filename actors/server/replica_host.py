@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.exceptions import ActorDiedError
 
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import ErrorCode, error_reply
@@ -121,6 +122,12 @@ class ReplicaHost:
         self.session_watchers: dict[TopicPartition, set[FetchSession]] = {}
         self._wake_sessions = _WakeSessions(self.session_watchers)
         self._handles: dict[str, Any] = {}
+        # This host's broker, reached when an ISR changes: looked up and called once now,
+        # while Ray's GCS answers, so that an ISR shrinks while it does not (its head
+        # restarting) as well.
+        broker = ray.get_actor(broker_name(broker_id), namespace=namespace)
+        broker.ping.remote()
+        self._handles[broker_name(broker_id)] = broker
         self._pending_isr: list[tuple[IsrChange, asyncio.Future]] = []
         self._isr_flush: asyncio.Task | None = None
         self._maintenance: asyncio.Task | None = None
@@ -134,15 +141,22 @@ class ReplicaHost:
 
     # ----------------------------------------------------------------------- plumbing
 
-    def _handle(self, name: str) -> Any:
+    async def _handle(self, name: str) -> Any:
+        """The actor called `name`, looked up once. The lookup asks Ray's GCS, which may be
+        down (its head restarting) and answer late: it runs off the event loop, so that only
+        what needs this actor waits, not every replica of the host."""
         handle = self._handles.get(name)
         if handle is None:
-            handle = ray.get_actor(name, namespace=self.namespace)
+            handle = await asyncio.to_thread(ray.get_actor, name, namespace=self.namespace)
             self._handles[name] = handle
         return handle
 
-    def _forget(self, name: str) -> None:
-        self._handles.pop(name, None)
+    def _forget_if_dead(self, name: str, error: BaseException) -> None:
+        """Drop a handle whose actor died for good (one of that name made since is another).
+        Other failures keep it: a lookup asks Ray's GCS, which may be down while the actor
+        is fine, and a handle stays good across Ray's restarts of its actor."""
+        if isinstance(error, ActorDiedError):
+            self._handles.pop(name, None)
 
     def _ensure_maintenance(self) -> None:
         if self._maintenance is None or self._maintenance.done():
@@ -189,7 +203,8 @@ class ReplicaHost:
             fetcher = self.fetchers.get(replica.leader_host)
             if fetcher is None:
                 fetcher = self.fetchers[replica.leader_host] = ReplicaFetcher(
-                    replica.leader_host, self.broker_id, self.config, self._handle, self._forget)
+                    replica.leader_host, self.broker_id, self.config, self._handle,
+                    self._forget_if_dead)
             fetcher.add(replica)
         if tp.topic == OFFSETS_TOPIC:
             if replica.role == LEADER:
@@ -271,12 +286,12 @@ class ReplicaHost:
         await asyncio.sleep(0)  # let the other changes of this turn join
         batch, self._pending_isr, self._isr_flush = self._pending_isr, [], None
         try:
-            broker = self._handle(broker_name(self.broker_id))
+            broker = await self._handle(broker_name(self.broker_id))
             replies = await broker.update_partition_states.remote([c for c, _ in batch])
         except Exception as error:
             log.warning("broker %d did not answer ISR changes of %d partitions: %r",
                         self.broker_id, len(batch), error)
-            self._forget(broker_name(self.broker_id))
+            self._forget_if_dead(broker_name(self.broker_id), error)
             replies = [error_reply(ErrorCode.REQUEST_TIMED_OUT,
                                    f"broker {self.broker_id} did not write the ISR: {error!r}")
                        ] * len(batch)

@@ -4,6 +4,11 @@ Precedence: `--zk`/`--address` on the command line, then the state of `--name` (
 `--data-dir`), then `$RAFKA_ZK` and `$RAY_ADDRESS`. ZooKeeper and Ray are probed with a plain TCP
 connection first, so that an address where nothing listens is one clear message at once rather
 than a client retrying for a minute.
+
+The ZooKeeper credentials (a cluster whose znodes carry digest ACLs) come from a file: the one
+of `--zk-credentials-file`, else the one `rafka up` recorded, else `$RAFKA_ZK_CREDENTIALS_FILE`,
+else `$RAFKA_HOME/zookeeper-credentials` if it exists. Without one a command may still look, but
+changes nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import ray
 
@@ -25,6 +31,11 @@ from rafka.cli.commands.arguments import add_name_option
 from rafka.cli.commands.errors import CliError
 from rafka.coordination.embedded import ZooKeeperAddress
 from rafka.coordination.errors import InvalidZooKeeperAddressError, ZooKeeperUnavailableError
+from rafka.coordination.security import (
+    CREDENTIALS_FILE_ENV,
+    ClusterCredentials,
+    load_credentials_file,
+)
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +48,23 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
                        help="the Ray cluster's address (ip:port, or 'auto' on a Ray node); "
                             "default: what `rafka up` recorded, else $RAY_ADDRESS, else auto")
     group.add_argument("--data-dir", help="find the cluster by the state `rafka up` left here")
+    add_zk_credentials_option(group)
+
+
+def add_zk_credentials_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *,
+                              recorded_by_up: bool = True) -> None:
+    """`--zk-credentials-file`: the `user:password` file guarding the cluster's znodes."""
+    recorded = "what `rafka up` recorded, else " if recorded_by_up else ""
+    parser.add_argument(
+        "--zk-credentials-file", metavar="FILE",
+        help=f"the cluster's ZooKeeper credentials (one line user:password, mode 0600); "
+             f"default: {recorded}${CREDENTIALS_FILE_ENV}, else "
+             f"$RAFKA_HOME/zookeeper-credentials if it exists, else none (open znodes)")
+
+
+def load_zk_credentials(path: Path | None) -> ClusterCredentials | None:
+    """The credentials in `path` (a typed error if the file is unusable); None for no file."""
+    return None if path is None else load_credentials_file(path)
 
 
 @dataclass(frozen=True)
@@ -46,6 +74,7 @@ class Target:
     ray_address: str
     ray_auth_mode: str | None
     state: cluster_state.ClusterState | None
+    zk_credentials_file: Path | None = None
 
 
 def resolve(args: argparse.Namespace) -> Target:
@@ -62,7 +91,11 @@ def resolve(args: argparse.Namespace) -> Target:
     address = (args.address or (recorded.ray_address if recorded else None)
                or os.environ.get("RAY_ADDRESS") or "auto")
     auth = recorded.ray_auth_mode if recorded and not args.address else None
-    return Target(args.name, zk, address, auth, recorded)
+    # A state is the cluster's only when no --zk names another.
+    credentials_file = cluster_state.zk_credentials_file(
+        args.zk_credentials_file,
+        recorded.zk_credentials_file if recorded and not args.zk else None)
+    return Target(args.name, zk, address, auth, recorded, credentials_file)
 
 
 def parse_zookeeper(text: str) -> ZooKeeperAddress:
@@ -140,10 +173,12 @@ def join_ray(address: str, name: str, auth_mode: str | None) -> None:
 def connect(args: argparse.Namespace) -> Cluster:
     """The cluster these arguments name, joined (ZooKeeper first: it fails fastest)."""
     target = resolve(args)
+    credentials = load_zk_credentials(target.zk_credentials_file)
     check_zookeeper(target.zk)
     join_ray(target.ray_address, target.name, target.ray_auth_mode)
     try:
-        return Cluster.connect(target.zk, target.name, ray_address=target.ray_address)
+        return Cluster.connect(target.zk, target.name, ray_address=target.ray_address,
+                               zk_credentials=credentials)
     except ZooKeeperUnavailableError as error:
         raise CliError(f"{error}") from None
 

@@ -24,10 +24,13 @@ from rafka.cli.commands.connection import (
     cluster_actor_names,
     join_ray,
     kill_cluster_actors,
+    load_zk_credentials,
 )
 from rafka.cli.commands.output import echo
 from rafka.cli.commands.progress import wait_with_spinner
 from rafka.coordination.embedded import stop_recorded_server
+from rafka.coordination.errors import CredentialsFileError
+from rafka.coordination.security import ClusterCredentials
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -67,6 +70,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _credentials(recorded: cluster_state.ClusterState) -> ClusterCredentials | None:
+    """The cluster's ZooKeeper credentials; None, with a warning, if their file is unusable:
+    the brokers stop through their own sessions, and this handle only has to look."""
+    try:
+        return load_zk_credentials(cluster_state.zk_credentials_file(
+            None, recorded.zk_credentials_file))
+    except CredentialsFileError as error:
+        print(f"warning: {error}; going on without ZooKeeper credentials", file=sys.stderr)
+        return None
+
+
 def _stop_brokers(recorded: cluster_state.ClusterState) -> list[str]:
     """Stop every broker: gracefully through the cluster (each resigns and unregisters), else by
     killing its actors; the ids of the brokers stopped. [] with a warning if Ray cannot be
@@ -83,7 +97,8 @@ def _stop_brokers(recorded: cluster_state.ClusterState) -> list[str]:
         try:
             check_zookeeper(recorded.zk)
             cluster = Cluster.connect(recorded.zk, recorded.name,
-                                      ray_address=recorded.ray_address)
+                                      ray_address=recorded.ray_address,
+                                      zk_credentials=_credentials(recorded))
         except Exception as error:
             print(f"warning: cannot reach ZooKeeper ({error}); killing the brokers",
                   file=sys.stderr)

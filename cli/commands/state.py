@@ -10,6 +10,8 @@ Two small JSON files:
   `$RAFKA_CLUSTER`, else `rafka`) finds it from anywhere. `$RAFKA_HOME` defaults to `~/.rafka`;
   the default data dir is `$RAFKA_HOME/<name>`.
 
+Of the ZooKeeper credentials the state holds only the path of their file, never the password.
+
 Both are written atomically (write, then rename) so a reader never sees half a file.
 """
 
@@ -23,9 +25,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rafka.coordination.security import CREDENTIALS_FILE_ENV
+
 STATE_FILE = "cluster.json"
 STATE_VERSION = 1
 DEFAULT_NAME = "rafka"
+ZK_CREDENTIALS_FILE = "zookeeper-credentials"
 
 
 def rafka_home() -> Path:
@@ -44,6 +49,22 @@ def pointer_path(name: str) -> Path:
     return rafka_home() / "clusters" / f"{name}.json"
 
 
+def default_zk_credentials_file() -> Path:
+    """Where `rafka zookeeper credentials --generate` writes, and every command looks last."""
+    return rafka_home() / ZK_CREDENTIALS_FILE
+
+
+def zk_credentials_file(given: str | None, recorded: str | None = None) -> Path | None:
+    """The ZooKeeper credentials file to use: the one given (--zk-credentials-file), else the
+    one `rafka up` recorded, else $RAFKA_ZK_CREDENTIALS_FILE, else
+    $RAFKA_HOME/zookeeper-credentials if it exists; None (no credentials) if none of these."""
+    chosen = given or recorded or os.environ.get(CREDENTIALS_FILE_ENV)
+    if chosen:
+        return Path(chosen).expanduser()
+    default = default_zk_credentials_file()
+    return default if default.exists() else None
+
+
 @dataclass
 class ClusterState:
     """One cluster brought up by `rafka up`."""
@@ -59,6 +80,8 @@ class ClusterState:
     ray_head: dict[str, Any] | None = None
     # How clients authenticate to the Ray head `up` started ("token": ~/.ray/auth_token).
     ray_auth_mode: str | None = None
+    # The file of the credentials guarding the cluster's znodes, if any (its path only).
+    zk_credentials_file: str | None = None
     created: float = field(default_factory=time.time)
     version: int = STATE_VERSION
 

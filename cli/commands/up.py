@@ -4,6 +4,10 @@ By default everything is local and started here: an embedded ZooKeeper (a JVM in
 its own, not stopped when `up` exits) and a Ray head (`ray start --head --block`, likewise), then
 `--brokers` detached broker actors. `--zk` and `--address` use an ensemble or a Ray cluster that
 exist already; then `up` starts only the brokers (`rafka down` stops only what `up` started).
+
+With a ZooKeeper credentials file (`--zk-credentials-file`, `$RAFKA_ZK_CREDENTIALS_FILE`, or
+`$RAFKA_HOME/zookeeper-credentials` if it exists) every znode of the cluster gets a digest ACL, as
+with Kafka's `zookeeper.set.acl=true`; the state records the file's path, never the password.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from rafka.actors.stack import RayHead
 from rafka.cli.commands import state as cluster_state
 from rafka.cli.commands.arguments import add_name_option
 from rafka.cli.commands.connection import (
+    add_zk_credentials_option,
     check_ray,
     check_zookeeper,
     join_ray,
     kill_cluster_actors,
+    load_zk_credentials,
     parse_zookeeper,
 )
 from rafka.cli.commands.errors import CliError
@@ -77,6 +83,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                              "PORT + i, for any Kafka client (bootstrap.servers); 0: free ports")
     parser.add_argument("--timeout", type=float, default=180.0,
                         help="seconds to wait for the brokers (default 180)")
+    add_zk_credentials_option(parser, recorded_by_up=False)
     parser.set_defaults(run=run)
 
 
@@ -97,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--kafka-port must leave room for {args.brokers} port(s) below "
                            f"65536, got {args.kafka_port}", 2)
         start_options["kafka_listeners"] = f"PLAINTEXT://127.0.0.1:{args.kafka_port}"
+    credentials_file = cluster_state.zk_credentials_file(args.zk_credentials_file)
+    if credentials_file is not None:
+        credentials_file = credentials_file.resolve()
+        start_options["zk_credentials"] = load_zk_credentials(credentials_file)
     _refuse_if_up(args.name)
     data_dir = Path(args.data_dir or cluster_state.default_data_dir(args.name)).resolve()
     # Everything that can be checked is checked before anything is started.
@@ -108,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     if args.address:
         check_ray(args.address)
     data_dir.mkdir(parents=True, exist_ok=True)
-    return _bring_up(args, data_dir, broker_config, start_options)
+    return _bring_up(args, data_dir, broker_config, start_options, credentials_file)
 
 
 def _placement_options(resource: str | None) -> dict[str, Any]:
@@ -134,7 +145,7 @@ def _refuse_if_up(name: str) -> None:
 
 
 def _bring_up(args: argparse.Namespace, data_dir: Path, broker_config: dict[str, str],
-              start_options: dict[str, Any]) -> int:
+              start_options: dict[str, Any], credentials_file: Path | None) -> int:
     started = time.monotonic()
     zookeeper: EmbeddedZooKeeper | None = None
     head: RayHead | None = None
@@ -159,6 +170,7 @@ def _bring_up(args: argparse.Namespace, data_dir: Path, broker_config: dict[str,
         recorded = cluster_state.ClusterState(
             name=args.name, zk=zk_address, ray_address=ray_address, data_dir=str(data_dir),
             brokers=args.brokers, ray_auth_mode=auth_mode,
+            zk_credentials_file=None if credentials_file is None else str(credentials_file),
             zookeeper=None if zookeeper is None else {
                 "pid": zookeeper.pid, "data_dir": str(zookeeper.data_dir)},
             ray_head=None if head is None else head.record(),
@@ -249,6 +261,8 @@ def _report(recorded: cluster_state.ClusterState, controller: int | None, second
         f"rafka cluster {recorded.name!r} is up: {recorded.brokers} broker(s), "
         f"controller {controller} ({seconds:.0f} s)",
         f"  ZooKeeper  {recorded.zk}" + (f"  (embedded, pid {zk['pid']})" if zk else ""),
+        *([f"  ACL        digest, credentials in {recorded.zk_credentials_file}"]
+          if recorded.zk_credentials_file else []),
         f"  Ray        {recorded.ray_address}" + (f"  (head pid {head['pid']})" if head else ""),
         f"  data dir   {recorded.data_dir}",
         f"  state      {recorded.path}",

@@ -1,10 +1,15 @@
 """`rafka zookeeper start|stop|status`: one member of a ZooKeeper ensemble on this machine.
+`rafka zookeeper credentials`: the file of the credentials that guard a cluster's znodes.
 
 Run `start` on each of 3 (or 5) machines with the same --servers and each its own --id; the
 ensemble serves once a majority is up. The member runs from the ZooKeeper jars inside pyspark
 and outlives the command (a JVM in a session of its own, its PID recorded in its data dir, as
 `rafka up` leaves its embedded server); `stop` stops it by that PID. The ensemble's connection
 string, which `start` prints, is what `rafka up --zk` and `Cluster.start(zk=...)` take.
+
+`credentials --generate` writes a random `user:password` (mode 0600) that `rafka up` then
+protects the cluster's znodes with (digest ACLs, Kafka's `zookeeper.set.acl=true`); every machine
+whose commands change the cluster needs a copy (docs/zookeeper.md).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -45,6 +51,13 @@ from rafka.coordination.ensemble import (
     validate_server_id,
 )
 from rafka.coordination.errors import InvalidZooKeeperAddressError, ZooKeeperStartError
+from rafka.coordination.security import (
+    CREDENTIALS_FILE_ENV,
+    DEFAULT_USER,
+    generate_credentials,
+    load_credentials_file,
+    write_credentials_file,
+)
 
 MEMBER_DIR = "zookeeper-member"
 
@@ -107,6 +120,21 @@ def register(commands: argparse._SubParsersAction) -> None:
                              "e.g. before `rafka up --zk` on a machine that starts first")
     status.add_argument("--format", choices=("text", "json"), default="text")
     status.set_defaults(run=_status)
+
+    credentials = actions.add_parser(
+        "credentials", help="generate (--generate) or check the file of a cluster's ZooKeeper "
+                            "credentials")
+    credentials.add_argument("--generate", action="store_true",
+                             help="write new random credentials (mode 0600)")
+    credentials.add_argument("--file", type=Path,
+                             help=f"the credentials file (default: ${CREDENTIALS_FILE_ENV}, "
+                                  f"else $RAFKA_HOME/zookeeper-credentials)")
+    credentials.add_argument("--user", default=DEFAULT_USER,
+                             help=f"the digest user of new credentials (default {DEFAULT_USER})")
+    credentials.add_argument("--force", action="store_true",
+                             help="with --generate, replace an existing file (a cluster "
+                                  "started with the old one refuses the new)")
+    credentials.set_defaults(run=_credentials)
 
 
 def _add_data_dir(parser: argparse.ArgumentParser) -> None:
@@ -244,6 +272,28 @@ def _status(args: argparse.Namespace) -> int:
         echo("\n".join(lines))
     if not quorum:
         raise CliError(f"no server of {address} serves: a majority of the ensemble must be up")
+    return 0
+
+
+def _credentials(args: argparse.Namespace) -> int:
+    path = Path(args.file or os.environ.get(CREDENTIALS_FILE_ENV)
+                or cluster_state.default_zk_credentials_file()).expanduser()
+    if not args.generate:
+        user = load_credentials_file(path).user
+        echo(f"{path}: ZooKeeper credentials of user {user!r}, readable by its owner only")
+        return 0
+    try:
+        credentials = generate_credentials(args.user)
+    except ValueError as error:
+        raise CliError(f"--user: {error}", EXIT_USAGE) from None
+    try:
+        write_credentials_file(path, credentials, overwrite=args.force)
+    except FileExistsError:
+        raise CliError(f"{path} exists already: a cluster may be using it, so it is left as it "
+                       f"is; give another --file, or --force to replace it") from None
+    echo(f"wrote new ZooKeeper credentials of user {credentials.user!r} to {path} (mode 0600): "
+         f"`rafka up` protects the cluster's znodes with them; copy the file (mode 0600) to "
+         f"each machine whose commands change the cluster")
     return 0
 
 

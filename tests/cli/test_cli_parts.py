@@ -1,9 +1,11 @@
-"""The command line's parts that need no cluster: the state files, the progress bar, tables."""
+"""The command line's parts that need no cluster: the state files, the ZooKeeper credentials
+file, the progress bar, tables."""
 
 from __future__ import annotations
 
 import io
 import re
+import stat
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ from rafka.cli.commands import state
 from rafka.cli.commands.errors import CliError
 from rafka.cli.commands.output import key_values, table
 from rafka.cli.commands.progress import Progress, wait_with_spinner
+from rafka.coordination.security import load_credentials_file
+from tests.support.cli import exit_code_in_process
 
 
 @pytest.fixture
@@ -46,6 +50,44 @@ def test_removing_a_state_keeps_another_clusters_pointer(rafka_home: Path, tmp_p
 
 def test_default_data_dir_is_under_rafka_home(rafka_home: Path) -> None:
     assert state.default_data_dir("x") == rafka_home / "x"
+
+
+def test_which_zookeeper_credentials_file(rafka_home: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAFKA_ZK_CREDENTIALS_FILE", raising=False)
+    assert state.zk_credentials_file(None) is None, "no file anywhere: no credentials"
+    default = rafka_home / "zookeeper-credentials"
+    default.parent.mkdir(parents=True)
+    default.touch()
+    assert state.zk_credentials_file(None) == default, "the default file, once it exists"
+    monkeypatch.setenv("RAFKA_ZK_CREDENTIALS_FILE", "/etc/rafka/zk")
+    assert state.zk_credentials_file(None) == Path("/etc/rafka/zk")
+    assert state.zk_credentials_file(None, "/recorded") == Path("/recorded")
+    assert state.zk_credentials_file("/given", "/recorded") == Path("/given")
+
+
+def test_zookeeper_credentials_generate(rafka_home: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAFKA_ZK_CREDENTIALS_FILE", raising=False)
+    assert exit_code_in_process(["zookeeper", "credentials", "--generate"]) == 0
+    path = rafka_home / "zookeeper-credentials"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    first = load_credentials_file(path)
+    assert first.user == "rafka"
+    assert first.password not in capsys.readouterr().out, "the password is never printed"
+    assert exit_code_in_process(["zookeeper", "credentials", "--generate"]) == 1
+    assert "exists already" in capsys.readouterr().err and load_credentials_file(path) == first
+    assert exit_code_in_process(["zookeeper", "credentials", "--generate", "--force"]) == 0
+    assert load_credentials_file(path) != first
+    other = rafka_home / "elsewhere" / "zk"
+    assert exit_code_in_process(["zookeeper", "credentials", "--generate", "--file", str(other),
+                                 "--user", "ops"]) == 0
+    assert load_credentials_file(other).user == "ops"
+    assert exit_code_in_process(["zookeeper", "credentials", "--file", str(other)]) == 0
+    assert "user 'ops'" in capsys.readouterr().out
+    other.chmod(0o644)
+    assert exit_code_in_process(["zookeeper", "credentials", "--file", str(other)]) == 1
+    assert f"chmod 600 {other}" in capsys.readouterr().err
 
 
 def test_progress_bar_draws_on_the_stream_it_is_given() -> None:

@@ -68,4 +68,23 @@ def test_setup_installs_java_and_rafka_and_up_runs_on_the_head(config: dict[str,
     up = next(c for c in config["head_start_ray_commands"] if "rafka up" in c)
     assert "--address auto" in up
     assert "--broker-resource rafka_broker" in up
-    assert "--zk-host auto" in up and "RAFKA_ZK" in up
+    assert '--zk "$RAFKA_ZK"' in up
+
+
+def test_the_ensemble_is_the_providers_nodes_one_member_each(config: dict[str, Any]) -> None:
+    # RAFKA_ZK_SERVERS and RAFKA_ZK name the provider's addresses, head first, in that order:
+    # an address changed in one place and not the other would start no ensemble.
+    profile = next(c for c in config["setup_commands"] if "RAFKA_ZK_SERVERS" in c)
+    servers = profile.split("RAFKA_ZK_SERVERS=")[1].split("'")[0].split(",")
+    connect = profile.split("RAFKA_ZK=")[1].split("'")[0].split(",")
+    provider = config["provider"]
+    nodes = [provider["head_ip"], *provider["worker_ips"]]
+    assert [server.split(":")[0] for server in servers] == nodes
+    assert [address.split(":")[0] for address in connect] == nodes
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        commands = " ".join(config[key])
+        assert 'rafka zookeeper start --id auto --servers "$RAFKA_ZK_SERVERS"' in commands
+        # Each node's Ray is kept running, so a node Ray fenced comes back by itself.
+        assert "rafka supervise start" in commands and "--block" in commands
+    head = " ".join(config["head_start_ray_commands"])
+    assert "RAY_gcs_storage=rocksdb" in head

@@ -5,6 +5,7 @@ and nothing of the bed is left behind, even by a run that crashed."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -64,6 +65,26 @@ def test_nodes_reach_each_other_by_their_own_addresses_and_not_the_machine(bed: 
                                   capture_output=True, text=True).stdout
     names = {line.split(":")[1].strip().split("@")[0] for line in bridge_links.splitlines()}
     assert names == {"lo", "br0", *(f"{bed.owner}v{i}" for i in (1, 2, 3))}
+
+
+def test_a_node_reaches_nothing_outside_the_bed(bed: TestBed) -> None:
+    # A server of the machine's own, on every address of the machine: no node gets to it.
+    with socket.socket() as server:
+        server.bind(("0.0.0.0", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        addresses = [line.split()[3].split("/")[0] for line in subprocess.run(
+            ["ip", "-o", "-4", "addr"], capture_output=True, text=True).stdout.splitlines()
+            if " lo " not in line]
+        for address in addresses:
+            probe = ("import socket\n"
+                     "try:\n"
+                     f"    socket.create_connection(('{address}', {port}), timeout=1); "
+                     "print('reached')\n"
+                     "except OSError as error:\n"
+                     "    print(type(error).__name__)\n")
+            result = bed.run("n1", [sys.executable, "-c", probe])
+            assert result.stdout.strip() != "reached", address
 
 
 def test_a_cut_drops_silently_both_ways_and_heals(bed: TestBed) -> None:

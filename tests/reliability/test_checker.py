@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tests.support.checker import Ack, Commit, Fault, History, Limits, Poll, Rebalance, check
+from tests.support.checker import (
+    Ack,
+    Commit,
+    Fault,
+    History,
+    Limits,
+    Poll,
+    Rebalance,
+    check,
+    longest_write_gaps,
+)
 
 INF = float("inf")
 
@@ -267,3 +277,9 @@ def test_client_errors_over_their_limit_are_caught() -> None:
     assert verdict.over_limits == ["1 client errors RequestTimedOutError, limit 0",
                                    "1 client errors TypeError, limit 0"]
     assert verdict.summary()["client_errors"] == verdict.client_errors
+
+
+def test_write_gaps_are_per_partition() -> None:
+    acks = [Ack(b"p-1", 0, 0, 1.0), Ack(b"p-2", 0, 1, 2.0), Ack(b"p-3", 0, 2, 9.5),
+            Ack(b"q-1", 1, 0, 1.0), Ack(b"q-2", 1, 1, 1.5), Ack(b"q-3", 1, 2, 2.0)]
+    assert longest_write_gaps(acks) == {0: 7.5, 1: 0.5}

@@ -388,3 +388,13 @@ def check_deliveries(history: History) -> Deliveries:
         unconsumed=[ack for ack in history.acks if not received[(ack.partition, ack.offset)]],
         consumed_twice=sorted(key for key, count in received.items() if count > 1),
     )
+
+
+def longest_write_gaps(acks: list[Ack]) -> dict[int, float]:
+    """Per partition, the longest stretch between two of its acknowledgements: how long
+    the partition accepted no write, for a workload that writes to every partition steadily."""
+    times: dict[int, list[float]] = defaultdict(list)
+    for ack in acks:
+        times[ack.partition].append(ack.at)
+    return {partition: max((b - a for a, b in pairwise(sorted(found))), default=0.0)
+            for partition, found in sorted(times.items())}

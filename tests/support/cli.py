@@ -22,7 +22,8 @@ from rafka.coordination.embedded import is_embedded_server, pid_alive
 
 RAFKA = [sys.executable, "-m", "rafka"]
 # What would point a subprocess at some other cluster than the test's own.
-_DROPPED = ("RAY_ADDRESS", "RAFKA_CLUSTER", "RAFKA_ZK", "RAFKA_HOME", "RAY_AUTH_MODE")
+_DROPPED = ("RAY_ADDRESS", "RAFKA_CLUSTER", "RAFKA_ZK", "RAFKA_HOME", "RAY_AUTH_MODE",
+            "RAFKA_ZK_CREDENTIALS_FILE")
 
 
 class Rafka:

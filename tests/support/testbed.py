@@ -1,13 +1,14 @@
 """A multi-node test bed of real network hosts on one machine (issue 22): each node is a Linux
 network namespace with an address of its own on a bridge the bed creates, so a test can cut
-the network between two nodes, or around one, as a switch or a firewall would.
+the network between two nodes, or around one, as a switch or a firewall would; and a PID
+namespace of its own, so its processes see only each other.
 
 The bed keeps its traffic to itself: the bridge lives in a namespace of its own with no uplink,
-the nodes have no route but the bed's subnet, and nothing is added to the machine's own
-namespace. Every name carries the prefix `rfk<pid>` of the process that made it, so a run that
-crashed leaves names a later run recognises and sweeps (`sweep_leftovers`), while a bed another
-live process owns is left alone. Faults are iptables rules inside the nodes' namespaces, which
-go with the namespace when the bed is removed.
+the nodes' only route (their default one included) is onto that bridge, and nothing is added to
+the machine's own namespace. Every name carries the prefix `rfk<pid>` of the process that made
+it, so a run that crashed leaves names a later run recognises and sweeps (`sweep_leftovers`),
+while a bed another live process owns is left alone. Faults are iptables rules inside the
+nodes' namespaces, which go with the namespace when the bed is removed.
 
 Needs root, `ip` (iproute2) and `iptables`; `.ci/run` installs iptables when it is missing.
 """
@@ -19,6 +20,8 @@ import os
 import re
 import signal
 import subprocess
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,11 +59,17 @@ def _kill_all(pids: Sequence[int]) -> None:
     """SIGKILL `pids` and wait until they are gone."""
     _signal_all(pids, signal.SIGCONT)  # a paused process cannot die of SIGKILL until it runs
     _signal_all(pids, signal.SIGKILL)
-    processes = []
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            processes.append(psutil.Process(pid))
-    psutil.wait_procs(processes, timeout=5)
+    deadline = time.monotonic() + 5
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _running(pid: int) -> bool:
+    """Alive: a dead process that waits for its parent to reap it (a zombie) is not."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _remove_namespace(namespace: str) -> None:
@@ -81,11 +90,22 @@ def sweep_leftovers() -> list[str]:
     return swept
 
 
-@dataclass(frozen=True)
+# A node's first process, pid 1 of its PID namespace: it reaps what is orphaned there, as a
+# machine's init does, and when it dies the kernel kills everything else in the namespace.
+_INIT = ("import os, time\n"
+         "while True:\n"
+         "    try:\n"
+         "        os.wait()\n"
+         "    except ChildProcessError:\n"
+         "        time.sleep(1)\n")
+
+
+@dataclass
 class Node:
     name: str  # n1, n2, ...
     namespace: str
     address: str
+    init: subprocess.Popen[bytes] | None = None  # `unshare`, whose child is the node's pid 1
 
 
 class TestBed:
@@ -134,17 +154,54 @@ class TestBed:
             _run("ip", "-n", node.namespace, "addr", "add", f"{node.address}/24", "dev", "eth0")
             _run("ip", "-n", node.namespace, "link", "set", "eth0", "up")
             _run("ip", "-n", node.namespace, "link", "set", "lo", "up")
+            # A default route onto the bed's own bridge, where nothing answers for outside
+            # addresses: Ray finds a node's address from the route towards a public one, as
+            # on a real host, and without one it falls back to 127.0.0.1.
+            _run("ip", "-n", node.namespace, "route", "add", "default", "dev", "eth0")
             self.nodes[node.name] = node
 
     # ------------------------------------------------------------------------- processes
 
+    def enter(self, name: str) -> list[str]:
+        """The command prefix that runs a program on node `name`: in its network namespace and
+        its PID namespace, with a /proc of its own. Its processes see only each other, as on a
+        machine of their own: `ray stop` or `ps` on one node leaves the others (and the
+        machine's own processes) alone. A node whose processes were all killed gets a new
+        PID namespace here, as a machine that boots again."""
+        node = self.nodes[name]
+        if node.init is None or node.init.poll() is not None or not self._init_pid(node):
+            node.init = subprocess.Popen(
+                ["ip", "netns", "exec", node.namespace, "unshare", "--pid", "--fork",
+                 "--mount-proc", "--kill-child", sys.executable, "-c", _INIT],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True)
+            self.processes.append(node.init)
+            deadline = time.monotonic() + 10
+            while not self._init_pid(node):
+                if time.monotonic() > deadline or node.init.poll() is not None:
+                    raise RuntimeError(f"node {name}'s PID namespace did not start")
+                time.sleep(0.02)
+        return ["nsenter", "-t", str(self._init_pid(node)), "-p", "-m", "-n", "--"]
+
+    @staticmethod
+    def _init_pid(node: Node) -> int | None:
+        """The pid (as this machine sees it) of the node's pid 1, None if it is gone."""
+        if node.init is None:
+            return None
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for child in psutil.Process(node.init.pid).children():
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    return child.pid
+        return None
+
     def start(self, node: str, argv: Sequence[str], *, log: Path | None = None,
               env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        """Run `argv` inside `node`'s namespace (its own address, its own view of the net)."""
+        """Run `argv` on `node` (its own address, its own view of the net and of processes)."""
+        prefix = self.enter(node)
         output = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
         try:
             process = subprocess.Popen(
-                ["ip", "netns", "exec", self.nodes[node].namespace, *argv],
+                [*prefix, *argv],
                 stdout=output, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         finally:
             if log is not None:
@@ -154,7 +211,7 @@ class TestBed:
 
     def run(self, node: str, argv: Sequence[str], timeout_s: float = 30
             ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["ip", "netns", "exec", self.nodes[node].namespace, *argv],
+        return subprocess.run([*self.enter(node), *argv],
                               capture_output=True, text=True, timeout=timeout_s)
 
     def pids(self, node: str) -> list[int]:

@@ -1,0 +1,195 @@
+"""cluster.yaml on separate network hosts (issue 22): the multi-node test bed started with the
+file's own commands, then nodes killed, the GCS killed, a node cut off and healed, each while a
+client on a node of its own writes acks=all to every partition of an RF 3,
+min.insync.replicas=2 topic. After each: nothing acknowledged lost or doubled, and each
+partition's longest stretch without an acknowledged write.
+
+The tests share one deployment, in order; each leaves every broker back in every ISR.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.support.checker import Ack, History, check, longest_write_gaps
+from tests.support.deployment import BedClient, Deployment
+from tests.support.testbed import TestBed
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+
+PARTITIONS = 6
+# What the figures of a run are printed under, for the issue's notes.
+FIGURES = "RAFKA-BED-FIGURES"
+
+
+@pytest.fixture(scope="module")
+def deployment() -> Iterator[Deployment]:
+    bed = TestBed(4)
+    # Short: Ray's Unix sockets live under each node's temp dir, and their paths are limited.
+    deployed = Deployment(bed, Path(f"/tmp/{bed.owner}"))
+    try:
+        deployed.start()
+        yield deployed
+    finally:
+        deployed.close()
+
+
+def verdict_of(client: BedClient) -> tuple[History, dict[int, float]]:
+    """The client's history as the checker takes it, and each partition's longest write gap."""
+    found = client.history()
+    acks = [Ack(value.encode(), partition, offset, at)
+            for value, partition, offset, at in found["acks"]]
+    final_log = {int(partition): [(offset, base64.b64decode(value)) for offset, value in records]
+                 for partition, records in found["final_log"].items()}
+    history = History(acks=acks, final_log=final_log)
+    return history, longest_write_gaps(acks)
+
+
+def assert_nothing_lost(client: BedClient, label: str) -> dict[int, float]:
+    history, gaps = verdict_of(client)
+    verdict = check(history)
+    figures = {"acknowledged": len(history.acks),
+               "failed_sends": len(client.history()["failed"]), "longest_write_gap_s": gaps}
+    print(f"{FIGURES} {label}: {json.dumps(figures)}")
+    assert not verdict.lost, f"{len(verdict.lost)} acknowledged records lost"
+    assert not verdict.duplicated, f"{len(verdict.duplicated)} records twice in the log"
+    assert not verdict.reordered, verdict.reordered[:3]
+    assert len(gaps) == PARTITIONS, f"writes reached only partitions {sorted(gaps)}"
+    return gaps
+
+
+def describe(deployment: Deployment, topic: str) -> list[dict]:
+    result = deployment.shell(deployment.client, f"rafka topics describe {topic} --zk "
+                              f"{deployment.zk_connect} --address auto --format json",
+                              timeout_s=90)
+    return json.loads(result.stdout)[0]["partitions"]
+
+
+def every_broker_in_every_isr(deployment: Deployment, topic: str) -> bool:
+    try:
+        found = describe(deployment, topic)
+    except Exception:  # a node still coming back: ask again
+        return False
+    return len(found) == PARTITIONS and all(len(p["isr"]) == 3 for p in found)
+
+
+def broker_processes(deployment: Deployment, node: str) -> list[int]:
+    found = []
+    for pid in deployment.bed.pids(node):
+        try:
+            if psutil.Process(pid).name() == "ray::Broker":
+                found.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+# ------------------------------------------------------------------------------- the tests
+
+def test_the_file_deploys_an_ensemble_a_broker_per_node_and_access_control(
+        deployment: Deployment) -> None:
+    assert len(deployment.status()["brokers"]) == 3
+    for node in deployment.cluster_nodes:
+        assert len(broker_processes(deployment, node)) == 1, f"one broker on {node}"
+    modes = json.loads(deployment.shell(
+        deployment.client, f"rafka zookeeper status --zk {deployment.zk_connect} "
+                           f"--format json").stdout)
+    assert sorted(member["mode"] for member in modes["servers"]) == [
+        "follower", "follower", "leader"], modes
+    # The GCS keeps its tables on the head's disk.
+    assert any((deployment.home(deployment.head) / "rafka-gcs").iterdir())
+    # Without Ray's token, a driver is refused.
+    refused = deployment.bed.run(deployment.client, [
+        "env", f"HOME={deployment.root / 'nobody'}", "RAY_AUTH_MODE=token",
+        f"RAY_TMPDIR={deployment.root / deployment.client / 'tmp'}",
+        sys.executable, "-c",
+        f"import ray; ray.init(address='{deployment.address(deployment.head)}:6379')"],
+        timeout_s=120)
+    assert refused.returncode != 0 and "token" in (refused.stdout + refused.stderr).lower()
+    # Without the ZooKeeper credentials, a client may look but not change a thing.
+    probe = ("import sys\n"
+             "from kazoo.client import KazooClient\n"
+             "from kazoo.exceptions import NoAuthError\n"
+             f"zk = KazooClient(hosts='{deployment.zk_connect}'); zk.start(timeout=30)\n"
+             "zk.get_children('/rafka/rafka/brokers/ids')\n"
+             "try:\n"
+             "    zk.create('/rafka/rafka/brokers/topics/intruder', b'{}')\n"
+             "except NoAuthError:\n"
+             "    print('refused')\n")
+    assert deployment.bed.run(deployment.client, [sys.executable, "-c", probe],
+                              timeout_s=60).stdout.strip() == "refused"
+
+
+def test_a_worker_node_killed_then_restarted(deployment: Deployment, tmp_path: Path) -> None:
+    victim = deployment.cluster_nodes[-1]
+    with BedClient(deployment, "node-kill", tmp_path / "client",
+                   partitions=PARTITIONS) as client:
+        time.sleep(5)
+        killed_at = time.time()
+        deployment.bed.kill_node(victim)
+        # Writes go on without it: every partition acknowledged after the kill.
+        wait_until(lambda: all(at > killed_at + 1 for at in
+                               client.progress()["last_ack"].values()), 60,
+                   "every partition acknowledging writes after the kill")
+        time.sleep(5)
+        deployment.start_node(victim)  # the machine boots, and runs its start commands
+        wait_until(lambda: every_broker_in_every_isr(deployment, "node-kill"), 180,
+                   f"{victim}'s broker back in every ISR")
+        time.sleep(3)
+    gaps = assert_nothing_lost(client, "worker node killed")
+    assert max(gaps.values()) <= 15, gaps
+
+
+def test_the_gcs_down_for_30_s(deployment: Deployment, tmp_path: Path) -> None:
+    head = deployment.head
+    supervisor = next(psutil.Process(pid) for pid in deployment.bed.pids(head)
+                      if "rafka.cli.supervisor" in " ".join(psutil.Process(pid).cmdline()))
+    with BedClient(deployment, "gcs-down", tmp_path / "client",
+                   partitions=PARTITIONS) as client:
+        time.sleep(5)
+        # Held down: the head's supervisor waits, paused, while the GCS is gone (its
+        # `ray start --block` takes the head's other Ray processes with it, as a head restart).
+        supervisor.send_signal(signal.SIGSTOP)
+        try:
+            deployment.kill_gcs()
+            time.sleep(30)
+        finally:
+            supervisor.send_signal(signal.SIGCONT)
+        wait_until(lambda: every_broker_in_every_isr(deployment, "gcs-down"), 180,
+                   "the head's broker back in every ISR")
+        time.sleep(3)
+    gaps = assert_nothing_lost(client, "GCS down 30 s")
+    assert max(gaps.values()) <= 30, gaps
+
+
+def test_a_node_cut_off_for_60_s_comes_back_by_itself(deployment: Deployment,
+                                                      tmp_path: Path) -> None:
+    victim = deployment.cluster_nodes[1]
+    with BedClient(deployment, "cut-off", tmp_path / "client",
+                   partitions=PARTITIONS) as client:
+        time.sleep(5)
+        deployment.bed.isolate(victim)
+        try:
+            time.sleep(60)
+        finally:
+            deployment.bed.heal()
+        healed_at = time.monotonic()
+        wait_until(lambda: every_broker_in_every_isr(deployment, "cut-off"), 120,
+                   f"{victim}'s broker back in every ISR, with no command typed")
+        back_after_s = time.monotonic() - healed_at
+        print(f"{FIGURES} cut off 60 s: back in every ISR {back_after_s:.1f} s after the heal")
+        time.sleep(3)
+    assert_nothing_lost(client, "node cut off 60 s")
+    assert back_after_s <= 60
+
