@@ -175,12 +175,15 @@ class Consumer:
         high watermark) for up to default.api.timeout.ms, as Kafka's consumer does."""
         deadline = time.monotonic() + self.config.default_api_timeout_ms / 1000
         while True:
+            name = None
             try:
-                _name, host = self.metadata.leader_host(tp.topic, tp.partition, wait_s=10)
+                name, host = self.metadata.leader_host(tp.topic, tp.partition, wait_s=10)
                 reply = ray.get(host.list_offsets.remote(
                     [OffsetQuery(tp.topic, tp.partition, timestamp_ms)]), timeout=30)[0]
                 return raise_for(reply)["offset"]
             except Exception as error:
+                if name is not None:
+                    self.metadata.forget_if_dead(name, error)
                 if not is_retriable(error):
                     raise
                 last_error = error

@@ -173,6 +173,26 @@ def test_the_gcs_down_for_30_s(deployment: Deployment, tmp_path: Path) -> None:
     assert max(gaps.values()) <= 30, gaps
 
 
+def test_the_head_node_killed_then_booted(deployment: Deployment, tmp_path: Path) -> None:
+    head = deployment.head
+    with BedClient(deployment, "head-kill", tmp_path / "client",
+                   partitions=PARTITIONS) as client:
+        time.sleep(5)
+        killed_at = time.time()
+        # The GCS, a ZooKeeper member and a broker at once; the workers' Ray waits for the GCS.
+        deployment.bed.kill_node(head)
+        wait_until(lambda: all(at > killed_at + 1 for at in
+                               client.progress()["last_ack"].values()), 60,
+                   "every partition acknowledging writes after the head's loss")
+        time.sleep(10)
+        deployment.start_node(head)
+        wait_until(lambda: every_broker_in_every_isr(deployment, "head-kill"), 240,
+                   "the head's broker back in every ISR")
+        time.sleep(3)
+    gaps = assert_nothing_lost(client, "head node killed")
+    assert max(gaps.values()) <= 15, gaps
+
+
 def test_a_node_cut_off_for_60_s_comes_back_by_itself(deployment: Deployment,
                                                       tmp_path: Path) -> None:
     victim = deployment.cluster_nodes[1]

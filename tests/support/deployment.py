@@ -45,6 +45,8 @@ ENVIRONMENT = Path(sys.prefix)
 # What `ray up` would install rather than configure: the bed has it installed already.
 _INSTALLS = ("apt-get", "pip install", "-m venv")
 RAY_PORT = 6379
+# The client node waits for the GCS as long as the cluster's workers do (cluster.yaml).
+CLIENT_PATIENCE = {"RAY_gcs_rpc_server_reconnect_timeout_s": "600"}
 ZOOKEEPER_PORT = 2181
 
 
@@ -159,7 +161,9 @@ class Deployment:
         for node in self.cluster_nodes:
             self.start_node(node)
         if self.client is not None:
-            self.shell(self.client, f"rafka supervise start --stop-timeout 5 ray-node -- "
+            patience = " ".join(f"{name}={value}" for name, value in CLIENT_PATIENCE.items())
+            self.shell(self.client, f"{patience} "
+                                    f"rafka supervise start --stop-timeout 5 ray-node -- "
                                     f"ray start --block --num-cpus=0 --disable-usage-stats "
                                     f"--address={self.address(self.head)}:{RAY_PORT}")
         self.wait_for_brokers(len(self.cluster_nodes), timeout_s)
@@ -206,7 +210,8 @@ class Deployment:
         node = node or self.client or self.head
         environment = {**self.environment(node),
                        "PATH": f"{ENVIRONMENT / 'bin'}:/usr/bin:/bin",
-                       "RAY_AUTH_MODE": "token", "RAFKA_ZK": self.zk_connect}
+                       "RAY_AUTH_MODE": "token", "RAFKA_ZK": self.zk_connect,
+                       **CLIENT_PATIENCE}
         return self.bed.start(node, [sys.executable, *argv], log=log, env=environment)
 
     # -------------------------------------------------------------------------- faults
