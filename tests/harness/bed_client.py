@@ -6,7 +6,8 @@ It creates the topic if it is missing (replication factor 3, min.insync.replicas
 numbered records with an idempotent acks=all producer, spread over every partition at a steady
 rate, until the file DIR/stop appears. It then waits for every send's outcome, reads the whole
 log back, and writes DIR/history.json: when each send was due and to which partition, every
-acknowledgement with the time it came, every failed send, and the final log. DIR/progress.json,
+acknowledgement with the time it came, every failed send (its partition and error), and the
+final log. DIR/progress.json,
 rewritten every second, says how many acknowledgements came per partition so far, and when the
 last one did, so a test can wait for writes to resume. Times are wall-clock seconds: the test
 reading them runs in another process.
@@ -59,8 +60,8 @@ def main() -> None:
                                 retry_backoff_ms=100, delivery_timeout_ms=120_000)
     due: list[tuple[float, int, str]] = []
     acks: list[tuple[str, int, int, float]] = []
-    failed: list[tuple[str, str, float]] = []
-    pending: dict[str, Any] = {}
+    failed: list[tuple[str, int, str, float]] = []
+    pending: dict[str, tuple[int, Any]] = {}
     ack_counts: dict[int, int] = defaultdict(int)
     last_ack: dict[int, float] = {}
     started = time.time()
@@ -68,14 +69,14 @@ def main() -> None:
     last_progress = 0.0
 
     def settle(wait: bool) -> None:
-        for value, future in list(pending.items()):
+        for value, (partition, future) in list(pending.items()):
             if not wait and not future.done():
                 continue
             del pending[value]
             try:
                 meta = future.result(150)
             except Exception as error:
-                failed.append((value, type(error).__name__, time.time()))
+                failed.append((value, partition, type(error).__name__, time.time()))
                 continue
             now = time.time()
             acks.append((value, meta.partition, meta.offset, now))
@@ -94,8 +95,8 @@ def main() -> None:
             partition = sequence % args.partitions
             value = f"bed-{sequence}"
             due.append((due_at, partition, value))
-            pending[value] = producer.send(args.topic, value=value.encode(),
-                                           partition=partition)
+            pending[value] = (partition, producer.send(args.topic, value=value.encode(),
+                                                       partition=partition))
             sequence += 1
         settle(wait=False)
         if time.time() - last_progress >= 1:

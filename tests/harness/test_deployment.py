@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.checker import Ack, History, check, longest_write_gaps
+from tests.support.checker import Ack, History, Refused, check, longest_write_gaps
 from tests.support.deployment import BedClient, Deployment
 from tests.support.testbed import TestBed
 from tests.support.waiting import wait_until
@@ -29,6 +29,10 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
 PARTITIONS = 6
+# Errors that say a record was not written (refused before any append); after any other
+# failure it may or may not be in the log.
+REFUSED_FOR_CERTAIN = {"NotEnoughReplicasError", "RecordTooLargeError", "InvalidRecordError",
+                       "UnknownTopicError", "UnknownPartitionError"}
 # What the figures of a run are printed under, for the notes.
 FIGURES = "RAFKA-BED-FIGURES"
 
@@ -52,7 +56,9 @@ def verdict_of(client: BedClient) -> tuple[History, dict[int, float]]:
             for value, partition, offset, at in found["acks"]]
     final_log = {int(partition): [(offset, base64.b64decode(value)) for offset, value in records]
                  for partition, records in found["final_log"].items()}
-    history = History(acks=acks, final_log=final_log)
+    refused = [Refused(value.encode(), partition, at)
+               for value, partition, error, at in found["failed"] if error in REFUSED_FOR_CERTAIN]
+    history = History(acks=acks, refused=refused, final_log=final_log)
     return history, longest_write_gaps(acks)
 
 
@@ -63,6 +69,7 @@ def assert_nothing_lost(client: BedClient, label: str) -> dict[int, float]:
                "failed_sends": len(client.history()["failed"]), "longest_write_gap_s": gaps}
     print(f"{FIGURES} {label}: {json.dumps(figures)}")
     assert not verdict.lost, f"{len(verdict.lost)} acknowledged records lost"
+    assert not verdict.aborted_reads, f"{len(verdict.aborted_reads)} refused sends written"
     assert not verdict.duplicated, f"{len(verdict.duplicated)} records twice in the log"
     assert not verdict.reordered, verdict.reordered[:3]
     assert len(gaps) == PARTITIONS, f"writes reached only partitions {sorted(gaps)}"

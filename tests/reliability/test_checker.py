@@ -13,7 +13,10 @@ from tests.support.checker import (
     Limits,
     Poll,
     Rebalance,
+    Refused,
+    aborted_reads,
     check,
+    longest_read_gaps,
     longest_write_gaps,
 )
 
@@ -283,3 +286,24 @@ def test_write_gaps_are_per_partition() -> None:
     acks = [Ack(b"p-1", 0, 0, 1.0), Ack(b"p-2", 0, 1, 2.0), Ack(b"p-3", 0, 2, 9.5),
             Ack(b"q-1", 1, 0, 1.0), Ack(b"q-2", 1, 1, 1.5), Ack(b"q-3", 1, 2, 2.0)]
     assert longest_write_gaps(acks) == {0: 7.5, 1: 0.5}
+
+
+def test_a_refused_send_found_in_the_log_or_a_poll_is_an_aborted_read() -> None:
+    history = History(
+        refused=[Refused(b"p-1", 0, 1.0), Refused(b"p-2", 0, 2.0), Refused(b"p-3", 0, 3.0)],
+        final_log={0: [(0, b"p-1")]},
+        polls=[Poll("m", 4.0, ((0, 1, b"p-2"),))])
+    assert [refused.value for refused in aborted_reads(history)] == [b"p-1", b"p-2"]
+    assert not check(history).ok
+
+
+def test_read_gaps_are_per_partition_and_only_while_writes_come_in() -> None:
+    history = History(
+        acks=[Ack(b"p-1", 0, 0, 0.0), Ack(b"p-2", 0, 1, 10.0),
+              Ack(b"q-1", 1, 0, 0.0), Ack(b"q-2", 1, 1, 10.0)],
+        polls=[Poll("m", 1.0, ((0, 0, b"p-1"), (1, 0, b"q-1"))),
+               Poll("m", 9.0, ((1, 1, b"q-2"),)),
+               Poll("m", 30.0, ((0, 1, b"p-2"),))])
+    # Partition 0 read at 1 s, then not until after its last write at 10 s: 9 s unread.
+    # Partition 1 read at 1 s and 9 s: its longest gap is 8 s.
+    assert longest_read_gaps(history) == {0: 9.0, 1: 8.0}

@@ -7,6 +7,7 @@ client errors) and says what went wrong. The workload and the nemesis record; th
 What counts as wrong:
 
 - an acknowledged write missing from the final log, or found there with another value (lost);
+- a send refused for certain, found in the log or read anyway (an aborted read);
 - a record a consumer read that is not in the final log (a lost read: it was visible, then gone);
 - an offset read with two values;
 - a value twice in the log, or a producer's values out of order in a partition;
@@ -97,9 +98,20 @@ class Fault:
         return self.at if self.healed_at is None else self.healed_at
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A send the client reported as failed for certain (refused before any append, such as
+    NOT_ENOUGH_REPLICAS), unlike a timeout, after which the record may or may not be written."""
+
+    value: bytes
+    partition: int
+    at: float
+
+
 @dataclass
 class History:
     acks: list[Ack] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
     attempts: list[float] = field(default_factory=list)  # when each send was attempted
     final_log: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     polls: list[Poll] = field(default_factory=list)
@@ -132,6 +144,7 @@ class Verdict:
     faults: int
     acknowledged: int
     lost: list[Ack]
+    aborted_reads: list[Refused]
     lost_reads: list[tuple[int, int, bytes]]
     conflicting_offsets: list[tuple[int, int]]
     duplicated: list[bytes]
@@ -148,8 +161,9 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.lost_reads or self.conflicting_offsets or self.duplicated
-                    or self.reordered or self.unconsumed or self.skipped_or_backwards
+        return not (self.lost or self.aborted_reads or self.lost_reads
+                    or self.conflicting_offsets or self.duplicated or self.reordered
+                    or self.unconsumed or self.skipped_or_backwards
                     or self.committed_backwards or self.writes_not_resumed_after
                     or self.reads_not_resumed_after or self.over_limits)
 
@@ -158,6 +172,7 @@ class Verdict:
             "faults_injected": self.faults,
             "records_acknowledged": self.acknowledged,
             "lost": len(self.lost),
+            "aborted_reads": len(self.aborted_reads),
             "lost_reads": len(self.lost_reads),
             "offsets_with_two_values": len(self.conflicting_offsets),
             "duplicated": len(self.duplicated),
@@ -193,6 +208,7 @@ def check(history: History, limits: Limits | None = None) -> Verdict:
         faults=len(history.faults),
         acknowledged=len(history.acks),
         lost=lost,
+        aborted_reads=aborted_reads(history),
         lost_reads=sorted((p, o, v) for p, o, v in read if (p, o) not in stored),
         conflicting_offsets=_conflicting_offsets(history, stored),
         duplicated=_duplicated(history),
@@ -398,3 +414,29 @@ def longest_write_gaps(acks: list[Ack]) -> dict[int, float]:
         times[ack.partition].append(ack.at)
     return {partition: max((b - a for a, b in pairwise(sorted(found))), default=0.0)
             for partition, found in sorted(times.items())}
+
+
+def aborted_reads(history: History) -> list[Refused]:
+    """Sends refused for certain whose value is in the log or was read anyway (Jepsen's
+    "aborted read"): the client was told it was not written, and it was."""
+    seen = {value for records in history.final_log.values() for _offset, value in records}
+    seen |= {value for poll in history.polls for _p, _offset, value in poll.records}
+    return [refused for refused in history.refused if refused.value in seen]
+
+
+def longest_read_gaps(history: History) -> dict[int, float]:
+    """Per partition, the longest stretch between two polls that returned its records, while
+    its acknowledged records were coming in: how long nobody could read it."""
+    acked: dict[int, list[float]] = defaultdict(list)
+    for ack in history.acks:
+        acked[ack.partition].append(ack.at)
+    reads: dict[int, list[float]] = defaultdict(list)
+    for poll in history.polls:
+        for partition in {p for p, _offset, _value in poll.records}:
+            reads[partition].append(poll.at)
+    gaps = {}
+    for partition, times in sorted(acked.items()):
+        first, last = min(times), max(times)
+        marks = [first, *sorted(t for t in reads[partition] if first <= t <= last), last]
+        gaps[partition] = max((b - a for a, b in pairwise(marks)), default=0.0)
+    return gaps
