@@ -138,23 +138,30 @@ def test_the_file_deploys_an_ensemble_a_broker_per_node_and_access_control(
                               timeout_s=60).stdout.strip() == "refused"
 
 
-def test_a_worker_node_killed_then_restarted(deployment: Deployment, tmp_path: Path) -> None:
-    victim = deployment.cluster_nodes[-1]
-    with BedClient(deployment, "node-kill", tmp_path / "client",
-                   partitions=PARTITIONS) as client:
+def kill_then_boot(deployment: Deployment, node: str, topic: str, tmp_path: Path, *,
+                   down_s: float, back_within_s: float) -> dict[int, float]:
+    """Kill every process of `node` under a writing client; once every partition takes writes
+    again, leave it down `down_s` more, then boot it (its start commands) and wait until its
+    broker is back in every ISR. Each partition's longest write gap."""
+    with BedClient(deployment, topic, tmp_path / "client", partitions=PARTITIONS) as client:
         time.sleep(5)
         killed_at = time.time()
-        deployment.bed.kill_node(victim)
+        deployment.bed.kill_node(node)
         # Writes go on without it: every partition acknowledged after the kill.
         wait_until(lambda: all(at > killed_at + 1 for at in
                                client.progress()["last_ack"].values()), 60,
-                   "every partition acknowledging writes after the kill")
-        time.sleep(5)
-        deployment.start_node(victim)  # the machine boots, and runs its start commands
-        wait_until(lambda: every_broker_in_every_isr(deployment, "node-kill"), 180,
-                   f"{victim}'s broker back in every ISR")
+                   f"every partition acknowledging writes after {node}'s loss")
+        time.sleep(down_s)
+        deployment.start_node(node)  # the machine boots, and runs its start commands
+        wait_until(lambda: every_broker_in_every_isr(deployment, topic), back_within_s,
+                   f"{node}'s broker back in every ISR")
         time.sleep(3)
-    gaps = assert_nothing_lost(client, "worker node killed")
+    return assert_nothing_lost(client, f"{node} killed")
+
+
+def test_a_worker_node_killed_then_restarted(deployment: Deployment, tmp_path: Path) -> None:
+    gaps = kill_then_boot(deployment, deployment.cluster_nodes[-1], "node-kill", tmp_path,
+                          down_s=5, back_within_s=180)
     assert max(gaps.values()) <= 15, gaps
 
 
@@ -181,22 +188,9 @@ def test_the_gcs_down_for_30_s(deployment: Deployment, tmp_path: Path) -> None:
 
 
 def test_the_head_node_killed_then_booted(deployment: Deployment, tmp_path: Path) -> None:
-    head = deployment.head
-    with BedClient(deployment, "head-kill", tmp_path / "client",
-                   partitions=PARTITIONS) as client:
-        time.sleep(5)
-        killed_at = time.time()
-        # The GCS, a ZooKeeper member and a broker at once; the workers' Ray waits for the GCS.
-        deployment.bed.kill_node(head)
-        wait_until(lambda: all(at > killed_at + 1 for at in
-                               client.progress()["last_ack"].values()), 60,
-                   "every partition acknowledging writes after the head's loss")
-        time.sleep(10)
-        deployment.start_node(head)
-        wait_until(lambda: every_broker_in_every_isr(deployment, "head-kill"), 240,
-                   "the head's broker back in every ISR")
-        time.sleep(3)
-    gaps = assert_nothing_lost(client, "head node killed")
+    # The GCS, a ZooKeeper member and a broker at once; the workers' Ray waits for the GCS.
+    gaps = kill_then_boot(deployment, deployment.head, "head-kill", tmp_path,
+                          down_s=10, back_within_s=240)
     assert max(gaps.values()) <= 15, gaps
 
 
