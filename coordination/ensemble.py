@@ -6,7 +6,7 @@ majority of its members are up, and a write is committed once a majority has it.
 `org.apache.zookeeper.server.quorum.QuorumPeerMain` from the ZooKeeper 3.6.3 jars inside pyspark
 3.5.7, the same jars as the standalone server, with a zoo.cfg of ZooKeeper 3.5+ syntax:
 
-    tickTime=2000  initLimit=5  syncLimit=2  dataDir=<data dir>/data  (which holds `myid`)
+    tickTime=1000  initLimit=10  syncLimit=3  dataDir=<data dir>/data  (which holds `myid`)
     clientPort=2181  clientPortAddress=<host>
     server.1=zk1:2888:3888;zk1:2181   (host:quorumPort:electionPort;clientAddress:clientPort)
     server.2=zk2:2888:3888;zk2:2181
@@ -55,11 +55,14 @@ DEFAULT_CLIENT_PORT = 2181
 MAX_SERVER_ID = 255  # ZooKeeper's documented range for myid: 1 to 255
 MIN_SIZE = 3
 LARGEST_ADVISED_SIZE = 7
-# Kafka's documented ensemble timing: a follower more than syncLimit ticks behind is dropped, so
-# a dead leader is noticed within 4 s; sessions are unaffected (their timeouts are their own).
-DEFAULT_TICK_TIME_MS = 2000
-DEFAULT_INIT_LIMIT = 5
-DEFAULT_SYNC_LIMIT = 2
+# A follower that hears nothing from the leader for syncLimit ticks drops it and elects another,
+# so a leader cut off silently (its packets dropped, not refused) is replaced within about 3 s,
+# well inside the brokers' 6 s sessions: with Kafka's documented timing (tickTime 2000,
+# syncLimit 2) the ensemble stopped serving for 5 to 8 s, and every broker fenced itself as cut
+# off. Session timeouts are their own (minSessionTimeout and maxSessionTimeout are set).
+DEFAULT_TICK_TIME_MS = 1000
+DEFAULT_INIT_LIMIT = 10
+DEFAULT_SYNC_LIMIT = 3
 
 # The modes `srvr` reports for a member that serves.
 QUORUM_MODES = ("leader", "follower", "observer")

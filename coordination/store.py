@@ -46,7 +46,7 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
     SessionExpiredError,
 )
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE
@@ -119,6 +119,29 @@ def decode(data: bytes | None) -> Any:
     return json.loads(data.decode("utf-8"))
 
 
+
+class BoundedConnectHandler(SequentialThreadingHandler):
+    """Kazoo's threading handler, but a TCP connection to one server is given up after
+    `connect_timeout_s`.
+
+    Kazoo waits the whole session timeout for a connection to one server. A server whose
+    packets are dropped silently (a network partition, not a refusal) then costs a disconnected
+    client its session before it ever tries the next one, although a majority of the ensemble
+    serves: on the test bed, every broker connected to a member that was cut off was fenced. The
+    Java client waits the session timeout divided by the number of servers; so does this.
+    """
+
+    def __init__(self, connect_timeout_s: float) -> None:
+        super().__init__()
+        self.connect_timeout_s = connect_timeout_s
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        timeout = kwargs.get("timeout")
+        kwargs["timeout"] = (self.connect_timeout_s if timeout is None
+                             else min(timeout, self.connect_timeout_s))
+        return super().create_connection(*args, **kwargs)
+
+
 class ClusterStore:
     """A ZooKeeper session for one cluster, rooted at `<address chroot>/rafka/<cluster>`.
 
@@ -174,9 +197,12 @@ class ClusterStore:
         self._closing = False
         self._worker = SerialExecutor(f"rafka-zk-worker-{self.cluster}")
         self._events = SerialExecutor(f"rafka-zk-events-{self.cluster}")
+        session_timeout_s = self.requested_session_timeout_ms / 1000
         client = KazooClient(
             hosts=str(self.address),
-            timeout=self.requested_session_timeout_ms / 1000,
+            timeout=session_timeout_s,
+            handler=BoundedConnectHandler(
+                max(session_timeout_s / len(self.base_address.hosts), 1.0)),
             connection_retry=KazooRetry(
                 max_tries=-1, delay=0.05, backoff=2, max_delay=self.reconnect_max_delay_s
             ),

@@ -75,6 +75,45 @@ from rafka.coordination.watches import ClusterWatches
 
 log = logging.getLogger(__name__)
 
+# How long the controller waits for the brokers' answers to one of its requests (LeaderAndIsr,
+# StopReplica, a config change). A broker cut off from the network would otherwise hold the
+# controller's one event task until Ray gave up on it, which can be never, and no partition
+# would be elected meanwhile. Past it the controller goes on; the request is still delivered if
+# the broker comes back (Ray keeps one caller's calls to an actor in order), and a broker that
+# registers anew is told everything again.
+BROKER_ANSWER_TIMEOUT_S = 5.0
+
+
+class BrokerDidNotAnswer(TimeoutError):
+    """A broker did not answer the controller within `BROKER_ANSWER_TIMEOUT_S`."""
+
+
+async def answers_of(calls: dict[int, Awaitable[Any]], what: str) -> dict[int, Any]:
+    """Each broker's answer to `calls` (its exception if it raised), waiting at most
+    `BROKER_ANSWER_TIMEOUT_S`: a broker still silent then answers `BrokerDidNotAnswer`, and its
+    call goes on without us."""
+    tasks = {broker: asyncio.ensure_future(call) for broker, call in calls.items()}
+    if not tasks:
+        return {}
+    await asyncio.wait(tasks.values(), timeout=BROKER_ANSWER_TIMEOUT_S)
+    answers: dict[int, Any] = {}
+    for broker, task in tasks.items():
+        if not task.done():
+            # Not cancelled: the request stays queued for the broker, as in Kafka's controller
+            # channel, and is dropped with the broker if it never comes back.
+            task.add_done_callback(_retrieve_late_answer)
+            answers[broker] = BrokerDidNotAnswer(
+                f"broker {broker} did not answer {what} within {BROKER_ANSWER_TIMEOUT_S:g} s")
+        else:
+            answers[broker] = task.exception() or task.result()
+    return answers
+
+
+def _retrieve_late_answer(task: asyncio.Future) -> None:
+    # Read, so that asyncio does not report an exception nobody retrieved.
+    if not task.cancelled() and task.exception() is not None:
+        log.info("a late answer to the controller: %r", task.exception())
+
 
 class Controller:
     """The active controller; `start()` on the broker's loop, `stop()` when resigning."""
@@ -421,13 +460,13 @@ class Controller:
             for replica in self._replicas(tp):
                 if replica in self.live and (brokers is None or replica in brokers):
                     requests.setdefault(replica, []).append(request)
-        calls = []
+        calls = {}
         for broker, batch in requests.items():
             handle = self.broker_handles.get(broker)
             if handle is None:
                 continue
-            calls.append(handle.leader_and_isr.remote(self.epoch, batch))
-        for reply in await asyncio.gather(*calls, return_exceptions=True):
+            calls[broker] = handle.leader_and_isr.remote(self.epoch, batch)
+        for reply in (await answers_of(calls, "LeaderAndIsr")).values():
             if isinstance(reply, BaseException) or reply.get("error") or reply.get("failed"):
                 log.warning("LeaderAndIsr not applied everywhere: %r", reply)
 
@@ -530,12 +569,12 @@ class Controller:
             return
         self.raw_configs[topic], self.configs[topic] = raw, config
         brokers = self.assignments[topic].brokers & set(self.live)
-        calls = []
+        calls = {}
         for broker in sorted(brokers):
             handle = self.broker_handles.get(broker)
             if handle is not None:
-                calls.append(handle.update_topic_config.remote(self.epoch, topic, raw))
-        for reply in await asyncio.gather(*calls, return_exceptions=True):
+                calls[broker] = handle.update_topic_config.remote(self.epoch, topic, raw)
+        for reply in (await answers_of(calls, f"the config of {topic}")).values():
             if isinstance(reply, BaseException) or reply.get("error") or reply.get("failed"):
                 log.warning("the config of %s not applied everywhere: %r", topic, reply)
         log.info("controller %d: %s config now %s", self.broker_id, topic, raw)
@@ -555,15 +594,19 @@ class Controller:
             for partition, replicas in assignment.partitions.items():
                 for replica in replicas:
                     hosts.setdefault(replica, []).append((topic, partition))
-            calls = []
+            calls = {}
             for broker, partitions in hosts.items():
                 if broker not in self.live:
                     continue
                 handle = self.broker_handles.get(broker)
                 if handle is not None:
-                    calls.append(handle.stop_replicas.remote(self.epoch, partitions, True))
-            await asyncio.gather(*calls, return_exceptions=True)
-            waiting_for = sorted(set(hosts) - set(self.live))
+                    calls[broker] = handle.stop_replicas.remote(self.epoch, partitions, True)
+            silent = {broker for broker, reply in
+                      (await answers_of(calls, f"StopReplica of {topic}")).items()
+                      if isinstance(reply, BrokerDidNotAnswer)}
+            # A broker that did not answer may still hold its replicas: as one that is down,
+            # the deletion waits for it (and goes on when it registers again).
+            waiting_for = sorted((set(hosts) - set(self.live)) | silent)
             if waiting_for:
                 log.warning("controller %d: deleting topic %s waits for brokers %s, which hold "
                             "replicas of it", self.broker_id, topic, waiting_for)
@@ -740,14 +783,15 @@ class Controller:
     async def _stop_replicas(self, tp: TopicPartition, brokers: list[int], *, delete: bool) -> None:
         """StopReplica to `brokers` for one partition. A broker that is down keeps its copy, as
         in Kafka, until it is told again (the log is no longer in the assignment)."""
-        calls = []
+        calls = {}
         for broker in brokers:
             if broker not in self.live:
                 continue
             handle = self.broker_handles.get(broker)
             if handle is not None:
-                calls.append(handle.stop_replicas.remote(self.epoch, [tuple(tp)], delete))
-        for reply in await asyncio.gather(*calls, return_exceptions=True):
+                calls[broker] = handle.stop_replicas.remote(self.epoch, [tuple(tp)], delete)
+        for reply in (await answers_of(calls, f"StopReplica of {tp.topic}-{tp.partition}")
+                      ).values():
             if isinstance(reply, BaseException) or reply.get("error"):
                 log.warning("StopReplica %s-%d not applied everywhere: %r", tp.topic,
                             tp.partition, reply)

@@ -16,7 +16,6 @@ import dataclasses
 import logging
 import os
 import shutil
-import socket
 import time
 import warnings
 from pathlib import Path
@@ -161,7 +160,8 @@ class Broker:
         info = BrokerInfo(
             node_id=self.broker_id,
             actor=broker_name(self.broker_id),
-            host=socket.gethostname(),
+            # The Ray node's address, which tells nodes apart where hostnames may not.
+            host=ray.util.get_node_ip_address(),
             rack=self.config.broker_rack,
             replica_hosts=self.config.num_replica_hosts,
             endpoints=endpoints,

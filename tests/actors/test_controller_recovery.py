@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from rafka.actors.controller import controller as controller_module
 from rafka.actors.controller.controller import Controller
 from rafka.actors.controller.events import PreferredLeaderCheck
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
@@ -229,3 +230,32 @@ def test_a_controller_whose_connection_dropped_stops_without_resigning() -> None
         return election.resigned, controller.initializations
 
     assert run_controller(scenario) == ([], 1)
+
+
+# --- a broker that does not answer ------------------------------------------------------------
+
+
+def test_a_silent_broker_does_not_hold_the_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker cut off from the network answers nothing, and Ray may never give up on it: the
+    controller stops waiting after its bound, and its request stays on its way."""
+    monkeypatch.setattr(controller_module, "BROKER_ANSWER_TIMEOUT_S", 0.2)
+
+    async def scenario() -> tuple[dict[int, Any], float, asyncio.Future]:
+        loop = asyncio.get_running_loop()
+        silent: asyncio.Future = loop.create_future()
+        answered: asyncio.Future = loop.create_future()
+        answered.set_result({"error": None})
+        failed: asyncio.Future = loop.create_future()
+        failed.set_exception(RuntimeError("the actor died"))
+        started = loop.time()
+        answers = await controller_module.answers_of(
+            {0: answered, 1: silent, 2: failed}, "LeaderAndIsr")
+        return answers, loop.time() - started, silent
+
+    answers, waited_s, silent = asyncio.run(scenario())
+    assert waited_s < 2
+    assert answers[0] == {"error": None}
+    assert isinstance(answers[1], controller_module.BrokerDidNotAnswer)
+    assert "broker 1 did not answer LeaderAndIsr" in str(answers[1])
+    assert isinstance(answers[2], RuntimeError)
+    assert not silent.cancelled()  # still on its way, should the broker come back

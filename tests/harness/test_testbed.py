@@ -20,28 +20,30 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces ne
 
 PORT = 7070
 # An echo server, and a client that says whether the server answered within a timeout.
-SERVER = ("import socket\n"
+SERVER = ("import socket, sys\n"
           "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-          f"s.bind(('0.0.0.0', {PORT})); s.listen()\n"
+          "s.bind(('0.0.0.0', int(sys.argv[1]))); s.listen()\n"
           "while True:\n"
           "    c, _ = s.accept(); c.sendall(c.recv(64)); c.close()\n")
 CLIENT = ("import socket, sys\n"
           "try:\n"
-          f"    c = socket.create_connection((sys.argv[1], {PORT}), timeout=float(sys.argv[2]))\n"
+          "    c = socket.create_connection((sys.argv[1], int(sys.argv[3])), "
+          "timeout=float(sys.argv[2]))\n"
           "    c.sendall(b'ping'); print(c.recv(64).decode())\n"
           "except OSError as error:\n"
           "    print(type(error).__name__)\n")
 
 
-def reaches(bed: TestBed, source: str, target: str, timeout_s: float = 1.0) -> bool:
+def reaches(bed: TestBed, source: str, target: str, timeout_s: float = 1.0, *,
+            port: int = PORT) -> bool:
     result = bed.run(source, [sys.executable, "-c", CLIENT, bed.nodes[target].address,
-                              str(timeout_s)], timeout_s=timeout_s + 30)
+                              str(timeout_s), str(port)], timeout_s=timeout_s + 30)
     return result.stdout.strip() == "ping"
 
 
-def serve(bed: TestBed, node: str) -> None:
-    bed.start(node, [sys.executable, "-c", SERVER])
-    wait_until(lambda: reaches(bed, node, node), 10, f"the echo server on {node}")
+def serve(bed: TestBed, node: str, port: int = PORT) -> None:
+    bed.start(node, [sys.executable, "-c", SERVER, str(port)])
+    wait_until(lambda: reaches(bed, node, node, port=port), 10, f"the echo server on {node}")
 
 
 @pytest.fixture
@@ -119,6 +121,30 @@ def test_an_isolated_node_reaches_no_one_and_no_one_reaches_it(bed: TestBed) -> 
     assert reaches(bed, "n1", "n2")
     bed.heal()
     assert reaches(bed, "n3", "n1")
+
+
+def test_overlapping_cuts_are_undone_one_at_a_time_and_spare_the_ports_asked(
+        bed: TestBed) -> None:
+    spared = PORT + 1  # ZooKeeper's port, say, in a leader cut off from its followers
+    for node in bed.nodes:
+        serve(bed, node)
+        serve(bed, node, spared)
+    around_n1 = bed.isolate("n1", except_ports=[spared])
+    assert not reaches(bed, "n1", "n2") and not reaches(bed, "n3", "n1")
+    assert reaches(bed, "n1", "n2", port=spared) and reaches(bed, "n3", "n1", port=spared)
+    # A second cut over the first: its drop holds although the first one spares the port.
+    n1_n2 = bed.cut("n1", "n2")
+    assert not reaches(bed, "n1", "n2", port=spared)
+    bed.restore(around_n1)
+    assert not reaches(bed, "n1", "n2") and reaches(bed, "n1", "n3")
+    bed.restore(n1_n2)
+    assert reaches(bed, "n1", "n2") and reaches(bed, "n2", "n1")
+    # One port out of reach from a node, its own address included, and nothing else.
+    no_spared = bed.cut_port("n2", spared)
+    assert not reaches(bed, "n2", "n2", port=spared) and not reaches(bed, "n2", "n1", port=spared)
+    assert reaches(bed, "n2", "n1") and reaches(bed, "n1", "n2", port=spared)
+    bed.restore(no_spared)
+    assert reaches(bed, "n2", "n1", port=spared)
 
 
 def test_a_paused_node_says_nothing_until_resumed_and_a_killed_one_is_gone(bed: TestBed) -> None:

@@ -15,6 +15,8 @@ from tests.support.checker import (
     Rebalance,
     Refused,
     aborted_reads,
+    anomaly_total,
+    by_partition,
     check,
     longest_read_gaps,
     longest_write_gaps,
@@ -48,6 +50,11 @@ def clean() -> History:
 def reads(history: History, member: str, at: float, offsets: range) -> Poll:
     """A poll of `member` at `at` that received these offsets of partition 0."""
     return Poll(member, at, tuple((0, o, v) for o, v in history.final_log[0] if o in offsets))
+
+
+def messages(history: History) -> list[str]:
+    """The position anomalies `check` finds, as the one-line messages a report prints."""
+    return [str(anomaly) for anomaly in check(history).skipped_or_backwards]
 
 
 def test_a_clean_history_passes() -> None:
@@ -107,13 +114,17 @@ def test_an_acknowledged_record_no_poll_received_is_unconsumed() -> None:
 def test_a_gap_within_an_ownership_is_caught() -> None:
     history = clean()
     history.polls[0] = Poll("a", 3.0, ((0, 0, b"p1-0"), (0, 2, b"p1-2")))
-    assert check(history).skipped_or_backwards == ["a read 0@2, expected 1"]
+    assert messages(history) == ["a read 0@2, expected 1"]
+    [anomaly] = check(history).skipped_or_backwards
+    assert (anomaly.member, anomaly.partition, anomaly.offset, anomaly.kind) == ("a", 0, 2, "skip")
 
 
 def test_a_member_going_back_without_a_rebalance_is_caught() -> None:
     history = clean()
     history.polls.append(reads(history, "a", 3.3, range(1, 2)))
-    assert check(history).skipped_or_backwards == ["a read 0@1, expected 3"]
+    assert messages(history) == ["a read 0@1, expected 3"]
+    [anomaly] = check(history).skipped_or_backwards
+    assert (anomaly.partition, anomaly.offset, anomaly.kind) == (0, 1, "backwards")
 
 
 def test_a_resume_at_exactly_the_committed_offset_after_a_rebalance_passes() -> None:
@@ -127,14 +138,15 @@ def test_a_rewind_after_a_rebalance_below_the_committed_offset_is_caught() -> No
     # b gains the partition after a's commit of 3 was answered, yet starts at 2: at or below
     # the committed offset is not enough, it must be the committed offset.
     history.polls[2] = reads(history, "b", 12.0, range(2, 6))
-    anomalies = check(history).skipped_or_backwards
-    assert anomalies == ["b started 0 at 2; the group's committed offset then was [3]"]
+    assert messages(history) == ["b started 0 at 2; the group's committed offset then was [3]"]
+    [anomaly] = check(history).skipped_or_backwards
+    assert (anomaly.partition, anomaly.offset, anomaly.kind) == (0, 2, "start")
 
 
 def test_starting_past_the_committed_offset_is_caught() -> None:
     history = clean()
     history.polls[2] = reads(history, "b", 12.0, range(4, 6))
-    assert check(history).skipped_or_backwards == [
+    assert messages(history) == [
         "b started 0 at 4; the group's committed offset then was [3]"]
 
 
@@ -150,7 +162,7 @@ def test_regaining_what_it_had_goes_back_to_the_committed_offset() -> None:
     history.commits[1] = Commit("a", 6.5, 0, 6, started=6.2)
     assert check(history, Limits(default_resume_within_s=10)).ok
     history.polls[2] = reads(history, "a", 6.0, range(5, 6))
-    assert check(history).skipped_or_backwards == [
+    assert messages(history) == [
         "a started 0 at 5; the group's committed offset then was [3]"]
 
 
@@ -163,7 +175,7 @@ def test_a_commit_racing_the_rebalance_passes() -> None:
     history.polls[2] = reads(history, "b", 12.0, range(6))
     assert not check(history).skipped_or_backwards  # from 0: the committed offset until 12.5
     history.polls[2] = reads(history, "b", 12.0, range(1, 6))
-    assert check(history).skipped_or_backwards == [
+    assert messages(history) == [
         "b started 0 at 1; the group's committed offset then was [0, 3]"]
 
 
@@ -173,7 +185,7 @@ def test_a_commit_asked_for_after_the_rebalance_does_not_count() -> None:
     history = clean()
     history.commits.insert(1, Commit("a", 11.9, 0, 4, started=11.8))
     history.polls[2] = reads(history, "b", 12.0, range(4, 6))
-    assert check(history).skipped_or_backwards == [
+    assert messages(history) == [
         "b started 0 at 4; the group's committed offset then was [3]"]
 
 
@@ -307,3 +319,87 @@ def test_read_gaps_are_per_partition_and_only_while_writes_come_in() -> None:
     # Partition 0 read at 1 s, then not until after its last write at 10 s: 9 s unread.
     # Partition 1 read at 1 s and 9 s: its longest gap is 8 s.
     assert longest_read_gaps(history) == {0: 9.0, 1: 8.0}
+
+
+# -------------------------------------------------------------------------- per partition
+
+
+def anomalous_two_partitions() -> History:
+    """Two partitions, each with its own anomalies, for `by_partition`.
+
+    Partition 0: p-0..p-4 acknowledged at 0..4 s. Member a reads 0, 1, 3, 4 (a skip at 3;
+    offset 2 is never read: unseen). Member b gains the partition at 7-7.5 s with nothing
+    committed, yet starts at 4 instead of 0 (a wrong start).
+
+    Partition 1: q-0, q-1 and q-3 acknowledged; a retry wrote q-1 twice (offsets 1 and 2), and
+    a send of q-9 refused for certain was written anyway at offset 3, so the acknowledged q-3
+    is lost (and, never read, unseen too). Member a reads 0-2, then 1 again (going backwards).
+    """
+    partition_0 = [(offset, f"p-{offset}".encode()) for offset in range(5)]
+    partition_1 = [(0, b"q-0"), (1, b"q-1"), (2, b"q-1"), (3, b"q-9")]
+    return History(
+        acks=[*(Ack(value, 0, offset, at=float(offset)) for offset, value in partition_0),
+              Ack(b"q-0", 1, 0, at=0.5), Ack(b"q-1", 1, 1, at=1.5),
+              # Not a round figure, to see the gaps rounded: 3.8333333 - 1.5 = 2.3333333.
+              Ack(b"q-3", 1, 3, at=3.8333333)],
+        refused=[Refused(b"q-9", 1, at=3.0)],
+        final_log={0: partition_0, 1: partition_1},
+        polls=[
+            Poll("a", 5.0, ((0, 0, b"p-0"), (0, 1, b"p-1"), (0, 3, b"p-3"), (0, 4, b"p-4"),
+                            (1, 0, b"q-0"), (1, 1, b"q-1"), (1, 2, b"q-1"))),
+            Poll("a", 6.0, ((1, 1, b"q-1"),)),
+            Poll("b", 8.0, ((0, 4, b"p-4"),)),
+        ],
+        rebalances=[Rebalance("a", 0.0, 0.5, frozenset({0, 1})),
+                    Rebalance("b", 7.0, 7.5, frozenset({0}))],
+        end=10.0,
+    )
+
+
+def test_anomalies_are_reported_in_their_partition_and_kind() -> None:
+    history = anomalous_two_partitions()
+    per_partition = by_partition(history, check(history))
+    assert per_partition == {
+        0: {"lost": 0, "duplicated": 0, "offsets_with_two_values": 0, "reordered": 0,
+            "lost_reads": 0, "non_monotonic_polls": 0, "poll_skips_without_rebalance": 1,
+            "wrong_start_after_rebalance": 1, "unseen": 1, "aborted_reads": 0,
+            "commits_going_back": 0,
+            "acknowledged": 5, "longest_write_gap_s": 1.0,
+            # Acknowledged from 0 to 4 s, first read at 5 s: unread the whole time.
+            "longest_read_gap_s": 4.0},
+        1: {"lost": 1, "duplicated": 1, "offsets_with_two_values": 0, "reordered": 0,
+            "lost_reads": 0, "non_monotonic_polls": 1, "poll_skips_without_rebalance": 0,
+            "wrong_start_after_rebalance": 0, "unseen": 1, "aborted_reads": 1,
+            "commits_going_back": 0,
+            "acknowledged": 3, "longest_write_gap_s": 2.333, "longest_read_gap_s": 3.333},
+    }
+    assert anomaly_total(per_partition) == 8  # 3 in partition 0, 5 in partition 1
+
+
+def test_a_read_that_vanished_and_an_offset_with_two_values_count_in_their_partition() -> None:
+    history = anomalous_two_partitions()
+    # a reads on in partition 0 (5 follows its 4: no position anomaly), but offset 5 is not in
+    # the final log; c, new and starting at 0 as it should, reads another value at 1@0.
+    history.polls += [Poll("a", 9.0, ((0, 5, b"p-5"),)), Poll("c", 9.0, ((1, 0, b"q-7"),))]
+    per_partition = by_partition(history, check(history))
+    assert (per_partition[0]["lost_reads"], per_partition[0]["offsets_with_two_values"]) == (1, 0)
+    assert (per_partition[1]["lost_reads"], per_partition[1]["offsets_with_two_values"]) == (0, 1)
+    assert anomaly_total(per_partition) == 8 + 2
+
+
+def test_a_clean_history_has_no_anomaly_in_any_partition() -> None:
+    history = clean()
+    # A send refused for certain and indeed never written: partition 2 shows up, with nothing
+    # acknowledged and so no gaps.
+    history.refused.append(Refused(b"p2-0", 2, at=1.0))
+    verdict = check(history, Limits(default_resume_within_s=10))
+    assert verdict.ok, verdict.summary()
+    per_partition = by_partition(history, verdict)
+    assert sorted(per_partition) == [0, 2]
+    assert per_partition[0]["acknowledged"] == 6
+    assert per_partition[0]["longest_write_gap_s"] == 1.0
+    assert per_partition[0]["longest_read_gap_s"] == 3.0
+    assert per_partition[2] == dict.fromkeys(per_partition[2], 0)
+    assert all(count == 0 for row in per_partition.values() for kind, count in row.items()
+               if kind not in {"acknowledged", "longest_write_gap_s", "longest_read_gap_s"})
+    assert anomaly_total(per_partition) == 0

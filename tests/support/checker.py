@@ -3,6 +3,8 @@
 Pure: it takes the history (acknowledged writes, the final log, every consumer poll, every
 partition a member gained in a rebalance, every commit, the faults with when each was healed, the
 client errors) and says what went wrong. The workload and the nemesis record; this judges.
+`by_partition` breaks the verdict down per partition under Jepsen's names for the anomalies,
+so that a report shows where they happened, not only how many there were.
 
 What counts as wrong:
 
@@ -139,6 +141,27 @@ class Limits:
         return self.resume_within_s.get(kind, self.default_resume_within_s)
 
 
+@dataclass(frozen=True)
+class PositionAnomaly:
+    """A member's read of `partition` at `offset` that was not where it should have been.
+
+    `kind` is "skip" (beyond the next offset within an ownership), "backwards" (below it) or
+    "start" (after (re)gaining the partition, away from the group's committed offset); `detail`
+    says what was expected instead. Kept apart so a report can count them per partition and
+    kind; `str` gives the one-line message."""
+
+    member: str
+    partition: int
+    offset: int
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        if self.kind == "start":
+            return f"{self.member} started {self.partition} at {self.offset}; {self.detail}"
+        return f"{self.member} read {self.partition}@{self.offset}, {self.detail}"
+
+
 @dataclass
 class Verdict:
     faults: int
@@ -150,7 +173,7 @@ class Verdict:
     duplicated: list[bytes]
     reordered: list[tuple[int, bytes, bytes]]
     unconsumed: list[Ack]
-    skipped_or_backwards: list[str]
+    skipped_or_backwards: list[PositionAnomaly]
     committed_backwards: list[tuple[int, int, int]]
     writes_not_resumed_after: list[Fault]
     reads_not_resumed_after: list[Fault]
@@ -278,14 +301,14 @@ class _Committed:
         return {offset for offset in asked | {0} if offset >= floor}
 
 
-def _position_anomalies(history: History) -> list[str]:
+def _position_anomalies(history: History) -> list[PositionAnomaly]:
     """Within an ownership, a member reads a partition one offset after the other; when it
     (re)gains a partition, it starts at the group's committed offset of that moment. A first
     read with no rebalance recorded before it (a group that settled before the workload began,
     a consumer in no group) must be at the committed offset of some moment since the member's
     previous poll."""
     committed = _Committed(history.commits)
-    anomalies = []
+    anomalies: list[PositionAnomaly] = []
     timelines: dict[str, list[Poll | Rebalance]] = defaultdict(list)
     # A rebalance and a poll at the same time: the rebalance happened inside the poll, first.
     for event in [*history.rebalances, *history.polls]:
@@ -302,18 +325,20 @@ def _position_anomalies(history: History) -> list[str]:
                 continue
             for partition, offset, _value in event.records:
                 if partition in position:
-                    if offset != position[partition]:
-                        anomalies.append(f"{member} read {partition}@{offset}, expected "
-                                         f"{position[partition]}")
+                    expected = position[partition]
+                    if offset != expected:
+                        kind = "skip" if offset > expected else "backwards"
+                        anomalies.append(PositionAnomaly(member, partition, offset, kind,
+                                                         f"expected {expected}"))
                 else:
                     rebalance = gained.pop(partition, None)
                     since, until = ((rebalance.started, rebalance.at) if rebalance
                                     else (previous_at, event.at))
                     allowed = committed.possible(partition, since, until)
                     if offset not in allowed:
-                        anomalies.append(
-                            f"{member} started {partition} at {offset}; the group's committed "
-                            f"offset then was {sorted(allowed)}")
+                        anomalies.append(PositionAnomaly(
+                            member, partition, offset, "start",
+                            f"the group's committed offset then was {sorted(allowed)}"))
                 position[partition] = offset + 1
             previous_at = event.at
     return anomalies
@@ -440,3 +465,87 @@ def longest_read_gaps(history: History) -> dict[int, float]:
         marks = [first, *sorted(t for t in reads[partition] if first <= t <= last), last]
         gaps[partition] = max((b - a for a, b in pairwise(marks)), default=0.0)
     return gaps
+
+
+# The per-partition anomaly counts, under Jepsen's names where it has one; `anomaly_total` adds
+# these up and nothing else (the acknowledged count and the gaps are context, not anomalies).
+PARTITION_ANOMALY_KINDS = (
+    "lost",
+    "duplicated",
+    "offsets_with_two_values",
+    "reordered",
+    "lost_reads",
+    "non_monotonic_polls",
+    "poll_skips_without_rebalance",
+    "wrong_start_after_rebalance",
+    "unseen",
+    "aborted_reads",
+    "commits_going_back",
+)
+
+# Which per-partition count each kind of position anomaly goes to.
+_POSITION_KIND_TO_COUNT = {
+    "backwards": "non_monotonic_polls",
+    "skip": "poll_skips_without_rebalance",
+    "start": "wrong_start_after_rebalance",
+}
+
+
+def by_partition(history: History, verdict: Verdict) -> dict[int, dict[str, float | int]]:
+    """Per partition that appears in the history (acknowledged, refused, in the final log or
+    polled), how many of each anomaly `verdict` found there, how many writes were acknowledged,
+    and its longest write and read gaps in seconds.
+
+    A duplicated value counts in every partition of the final log that holds it: that is where
+    a reader would see it twice. An aborted read counts in the partition it was sent to."""
+    partitions = {ack.partition for ack in history.acks}
+    partitions |= {refused.partition for refused in history.refused}
+    partitions |= set(history.final_log)
+    partitions |= {partition for poll in history.polls for partition, _o, _v in poll.records}
+
+    counts: dict[int, Counter[str]] = {partition: Counter() for partition in partitions}
+
+    def count(partition: int, kind: str, how_many: int = 1) -> None:
+        # setdefault: every anomaly comes from the sources above, but a partition missing from
+        # them should still show up rather than raise while reporting.
+        counts.setdefault(partition, Counter())[kind] += how_many
+
+    for ack in verdict.lost:
+        count(ack.partition, "lost")
+    duplicated = set(verdict.duplicated)
+    for partition, records in history.final_log.items():
+        held_here = {value for _offset, value in records}
+        count(partition, "duplicated", len(duplicated & held_here))
+    for partition, _offset in verdict.conflicting_offsets:
+        count(partition, "offsets_with_two_values")
+    for partition, _earlier, _later in verdict.reordered:
+        count(partition, "reordered")
+    for partition, _offset, _value in verdict.lost_reads:
+        count(partition, "lost_reads")
+    for anomaly in verdict.skipped_or_backwards:
+        count(anomaly.partition, _POSITION_KIND_TO_COUNT[anomaly.kind])
+    for ack in verdict.unconsumed:
+        count(ack.partition, "unseen")
+    for refused in verdict.aborted_reads:
+        count(refused.partition, "aborted_reads")
+    for partition, _highest, _offset in verdict.committed_backwards:
+        count(partition, "commits_going_back")
+
+    acknowledged = Counter(ack.partition for ack in history.acks)
+    write_gaps = longest_write_gaps(history.acks)
+    read_gaps = longest_read_gaps(history)
+    report: dict[int, dict[str, float | int]] = {}
+    for partition in sorted(counts):
+        row: dict[str, float | int] = {kind: counts[partition][kind]
+                                       for kind in PARTITION_ANOMALY_KINDS}
+        row["acknowledged"] = acknowledged[partition]
+        row["longest_write_gap_s"] = round(write_gaps.get(partition, 0.0), 3)
+        row["longest_read_gap_s"] = round(read_gaps.get(partition, 0.0), 3)
+        report[partition] = row
+    return report
+
+
+def anomaly_total(per_partition: Mapping[int, Mapping[str, float | int]]) -> int:
+    """Every anomaly `by_partition` counted, over all partitions."""
+    return sum(int(row[kind]) for row in per_partition.values()
+               for kind in PARTITION_ANOMALY_KINDS)

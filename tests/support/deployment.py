@@ -20,8 +20,10 @@ own, out of the way of the faults a test makes on the cluster's nodes.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import os
 import secrets
 import shutil
 import signal
@@ -35,6 +37,7 @@ import psutil
 import yaml
 from ray.autoscaler._private.util import prepare_config
 
+from .checker import Ack, Commit, History, Poll, Rebalance, Refused
 from .testbed import TestBed
 from .waiting import wait_until
 
@@ -48,6 +51,10 @@ RAY_PORT = 6379
 # The client node waits for the GCS as long as the cluster's workers do (cluster.yaml).
 CLIENT_PATIENCE = {"RAY_gcs_rpc_server_reconnect_timeout_s": "600"}
 ZOOKEEPER_PORT = 2181
+# Errors that say a record was not written (refused before any append); after any other
+# failure it may or may not be in the log.
+REFUSED_FOR_CERTAIN = {"NotEnoughReplicasError", "RecordTooLargeError", "InvalidRecordError",
+                       "UnknownTopicError", "UnknownPartitionError"}
 
 
 class DeploymentError(AssertionError):
@@ -234,6 +241,21 @@ class Deployment:
 
     def close(self) -> None:
         self.bed.close()
+        keep = os.environ.get("RAFKA_BED_LOGS")
+        # For a post-mortem: every node's Ray logs (the brokers' among them) and rafka logs.
+        if keep:
+            for node in self.bed.nodes:
+                home = self.home(node)
+                for found in [*(self.root / node / "tmp").glob("ray/session_*/logs"),
+                              *home.glob("*.log"), *home.glob(".rafka/supervised/*.log"),
+                              *home.glob(".rafka/zookeeper-member/*.log")]:
+                    target = Path(keep) / node / found.relative_to(self.root / node)
+                    with contextlib.suppress(OSError):
+                        if found.is_dir():
+                            shutil.copytree(found, target, dirs_exist_ok=True)
+                        else:
+                            target.parent.mkdir(parents=True, exist_ok=True)
+                            shutil.copy2(found, target)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -243,12 +265,13 @@ class BedClient:
     `history()` is then what it saw (see that module)."""
 
     def __init__(self, deployment: Deployment, topic: str, out: Path, *, partitions: int = 6,
-                 rate: int = 300) -> None:
+                 rate: int = 300, consumers: int = 0) -> None:
         self.deployment = deployment
         self.out = out
         out.mkdir(parents=True, exist_ok=True)
         self.argv = ["-m", "tests.harness.bed_client", "--topic", topic, "--out", str(out),
-                     "--partitions", str(partitions), "--rate", str(rate)]
+                     "--partitions", str(partitions), "--rate", str(rate),
+                     "--consumers", str(consumers)]
         self.process: subprocess.Popen[bytes] | None = None
         self._history: dict[str, Any] | None = None
 
@@ -288,3 +311,26 @@ class BedClient:
                 raise DeploymentError(f"the client left no history: {self.log()}")
             self._history = json.loads(path.read_text())
         return self._history
+
+    def checker_history(self) -> History:
+        """The history as the checker takes it (tests/support/checker.py)."""
+        found = self.history()
+        return History(
+            acks=[Ack(value.encode(), partition, offset, at)
+                  for value, partition, offset, at in found["acks"]],
+            refused=[Refused(value.encode(), partition, at)
+                     for value, partition, error, at in found["failed"]
+                     if error in REFUSED_FOR_CERTAIN],
+            attempts=[due for due, _partition, _value in found["due"]],
+            final_log={int(partition): [(offset, base64.b64decode(value))
+                                        for offset, value in records]
+                       for partition, records in found["final_log"].items()},
+            polls=[Poll(member, at, tuple((p, o, base64.b64decode(v)) for p, o, v in read))
+                   for member, at, read in found.get("polls", [])],
+            rebalances=[Rebalance(member, started, at, frozenset(partitions))
+                        for member, started, at, partitions in found.get("rebalances", [])],
+            commits=[Commit(member, float("inf") if answered is None else answered, partition,
+                            offset, started=asked)
+                     for member, answered, partition, offset, asked
+                     in found.get("commits", [])],
+        )

@@ -100,6 +100,13 @@ _INIT = ("import os, time\n"
          "        time.sleep(1)\n")
 
 
+@dataclass(frozen=True)
+class Cut:
+    """A cut in place: the iptables chains it added, per node. `TestBed.restore` undoes it."""
+
+    parts: tuple[tuple[str, tuple[str, ...]], ...]
+
+
 @dataclass
 class Node:
     name: str  # n1, n2, ...
@@ -128,6 +135,7 @@ class TestBed:
         self.bridge_namespace = f"{self.owner}-br"
         self.nodes: dict[str, Node] = {}
         self.processes: list[subprocess.Popen[bytes]] = []
+        self._chains = 0  # how many iptables chains the bed's cuts have made: their names
         try:
             self._create(nodes)
         except BaseException:
@@ -233,34 +241,81 @@ class TestBed:
         _signal_all(self.pids(node), signal.SIGCONT)
 
     # ---------------------------------------------------------------------------- faults
+    #
+    # Each cut is a pair of iptables chains of its own in each node it touches, jumped to from
+    # INPUT and OUTPUT, so that overlapping cuts can be undone one at a time (`restore`) and
+    # one cut's exceptions (RETURN) never let through what another cut drops.
 
-    def _drop(self, node: str, peer_address: str, *, inbound: bool, outbound: bool) -> None:
+    def _add_chains(self, node: str, inbound: list[list[str]], outbound: list[list[str]]
+                    ) -> tuple[str, tuple[str, ...]]:
+        self._chains += 1
         namespace = self.nodes[node].namespace
-        if inbound:
-            _run("ip", "netns", "exec", namespace, "iptables", "-A", "INPUT", "-s",
-                 peer_address, "-j", "DROP")
-        if outbound:
-            _run("ip", "netns", "exec", namespace, "iptables", "-A", "OUTPUT", "-d",
-                 peer_address, "-j", "DROP")
+        chains = []
+        for main_chain, rules, suffix in (("INPUT", inbound, "i"), ("OUTPUT", outbound, "o")):
+            if not rules:
+                continue
+            chain = f"{PREFIX}{self._chains}{suffix}"
+            _run("ip", "netns", "exec", namespace, "iptables", "-N", chain)
+            for rule in rules:
+                _run("ip", "netns", "exec", namespace, "iptables", "-A", chain, *rule)
+            _run("ip", "netns", "exec", namespace, "iptables", "-A", main_chain, "-j", chain)
+            chains.append(chain)
+        return node, tuple(chains)
 
-    def cut(self, a: str, b: str, *, one_way: bool = False) -> None:
+    @staticmethod
+    def _rules(direction: str, peer: str, except_ports: Sequence[int]) -> list[list[str]]:
+        """Drop what goes to (`-d`) or comes from (`-s`) `peer`, but TCP on `except_ports`
+        (either end of the connection)."""
+        rules = []
+        if except_ports:
+            rules.append([direction, peer, "-p", "tcp", "-m", "multiport", "--ports",
+                          ",".join(map(str, except_ports)), "-j", "RETURN"])
+        rules.append([direction, peer, "-j", "DROP"])
+        return rules
+
+    def cut(self, a: str, b: str, *, one_way: bool = False,
+            except_ports: Sequence[int] = ()) -> Cut:
         """Drop packets between `a` and `b` silently (no reset, as a dead link does). With
-        `one_way`, only what `a` sends to `b` is lost; `b` still reaches `a`."""
-        self._drop(a, self.nodes[b].address, inbound=not one_way, outbound=True)
+        `one_way`, only what `a` sends to `b` is lost; `b` still reaches `a`. TCP connections
+        on `except_ports` (at either end) still go through, such as ZooKeeper's."""
+        a_address, b_address = self.nodes[a].address, self.nodes[b].address
+        parts = [self._add_chains(
+            a, [] if one_way else self._rules("-s", b_address, except_ports),
+            self._rules("-d", b_address, except_ports))]
         if not one_way:
-            self._drop(b, self.nodes[a].address, inbound=True, outbound=True)
+            parts.append(self._add_chains(b, self._rules("-s", a_address, except_ports),
+                                          self._rules("-d", a_address, except_ports)))
+        return Cut(tuple(parts))
 
-    def isolate(self, node: str) -> None:
-        """Cut `node` off from every other node of the bed."""
-        for other in self.nodes:
-            if other != node:
-                self.cut(node, other)
+    def isolate(self, node: str, *, among: Sequence[str] | None = None,
+                except_ports: Sequence[int] = ()) -> Cut:
+        """Cut `node` off from every other node of the bed (or those of `among`)."""
+        others = [other for other in (among or self.nodes) if other != node]
+        return Cut(tuple(part for other in others
+                         for part in self.cut(node, other, except_ports=except_ports).parts))
+
+    def cut_port(self, node: str, port: int) -> Cut:
+        """`node` reaches no TCP `port` anywhere, its own address included: what it has
+        connected there goes silent, and what it sends to other ports goes through."""
+        return Cut((self._add_chains(
+            node, [], [["-p", "tcp", "--dport", str(port), "-j", "DROP"]]),))
+
+    def restore(self, cut: Cut) -> None:
+        """Undo one cut, leaving the others in place."""
+        for node, chains in cut.parts:
+            namespace = self.nodes[node].namespace
+            for chain in chains:
+                main_chain = "INPUT" if chain.endswith("i") else "OUTPUT"
+                _run("ip", "netns", "exec", namespace, "iptables", "-D", main_chain,
+                     "-j", chain)
+                _run("ip", "netns", "exec", namespace, "iptables", "-F", chain)
+                _run("ip", "netns", "exec", namespace, "iptables", "-X", chain)
 
     def heal(self) -> None:
         """Remove every cut."""
         for node in self.nodes.values():
-            for chain in ("INPUT", "OUTPUT"):
-                _run("ip", "netns", "exec", node.namespace, "iptables", "-F", chain)
+            for flag in ("-F", "-X"):  # empty INPUT and OUTPUT, then drop the cuts' chains
+                _run("ip", "netns", "exec", node.namespace, "iptables", flag)
 
     # --------------------------------------------------------------------------- cleanup
 
