@@ -6,7 +6,9 @@
 It creates the topic if it is missing (replication factor 3, min.insync.replicas 2), then writes
 numbered records with an idempotent acks=all producer, spread over every partition at a steady
 rate, until the file DIR/stop appears. With `--consumers`, members of one consumer group read
-the topic meanwhile, each in a thread of its own, committing what they read after every poll.
+the topic meanwhile, each in a thread of its own, and commit what they read after every poll
+from a second thread: a commit waiting on a coordinator that went away (up to its timeout)
+holds up that member's commits, not its reading, as with Kafka's automatic commits.
 Once stopped, the client waits for every send's outcome, reads the whole log back, lets the
 group read to its end, and writes DIR/history.json: when each send was due and to which
 partition, every acknowledgement with the time it came, every failed send (its partition and
@@ -41,6 +43,8 @@ from rafka.coordination.security import load_credentials_file
 # sends at this many, and the others go on (the sends it skips are never made).
 RECORDS_IN_FLIGHT_PER_PARTITION = 2_000
 GROUP = "bed-readers"
+# The error of a send that raised before its record was queued: it is certainly not written.
+NOT_SENT = "not-sent:"
 # How long the group may take, once writes stopped, to read everything acknowledged.
 CATCH_UP_S = 180
 
@@ -73,6 +77,12 @@ class GroupReader:
         self.commits: list[tuple[str, float | None, int, int, float]] = []
         self.errors: dict[str, int] = defaultdict(int)
         self._poll_started = 0.0
+        # The positions to commit next (the newest replaces any not yet taken), and the
+        # thread that commits them.
+        self._to_commit: dict | None = None
+        self._commit_ready = threading.Condition()
+        self.committer = threading.Thread(target=self._commit_forever, name=f"{name}-commits",
+                                          daemon=True)
         self.consumer = cluster.consumer(
             [topic], group=GROUP, enable_auto_commit=False, auto_offset_reset="earliest",
             max_poll_records=500, on_partitions_assigned=self._gained)
@@ -98,19 +108,37 @@ class GroupReader:
                 if read:
                     with self.lock:
                         self.seen.update((p, o) for p, o, _ in read)
-                    self._commit()
+                    self._hand_to_committer()
         finally:
+            with self._commit_ready:
+                self._commit_ready.notify_all()
+            self.committer.join(timeout=30)
             with contextlib.suppress(Exception):
                 self.consumer.close(commit=False)
 
-    def _commit(self) -> None:
-        """Commit the position of every partition it owns: when asked, and when answered
-        (never, if it failed: it may or may not be stored)."""
+    def _hand_to_committer(self) -> None:
         try:
             positions = {tp: self.consumer.position(*tp) for tp in self.consumer.assignment()}
         except Exception as error:
             self.errors[type(error).__name__] += 1
             return
+        with self._commit_ready:
+            self._to_commit = positions
+            self._commit_ready.notify_all()
+
+    def _commit_forever(self) -> None:
+        while True:
+            with self._commit_ready:
+                while self._to_commit is None and not self.stop.is_set():
+                    self._commit_ready.wait(0.5)
+                positions, self._to_commit = self._to_commit, None
+            if positions is None:
+                return  # stopped
+            self._commit(positions)
+
+    def _commit(self, positions: dict) -> None:
+        """Commit these positions: when asked, and when answered (never, if it failed: it
+        may or may not be stored)."""
         asked = time.time()
         try:
             self.consumer.commit(positions)
@@ -171,6 +199,7 @@ def main() -> None:
                for i in range(args.consumers)]
     for reader in readers:
         reader.thread.start()
+        reader.committer.start()
     producer = cluster.producer(acks="all", enable_idempotence=True, linger_ms=5,
                                 retry_backoff_ms=100, delivery_timeout_ms=120_000)
     due: list[tuple[float, int, str]] = []
@@ -213,9 +242,15 @@ def main() -> None:
             if pending_per_partition[partition] < RECORDS_IN_FLIGHT_PER_PARTITION:
                 value = f"bed-{sequence}"
                 due.append((due_at, partition, value))
-                pending[value] = (partition, producer.send(args.topic, value=value.encode(),
-                                                           partition=partition))
-                pending_per_partition[partition] += 1
+                try:
+                    future = producer.send(args.topic, value=value.encode(),
+                                           partition=partition)
+                except Exception as error:  # no metadata within max.block.ms: never sent
+                    failed.append((value, partition, f"{NOT_SENT}{type(error).__name__}",
+                                   time.time()))
+                else:
+                    pending[value] = (partition, future)
+                    pending_per_partition[partition] += 1
             sequence += 1
         settle(wait=False)
         if time.time() - last_progress >= 1:

@@ -1,7 +1,8 @@
 """cluster.yaml on separate network hosts (issue 22): the multi-node test bed started with the
-file's own commands, then nodes killed, the GCS killed, a node cut off and healed, each while a
-client on a node of its own writes acks=all to every partition of an RF 3,
-min.insync.replicas=2 topic. After each: nothing acknowledged lost or doubled, and each
+file's own commands, then nodes killed, the GCS killed, a node cut off and healed, and last a
+nemesis of overlapping faults of every kind, each while a client on a node of its own writes
+acks=all to every partition of an RF 3, min.insync.replicas=2 topic (and, under the nemesis, a
+consumer group reads it). After each: nothing acknowledged lost or doubled, and each
 partition's longest stretch without an acknowledged write.
 
 The tests share one deployment, in order; each leaves every broker back in every ISR.
@@ -27,6 +28,7 @@ from tests.support.checker import (
     anomaly_total,
     by_partition,
     check,
+    longest_read_gaps,
     longest_write_gaps,
 )
 from tests.support.deployment import BedClient, Deployment
@@ -72,6 +74,14 @@ def describe(deployment: Deployment, topic: str) -> list[dict]:
                               f"{deployment.zk_connect} --address auto --format json",
                               timeout_s=90)
     return json.loads(result.stdout)[0]["partitions"]
+
+
+def partitions_led_on(client: BedClient, deployment: Deployment, node: str) -> set[int]:
+    """The partitions whose leader is on `node`, as the client last saw them."""
+    wait_until(lambda: (client.out / "leaders.json").exists(), 30, "the leaders known")
+    known = json.loads((client.out / "leaders.json").read_text())
+    return {int(p) for p, state in known["partitions"].items()
+            if known["brokers"].get(str(state["leader"])) == deployment.address(node)}
 
 
 def every_broker_in_every_isr(deployment: Deployment, topic: str) -> bool:
@@ -160,13 +170,10 @@ def test_the_gcs_down_for_30_s(deployment: Deployment, tmp_path: Path) -> None:
     head = deployment.head
     supervisor = next(psutil.Process(pid) for pid in deployment.bed.pids(head)
                       if "rafka.cli.supervisor" in " ".join(psutil.Process(pid).cmdline()))
-    with BedClient(deployment, "gcs-down", tmp_path / "client",
-                   partitions=PARTITIONS) as client:
-        wait_until(lambda: (client.out / "leaders.json").exists(), 30, "the leaders known")
-        time.sleep(3)
-        known = json.loads((client.out / "leaders.json").read_text())
-        led_on_head = {int(p) for p, state in known["partitions"].items()
-                       if known["brokers"].get(str(state["leader"])) == deployment.address(head)}
+    with BedClient(deployment, "gcs-down", tmp_path / "client", partitions=PARTITIONS,
+                   consumers=2) as client:
+        time.sleep(5)
+        led_on_head = partitions_led_on(client, deployment, head)
         # Held down: the head's supervisor waits, paused, while the GCS is gone (its
         # `ray start --block` takes the head's other Ray processes with it, as a head restart).
         supervisor.send_signal(signal.SIGSTOP)
@@ -179,11 +186,17 @@ def test_the_gcs_down_for_30_s(deployment: Deployment, tmp_path: Path) -> None:
                    "the head's broker back in every ISR")
         time.sleep(3)
     gaps = assert_nothing_lost(client, "GCS down 30 s")
+    read_gaps = longest_read_gaps(client.checker_history())
     elsewhere = {p: gap for p, gap in gaps.items() if p not in led_on_head}
+    read_elsewhere = {p: gap for p, gap in read_gaps.items() if p not in led_on_head}
     print(f"{FIGURES} GCS down 30 s: led on the head {sorted(led_on_head)}, longest write gap "
-          f"of the others {max(elsewhere.values(), default=0):.1f} s")
+          f"of the others {max(elsewhere.values(), default=0):.1f} s, longest read gap "
+          f"{max(read_elsewhere.values(), default=0):.1f} s")
     assert max(gaps.values()) <= 30, gaps
+    # Producers and consumers of the partitions not led on the head never stop for long.
     assert max(elsewhere.values(), default=0) <= 5, (led_on_head, gaps)
+    assert len(read_gaps) == PARTITIONS, f"reads of only partitions {sorted(read_gaps)}"
+    assert max(read_elsewhere.values(), default=0) <= 5, (led_on_head, read_gaps)
 
 
 def test_the_head_node_killed_then_booted(deployment: Deployment, tmp_path: Path) -> None:
@@ -199,6 +212,7 @@ def test_a_node_cut_off_for_60_s_comes_back_by_itself(deployment: Deployment,
     with BedClient(deployment, "cut-off", tmp_path / "client",
                    partitions=PARTITIONS) as client:
         time.sleep(5)
+        led_by_victim = partitions_led_on(client, deployment, victim)
         deployment.bed.isolate(victim)
         try:
             time.sleep(60)
@@ -210,8 +224,12 @@ def test_a_node_cut_off_for_60_s_comes_back_by_itself(deployment: Deployment,
         back_after_s = time.monotonic() - healed_at
         print(f"{FIGURES} cut off 60 s: back in every ISR {back_after_s:.1f} s after the heal")
         time.sleep(3)
-    assert_nothing_lost(client, "node cut off 60 s")
+    gaps = assert_nothing_lost(client, "node cut off 60 s")
     assert back_after_s <= 60
+    # Its partitions move once its session expires; a producer's request to it waits
+    # request.timeout.ms (30 s) first. Writes to the others wait for the ISR to drop it.
+    assert max((gaps[p] for p in led_by_victim), default=0) <= 45, (led_by_victim, gaps)
+    assert max((gap for p, gap in gaps.items() if p not in led_by_victim), default=0) <= 15, gaps
 
 
 

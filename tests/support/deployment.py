@@ -51,10 +51,12 @@ RAY_PORT = 6379
 # The client node waits for the GCS as long as the cluster's workers do (cluster.yaml).
 CLIENT_PATIENCE = {"RAY_gcs_rpc_server_reconnect_timeout_s": "600"}
 ZOOKEEPER_PORT = 2181
-# Errors that say a record was not written (refused before any append); after any other
-# failure it may or may not be in the log.
-REFUSED_FOR_CERTAIN = {"NotEnoughReplicasError", "RecordTooLargeError", "InvalidRecordError",
-                       "UnknownTopicError", "UnknownPartitionError"}
+# Errors that say a record was not written: a send's error is its last attempt's, so only an
+# error the producer does not retry (it fails the first attempt, and no attempt came before)
+# is certain. A retriable one (NotEnoughReplicasError among them: a retry of a batch that an
+# earlier, timed-out attempt appended is refused so too) leaves the record maybe written.
+REFUSED_FOR_CERTAIN = {"RecordTooLargeError", "InvalidRecordError", "UnknownTopicError",
+                       "UnknownPartitionError"}
 
 
 class DeploymentError(AssertionError):
@@ -320,7 +322,7 @@ class BedClient:
                   for value, partition, offset, at in found["acks"]],
             refused=[Refused(value.encode(), partition, at)
                      for value, partition, error, at in found["failed"]
-                     if error in REFUSED_FOR_CERTAIN],
+                     if error in REFUSED_FOR_CERTAIN or error.startswith("not-sent:")],
             attempts=[due for due, _partition, _value in found["due"]],
             final_log={int(partition): [(offset, base64.b64decode(value))
                                         for offset, value in records]
