@@ -30,6 +30,13 @@ class BrokerView(Protocol):
         """The actor handle of the host holding this broker's replica, None if it holds none."""
         ...
 
+    async def elect_preferred_leaders(
+        self, partitions: list[tuple[str, int]] | None = None,
+    ) -> dict[str, Any]:
+        """Preferred-leader election, if this broker is the controller (NOT_CONTROLLER if not):
+        `outcomes` as [topic, partition, error code]."""
+        ...
+
     async def metadata(self, topics: list[str] | None = None) -> dict[str, Any]:
         """Brokers, controller and, per topic, each partition's leader, epoch, ISR, replicas."""
         ...

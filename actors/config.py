@@ -134,6 +134,24 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = setting(
         "group.initial.rebalance.delay.ms", Type.INT, 3000, minimum=0,
         doc="How long a new Kafka group waits for more members before its first generation.")
+    group_min_session_timeout_ms: int = setting(
+        "group.min.session.timeout.ms", Type.INT, 6000, minimum=0,
+        doc="The shortest session timeout a Kafka group member may ask for.")
+    group_max_session_timeout_ms: int = setting(
+        "group.max.session.timeout.ms", Type.INT, 1_800_000, minimum=0,
+        doc="The longest session timeout a Kafka group member may ask for.")
+    # Kafka clients asking for metadata of a topic that does not exist create it, as Kafka does
+    # by default, with num.partitions and default.replication.factor (also what a CreateTopics
+    # asking for -1 gets).
+    auto_create_topics_enable: bool = setting(
+        "auto.create.topics.enable", Type.BOOLEAN, True,
+        doc="Whether a Kafka client's metadata request creates a topic that does not exist.")
+    num_partitions: int = setting(
+        "num.partitions", Type.INT, 1, minimum=1,
+        doc="The partitions of a topic created automatically or without a count.")
+    default_replication_factor: int = setting(
+        "default.replication.factor", Type.INT, 1, minimum=1,
+        doc="The replication factor of a topic created automatically or without one.")
     # Not Kafka's: how many replica-host actors (processes) hold this broker's partition
     # replicas. Each is a Ray worker process (about 65 MB, and about 0.6% of a core even idle);
     # 0 gives every replica an actor of its own, as rafka did before replicas shared hosts.

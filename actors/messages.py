@@ -107,6 +107,15 @@ class OffsetQuery(NamedTuple):
     timestamp_ms: int
 
 
+class RecordsDeletion(NamedTuple):
+    """DeleteRecords for one partition: every record before `offset` goes (-1: before the high
+    watermark)."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
 class IsrChange(NamedTuple):
     """A leader's ISR change, written by its broker with a conditional ZooKeeper write."""
 

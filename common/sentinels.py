@@ -7,6 +7,8 @@ LATEST_TIMESTAMP = -1
 """The high watermark: the offset after the last record a consumer can read."""
 EARLIEST_TIMESTAMP = -2
 """The log start offset."""
+MAX_TIMESTAMP = -3
+"""The record with the largest timestamp (KIP-734), the first of them if several share it."""
 
 UNDEFINED_EPOCH = -1
 """No leader epoch: a log that has none yet, or a request that does not say."""

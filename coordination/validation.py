@@ -58,6 +58,11 @@ def validate_topic_name(name: str) -> str:
     return name
 
 
+def is_valid_topic_name(name: str) -> bool:
+    """Whether `name` is a legal topic name (`validate_topic_name` says why not)."""
+    return _problem(name, _NAME) is None
+
+
 def validate_group_id(group: str) -> str:
     """Return `group` if it is a legal consumer group id, else raise `InvalidGroupIdError`."""
     problem = _problem(group, _NAME)

@@ -184,8 +184,10 @@ class LocalLog:
                     next_offset = end
         return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), next_offset
 
-    def offset_for_timestamp(self, timestamp_ms: int, *, min_offset: int) -> int | None:
-        """The first offset >= ``min_offset`` whose record timestamp is >= ``timestamp_ms``."""
+    def offset_for_timestamp(self, timestamp_ms: int, *, min_offset: int,
+                             ) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record at or above ``min_offset`` whose
+        timestamp is >= ``timestamp_ms``."""
         for segment in self._segments:
             found = segment.find_timestamp_start(timestamp_ms)
             if found is None:
@@ -199,8 +201,25 @@ class LocalLog:
                     continue
                 for record in decode_records(segment.read_bytes(position, header.size)):
                     if record.offset >= min_offset and record.timestamp >= timestamp_ms:
-                        return record.offset
+                        return record.timestamp, record.offset
         return None
+
+    def max_timestamp_and_offset(self, *, min_offset: int) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the record with the largest timestamp at or above
+        ``min_offset``, the first of them if several share it (Kafka's MAX_TIMESTAMP)."""
+        best: tuple[int, int] | None = None
+        for segment in self._segments:
+            if segment.max_timestamp < 0 or (best is not None
+                                             and segment.max_timestamp <= best[0]):
+                continue  # each segment knows its largest timestamp: skip those not larger
+            for position, header in segment.iter_headers(0):
+                if (header.is_control or header.last_offset < min_offset
+                        or (best is not None and header.max_timestamp <= best[0])):
+                    continue
+                for record in decode_records(segment.read_bytes(position, header.size)):
+                    if record.offset >= min_offset and (best is None or record.timestamp > best[0]):
+                        best = (record.timestamp, record.offset)
+        return best
 
     # ------------------------------------------------------------------------ durability
 

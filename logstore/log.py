@@ -32,7 +32,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from rafka.common.sentinels import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    UNDEFINED_EPOCH,
+)
 from rafka.logstore import cleaner
 from rafka.logstore.batch import (
     NO_TIMESTAMP,
@@ -59,8 +64,6 @@ from rafka.logstore.local_log import LocalLog
 from rafka.logstore.producer_state import ProducerEntry, SequenceCheck, check_sequence
 from rafka.logstore.retention import SegmentSummary, segments_below_log_start, segments_to_delete
 
-# ListOffsets' special timestamps (Kafka's ListOffsetsRequest.LATEST/EARLIEST_TIMESTAMP).
-
 
 class AppendInfo(NamedTuple):
     """What an append (or a duplicate found in producer state) covers."""
@@ -75,6 +78,15 @@ class AppendInfo(NamedTuple):
     batch_count: int
     size_in_bytes: int
     log_start_offset: int
+
+
+class TimestampAndOffset(NamedTuple):
+    """A ListOffsets answer: the record's timestamp (NO_TIMESTAMP for the log's ends), its
+    offset, and the leader epoch it was written in (UNDEFINED_EPOCH if the log has none)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
 
 
 class FetchData(NamedTuple):
@@ -435,17 +447,33 @@ class Log:
         return FetchData(records, next_offset, self._high_watermark, self._log_start_offset, end)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
-        """The first offset whose record timestamp is >= ``timestamp_ms``; None if there is none.
+        """The offset :meth:`find_offset_by_timestamp` finds, None if it finds none."""
+        found = self.find_offset_by_timestamp(timestamp_ms)
+        return None if found is None else found.offset
 
-        ``LATEST_TIMESTAMP`` (-1) gives the log end offset and ``EARLIEST_TIMESTAMP`` (-2) the
-        log start offset, as Kafka's ListOffsets does.
-        """
+    def find_offset_by_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
+        """What Kafka's ListOffsets answers for ``timestamp_ms``, before the high watermark's
+        bound (the caller's): ``LATEST_TIMESTAMP`` (-1) the log end offset,
+        ``EARLIEST_TIMESTAMP`` (-2) the log start offset (neither with a timestamp),
+        ``MAX_TIMESTAMP`` (-3) the record with the largest timestamp, and any other value the
+        first record whose timestamp is >= it; each with the leader epoch it was written in.
+        None if no record matches."""
         self._check_open()
         if timestamp_ms == LATEST_TIMESTAMP:
-            return self.log_end_offset
-        if timestamp_ms == EARLIEST_TIMESTAMP:
-            return self._log_start_offset
-        return self._local.offset_for_timestamp(timestamp_ms, min_offset=self._log_start_offset)
+            offset, timestamp = self.log_end_offset, NO_TIMESTAMP
+        elif timestamp_ms == EARLIEST_TIMESTAMP:
+            offset, timestamp = self._log_start_offset, NO_TIMESTAMP
+        else:
+            found = (self._local.max_timestamp_and_offset(min_offset=self._log_start_offset)
+                     if timestamp_ms == MAX_TIMESTAMP
+                     else self._local.offset_for_timestamp(timestamp_ms,
+                                                           min_offset=self._log_start_offset))
+            if found is None:
+                return None
+            timestamp, offset = found
+        epoch = self.epoch_cache.epoch_for_offset(offset)
+        return TimestampAndOffset(timestamp, offset,
+                                  UNDEFINED_EPOCH if epoch is None else epoch)
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """``(epoch, end_offset)`` for a follower (KIP-101/279); see LeaderEpochCache."""

@@ -23,12 +23,16 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from rafka.actors.broker_handles import BrokerHandles
 from rafka.actors.config import TopicConfig
-from rafka.actors.controller.elections import elect_leader, elect_preferred_leader, remove_from_isr
+from rafka.actors.controller.elections import (
+    elect_leader,
+    preferred_leader_election,
+    remove_from_isr,
+)
 from rafka.actors.controller.events import (
     AssignmentChanged,
     BrokersChanged,
@@ -50,6 +54,7 @@ from rafka.actors.controller.reassignment import (
     next_reassignment_step,
 )
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
+from rafka.actors.errors import ErrorCode
 from rafka.common.config import InvalidConfigError
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import TopicAdmin, parse_reassignment
@@ -637,11 +642,19 @@ class Controller:
     async def _on_preferred_leader_check(self, _event: PreferredLeaderCheck) -> None:
         await self.elect_preferred_leaders()
 
-    async def elect_preferred_leaders(self) -> list[TopicPartition]:
-        """Give leadership back to each partition's first replica where it is in sync."""
+    async def elect_preferred_leaders(
+        self, partitions: Iterable[TopicPartition] | None = None,
+    ) -> dict[TopicPartition, int]:
+        """Give leadership back to the first replica of each of `partitions` (None: every
+        partition) where it is in sync; what happened to each, as Kafka's ElectLeaders answers
+        it: NONE where it moved, else why not (`preferred_leader_election`, and
+        UNKNOWN_TOPIC_OR_PARTITION)."""
+        wanted = None if partitions is None else set(partitions)
         # Leaders change their ISR themselves and the notification may not have reached us:
         # decide on what ZooKeeper holds now (one pipelined read per topic).
         for topic, assignment in list(self.assignments.items()):
+            if wanted is not None and all(tp.topic != topic for tp in wanted):
+                continue
             fresh = await self._zk(self.partition_states.read_partition_states, topic,
                                    list(assignment.partitions))
             for partition, versioned in fresh.items():
@@ -649,15 +662,16 @@ class Controller:
                 if versioned is not None and tp in self.states and (
                         versioned.version > self.states[tp].version):
                     self.states[tp] = versioned
-        moved = []
-        for tp in [tp for tp in self.states if tp.topic not in self.deleting]:
+        outcomes: dict[TopicPartition, int] = {}
+        for tp in wanted if wanted is not None else list(self.states):
+            outcomes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             # A stale write means the leader changed the ISR meanwhile (its notification may
             # not have reached us yet): decide again on what ZooKeeper holds now.
             for _attempt in range(3):
-                if tp not in self.states:
-                    break  # its topic went meanwhile
+                if tp not in self.states or tp.topic in self.deleting:
+                    break  # unknown, or its topic went meanwhile
                 state = self.states[tp].value
-                preferred = elect_preferred_leader(
+                preferred, outcomes[tp] = preferred_leader_election(
                     self._replicas(tp), state.leader, state.isr, set(self.live)
                 )
                 if preferred is None:
@@ -665,10 +679,10 @@ class Controller:
                 new_state = PartitionState(preferred, state.leader_epoch + 1, state.isr,
                                            self.epoch)
                 if await self._write_state(tp, new_state):
-                    moved.append(tp)
                     break
-        await self._send_leader_and_isr(set(moved))
-        return moved
+                outcomes[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE  # if no try succeeds
+        await self._send_leader_and_isr({tp for tp, outcome in outcomes.items() if outcome == 0})
+        return outcomes
 
     # ---------------------------------------------------------------------- reassignment
     #

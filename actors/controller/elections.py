@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rafka.actors.errors import ErrorCode
 from rafka.common.sentinels import NO_LEADER
 
 
@@ -51,17 +52,21 @@ def elect_leader(
     return Election(NO_LEADER, tuple(isr))
 
 
-def elect_preferred_leader(
+def preferred_leader_election(
     assignment: Iterable[int], current_leader: int, isr: Iterable[int], live_brokers: set[int]
-) -> int | None:
-    """The preferred replica (first assigned) if it should take leadership back, else None."""
+) -> tuple[int | None, int]:
+    """Whether the preferred replica (first assigned) takes leadership back: (it, NONE) if so;
+    else (None, why not, as Kafka's ElectLeaders answers): ELECTION_NOT_NEEDED where it leads
+    already, PREFERRED_LEADER_NOT_AVAILABLE where it is out of the ISR or down."""
     assignment = list(assignment)
     if not assignment:
-        return None
+        return None, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
     preferred = assignment[0]
-    if preferred != current_leader and preferred in set(isr) and preferred in live_brokers:
-        return preferred
-    return None
+    if preferred == current_leader:
+        return None, ErrorCode.ELECTION_NOT_NEEDED
+    if preferred in set(isr) and preferred in live_brokers:
+        return preferred, ErrorCode.NONE
+    return None, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
 
 
 def remove_from_isr(isr: Iterable[int], broker_id: int) -> tuple[int, ...]:

@@ -16,6 +16,10 @@ Every call takes the time (`now_ms`) and returns what to answer: the JoinGroup a
 answers it completed (for the members whose requests are waiting) and error codes, so the shell
 only sends them. Static membership (`group.instance.id`) is not served: such members join as
 dynamic ones.
+
+A new member that can take it (JoinGroup v4+) first gets its member id with MEMBER_ID_REQUIRED
+and joins again with it (KIP-394): until then it is only pending, for one session timeout, so a
+client that never comes back leaves nothing behind. A rebalance waits for pending members too.
 """
 
 from __future__ import annotations
@@ -106,6 +110,8 @@ class ClassicGroup:
         self.protocol_name: str | None = None
         self.leader: str | None = None
         self.members: dict[str, Member] = {}
+        # Member ids handed out with MEMBER_ID_REQUIRED, and until when each may join with it.
+        self.pending: dict[str, int] = {}
         # When the rebalance under way completes even if some members have not joined again,
         # and whether it waits that long in any case (the group started from empty).
         self.rebalance_deadline_ms: int | None = None
@@ -116,19 +122,26 @@ class ClassicGroup:
     def join(self, member_id: str, *, client_id: str, client_host: str,
              session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
              protocols: list[tuple[str, bytes]], now_ms: int,
+             require_known_member_id: bool = False,
              ) -> tuple[str, JoinResult | None, Answers]:
         """A JoinGroup: the member's id (a new one for a new member), an immediate answer (an
         error, or the current generation) or None if the request waits for the rebalance, and
-        whatever the join completed (its own answer among them, possibly)."""
+        whatever the join completed (its own answer among them, possibly).
+        `require_known_member_id`: the client takes MEMBER_ID_REQUIRED (JoinGroup v4+)."""
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
             return member_id, JoinResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT), Answers()
-        if member_id != NO_MEMBER and member_id not in self.members:
+        known = member_id in self.members or member_id in self.pending
+        if member_id != NO_MEMBER and not known:
             return member_id, JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID), Answers()
         if not protocols or not self._compatible(protocol_type, protocols, member_id):
             refused = JoinResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
             return member_id, refused, Answers()
         if member_id == NO_MEMBER:
             member_id = f"{client_id or 'consumer'}-{uuid.uuid4()}"
+            if require_known_member_id:
+                self.pending[member_id] = now_ms + session_timeout_ms
+                return member_id, JoinResult(member_id, ErrorCode.MEMBER_ID_REQUIRED), Answers()
+        self.pending.pop(member_id, None)
         member = Member(member_id, client_id, client_host, session_timeout_ms,
                         max(rebalance_timeout_ms, session_timeout_ms), protocol_type,
                         list(protocols), now_ms, joining=True)
@@ -180,7 +193,7 @@ class ClassicGroup:
         if self.state is not GroupState.PREPARING_REBALANCE:
             return Answers()
         in_time = self.rebalance_deadline_ms is not None and now_ms < self.rebalance_deadline_ms
-        all_joined = all(m.joining for m in self.members.values())
+        all_joined = all(m.joining for m in self.members.values()) and not self.pending
         if in_time and (self._delayed_start or not all_joined):
             return Answers()
         # Members that did not join again in time are out of the group.
@@ -304,6 +317,8 @@ class ClassicGroup:
         JoinGroup is not: its rebalance timeout applies), and complete a rebalance whose time
         is up."""
         answers = Answers()
+        self.pending = {member_id: until for member_id, until in self.pending.items()
+                        if until >= now_ms}
         expired = [m.member_id for m in self.members.values()
                    if not m.joining and now_ms - m.last_heard_ms > m.session_timeout_ms]
         for member_id in expired:
@@ -311,6 +326,12 @@ class ClassicGroup:
                 answers.extend(self._remove(member_id, now_ms))
         answers.extend(self._try_complete_join(now_ms))
         return answers
+
+    @property
+    def is_empty(self) -> bool:
+        """No member and none pending: nothing the coordinator need remember (its committed
+        offsets are kept by the offset manager, not here)."""
+        return self.state is GroupState.EMPTY and not self.members and not self.pending
 
     # ----------------------------------------------------------------------------- offsets
 

@@ -12,8 +12,14 @@ A group id belongs to one kind of group at a time: a Kafka client cannot join a 
 rafka's own consumers (ZooKeeper-based, `actors/clients/group_consumer.py`) have members in, and is
 told so (INCONSISTENT_GROUP_PROTOCOL); while Kafka clients are members, the coordinator keeps an
 ephemeral `/consumers/<group>/kafka_members` znode, and rafka's consumers refuse to join
-(`InconsistentGroupProtocolError`). Committed offsets are shared: both kinds store them in the
-same place, keyed by group id.
+(`InconsistentGroupProtocolError`); a Kafka client's commit from outside any generation is
+refused the same way while rafka's consumers are members. Committed offsets are shared: both
+kinds store them in the same place, keyed by group id.
+
+Only JoinGroup creates a group; a group whose last member left is forgotten (its offsets stay
+with the offset manager). Other requests naming a group that is not here are answered as Kafka
+answers them: UNKNOWN_MEMBER_ID, and "Dead" in DescribeGroups, or "Empty" if it has committed
+offsets.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from rafka.actors.group.classic_group import (
     NO_MEMBER,
     Answers,
     ClassicGroup,
+    GroupState,
     JoinResult,
     SyncResult,
 )
@@ -55,9 +62,8 @@ COMMIT_TIMEOUT_MS = 5000
 class GroupCoordinator:
     """The classic groups this broker coordinates, and the requests waiting on them."""
 
-    def __init__(self, broker: BrokerView, initial_rebalance_delay_ms: int) -> None:
+    def __init__(self, broker: BrokerView) -> None:
         self.broker = broker
-        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.groups: dict[str, ClassicGroup] = {}
         self._joins: dict[tuple[str, str], asyncio.Future[JoinResult]] = {}
         self._syncs: dict[tuple[str, str], asyncio.Future[SyncResult]] = {}
@@ -80,6 +86,7 @@ class GroupCoordinator:
             await asyncio.sleep(TICK_S)
             for group_id, group in list(self.groups.items()):
                 self._deliver(group_id, group.tick(monotonic_ms()))
+                self._forget_if_empty(group_id)
             await self._mark()
 
     async def _mark(self) -> None:
@@ -126,7 +133,8 @@ class GroupCoordinator:
         return offsets_partition(group_id, self._offsets_partitions)
 
     async def _coordinates(self, group_id: str) -> tuple[int, ClassicGroup | None]:
-        """(0, the group) if this broker coordinates `group_id`, else (error, None)."""
+        """(0, the group or None if it is not here) if this broker coordinates `group_id`,
+        else (error, None)."""
         partition = await self._partition_of(group_id)
         if partition is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
@@ -134,11 +142,23 @@ class GroupCoordinator:
         if state is None or state.leader != self.broker.broker_id:
             self._forget(group_id)
             return ErrorCode.NOT_COORDINATOR, None
+        return 0, self.groups.get(group_id)
+
+    def _new_group(self, group_id: str) -> ClassicGroup:
+        """A group for its first JoinGroup (only a join creates one)."""
+        config = self.broker.config
+        group = self.groups[group_id] = ClassicGroup(
+            group_id, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms)
+        return group
+
+    def _forget_if_empty(self, group_id: str) -> None:
+        """Forget a group left with no member: Kafka keeps an empty group only for its
+        offsets, which the offset manager keeps here."""
         group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = ClassicGroup(
-                group_id, initial_rebalance_delay_ms=self.initial_rebalance_delay_ms)
-        return 0, group
+        if group is not None and group.is_empty:
+            del self.groups[group_id]
 
     def _forget(self, group_id: str) -> None:
         """The group is coordinated elsewhere now: its waiting requests hear so."""
@@ -157,7 +177,10 @@ class GroupCoordinator:
         key = request.key
         error, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         if version >= 1 and request.key_type != 0:
-            error = ErrorCode.INVALID_REQUEST  # transactions have no coordinator here
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_VERSION,
+                    "error_message": "rafka has no transaction coordinator: transactional.id "
+                                     "is not supported (an idempotent producer is)",
+                    "node_id": -1, "host": "", "port": -1}
         elif (partition := await self._partition_of(key)) is not None:
             metadata = await self.broker.metadata([OFFSETS_TOPIC])
             leader = metadata["topics"].get(OFFSETS_TOPIC, {}).get(partition, {}).get(
@@ -173,11 +196,12 @@ class GroupCoordinator:
 
     async def join_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         error, group = await self._coordinates(request.group_id)
-        if group is None:
+        if error:
             return _join_fields(api, JoinResult(request.member_id, error))
         if await self._zookeeper_group_has_members(request.group_id):
             return _join_fields(api, JoinResult(request.member_id,
                                                 ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        group = self.groups.get(request.group_id) or self._new_group(request.group_id)
         session_ms = request.session_timeout_ms
         member_id, immediate, answers = group.join(
             request.member_id or NO_MEMBER, client_id=request.header.client_id or "",
@@ -185,9 +209,10 @@ class GroupCoordinator:
             rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else session_ms,
             protocol_type=request.protocol_type,
             protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
-            now_ms=monotonic_ms())
+            now_ms=monotonic_ms(), require_known_member_id=version >= 4)
         if immediate is not None:
             self._deliver(request.group_id, answers)
+            self._forget_if_empty(request.group_id)
             return _join_fields(api, immediate)
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         superseded = self._joins.get((request.group_id, member_id))
@@ -200,7 +225,8 @@ class GroupCoordinator:
     async def sync_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         error, group = await self._coordinates(request.group_id)
         if group is None:
-            return _sync_fields(SyncResult(request.member_id, error))
+            return _sync_fields(SyncResult(request.member_id,
+                                           error or ErrorCode.UNKNOWN_MEMBER_ID))
         assignments = {a.member_id: bytes(a.assignment) for a in request.assignments or ()}
         immediate, answers = group.sync(request.member_id, request.generation_id, assignments,
                                         monotonic_ms())
@@ -216,16 +242,19 @@ class GroupCoordinator:
         error, group = await self._coordinates(request.group_id)
         if group is not None:
             error = group.heartbeat(request.member_id, request.generation_id, monotonic_ms())
+        elif error == 0:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
         return {"throttle_time_ms": 0, "error_code": error}
 
     async def leave_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         leaving = ([request.member_id] if version < 3
                    else [member.member_id for member in request.members])
         error, group = await self._coordinates(request.group_id)
-        errors: dict[str, int] = dict.fromkeys(leaving, error)
+        errors: dict[str, int] = dict.fromkeys(leaving, error or ErrorCode.UNKNOWN_MEMBER_ID)
         if group is not None:
             errors, answers = group.leave(leaving, monotonic_ms())
             self._deliver(request.group_id, answers)
+            self._forget_if_empty(request.group_id)
         response = api.response
         return {"throttle_time_ms": 0,
                 "error_code": error if version >= 3 else next(iter(errors.values()), error),
@@ -234,21 +263,35 @@ class GroupCoordinator:
                             for member, code in errors.items()]}
 
     async def list_groups(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        """The groups this broker coordinates (Kafka's admin clients ask every broker)."""
+        """The groups this broker coordinates (Kafka's admin clients ask every broker): those
+        with members, and those with only committed offsets, "Empty" as in Kafka."""
         wanted = set(request.states_filter or ()) if version >= 4 else set()
-        listed = api.response.ListedGroup
+        listed = {group_id: (group.protocol_type or "", group.state.value)
+                  for group_id, group in self.groups.items()}
+        for group_id in await self._groups_with_offsets():
+            listed.setdefault(group_id, ("", GroupState.EMPTY.value))
+        entry = api.response.ListedGroup
         return {"throttle_time_ms": 0, "error_code": 0, "groups": [
-            listed(group_id=group_id, protocol_type=group.protocol_type or "",
-                   group_state=group.state.value, group_type="classic")
-            for group_id, group in sorted(self.groups.items())
-            if not wanted or group.state.value in wanted]}
+            entry(group_id=group_id, protocol_type=protocol_type, group_state=state,
+                  group_type="classic")
+            for group_id, (protocol_type, state) in sorted(listed.items())
+            if not wanted or state in wanted]}
+
+    async def _groups_with_offsets(self) -> set[str]:
+        """The groups with committed offsets in the `__consumer_offsets` partitions led here."""
+        led = [tp.partition for tp, state in self.broker.replica_states.items()
+               if tp.topic == OFFSETS_TOPIC and state.leader == self.broker.broker_id]
+        replies = await asyncio.gather(
+            *(self.broker.replica_host_for(OFFSETS_TOPIC, p).offset_groups.remote(p)
+              for p in led), return_exceptions=True)
+        return {group for reply in replies if isinstance(reply, dict)
+                for group in reply.get("groups", ())}
 
     async def describe_groups(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         described = api.response.DescribedGroup
         results = []
         for group_id in request.groups:
-            error, _known = await self._coordinates(group_id)
-            group = self.groups.get(group_id) if error == 0 else None
+            error, group = await self._coordinates(group_id)
             members = []
             if group is not None:
                 members = [described.DescribedGroupMember(
@@ -257,13 +300,48 @@ class GroupCoordinator:
                     member_metadata=(m.metadata_for(group.protocol_name)
                                      if group.protocol_name else b""),
                     member_assignment=m.assignment) for m in group.members.values()]
+                state = group.state.value
+            elif error == 0 and await self._committed_offsets(group_id):
+                state = GroupState.EMPTY.value  # offsets, no members: Kafka's "Empty"
+            else:
+                state = "Dead"
             results.append(described(
-                error_code=error, error_message=None, group_id=group_id,
-                group_state=group.state.value if group is not None else "Dead",
+                error_code=error, error_message=None, group_id=group_id, group_state=state,
                 protocol_type=(group.protocol_type or "") if group is not None else "",
                 protocol_data=(group.protocol_name or "") if group is not None else "",
                 members=members))
         return {"throttle_time_ms": 0, "groups": results}
+
+    async def delete_groups(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        """Delete groups with no member, and their committed offsets (Kafka's DeleteGroups):
+        NON_EMPTY_GROUP while a member remains (a Kafka client, or one of rafka's consumers),
+        GROUP_ID_NOT_FOUND for a group with neither members nor offsets."""
+        result = api.response.DeletableGroupResult
+        results = []
+        for group_id in request.groups_names:
+            results.append(result(group_id=group_id,
+                                  error_code=await self._delete_group(group_id)))
+        return {"throttle_time_ms": 0, "results": results}
+
+    async def _delete_group(self, group_id: str) -> int:
+        error, group = await self._coordinates(group_id)
+        if error:
+            return error
+        if (group is not None and not group.is_empty) or \
+                await self._zookeeper_group_has_members(group_id):
+            return ErrorCode.NON_EMPTY_GROUP
+        partition = await self._partition_of(group_id)
+        host = self.broker.replica_host_for(OFFSETS_TOPIC, partition or 0)
+        try:
+            reply = await host.forget_group.remote(partition, group_id)
+        except Exception as failure:  # the offset manager's host died: ask again
+            log.warning("deleting group %s failed: %r", group_id, failure)
+            return ErrorCode.NOT_COORDINATOR
+        if reply.get("error", 0):
+            return _coordinator_error(reply["error"])
+        self.groups.pop(group_id, None)
+        return ErrorCode.NONE if reply["forgotten"] or group is not None \
+            else ErrorCode.GROUP_ID_NOT_FOUND
 
     async def _zookeeper_group_has_members(self, group_id: str) -> bool:
         assert self.broker.store is not None
@@ -274,8 +352,14 @@ class GroupCoordinator:
 
     async def offset_commit(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         error, group = await self._coordinates(request.group_id)
+        generation = request.generation_id_or_member_epoch
         if group is not None:
-            error = group.check_commit(request.member_id, request.generation_id_or_member_epoch)
+            error = group.check_commit(request.member_id, generation)
+        elif error == 0 and (generation >= 0 or request.member_id != NO_MEMBER):
+            error = ErrorCode.ILLEGAL_GENERATION  # a generation of a group no longer here
+        elif error == 0 and await self._zookeeper_group_has_members(request.group_id):
+            # Not the Kafka clients' group: rafka's own consumers are its members.
+            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         entries = [[topic.name, part.partition_index, part.committed_offset,
                     part.committed_metadata or ""]
                    for topic in request.topics for part in topic.partitions]
@@ -315,14 +399,30 @@ class GroupCoordinator:
         keys = [tuple(tp) for tp in wanted] if wanted is not None else sorted(found)
         response = api.response.OffsetFetchResponseTopic
         topics: dict[str, list[Any]] = {}
+        # v0 and v1 have no top-level error code: a coordinator error goes in every partition,
+        # or the client would read "nothing committed" and reset its position.
+        partition_error = error if version < 2 else 0
         for topic, index in keys:
             offset, metadata = found.get((topic, index), (-1, ""))
             topics.setdefault(topic, []).append(response.OffsetFetchResponsePartition(
                 partition_index=index, committed_offset=offset, committed_leader_epoch=-1,
-                metadata=metadata, error_code=0))
+                metadata=metadata, error_code=partition_error))
         return {"throttle_time_ms": 0, "error_code": error,
                 "topics": [response(name=name, partitions=parts)
                            for name, parts in topics.items()]}
+
+
+    async def _committed_offsets(self, group_id: str) -> list[Any]:
+        """The group's committed offsets, [] if it has none or they cannot be read now."""
+        partition = await self._partition_of(group_id)
+        host = self.broker.replica_host_for(OFFSETS_TOPIC, partition or 0)
+        if partition is None or host is None:
+            return []
+        try:
+            reply = await host.fetch_offsets.remote(partition, group_id, None)
+        except Exception:  # the host is gone: the group is as good as unknown
+            return []
+        return reply.get("offsets", [])
 
 
 def _coordinator_error(code: int) -> int:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rafka.actors.broker_view import BrokerView
-from rafka.actors.config import TopicConfig
+from rafka.actors.config import BrokerConfig, TopicConfig
 from rafka.actors.errors import ErrorCode
 from rafka.actors.topics import alter_topic_config, create_topic
-from rafka.common.config import InvalidConfigError
+from rafka.common.config import ConfigKey, InvalidConfigError, Type
 from rafka.common.waiting import Deadline, wait_until_async
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.errors import (
@@ -31,6 +32,7 @@ from rafka.coordination.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
+from rafka.coordination.validation import validate_topic_name
 from rafka.wire.protocol import Api
 
 _ERRORS: list[tuple[type[Exception], int]] = [
@@ -44,15 +46,17 @@ _ERRORS: list[tuple[type[Exception], int]] = [
 # DescribeConfigs' resource types and config sources.
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+# DescribeConfigs' config types (Kafka's ConfigType), by rafka's setting types.
+UNKNOWN_CONFIG_TYPE = 0
+CONFIG_TYPES = {Type.BOOLEAN: 1, Type.STRING: 2, Type.INT: 3, Type.LONG: 5, Type.LIST: 7}
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+# ElectLeaders' election types: preferred (0) and unclean (1).
+PREFERRED_ELECTION = 0
 # IncrementalAlterConfigs' operations; APPEND and SUBTRACT are for list settings, which no
 # topic setting of rafka's is.
 SET, DELETE = 0, 1
-# Kafka's num.partitions and default.replication.factor, for a CreateTopics that asks for -1.
-DEFAULT_PARTITIONS = 1
-DEFAULT_REPLICATION_FACTOR = 1
 
 
 class KafkaAdminHandler:
@@ -60,6 +64,8 @@ class KafkaAdminHandler:
 
     def __init__(self, broker: BrokerView) -> None:
         self.broker = broker
+        # The listener's advertised address once bound (DescribeConfigs reports it).
+        self.advertised_listener: str | None = None
 
     @property
     def admin(self) -> TopicAdmin:
@@ -70,10 +76,11 @@ class KafkaAdminHandler:
         result = api.response.CreatableTopicResult
         results = []
         for topic in request.topics:
-            partitions = (DEFAULT_PARTITIONS if topic.num_partitions < 0
+            # -1: the broker's num.partitions and default.replication.factor, as in Kafka.
+            partitions = (self.broker.config.num_partitions if topic.num_partitions < 0
                           else topic.num_partitions)
-            replication = (DEFAULT_REPLICATION_FACTOR if topic.replication_factor < 0
-                           else topic.replication_factor)
+            replication = (self.broker.config.default_replication_factor
+                           if topic.replication_factor < 0 else topic.replication_factor)
             config = {entry.name: entry.value for entry in topic.configs or ()}
             error, message = 0, None
             if topic.assignments:
@@ -94,6 +101,77 @@ class KafkaAdminHandler:
                                   replication_factor=replication if error == 0 else -1,
                                   configs=None))
         return {"throttle_time_ms": 0, "topics": results}
+
+    async def create_topic_for_metadata(self, name: str) -> int:
+        """Create `name` for a Metadata request that named it (Kafka's
+        auto.create.topics.enable), with num.partitions and default.replication.factor: the
+        error code to answer for the topic, LEADER_NOT_AVAILABLE once it is created (its
+        partitions get leaders in a moment, and the client asks again)."""
+        config = self.broker.config
+        try:
+            await asyncio.to_thread(create_topic, self.broker.store, name,
+                                    config.num_partitions, config.default_replication_factor)
+        except TopicExistsError:
+            pass  # another client's request created it first
+        except Exception as failure:
+            return _error_of(failure)[0]
+        return ErrorCode.LEADER_NOT_AVAILABLE
+
+    async def create_partitions(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        """Grow topics to the counts asked, as `Cluster.add_partitions` does: over the live
+        brokers, or on the brokers given for each new partition. Answered once written to
+        ZooKeeper (the controller then starts the partitions), as in ZooKeeper-era Kafka."""
+        result = api.response.CreatePartitionsTopicResult
+        results = []
+        for topic in request.topics:
+            error, message = 0, None
+            try:
+                await asyncio.to_thread(self._add_partitions, topic.name, topic.count,
+                                        topic.assignments, request.validate_only)
+            except Exception as failure:
+                error, message = _error_of(failure)
+            results.append(result(name=topic.name, error_code=error, error_message=message))
+        return {"throttle_time_ms": 0, "results": results}
+
+    def _add_partitions(self, name: str, count: int, assignments: list[Any] | None,
+                        validate_only: bool) -> None:
+        validate_topic_name(name)
+        admin = self.admin
+        if not admin.topic_exists(name):
+            raise UnknownTopicError(f"topic {name!r} does not exist")
+        current = admin.read_assignment(name).value.partition_count
+        if count <= current:
+            raise InvalidPartitionsError(
+                f"topic {name!r} has {current} partitions; asked for {count}: the number of "
+                "partitions can only grow")
+        if assignments is not None and len(assignments) != count - current:
+            raise InvalidReplicaAssignmentError(
+                f"{len(assignments)} assignments given for {count - current} new partitions: "
+                "give one per new partition, or none")
+        if validate_only:
+            return
+        if assignments is None:
+            admin.add_partitions_auto(name, count)
+        else:
+            admin.add_partitions(name, {current + i: tuple(a.broker_ids)
+                                        for i, a in enumerate(assignments)})
+
+    async def elect_leaders(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        """Preferred-leader election (election type 0) of the partitions named, or of all of
+        them: on the controller only, as in Kafka. Unclean election (type 1) is refused: a
+        replica out of the ISR never leads here."""
+        partitions = None if request.topic_partitions is None else [
+            (topic.topic, partition) for topic in request.topic_partitions
+            for partition in topic.partitions]
+        if version >= 1 and request.election_type != PREFERRED_ELECTION:
+            return _elect_leaders_response(api, ErrorCode.INVALID_REQUEST, partitions or [])
+        reply = await self.broker.elect_preferred_leaders(partitions)
+        if reply.get("error", 0):
+            return _elect_leaders_response(api, reply["error"], partitions or [])
+        outcomes = {(topic, partition): error for topic, partition, error in reply["outcomes"]
+                    # Asked for all, Kafka leaves out those already led by their preferred one.
+                    if partitions is not None or error != ErrorCode.ELECTION_NOT_NEEDED}
+        return _elect_leaders_response(api, 0, list(outcomes), outcomes)
 
     async def delete_topics(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         names = list(request.topic_names or ())
@@ -126,6 +204,7 @@ class KafkaAdminHandler:
 
     async def describe_configs(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         result = api.response.DescribeConfigsResult
+        entry = result.DescribeConfigsResourceResult
         results = []
         for resource in request.resources:
             error, message, configs = 0, None, []
@@ -134,14 +213,18 @@ class KafkaAdminHandler:
             except Exception as failure:
                 error, message = _error_of(failure)
             wanted = resource.configuration_keys
-            entry = result.DescribeConfigsResourceResult
+            synonyms = version >= 1 and request.include_synonyms
+            documented = version >= 3 and request.include_documentation
             results.append(result(
                 error_code=error, error_message=message, resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
-                configs=[entry(name=name, value=value, read_only=False, config_source=source,
-                               is_default=source == DEFAULT_CONFIG, is_sensitive=False,
-                               synonyms=[], config_type=0, documentation=None)
-                         for name, value, source in configs if not wanted or name in wanted]))
+                configs=[entry(name=c.name, value=c.value, read_only=c.read_only,
+                               config_source=c.source, is_default=c.source == DEFAULT_CONFIG,
+                               is_sensitive=False,
+                               synonyms=_synonyms(entry, c) if synonyms else [],
+                               config_type=CONFIG_TYPES.get(c.key.type, UNKNOWN_CONFIG_TYPE),
+                               documentation=c.key.doc if documented else None)
+                         for c in configs if not wanted or c.name in wanted]))
         return {"throttle_time_ms": 0, "results": results}
 
     async def alter_configs(self, api: Api, version: int, request: Any) -> dict[str, Any]:
@@ -193,21 +276,72 @@ class KafkaAdminHandler:
                                   resource_name=resource.resource_name))
         return {"throttle_time_ms": 0, "responses": results}
 
-    async def _configs(self, resource_type: int, name: str) -> list[tuple[str, str | None, int]]:
-        """`(name, value, source)` of every setting of a topic, or of this broker."""
+    async def _configs(self, resource_type: int, name: str) -> list[DescribedConfig]:
+        """Every setting of a topic, or of this broker, with its source and its default."""
         if resource_type == TOPIC_RESOURCE:
             overrides = (await asyncio.to_thread(self.admin.read_config, name)).value
             if not await asyncio.to_thread(self.admin.topic_exists, name):
                 raise UnknownTopicError(f"topic {name!r} does not exist")
             settings = TopicConfig.from_dict(overrides).to_dict()
-            return [(key, _text(value), DYNAMIC_TOPIC_CONFIG if key in overrides
-                     else DEFAULT_CONFIG) for key, value in sorted(settings.items())]
+            defaults = TopicConfig.from_dict({}).to_dict()
+            return [DescribedConfig(TopicConfig.CONFIG_DEF[key], _text(value),
+                                    DYNAMIC_TOPIC_CONFIG if key in overrides else DEFAULT_CONFIG,
+                                    _text(defaults[key]), read_only=False)
+                    for key, value in sorted(settings.items())]
         if resource_type == BROKER_RESOURCE and name in ("", str(self.broker.broker_id)):
             given = self.broker.raw_config
-            return [(key, _text(value), STATIC_BROKER_CONFIG if key in given else DEFAULT_CONFIG)
-                    for key, value in sorted(self.broker.config.to_dict().items())]
+            settings = self.broker.config.to_dict()
+            if self.advertised_listener is not None:  # what clients are told, as bound
+                settings["advertised.listeners"] = self.advertised_listener
+            defaults = BrokerConfig().to_dict()
+            # A broker's settings are fixed when it starts: read-only, as Kafka's static ones.
+            return [DescribedConfig(BrokerConfig.CONFIG_DEF[key], _text(value),
+                                    STATIC_BROKER_CONFIG if key in given else DEFAULT_CONFIG,
+                                    _text(defaults[key]), read_only=True)
+                    for key, value in sorted(settings.items())
+                    if key in BrokerConfig.CONFIG_DEF]
         raise ValueError(f"resource type {resource_type} {name!r} is not described here: ask "
                          "for a topic, or for a broker's settings on that broker")
+
+
+@dataclass(frozen=True)
+class DescribedConfig:
+    """One setting as DescribeConfigs reports it."""
+
+    key: ConfigKey
+    value: str | None
+    source: int
+    default: str | None
+    read_only: bool
+
+    @property
+    def name(self) -> str:
+        return self.key.name
+
+
+def _synonyms(entry: Any, config: DescribedConfig) -> list[Any]:
+    """Where the value could come from, in order of precedence (Kafka's synonyms): the setting
+    itself and, under an override, the default it overrides."""
+    synonym = entry.DescribeConfigsSynonym
+    found = [synonym(name=config.name, value=config.value, source=config.source)]
+    if config.source != DEFAULT_CONFIG:
+        found.append(synonym(name=config.name, value=config.default, source=DEFAULT_CONFIG))
+    return found
+
+
+def _elect_leaders_response(api: Api, error: int, partitions: list[tuple[str, int]],
+                            outcomes: dict[tuple[str, int], int] | None = None,
+                            ) -> dict[str, Any]:
+    """ElectLeaders' answer: `error` for the whole request, else each partition's outcome."""
+    result = api.response.ReplicaElectionResult
+    by_topic: dict[str, list[Any]] = {}
+    for topic, partition in partitions:
+        code = error or (outcomes or {}).get((topic, partition), 0)
+        by_topic.setdefault(topic, []).append(result.PartitionResult(
+            partition_id=partition, error_code=code,
+            error_message=None if code == 0 else ErrorCode(code).name))
+    return {"throttle_time_ms": 0, "error_code": error, "replica_election_results": [
+        result(topic=topic, partition_result=parts) for topic, parts in by_topic.items()]}
 
 
 def _text(value: Any) -> str | None:

@@ -37,9 +37,12 @@ from rafka.actors.messages import (
     OffsetQuery,
     PartitionFetch,
     PartitionProduce,
+    RecordsDeletion,
 )
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
-from rafka.logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE
+from rafka.common.sentinels import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from rafka.coordination.validation import is_valid_topic_name
+from rafka.logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE, NO_TIMESTAMP
 from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from rafka.wire.listeners import Listener
 from rafka.wire.protocol import (
@@ -72,7 +75,7 @@ class KafkaListener:
         self.max_request_bytes = max_request_bytes
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task] = set()
-        self.groups = GroupCoordinator(broker, broker.config.group_initial_rebalance_delay_ms)
+        self.groups = GroupCoordinator(broker)
         self.topics = KafkaAdminHandler(broker)
         self._handlers: dict[int, Handler] = {
             ApiKey.Produce: self._produce,
@@ -88,12 +91,16 @@ class KafkaListener:
             ApiKey.SyncGroup: self.groups.sync_group,
             ApiKey.DescribeGroups: self.groups.describe_groups,
             ApiKey.ListGroups: self.groups.list_groups,
+            ApiKey.DeleteGroups: self.groups.delete_groups,
             ApiKey.CreateTopics: self.topics.create_topics,
             ApiKey.DeleteTopics: self.topics.delete_topics,
             ApiKey.InitProducerId: self._init_producer_id,
             ApiKey.DescribeConfigs: self.topics.describe_configs,
             ApiKey.AlterConfigs: self.topics.alter_configs,
             ApiKey.IncrementalAlterConfigs: self.topics.incremental_alter_configs,
+            ApiKey.CreatePartitions: self.topics.create_partitions,
+            ApiKey.ElectLeaders: self.topics.elect_leaders,
+            ApiKey.DeleteRecords: self._delete_records,
         }
 
     async def start(self) -> Listener:
@@ -106,6 +113,7 @@ class KafkaListener:
             self.advertised = Listener(self.listener.host, port)
         elif self.advertised.port == 0:
             self.advertised = Listener(self.advertised.host, port)
+        self.topics.advertised_listener = str(self.advertised)
         log.info("broker %d serves Kafka's protocol on %s:%d (advertised %s)",
                  self.broker.broker_id, self.listener.host, port, self.advertised)
         return self.advertised
@@ -191,7 +199,19 @@ class KafkaListener:
         # v0 asks for every topic with an empty list; later versions with null.
         wanted = None if not request.topics and (version == 0 or request.topics is None) \
             else [topic.name for topic in request.topics or ()]
-        metadata = await self.broker.metadata(wanted)
+        invalid = {name for name in wanted or () if not is_valid_topic_name(name)}
+        metadata = await self.broker.metadata(
+            None if wanted is None else [name for name in wanted if name not in invalid])
+        # Kafka creates a topic a client asks about, unless either side said not to (v4+ ask
+        # whether to; older versions always may). Internal topics are never created so.
+        may_create = self.broker.config.auto_create_topics_enable and (
+            version < 4 or request.allow_auto_topic_creation)
+        errors: dict[str, int] = {name: ErrorCode.INVALID_TOPIC_EXCEPTION for name in invalid}
+        for name in wanted or ():
+            if name not in invalid and name not in metadata["topics"]:
+                errors[name] = (await self.topics.create_topic_for_metadata(name)
+                                if may_create and not name.startswith("__")
+                                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         live = set(metadata["brokers"])
         response = api.response
         brokers = []
@@ -205,8 +225,8 @@ class KafkaListener:
             partitions = metadata["topics"].get(name)
             if partitions is None:
                 topics.append(response.MetadataResponseTopic(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
-                    topic_id=NO_TOPIC_ID, is_internal=False, partitions=[]))
+                    error_code=errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                    name=name, topic_id=NO_TOPIC_ID, is_internal=False, partitions=[]))
                 continue
             topics.append(response.MetadataResponseTopic(
                 error_code=0, name=name, topic_id=NO_TOPIC_ID,
@@ -301,11 +321,32 @@ class KafkaListener:
         for tp, reply in replies.items():
             offset = reply.get("offset")
             topics.setdefault(tp[0], []).append(response.ListOffsetsPartitionResponse(
-                partition_index=tp[1], error_code=reply.get("error", 0), timestamp=-1,
-                offset=-1 if offset is None else offset, leader_epoch=-1))
+                partition_index=tp[1], error_code=reply.get("error", 0),
+                timestamp=reply.get("timestamp", NO_TIMESTAMP),
+                offset=UNDEFINED_OFFSET if offset is None else offset,
+                leader_epoch=reply.get("leader_epoch", UNDEFINED_EPOCH)))
         return {"throttle_time_ms": 0,
                 "topics": [response(name=name, partitions=parts)
                            for name, parts in topics.items()]}
+
+    # ------------------------------------------------------------------ delete records
+
+    async def _delete_records(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        """DeleteRecords, at each partition's leader (clients send it there, as Produce):
+        answered once the leader's log start moved, with the new log start as the low
+        watermark; the followers follow on their next fetch."""
+        deletions = [RecordsDeletion(topic.name, part.partition_index, part.offset)
+                     for topic in request.topics for part in topic.partitions]
+        replies = await self._each_host(
+            deletions, lambda host, share: host.delete_records.remote(share))
+        response = api.response.DeleteRecordsTopicResult
+        topics: dict[str, list[Any]] = {}
+        for tp, reply in replies.items():
+            topics.setdefault(tp[0], []).append(response.DeleteRecordsPartitionResult(
+                partition_index=tp[1], low_watermark=reply.get("low_watermark", -1),
+                error_code=reply.get("error", 0)))
+        return {"throttle_time_ms": 0, "topics": [response(name=name, partitions=parts)
+                                                  for name, parts in topics.items()]}
 
     # ---------------------------------------------------------------- producer ids
 

@@ -516,13 +516,18 @@ class Broker:
         states = PartitionStateStore(self.store)
         return await asyncio.to_thread(_write_isr_changes, states, changes)
 
-    async def elect_preferred_leaders(self) -> dict[str, Any]:
-        """Preferred-leader election, if this broker is the controller."""
+    async def elect_preferred_leaders(
+        self, partitions: list[tuple[str, int]] | None = None,
+    ) -> dict[str, Any]:
+        """Preferred-leader election of `partitions` (None: all), if this broker is the
+        controller: those that `moved`, and each one's `outcome` (an error code)."""
         if self.controller is None:
             return error_reply(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not "
                                                          "the controller")
-        moved = await self.controller.elect_preferred_leaders()
-        return {"error": 0, "moved": [list(tp) for tp in moved]}
+        outcomes = await self.controller.elect_preferred_leaders(
+            None if partitions is None else [TopicPartition(*tp) for tp in partitions])
+        return {"error": 0, "moved": [list(tp) for tp, error in outcomes.items() if error == 0],
+                "outcomes": [[*tp, error] for tp, error in outcomes.items()]}
 
     # ------------------------------------------------------------------------- metadata
 

@@ -78,14 +78,27 @@ class OffsetManager:
         self, group: str, offsets: list[list[Any]], timeout_ms: int = 5000
     ) -> dict[str, Any]:
         """Store a group's offsets `[[topic, partition, offset, metadata], ...]`."""
+        now = wall_clock_ms()
+        return await self._write(group, {
+            (topic, partition): OffsetAndMetadata(offset, metadata or "", now)
+            for topic, partition, offset, metadata in offsets}, timeout_ms)
+
+    async def forget(self, group: str, timeout_ms: int = 5000) -> dict[str, Any]:
+        """Remove every offset the group committed (Kafka's DeleteGroups): a tombstone each,
+        which compaction then drops. How many there were, as `forgotten`."""
+        committed = self.cache.get(group)
+        reply = await self._write(group, dict.fromkeys(committed), timeout_ms)
+        return {**reply, "forgotten": len(committed)} if reply["error"] == 0 else reply
+
+    async def _write(self, group: str, offsets: dict[tuple[str, int], OffsetAndMetadata | None],
+                     timeout_ms: int) -> dict[str, Any]:
         if not self.serving:
             return self.replica.not_leader()
+        if not offsets:
+            return {"error": 0}
         now = wall_clock_ms()
-        records = []
-        for topic, partition, offset, metadata in offsets:
-            key, value = encode_commit(group, topic, partition,
-                                       OffsetAndMetadata(offset, metadata or "", now))
-            records.append((key, value, now, None))
+        records = [(*encode_commit(group, topic, partition, committed), now, None)
+                   for (topic, partition), committed in offsets.items()]
         reply = await self.replica.produce(build_batch(records), acks=-1, timeout_ms=timeout_ms)
         if not isinstance(reply, Appended):
             return reply

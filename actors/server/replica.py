@@ -38,9 +38,9 @@ from rafka.actors.server.replication import (
     apply_leader_and_isr,
 )
 from rafka.common.clock import wall_clock_ms
-from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UNDEFINED_EPOCH
 from rafka.common.topic_partition import TopicPartition
-from rafka.logstore.batch import validate_batches
+from rafka.logstore.batch import NO_TIMESTAMP, validate_batches
 from rafka.logstore.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -48,7 +48,7 @@ from rafka.logstore.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from rafka.logstore.log import Log
+from rafka.logstore.log import Log, TimestampAndOffset
 from rafka.logstore.producer_state import SequenceOutcome
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,9 @@ LEADER, FOLLOWER, OFFLINE = ReplicaRole.LEADER, ReplicaRole.FOLLOWER, ReplicaRol
 # How long a leader holds an idempotent batch that arrived ahead of its predecessor (Ray may run
 # two calls of one producer out of order) before answering OUT_OF_ORDER_SEQUENCE_NUMBER.
 REORDER_WAIT_S = 2.0
+
+# DeleteRecords' offset for "every record below the high watermark".
+HIGH_WATERMARK_OFFSET = -1
 
 # Writes an ISR change to ZooKeeper through the broker: (replica, new ISR) -> reply.
 IsrWriter = Callable[["PartitionReplica", list[int]], Awaitable[dict[str, Any]]]
@@ -497,18 +500,20 @@ class PartitionReplica:
         return {"error": 0, "leader_epoch": found_epoch, "end_offset": end_offset}
 
     def list_offsets(self, timestamp_ms: int) -> dict:
-        """EARLIEST_TIMESTAMP: the log start; LATEST_TIMESTAMP: the high watermark (what a
-        consumer can read); else the first offset at or after the timestamp (None if none), as
-        Kafka's ListOffsets."""
+        """Kafka's ListOffsets: EARLIEST_TIMESTAMP the log start, LATEST_TIMESTAMP the high
+        watermark (what a consumer can read), MAX_TIMESTAMP the record with the largest
+        timestamp, else the first record at or after the timestamp; each with its `timestamp`
+        (-1 for the log's ends) and the `leader_epoch` it was written in. A record not yet
+        below the high watermark is not answered (`offset` None), as in Kafka."""
         if self.role != LEADER:
             return self.not_leader()
-        if timestamp_ms == EARLIEST_TIMESTAMP:
-            return {"error": 0, "offset": self.log.log_start_offset}
         if timestamp_ms == LATEST_TIMESTAMP:
-            offset = self.log.high_watermark
+            found = TimestampAndOffset(NO_TIMESTAMP, self.log.high_watermark,
+                                       self.leader_epoch)
         else:
-            offset = self.log.offset_for_timestamp(timestamp_ms)
-        if offset is not None and offset >= self.log.high_watermark:
+            found = self.log.find_offset_by_timestamp(timestamp_ms)
+        if found is not None and found.offset >= self.log.high_watermark \
+                and timestamp_ms != EARLIEST_TIMESTAMP:
             if self.high_watermark_lags():
                 return error_reply(
                     ErrorCode.OFFSET_NOT_AVAILABLE,
@@ -517,8 +522,27 @@ class PartitionReplica:
                     "may be behind the last one: retry",
                 )
             if timestamp_ms != LATEST_TIMESTAMP:
-                offset = None  # only records a consumer may read count
-        return {"error": 0, "offset": offset}
+                found = None  # only records a consumer may read count
+        if found is None:
+            return {"error": 0, "offset": None, "timestamp": NO_TIMESTAMP,
+                    "leader_epoch": UNDEFINED_EPOCH}
+        return {"error": 0, "offset": found.offset, "timestamp": found.timestamp,
+                "leader_epoch": found.leader_epoch}
+
+    def delete_records(self, offset: int) -> dict:
+        """Kafka's DeleteRecords: move the log start offset up to `offset` (-1: the high
+        watermark), deleting the segments wholly below it; the followers move theirs when they
+        next fetch (`append_from_leader`). Answers the new log start (`low_watermark`)."""
+        if self.role != LEADER:
+            return self.not_leader()
+        target = self.log.high_watermark if offset == HIGH_WATERMARK_OFFSET else offset
+        if not 0 <= target <= self.log.high_watermark:
+            return error_reply(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"cannot delete records of {self.topic}-{self.partition} before offset "
+                f"{offset}: records can be deleted up to the high watermark "
+                f"{self.log.high_watermark} (-1 for all of them)")
+        return {"error": 0, "low_watermark": self.log.delete_records_before(target)}
 
     def high_watermark_lags(self) -> bool:
         """Whether this leader's high watermark may be behind what consumers already saw.
@@ -538,6 +562,11 @@ class PartitionReplica:
         if fetched.records:
             self.log.append_as_follower(fetched.records)
         self.log.high_watermark = min(fetched.high_watermark, self.log.log_end_offset)
+        # The leader's records deleted (DeleteRecords) go here too, as far as this log is known
+        # to hold the same records (its high watermark).
+        if fetched.log_start_offset > self.log.log_start_offset:
+            self.log.delete_records_before(min(fetched.log_start_offset,
+                                               self.log.high_watermark))
         self.notify()
 
     # ------------------------------------------------------------------------ both sides

@@ -42,6 +42,7 @@ from rafka.actors.messages import (
     OffsetQuery,
     PartitionFetch,
     PartitionProduce,
+    RecordsDeletion,
     ReplicaFetchAnswer,
     ReplicaFetchPartition,
 )
@@ -583,6 +584,11 @@ class ReplicaHost:
         return self._answer_each(queries,
                                  lambda replica, query: replica.list_offsets(query.timestamp_ms))
 
+    async def delete_records(self, deletions: list[RecordsDeletion]) -> list[dict[str, Any]]:
+        """Kafka's DeleteRecords for several partitions led here."""
+        return self._answer_each(deletions,
+                                 lambda replica, deletion: replica.delete_records(deletion.offset))
+
     def _answer_each(self, queries: list[Any], answer: Any) -> list[dict[str, Any]]:
         """`answer(replica, query)` for each query's partition, or why it is not here."""
         answers = []
@@ -613,6 +619,10 @@ class ReplicaHost:
     ) -> dict[str, Any]:
         manager = self._offset_manager(partition)
         return manager if isinstance(manager, dict) else manager.fetch(group, partitions)
+
+    async def forget_group(self, partition: int, group: str) -> dict[str, Any]:
+        manager = self._offset_manager(partition)
+        return manager if isinstance(manager, dict) else await manager.forget(group)
 
     async def offset_groups(self, partition: int) -> dict[str, Any]:
         manager = self._offset_manager(partition)

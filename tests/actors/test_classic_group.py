@@ -13,6 +13,7 @@ INCONSISTENT_GROUP_PROTOCOL = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 INVALID_SESSION_TIMEOUT = ErrorCode.INVALID_SESSION_TIMEOUT
 REBALANCE_IN_PROGRESS = ErrorCode.REBALANCE_IN_PROGRESS
 UNKNOWN_MEMBER_ID = ErrorCode.UNKNOWN_MEMBER_ID
+MEMBER_ID_REQUIRED = ErrorCode.MEMBER_ID_REQUIRED
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
@@ -21,12 +22,13 @@ DELAY_MS = 3_000
 
 def join(group: ClassicGroup, member_id: str = "", now: int = 0, client: str = "c",
          protocols=(("range", b"meta-range"), ("roundrobin", b"meta-rr")),
-         protocol_type: str = "consumer", session_ms: int = SESSION_MS):
+         protocol_type: str = "consumer", session_ms: int = SESSION_MS,
+         require_known_member_id: bool = False):
     """(immediate answer or None, what the join completed)."""
     _member_id, immediate, answers = group.join(
         member_id, client_id=client, client_host="/127.0.0.1", session_timeout_ms=session_ms,
         rebalance_timeout_ms=REBALANCE_MS, protocol_type=protocol_type,
-        protocols=list(protocols), now_ms=now)
+        protocols=list(protocols), now_ms=now, require_known_member_id=require_known_member_id)
     return immediate, answers
 
 
@@ -139,3 +141,41 @@ def test_the_protocol_is_the_one_most_members_prefer() -> None:
     join(group, client="c", protocols=[("range", b"c"), ("roundrobin", b"c")])
     answers = group.tick(DELAY_MS)
     assert {r.protocol_name for r in answers.joins} == {"roundrobin"}
+
+
+def test_a_new_member_gets_its_id_first_and_one_that_never_returns_leaves_nothing() -> None:
+    """KIP-394: JoinGroup v4+ without a member id is answered MEMBER_ID_REQUIRED with an id;
+    the member joins again with it. Until then it is pending, for one session timeout."""
+    group = ClassicGroup("g", initial_rebalance_delay_ms=DELAY_MS)
+    first, _ = join(group, client="a", require_known_member_id=True)
+    assert first.error == MEMBER_ID_REQUIRED and first.member_id.startswith("a-")
+    assert not group.members and group.state is GroupState.EMPTY
+    assert join(group, first.member_id, now=10, require_known_member_id=True)[0] is None
+    assert list(group.members) == [first.member_id]
+    # A client that asks for an id and never comes back: gone after its session timeout.
+    orphan, _ = join(group, client="b", now=20, require_known_member_id=True)
+    assert orphan.error == MEMBER_ID_REQUIRED and orphan.member_id in group.pending
+    group.tick(20 + SESSION_MS + 1)
+    assert orphan.member_id not in group.pending
+    late, _ = join(group, orphan.member_id, now=20 + SESSION_MS + 2)
+    assert late.error == UNKNOWN_MEMBER_ID
+    assert set(group.members) == {first.member_id}
+
+
+def test_a_rebalance_waits_for_a_member_that_was_given_its_id() -> None:
+    group, leader, follower = stable_group_of_two()
+    now = DELAY_MS + 1000
+    newcomer, _ = join(group, client="c", now=now, require_known_member_id=True)
+    assert newcomer.error == MEMBER_ID_REQUIRED
+    assert join(group, leader, now)[0] is None  # the leader's join starts a rebalance
+    _, answers = join(group, follower, now)
+    assert not answers.joins  # everyone known joined, but the newcomer is still pending
+    _, answers = join(group, newcomer.member_id, now + 5, require_known_member_id=True)
+    assert len(answers.joins) == 3 and {r.generation_id for r in answers.joins} == {2}
+
+
+def test_a_group_left_by_everyone_is_empty_and_can_be_forgotten() -> None:
+    group, leader, follower = stable_group_of_two()
+    assert not group.is_empty
+    group.leave([leader, follower], DELAY_MS + 10)
+    assert group.is_empty

@@ -5,7 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rafka.actors.controller.elections import elect_leader, elect_preferred_leader, remove_from_isr
+from rafka.actors.controller.elections import (
+    elect_leader,
+    preferred_leader_election,
+    remove_from_isr,
+)
+from rafka.actors.errors import ErrorCode
 from rafka.common.sentinels import NO_LEADER
 
 
@@ -45,10 +50,14 @@ def test_a_clean_election_only_ever_picks_a_live_isr_member(assignment, isr, liv
 
 
 def test_preferred_leader_takes_over_only_when_in_sync_and_alive() -> None:
-    assert elect_preferred_leader([1, 2, 3], current_leader=2, isr=[1, 2], live_brokers={1, 2}) == 1
-    assert elect_preferred_leader([1, 2, 3], 2, isr=[2, 3], live_brokers={1, 2, 3}) is None
-    assert elect_preferred_leader([1, 2, 3], 2, isr=[1, 2], live_brokers={2}) is None
-    assert elect_preferred_leader([1, 2, 3], 1, isr=[1, 2], live_brokers={1, 2}) is None
+    assert preferred_leader_election([1, 2, 3], current_leader=2, isr=[1, 2],
+                                     live_brokers={1, 2}) == (1, ErrorCode.NONE)
+    assert preferred_leader_election([1, 2, 3], 2, isr=[2, 3], live_brokers={1, 2, 3}) == (
+        None, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)  # out of the ISR
+    assert preferred_leader_election([1, 2, 3], 2, isr=[1, 2], live_brokers={2}) == (
+        None, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)  # down
+    assert preferred_leader_election([1, 2, 3], 1, isr=[1, 2], live_brokers={1, 2}) == (
+        None, ErrorCode.ELECTION_NOT_NEEDED)
 
 
 def test_removing_a_dead_broker_keeps_the_last_isr_member() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from rafka.logstore import (
     CorruptRecordError,
     FencedLeaderEpochError,
@@ -220,6 +220,36 @@ def test_offset_for_timestamp_across_many_segments(tmp_path: Path) -> None:
     for target in (0, 1, 137, 138, 299):
         assert log.offset_for_timestamp(T0 + target) == target
     log.close()
+
+
+def test_find_offset_by_timestamp_answers_timestamps_and_epochs_as_listoffsets(
+    tmp_path: Path,
+) -> None:
+    """Kafka's ListOffsets answers: the record's own timestamp and the leader epoch it was
+    written in; MAX_TIMESTAMP (-3) the record with the largest timestamp, the first of a tie,
+    also when it sits in an older segment than the newest records."""
+    log = Log.open(tmp_path / "t-0", small_config(segment_bytes=700))
+    # Epoch i // 10 for offset i; two records share the largest timestamp, in the first segment.
+    stamps = [100, 900, 300, 900, 200] + [400 + i for i in range(40)]
+    for i, ts in enumerate(stamps):
+        log.append_as_leader(build_batch([(b"k", b"v%d" % i, T0 + ts, None)]), i // 10)
+    assert len(log.segments) > 2
+    answers = {name: log.find_offset_by_timestamp(timestamp) for name, timestamp in (
+        ("max", MAX_TIMESTAMP), ("250", T0 + 250), ("latest", LATEST_TIMESTAMP),
+        ("earliest", EARLIEST_TIMESTAMP), ("901", T0 + 901))}
+    assert answers["max"] == (T0 + 900, 1, 0)
+    assert answers["250"] == (T0 + 900, 1, 0)  # the first record at or after 250
+    assert answers["latest"] == (-1, 45, 4)
+    assert answers["earliest"] == (-1, 0, 0)
+    assert answers["901"] is None
+    # Once the newest record is the largest, MAX_TIMESTAMP finds it, with its epoch.
+    log.append_as_leader(build_batch([(b"k", b"late", T0 + 950, None)]), 7)
+    assert log.find_offset_by_timestamp(MAX_TIMESTAMP) == (T0 + 950, 45, 7)
+    assert log.find_offset_by_timestamp(T0 + 901) == (T0 + 950, 45, 7)
+    log.close()
+    empty = Log.open(tmp_path / "t-1", small_config())
+    assert empty.find_offset_by_timestamp(MAX_TIMESTAMP) is None
+    empty.close()
 
 
 # ------------------------------------------------------------------------------------ rolls
