@@ -296,7 +296,23 @@ class Cluster:
             and replicas[(broker, partition)]["role"] in ("leader", "follower")
             for broker, partitions in expected.items()
             for partition in partitions
-        )
+        ) and self._known_everywhere(topic, len(description.states), live)
+
+    def _known_everywhere(self, topic: str, partitions: int, brokers: set[int],
+                          timeout_s: float = 10.0) -> bool:
+        """Whether every broker's metadata cache (what clients are answered from, kept by the
+        controller) names a leader for each of the topic's partitions."""
+        calls = []
+        for broker in sorted(brokers):
+            with contextlib.suppress(BrokerUnavailableError):
+                calls.append(self._broker(broker).metadata.remote([topic]))
+        try:
+            answers = ray.get(calls, timeout=timeout_s)
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
+            return False
+        return len(answers) == len(brokers) and all(
+            len(known := answer["topics"].get(topic, {})) == partitions
+            and all(state["leader"] >= 0 for state in known.values()) for answer in answers)
 
     def _replicas_of(
         self, topic: str, brokers: set[int], timeout_s: float = 30.0

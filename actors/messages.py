@@ -8,9 +8,13 @@ than the plain tuples they are; replies stay plain dicts with Kafka's error code
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple
+
+from rafka.common.topic_partition import TopicPartition
+from rafka.coordination.models import BrokerInfo
 
 
 class ReplicaRole(str, Enum):
@@ -166,3 +170,30 @@ class ReplicaFetchAnswer(NamedTuple):
     partition: int
     fetch_offset: int
     reply: FetchedRecords | dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    """One partition as the controller last wrote it."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    zk_version: int
+
+    def newer_than(self, other: PartitionMetadata) -> bool:
+        return (self.leader_epoch, self.zk_version) >= (other.leader_epoch, other.zk_version)
+
+
+@dataclass(frozen=True)
+class UpdateMetadataRequest:
+    """The controller's word on the cluster: every live broker, and the partitions it changed
+    (every partition of every topic, when `full`)."""
+
+    controller_id: int
+    controller_epoch: int
+    brokers: Mapping[int, BrokerInfo]
+    partitions: Mapping[TopicPartition, PartitionMetadata] = field(default_factory=dict)
+    deleted_topics: tuple[str, ...] = ()
+    full: bool = False

@@ -187,6 +187,9 @@ class ClusterStore:
         self._closing = False
         self._worker: SerialExecutor | None = None
         self._events: SerialExecutor | None = None
+        # How many znodes this client has read, its watches' reads included: what the tests
+        # count to show that a request is answered without asking ZooKeeper.
+        self.reads = 0
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -459,6 +462,7 @@ class ClusterStore:
 
     def _retrying(self, operation: str, path: str, start: Callable[[], Any]) -> Any:
         """A read, retried across a connection loss (reads are idempotent)."""
+        self.reads += 1
         deadline = time.monotonic() + self.request_timeout_s
         while True:
             try:
@@ -509,6 +513,7 @@ class ClusterStore:
         """Decoded values of many znodes (None where missing), pipelined: every request is sent
         before the first answer is awaited, so a thousand reads cost about one round trip."""
         client = self.client
+        self.reads += len(paths)
         pending = [(path, client.get_async(path)) for path in paths]
         found: list[Versioned[Any] | None] = []
         for path, result in pending:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -39,6 +40,7 @@ from rafka.actors.controller.events import (
     ControllerEvent,
     DeletionsRequested,
     IsrChangesNotified,
+    MetadataResync,
     PreferredLeaderCheck,
     ReassignmentCheck,
     ReassignmentsRequested,
@@ -55,6 +57,7 @@ from rafka.actors.controller.reassignment import (
 )
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
 from rafka.actors.errors import ErrorCode
+from rafka.actors.messages import PartitionMetadata, UpdateMetadataRequest
 from rafka.common.config import InvalidConfigError
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import TopicAdmin, parse_reassignment
@@ -87,6 +90,8 @@ log = logging.getLogger(__name__)
 # the broker comes back (Ray keeps one caller's calls to an actor in order), and a broker that
 # registers anew is told everything again.
 BROKER_ANSWER_TIMEOUT_S = 5.0
+# How often brokers an UpdateMetadata did not reach are sent everything again.
+METADATA_RESYNC_S = 2.0
 
 
 class BrokerDidNotAnswer(TimeoutError):
@@ -160,6 +165,7 @@ class Controller:
             PreferredLeaderCheck: self._on_preferred_leader_check,
             ReassignmentsRequested: self._on_reassignments,
             ReassignmentCheck: self._on_reassignment_check,
+            MetadataResync: self._on_metadata_resync,
         }
         self._loop = asyncio.get_running_loop()
         self._tasks: list[asyncio.Task] = []
@@ -193,13 +199,16 @@ class Controller:
         self._reassignment_announced: set[TopicPartition] = set()
         self._reassignment_check_queued = False
         self._assignment_versions: dict[str, int] = {}
+        # Brokers an UpdateMetadata did not reach: they are sent everything next.
+        self._metadata_behind: set[int] = set()
 
     # ------------------------------------------------------------------------ life cycle
 
     def start(self) -> None:
         self._tasks = [asyncio.ensure_future(self._run()),
                        asyncio.ensure_future(self._check_preferred_leaders_forever()),
-                       asyncio.ensure_future(self._check_reassignments_forever())]
+                       asyncio.ensure_future(self._check_reassignments_forever()),
+                       asyncio.ensure_future(self._resync_metadata_forever())]
 
     def stop(self) -> None:
         self._cancel_watches()
@@ -313,7 +322,9 @@ class Controller:
             dead = set(versioned.value.isr) - set(self.live)
             if dead and versioned.value.leader in self.live:
                 await self._shrink_isr(tp, dead)
-        await self._send_leader_and_isr(set(self.states), brokers=set(self.live))
+        await self._send_leader_and_isr(set(self.states), brokers=set(self.live),
+                                        update_metadata=False)
+        self._update_metadata()  # every broker: the whole picture, from its controller
         for topic in sorted(self.deleting):
             await self._delete_topic(topic)
 
@@ -442,9 +453,12 @@ class Controller:
         return False
 
     async def _send_leader_and_isr(
-        self, partitions: set[TopicPartition], brokers: set[int] | None = None
+        self, partitions: set[TopicPartition], brokers: set[int] | None = None, *,
+        update_metadata: bool = True,
     ) -> None:
-        """LeaderAndIsr for `partitions` to their live replicas (or only to `brokers`)."""
+        """LeaderAndIsr for `partitions` to their live replicas (or only to `brokers`), and
+        with it (unless told not to) UpdateMetadata of them to every live broker, as Kafka's
+        controller sends them together."""
         requests: dict[int, list[dict[str, Any]]] = {}
         for tp in partitions:
             if tp not in self.states or tp.topic not in self.assignments or (
@@ -471,9 +485,67 @@ class Controller:
             if handle is None:
                 continue
             calls[broker] = handle.leader_and_isr.remote(self.epoch, batch)
+        if update_metadata and partitions:
+            self._update_metadata(partitions)
         for reply in (await answers_of(calls, "LeaderAndIsr")).values():
             if isinstance(reply, BaseException) or reply.get("error") or reply.get("failed"):
                 log.warning("LeaderAndIsr not applied everywhere: %r", reply)
+
+    def _update_metadata(self, partitions: set[TopicPartition] | None = None,
+                         deleted: tuple[str, ...] = ()) -> None:
+        """UpdateMetadata to every live broker: `partitions` (everything for None) and the
+        topics `deleted`; a broker a previous one did not reach gets everything. Their metadata
+        caches answer clients, so no client request reads ZooKeeper.
+
+        Sent, not waited for: a broker that does not answer (cut off, not yet expired) must
+        not hold the controller up. Ray runs one caller's calls to an actor in order; a call
+        that fails marks its broker for everything at the next resync."""
+        brokers = {broker: handle for broker in sorted(self.live)
+                   if (handle := self.broker_handles.get(broker)) is not None}
+        if not brokers:
+            return
+        behind = self._metadata_behind & set(brokers) if partitions is not None else set(brokers)
+        full = self._metadata_message(None) if behind else None
+        changed = full if partitions is None else self._metadata_message(partitions, deleted)
+        self._metadata_behind -= set(brokers)
+        for broker, handle in brokers.items():
+            call = asyncio.ensure_future(
+                handle.update_metadata.remote(full if broker in behind else changed))
+            call.add_done_callback(functools.partial(self._metadata_answered, broker))
+
+    def _metadata_answered(self, broker: int, call: asyncio.Future) -> None:
+        failure = None if call.cancelled() else call.exception()
+        if failure is None and not call.cancelled() and not call.result().get("error"):
+            return
+        log.warning("controller %d: UpdateMetadata not applied by broker %d: %r",
+                    self.broker_id, broker, failure or call)
+        self._metadata_behind.add(broker)
+
+    def _metadata_message(self, partitions: set[TopicPartition] | None,
+                          deleted: tuple[str, ...] = ()) -> UpdateMetadataRequest:
+        """What UpdateMetadata says: `partitions` (every partition when None, which replaces
+        what a broker knew) and the live brokers. Topics being deleted are left out."""
+        wanted = set(self.states) if partitions is None else partitions
+        return UpdateMetadataRequest(
+            controller_id=self.broker_id, controller_epoch=self.epoch, brokers=dict(self.live),
+            partitions={tp: PartitionMetadata(
+                versioned.value.leader, versioned.value.leader_epoch, tuple(versioned.value.isr),
+                self._replicas(tp), versioned.version)
+                for tp in wanted if (versioned := self.states.get(tp)) is not None
+                and tp.topic in self.assignments and tp.topic not in self.deleting},
+            deleted_topics=tuple(deleted) if partitions is not None else (),
+            full=partitions is None)
+
+    async def _resync_metadata_forever(self) -> None:
+        while True:
+            await asyncio.sleep(METADATA_RESYNC_S)
+            if self._metadata_behind:
+                self.events.put_nowait(MetadataResync())
+
+    async def _on_metadata_resync(self, _event: MetadataResync) -> None:
+        self._metadata_behind &= set(self.live)
+        if self._metadata_behind:
+            self._update_metadata(set())
 
     # --------------------------------------------------------------------------- events
 
@@ -505,10 +577,14 @@ class Controller:
                                         *(self._shrink_isr(tp, dead) for tp in to_shrink))
         changed = {tp for tp, moved in zip(to_elect + to_shrink, outcomes, strict=True) if moved}
         changed |= await self._bring_online(self._partitions_without_state())
+        # New brokers learn every partition they hold, to lead or to follow; every broker,
+        # the brokers now and what changed (a new one, everything).
+        self._metadata_behind |= born
         await self._send_leader_and_isr(changed)
-        # New brokers learn every partition they hold, to lead or to follow.
         hosted = {tp for tp in self.states if born & set(self._replicas(tp))}
-        await self._send_leader_and_isr(hosted - changed, brokers=born)
+        await self._send_leader_and_isr(hosted - changed, brokers=born, update_metadata=False)
+        if not changed:
+            self._update_metadata(set())
         # A deletion that waited for a broker goes on now that it is back.
         waiting = [topic for topic in self.deleting if topic in self.assignments]
         for topic in sorted(t for t in waiting if born & self.assignments[t].brokers):
@@ -618,6 +694,7 @@ class Controller:
                 return
         await self._zk(self.admin.delete_topic_znodes, topic, fence=self.fence)
         self._forget_topic(topic)
+        self._update_metadata(set(), deleted=(topic,))
         log.info("controller %d deleted topic %s", self.broker_id, topic)
 
     async def _on_isr_changes(self, event: IsrChangesNotified) -> None:
@@ -628,6 +705,7 @@ class Controller:
             fresh = await self._zk(self.partition_states.read_partition_state, *tp)
             if fresh is not None and tp.topic in self.assignments:
                 self.states[tp] = fresh
+        self._update_metadata(set(partitions))
         # A new replica joining the ISR is what a reassignment waits for.
         if self.reassigning and set(partitions) & set(self.reassigning):
             await self._continue_reassignments()

@@ -55,6 +55,11 @@ class IsrChangesNotified:
 
 
 @dataclass(frozen=True)
+class MetadataResync:
+    """Time to send a whole UpdateMetadata to the brokers a previous one did not reach."""
+
+
+@dataclass(frozen=True)
 class PreferredLeaderCheck:
     """Time to give leadership back to preferred replicas (auto.leader.rebalance)."""
 
@@ -73,4 +78,4 @@ class ReassignmentCheck:
 
 ControllerEvent = (BrokersChanged | TopicsChanged | AssignmentChanged | TopicConfigChanged
                    | DeletionsRequested | IsrChangesNotified | PreferredLeaderCheck
-                   | ReassignmentsRequested | ReassignmentCheck)
+                   | ReassignmentsRequested | ReassignmentCheck | MetadataResync)

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+from collections import OrderedDict
 from typing import Any
 
 from rafka.actors.broker_view import BrokerView
@@ -45,6 +46,8 @@ from rafka.common.clock import monotonic_ms
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.errors import CoordinationError
 from rafka.coordination.groups import GroupStore
+from rafka.coordination.store import ClusterStore
+from rafka.coordination.watches import ClusterWatches
 from rafka.wire.protocol import Api
 
 log = logging.getLogger(__name__)
@@ -56,6 +59,9 @@ CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host",
 # How often members' sessions and rebalance deadlines are checked.
 TICK_S = 0.1
 COMMIT_TIMEOUT_MS = 5000
+MAX_WATCHED_GROUPS = 1000
+# How long a request waits for ZooKeeper to say who a group's members are, the first time.
+MEMBERS_WAIT_S = 10.0
 
 
 
@@ -71,11 +77,17 @@ class GroupCoordinator:
         self._ticker: asyncio.Task | None = None
         # The groups marked in ZooKeeper as having Kafka-protocol members (see `_mark`).
         self._marked: set[str] = set()
+        # Whether rafka's own consumers are members of a group, kept by a watch per group id
+        # asked about (the oldest dropped past MAX_WATCHED_GROUPS): no request reads ZooKeeper.
+        self._zookeeper_members: OrderedDict[str, ZooKeeperMembers] = OrderedDict()
 
     def start(self) -> None:
         self._ticker = asyncio.ensure_future(self._tick())
 
     async def close(self) -> None:
+        for members in self._zookeeper_members.values():
+            members.watch.cancel()
+        self._zookeeper_members.clear()
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -198,9 +210,10 @@ class GroupCoordinator:
         error, group = await self._coordinates(request.group_id)
         if error:
             return _join_fields(api, JoinResult(request.member_id, error))
-        if await self._zookeeper_group_has_members(request.group_id):
-            return _join_fields(api, JoinResult(request.member_id,
-                                                ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        refused = await self._unless_zookeeper_members(request.group_id,
+                                                       ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if refused:
+            return _join_fields(api, JoinResult(request.member_id, refused))
         group = self.groups.get(request.group_id) or self._new_group(request.group_id)
         session_ms = request.session_timeout_ms
         member_id, immediate, answers = group.join(
@@ -327,9 +340,11 @@ class GroupCoordinator:
         error, group = await self._coordinates(group_id)
         if error:
             return error
-        if (group is not None and not group.is_empty) or \
-                await self._zookeeper_group_has_members(group_id):
+        if group is not None and not group.is_empty:
             return ErrorCode.NON_EMPTY_GROUP
+        refused = await self._unless_zookeeper_members(group_id, ErrorCode.NON_EMPTY_GROUP)
+        if refused:
+            return refused
         partition = await self._partition_of(group_id)
         host = self.broker.replica_host_for(OFFSETS_TOPIC, partition or 0)
         try:
@@ -343,10 +358,25 @@ class GroupCoordinator:
         return ErrorCode.NONE if reply["forgotten"] or group is not None \
             else ErrorCode.GROUP_ID_NOT_FOUND
 
-    async def _zookeeper_group_has_members(self, group_id: str) -> bool:
-        assert self.broker.store is not None
-        store = GroupStore(self.broker.store)
-        return bool(await asyncio.to_thread(store.member_ids, group_id))
+    async def _unless_zookeeper_members(self, group_id: str, refusal: int) -> int:
+        """`refusal` if rafka's own consumers are members of the group, as a watch on their
+        znodes says (set up the first time the group is asked about), else 0;
+        COORDINATOR_NOT_AVAILABLE while ZooKeeper has not said."""
+        members = self._zookeeper_members.get(group_id)
+        if members is None:
+            assert self.broker.store is not None
+            members = self._zookeeper_members[group_id] = ZooKeeperMembers(
+                self.broker.store, group_id)
+            if len(self._zookeeper_members) > MAX_WATCHED_GROUPS:
+                _oldest, dropped = self._zookeeper_members.popitem(last=False)
+                dropped.watch.cancel()
+        else:
+            self._zookeeper_members.move_to_end(group_id)
+        try:
+            found = await asyncio.wait_for(members.current(), MEMBERS_WAIT_S)
+        except TimeoutError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return refusal if found else ErrorCode.NONE
 
     # --------------------------------------------------------------------------- offsets
 
@@ -357,9 +387,10 @@ class GroupCoordinator:
             error = group.check_commit(request.member_id, generation)
         elif error == 0 and (generation >= 0 or request.member_id != NO_MEMBER):
             error = ErrorCode.ILLEGAL_GENERATION  # a generation of a group no longer here
-        elif error == 0 and await self._zookeeper_group_has_members(request.group_id):
-            # Not the Kafka clients' group: rafka's own consumers are its members.
-            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        elif error == 0:
+            # Not the Kafka clients' group if rafka's own consumers are its members.
+            error = await self._unless_zookeeper_members(
+                request.group_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         entries = [[topic.name, part.partition_index, part.committed_offset,
                     part.committed_metadata or ""]
                    for topic in request.topics for part in topic.partitions]
@@ -423,6 +454,29 @@ class GroupCoordinator:
         except Exception:  # the host is gone: the group is as good as unknown
             return []
         return reply.get("offsets", [])
+
+
+class ZooKeeperMembers:
+    """The member ids of a group of rafka's own consumers, kept current by a watch."""
+
+    def __init__(self, store: ClusterStore, group_id: str) -> None:
+        loop = asyncio.get_running_loop()
+        self._known = loop.create_future()
+        self.members: set[str] = set()
+
+        def deliver(members: set[str]) -> None:  # on kazoo's thread
+            loop.call_soon_threadsafe(self._update, members)
+
+        self.watch = ClusterWatches(store).watch_group_members(group_id, deliver)
+
+    def _update(self, members: set[str]) -> None:
+        self.members = members
+        if not self._known.done():
+            self._known.set_result(None)
+
+    async def current(self) -> set[str]:
+        await asyncio.shield(self._known)
+        return self.members
 
 
 def _coordinator_error(code: int) -> int:

@@ -4,7 +4,8 @@ A Kafka client connects to the broker its metadata names as a partition's leader
 broker serves the partitions whose replicas it holds: a Produce or Fetch goes to the replica
 host of this broker's replica (the same calls rafka's own clients make), and a partition this
 broker does not hold gets NOT_LEADER_OR_FOLLOWER, after which the client asks for metadata
-again. Metadata comes from ZooKeeper, with each broker's address from the `endpoints` of its
+again. Metadata comes from the broker's metadata cache (kept by the controller, never read
+from ZooKeeper per request), with each broker's address from the `endpoints` of its
 registration.
 
 As in Kafka, a connection's requests are answered one at a time and in order (Kafka mutes a

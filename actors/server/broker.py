@@ -30,9 +30,16 @@ from rafka.actors.config import BrokerConfig
 from rafka.actors.controller.controller import Controller
 from rafka.actors.controller.recovery import RecoveryPolicy
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.messages import IsrChange, LeaderAndIsrRequest
+from rafka.actors.messages import (
+    IsrChange,
+    LeaderAndIsrRequest,
+    PartitionMetadata,
+    UpdateMetadataRequest,
+)
 from rafka.actors.naming import broker_name, partition_log_dir, replica_host_name
+from rafka.actors.server.metadata_cache import NO_CONTROLLER_EPOCH, MetadataCache
 from rafka.actors.server.replica_host import ReplicaHostActor
+from rafka.common.sentinels import NO_LEADER, UNDEFINED_EPOCH
 from rafka.common.topic_partition import TopicPartition
 from rafka.common.waiting import wait_until_async
 from rafka.coordination import layout
@@ -112,6 +119,8 @@ class Broker:
         self._fenced_while_cut_off = False
         self._unfencing: asyncio.Future | None = None
         self.kafka_listener: KafkaListener | None = None
+        # What metadata requests are answered from: the controller keeps it current.
+        self.metadata_cache = MetadataCache()
         # The other brokers' actors, kept warm for the controller this broker may become.
         self.peers = BrokerHandles(namespace)
         self._peer_epochs: dict[int, int] = {}
@@ -185,6 +194,9 @@ class Broker:
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.25)
+        # Until the controller's first UpdateMetadata comes (it sends one to every broker that
+        # registers), metadata is answered from what ZooKeeper says now, read once.
+        self.metadata_cache.apply(await asyncio.to_thread(read_metadata, store))
         self._peer_watch = ClusterWatches(store).watch_brokers(
             lambda brokers: self._call_soon(self._on_brokers, brokers))
         self.election = ControllerElection(
@@ -532,9 +544,22 @@ class Broker:
     # ------------------------------------------------------------------------- metadata
 
     async def metadata(self, topics: list[str] | None = None) -> dict[str, Any]:
-        """Brokers, controller and, per topic, each partition's leader, epoch, ISR, replicas."""
+        """Brokers, controller and, per topic, each partition's leader, epoch, ISR, replicas:
+        from the metadata cache, without asking ZooKeeper."""
+        return self.metadata_cache.metadata(topics)
+
+    async def update_metadata(self, update: UpdateMetadataRequest) -> dict[str, Any]:
+        """The controller's UpdateMetadata, for the metadata cache."""
+        if not self.metadata_cache.apply(update):
+            return error_reply(ErrorCode.STALE_CONTROLLER_EPOCH,
+                               f"controller epoch {update.controller_epoch} < "
+                               f"{self.metadata_cache.controller_epoch}")
+        return {"error": 0}
+
+    async def zookeeper_reads(self) -> int:
+        """How many znodes this broker's ZooKeeper client has read (the tests count them)."""
         assert self.store is not None
-        return await asyncio.to_thread(read_metadata, self.store, topics)
+        return self.store.reads
 
     async def describe(self) -> dict[str, Any]:
         return {
@@ -624,44 +649,30 @@ def _write_isr_changes(
     return replies
 
 
-def read_metadata(store: ClusterStore, topics: list[str] | None) -> dict[str, Any]:
-    """Cluster metadata straight from ZooKeeper, in one consistent-enough pass (each topic's
-    partition states read pipelined)."""
-    infos = read_brokers(store)
+def read_metadata(store: ClusterStore) -> UpdateMetadataRequest:
+    """The cluster's metadata as ZooKeeper holds it now, as an UpdateMetadata of no controller
+    (any controller's own update replaces it): each topic's partition states read pipelined."""
+    brokers = read_brokers(store)
     states_store = PartitionStateStore(store)
-    brokers = sorted(infos)
     controller = store.read_optional(layout.CONTROLLER)
-    names = topics if topics is not None else store.children_or_empty(layout.TOPICS)
-    result: dict[str, Any] = {}
-    for topic in names:
+    partitions: dict[TopicPartition, PartitionMetadata] = {}
+    for topic in store.children_or_empty(layout.TOPICS):
         assignment = store.read_optional(layout.topic_path(topic))
         if assignment is None:
             continue
-        partitions = {}
         assigned = TopicAssignment.from_json(assignment.value).partitions
         states = states_store.read_partition_states(topic, assigned)
         for partition, replicas in assigned.items():
             state = states[partition]
-            leader = state.value.leader if state else -1
-            partitions[partition] = {
-                "leader": leader,
-                # The actor that serves the leader's replica: what clients send to.
-                "leader_host": replica_host_name(leader, topic, partition,
-                                                 infos[leader].replica_hosts)
-                if leader in infos else None,
-                "leader_epoch": state.value.leader_epoch if state else -1,
-                "isr": list(state.value.isr) if state else [],
-                "replicas": list(replicas),
-            }
-        result[topic] = partitions
-    return {
-        "brokers": brokers,
-        # Where each broker serves Kafka's protocol, as (host, port) pairs.
-        "endpoints": {broker: [tuple(parse_listener(e)) for e in infos[broker].endpoints]
-                      for broker in brokers},
-        "controller": controller.value["brokerid"] if controller else None,
-        "topics": result,
-    }
+            partitions[TopicPartition(topic, partition)] = PartitionMetadata(
+                state.value.leader if state else NO_LEADER,
+                state.value.leader_epoch if state else UNDEFINED_EPOCH,
+                tuple(state.value.isr) if state else (), tuple(replicas),
+                state.version if state else -1)
+    return UpdateMetadataRequest(
+        controller_id=controller.value["brokerid"] if controller else -1,
+        controller_epoch=NO_CONTROLLER_EPOCH, brokers=brokers, partitions=partitions,
+        full=True)
 
 
 BrokerActor = ray.remote(num_cpus=0, max_concurrency=1000)(Broker)

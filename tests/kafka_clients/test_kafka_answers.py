@@ -9,6 +9,7 @@ deleting records and describing configs with their types, sources and synonyms."
 from __future__ import annotations
 
 import pytest
+import ray
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import (
     InconsistentGroupProtocolError,
@@ -359,3 +360,42 @@ def test_kafka_admin_deletes_records_on_the_leader_and_its_followers(
     wait_until(lambda: {facts["log_start_offset"] for (_b, p), facts in
                         kafka_cluster._replicas_of(topic, {0, 1, 2})[0].items() if p == 0}
                == {4}, 30, "every replica of partition 0 starting at 4")
+
+
+def test_metadata_coordinator_and_group_requests_read_nothing_from_zookeeper(
+    kafka_cluster: Cluster,
+) -> None:
+    """Brokers answer from the metadata cache the controller keeps current (UpdateMetadata),
+    and groups from the coordinator's memory: counted on the coordinator's ZooKeeper client."""
+    topic = new_topic(kafka_cluster, "no-zookeeper-reads")
+    group = "no-zookeeper-reads"
+    coordinator = coordinator_of(kafka_cluster, group)
+    with KafkaWire(coordinator) as wire:
+        brokers = wire.ask(MetadataRequest(topics=[], allow_auto_topic_creation=False), 9).brokers
+    node = next(b.node_id for b in brokers if f"{b.host}:{b.port}" == coordinator)
+    reads = kafka_cluster._broker(node).zookeeper_reads.remote
+    consumer = KafkaConsumer(topic, group_id=group, enable_auto_commit=False,
+                             bootstrap_servers=coordinator)
+    try:
+        wait_until(lambda: consumer.poll(200) is not None and consumer.assignment(), 60,
+                   "the group formed")
+        consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)})
+        before = ray.get(reads())
+        wanted = [OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]
+        with KafkaWire(coordinator) as wire:
+            for _ in range(10):
+                assert wire.ask(MetadataRequest(topics=None, allow_auto_topic_creation=False),
+                                9).topics
+                wire.ask(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+                    name=topic)], allow_auto_topic_creation=False), 9)
+                assert wire.ask(FindCoordinatorRequest(key=group, key_type=0), 1).error_code == 0
+                assert wire.ask(DescribeGroupsRequest(groups=[group]), 5).groups[0].members
+                assert wire.ask(OffsetFetchRequest(group_id=group, topics=wanted),
+                                5).topics[0].partitions[0].committed_offset == 0
+                assert group in {g.group_id for g in
+                                 wire.ask(ListGroupsRequest(states_filter=[]), 4).groups}
+                consumer.poll(50)  # heartbeats, fetches and the consumer's own metadata
+            consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)})
+        assert ray.get(reads()) == before
+    finally:
+        consumer.close()

@@ -1,0 +1,83 @@
+"""What a broker knows of the cluster to answer metadata requests without asking ZooKeeper
+(Kafka's MetadataCache): the live brokers and where they serve, the controller, and each
+partition's leader, leader epoch, ISR and replicas, as the controller last said in an
+UpdateMetadata. No I/O: the broker applies the controller's updates and reads answers here.
+
+The controller sends every live broker the partitions whose state it changed, and everything
+(`full`) when it takes office or the brokers change. Updates of an older controller epoch are
+refused; within an epoch a partition's state only moves forward (leader epoch, then the version
+of its ZooKeeper znode), so an update that arrives late cannot undo a newer one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rafka.actors.messages import PartitionMetadata, UpdateMetadataRequest
+from rafka.actors.naming import replica_host_name
+from rafka.coordination.models import BrokerInfo
+from rafka.wire.listeners import parse_listener
+
+NO_CONTROLLER_EPOCH = -1
+
+
+class MetadataCache:
+    """The last UpdateMetadata applied, answering in the shape of the broker's `metadata`."""
+
+    def __init__(self) -> None:
+        self.controller_id: int | None = None
+        self.controller_epoch = NO_CONTROLLER_EPOCH
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, dict[int, PartitionMetadata]] = {}
+
+    def apply(self, update: UpdateMetadataRequest) -> bool:
+        """Take the update; False (and nothing changed) if an older controller sent it."""
+        if update.controller_epoch < self.controller_epoch:
+            return False
+        self.controller_epoch = update.controller_epoch
+        self.controller_id = update.controller_id
+        self.brokers = dict(update.brokers)
+        if update.full:
+            self.topics = {}
+        for topic in update.deleted_topics:
+            self.topics.pop(topic, None)
+        for tp, state in update.partitions.items():
+            partitions = self.topics.setdefault(tp.topic, {})
+            known = partitions.get(tp.partition)
+            if known is None or state.newer_than(known):
+                partitions[tp.partition] = state
+        return True
+
+    def metadata(self, topics: Iterable[str] | None = None) -> dict[str, Any]:
+        """Brokers, their Kafka endpoints, the controller and, per topic asked (every topic for
+        None; those that do not exist are left out), each partition's leader, the replica host
+        that serves the leader's replica, leader epoch, ISR and replicas."""
+        names = sorted(self.topics) if topics is None else topics
+        found: dict[str, Any] = {}
+        for topic in names:
+            partitions = self.topics.get(topic)
+            if partitions is None:
+                continue
+            found[topic] = {partition: self._describe(topic, partition, state)
+                            for partition, state in sorted(partitions.items())}
+        brokers = sorted(self.brokers)
+        return {
+            "brokers": brokers,
+            "endpoints": {broker: [tuple(parse_listener(e))
+                                   for e in self.brokers[broker].endpoints]
+                          for broker in brokers},
+            "controller": self.controller_id,
+            "topics": found,
+        }
+
+    def _describe(self, topic: str, partition: int, state: PartitionMetadata) -> dict[str, Any]:
+        leader = self.brokers.get(state.leader)
+        return {
+            "leader": state.leader,
+            "leader_host": None if leader is None else replica_host_name(
+                state.leader, topic, partition, leader.replica_hosts),
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+            "replicas": list(state.replicas),
+        }

@@ -1,0 +1,72 @@
+"""A broker's metadata cache as the controller's updates leave it: no Ray, no ZooKeeper."""
+
+from __future__ import annotations
+
+from rafka.actors.messages import PartitionMetadata, UpdateMetadataRequest
+from rafka.actors.naming import replica_host_name
+from rafka.actors.server.metadata_cache import MetadataCache
+from rafka.common.topic_partition import TopicPartition
+from rafka.coordination.models import BrokerInfo
+
+
+def broker(node_id: int, port: int | None = None) -> BrokerInfo:
+    endpoints = (f"PLAINTEXT://10.0.0.{node_id}:{port}",) if port else ()
+    return BrokerInfo(node_id, f"broker-{node_id}", f"10.0.0.{node_id}", replica_hosts=2,
+                      endpoints=endpoints)
+
+
+def state(leader: int, epoch: int, version: int, isr=(0, 1, 2)) -> PartitionMetadata:
+    return PartitionMetadata(leader, epoch, tuple(isr), (0, 1, 2), version)
+
+
+BROKERS = {0: broker(0, 9092), 1: broker(1, 9093), 2: broker(2)}
+
+
+def test_a_full_update_answers_metadata_as_the_broker_read_it_from_zookeeper() -> None:
+    cache = MetadataCache()
+    assert cache.apply(UpdateMetadataRequest(1, 3, BROKERS, {
+        TopicPartition("orders", 0): state(1, 4, 7), TopicPartition("orders", 1): state(0, 2, 2),
+        TopicPartition("audit", 0): state(2, 0, 0)}, full=True))
+    answer = cache.metadata(["orders", "missing"])
+    assert answer["brokers"] == [0, 1, 2] and answer["controller"] == 1
+    assert answer["endpoints"] == {0: [("10.0.0.0", 9092)], 1: [("10.0.0.1", 9093)], 2: []}
+    assert set(answer["topics"]) == {"orders"}
+    first = answer["topics"]["orders"][0]
+    assert (first["leader"], first["leader_epoch"], first["isr"], first["replicas"]) == (
+        1, 4, [0, 1, 2], [0, 1, 2])
+    assert first["leader_host"] == replica_host_name(1, "orders", 0, 2)
+    assert set(cache.metadata()["topics"]) == {"orders", "audit"}
+
+
+def test_a_partition_never_goes_back_and_an_older_controller_is_refused() -> None:
+    cache = MetadataCache()
+    tp = TopicPartition("orders", 0)
+    cache.apply(UpdateMetadataRequest(1, 3, BROKERS, {tp: state(1, 4, 7)}, full=True))
+    # A late update of this controller with an older state of the partition changes nothing.
+    cache.apply(UpdateMetadataRequest(1, 3, BROKERS, {tp: state(0, 3, 6)}))
+    assert cache.metadata(["orders"])["topics"]["orders"][0]["leader"] == 1
+    # The ISR shrinks under the same leader epoch: a newer znode version.
+    cache.apply(UpdateMetadataRequest(1, 3, BROKERS, {tp: state(1, 4, 8, isr=(1,))}))
+    assert cache.metadata(["orders"])["topics"]["orders"][0]["isr"] == [1]
+    # A controller of an older epoch is not listened to.
+    assert not cache.apply(UpdateMetadataRequest(0, 2, {}, {tp: state(0, 9, 9)}, full=True))
+    assert cache.metadata()["brokers"] == [0, 1, 2]
+
+
+def test_deleted_topics_go_and_a_full_update_forgets_what_it_does_not_name() -> None:
+    cache = MetadataCache()
+    cache.apply(UpdateMetadataRequest(1, 3, BROKERS, {
+        TopicPartition("a", 0): state(0, 0, 0), TopicPartition("b", 0): state(1, 0, 0),
+        TopicPartition("c", 0): state(2, 0, 0)}, full=True))
+    cache.apply(UpdateMetadataRequest(1, 3, BROKERS, deleted_topics=("a",)))
+    assert set(cache.metadata()["topics"]) == {"b", "c"}
+    # A new controller's full update: "c" was deleted while this broker was away.
+    cache.apply(UpdateMetadataRequest(2, 4, {1: BROKERS[1]},
+                                      {TopicPartition("b", 0): state(1, 1, 1)}, full=True))
+    answer = cache.metadata()
+    assert set(answer["topics"]) == {"b"} and answer["brokers"] == [1]
+    assert answer["controller"] == 2
+    # The leader's broker is not live: no replica host to send to.
+    cache.apply(UpdateMetadataRequest(2, 4, {1: BROKERS[1]},
+                                      {TopicPartition("b", 0): state(0, 2, 2)}))
+    assert cache.metadata(["b"])["topics"]["b"][0]["leader_host"] is None
