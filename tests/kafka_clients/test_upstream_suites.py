@@ -20,7 +20,7 @@ def test_kafka_pythons_own_integration_tests_pass_against_rafka(
 ) -> None:
     spec = importlib.util.spec_from_file_location("run_suites", RUNNER)
     assert spec is not None and spec.loader is not None
-    runner = importlib.util.module_from_spec(spec)
+    runner = sys.modules["run_suites"] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(runner)
     bootstrap = kafka_cluster.bootstrap_servers().split(",")[0]
     run = subprocess.run([sys.executable, str(RUNNER), "kafka-python", "--bootstrap", bootstrap,
