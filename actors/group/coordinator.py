@@ -186,22 +186,20 @@ class GroupCoordinator:
                     future.set_result(result)  # type: ignore[arg-type]
 
     async def find_coordinator(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        key = request.key
-        error, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        error, message, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, \
+            "the coordinator is not available yet", -1, "", -1
         if version >= 1 and request.key_type != 0:
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_VERSION,
-                    "error_message": "rafka has no transaction coordinator: transactional.id "
-                                     "is not supported (an idempotent producer is)",
-                    "node_id": -1, "host": "", "port": -1}
-        elif (partition := await self._partition_of(key)) is not None:
+            error, message = ErrorCode.UNSUPPORTED_VERSION, (
+                "rafka has no transaction coordinator: transactional.id is not supported (an "
+                "idempotent producer is)")
+        elif (partition := await self._partition_of(request.key)) is not None:
             metadata = await self.broker.metadata([OFFSETS_TOPIC])
             leader = metadata["topics"].get(OFFSETS_TOPIC, {}).get(partition, {}).get(
                 "leader", -1)
             endpoints = metadata["endpoints"].get(leader) or []
             if endpoints:
-                error, node, (host, port) = 0, leader, endpoints[0]
-        return {"throttle_time_ms": 0, "error_code": error,
-                "error_message": None if error == 0 else "the coordinator is not available yet",
+                error, message, node, (host, port) = 0, None, leader, endpoints[0]
+        return {"throttle_time_ms": 0, "error_code": error, "error_message": message,
                 "node_id": node, "host": host, "port": port}
 
     # ------------------------------------------------------------------------ membership

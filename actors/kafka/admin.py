@@ -1,6 +1,8 @@
-"""Kafka's topic administration for Kafka clients: CreateTopics, DeleteTopics, DescribeConfigs,
-AlterConfigs and IncrementalAlterConfigs, served by the broker's Kafka listener through the same
-calls as `Cluster.create_topic`, `delete_topic`, `describe_topic` and `alter_topic_config`.
+"""Kafka's topic administration for Kafka clients: CreateTopics, DeleteTopics, CreatePartitions,
+DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and ElectLeaders, served by the broker's
+Kafka listener through the same calls as `Cluster.create_topic`, `delete_topic`,
+`add_partitions`, `describe_topic`, `alter_topic_config` and `elect_preferred_leaders`; and the
+topics a Metadata request creates (auto.create.topics.enable).
 
 As in ZooKeeper-era Kafka, CreateTopics answers once the topic is written to ZooKeeper (the
 controller then creates the partitions; a client asks for metadata until they have leaders), and
@@ -46,12 +48,12 @@ _ERRORS: list[tuple[type[Exception], int]] = [
 # DescribeConfigs' resource types and config sources.
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
-# DescribeConfigs' config types (Kafka's ConfigType), by rafka's setting types.
-UNKNOWN_CONFIG_TYPE = 0
-CONFIG_TYPES = {Type.BOOLEAN: 1, Type.STRING: 2, Type.INT: 3, Type.LONG: 5, Type.LIST: 7}
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+# DescribeConfigs' config types (Kafka's ConfigType), by rafka's setting types.
+UNKNOWN_CONFIG_TYPE = 0
+CONFIG_TYPES = {Type.BOOLEAN: 1, Type.STRING: 2, Type.INT: 3, Type.LONG: 5, Type.LIST: 7}
 # ElectLeaders' election types: preferred (0) and unclean (1).
 PREFERRED_ELECTION = 0
 # IncrementalAlterConfigs' operations; APPEND and SUBTRACT are for list settings, which no

@@ -72,6 +72,9 @@ HOST_ANSWER_TIMEOUT_S = 2.0
 REGISTRATION_GRACE_S = 5.0
 
 
+# How long a metadata request waits for a starting broker to fill its metadata cache.
+METADATA_WAIT_S = 30.0
+
 class Broker:
     """One rafka broker. Start it with `start()` after creating the actor."""
 
@@ -119,8 +122,10 @@ class Broker:
         self._fenced_while_cut_off = False
         self._unfencing: asyncio.Future | None = None
         self.kafka_listener: KafkaListener | None = None
-        # What metadata requests are answered from: the controller keeps it current.
+        # What metadata requests are answered from: the controller keeps it current. Until it
+        # is filled (at start, from ZooKeeper), metadata requests wait.
         self.metadata_cache = MetadataCache()
+        self._metadata_filled = asyncio.Event()
         # The other brokers' actors, kept warm for the controller this broker may become.
         self.peers = BrokerHandles(namespace)
         self._peer_epochs: dict[int, int] = {}
@@ -197,6 +202,7 @@ class Broker:
         # Until the controller's first UpdateMetadata comes (it sends one to every broker that
         # registers), metadata is answered from what ZooKeeper says now, read once.
         self.metadata_cache.apply(await asyncio.to_thread(read_metadata, store))
+        self._metadata_filled.set()
         self._peer_watch = ClusterWatches(store).watch_brokers(
             lambda brokers: self._call_soon(self._on_brokers, brokers))
         self.election = ControllerElection(
@@ -545,8 +551,19 @@ class Broker:
 
     async def metadata(self, topics: list[str] | None = None) -> dict[str, Any]:
         """Brokers, controller and, per topic, each partition's leader, epoch, ISR, replicas:
-        from the metadata cache, without asking ZooKeeper."""
-        return self.metadata_cache.metadata(topics)
+        from the metadata cache, without asking ZooKeeper. A topic asked for by name that the
+        cache does not know may have been created a moment ago, before the controller's update
+        reached this broker: ZooKeeper says, for those names only. A broker still starting
+        answers once its cache is filled (a client asking every broker takes the first
+        answer, never an empty one)."""
+        await asyncio.wait_for(self._metadata_filled.wait(), METADATA_WAIT_S)
+        answer = self.metadata_cache.metadata(topics)
+        unknown = [topic for topic in topics or () if topic not in answer["topics"]]
+        if unknown and self.store is not None:
+            recent = MetadataCache()
+            recent.apply(await asyncio.to_thread(read_metadata, self.store, unknown))
+            answer["topics"].update(recent.metadata(unknown)["topics"])
+        return answer
 
     async def update_metadata(self, update: UpdateMetadataRequest) -> dict[str, Any]:
         """The controller's UpdateMetadata, for the metadata cache."""
@@ -554,6 +571,7 @@ class Broker:
             return error_reply(ErrorCode.STALE_CONTROLLER_EPOCH,
                                f"controller epoch {update.controller_epoch} < "
                                f"{self.metadata_cache.controller_epoch}")
+        self._metadata_filled.set()
         return {"error": 0}
 
     async def zookeeper_reads(self) -> int:
@@ -649,14 +667,15 @@ def _write_isr_changes(
     return replies
 
 
-def read_metadata(store: ClusterStore) -> UpdateMetadataRequest:
-    """The cluster's metadata as ZooKeeper holds it now, as an UpdateMetadata of no controller
-    (any controller's own update replaces it): each topic's partition states read pipelined."""
+def read_metadata(store: ClusterStore, topics: list[str] | None = None) -> UpdateMetadataRequest:
+    """The cluster's metadata (of `topics` only, if given) as ZooKeeper holds it now, as an
+    UpdateMetadata of no controller (any controller's own update replaces it): each topic's
+    partition states read pipelined."""
     brokers = read_brokers(store)
     states_store = PartitionStateStore(store)
     controller = store.read_optional(layout.CONTROLLER)
     partitions: dict[TopicPartition, PartitionMetadata] = {}
-    for topic in store.children_or_empty(layout.TOPICS):
+    for topic in store.children_or_empty(layout.TOPICS) if topics is None else topics:
         assignment = store.read_optional(layout.topic_path(topic))
         if assignment is None:
             continue
@@ -672,7 +691,7 @@ def read_metadata(store: ClusterStore) -> UpdateMetadataRequest:
     return UpdateMetadataRequest(
         controller_id=controller.value["brokerid"] if controller else -1,
         controller_epoch=NO_CONTROLLER_EPOCH, brokers=brokers, partitions=partitions,
-        full=True)
+        full=topics is None)
 
 
 BrokerActor = ray.remote(num_cpus=0, max_concurrency=1000)(Broker)

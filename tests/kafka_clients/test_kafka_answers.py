@@ -24,6 +24,8 @@ from kafka.protocol.consumer import (
     OffsetFetchRequest,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.memory_records import MemoryRecordsBuilder
 from kafka.structs import OffsetAndMetadata
 
 from rafka import Cluster
@@ -399,3 +401,38 @@ def test_metadata_coordinator_and_group_requests_read_nothing_from_zookeeper(
         assert ray.get(reads()) == before
     finally:
         consumer.close()
+
+
+def test_requests_sent_ahead_on_one_connection_are_answered_and_appended_in_order(
+    kafka_cluster: Cluster,
+) -> None:
+    """A client with several requests in flight (max.in.flight) is answered in the order it
+    sent them, and its produce requests to one partition are appended in that order."""
+    topic = new_topic(kafka_cluster, "requests-in-flight")
+    leader = kafka_cluster.describe_topic(topic)["partitions"][0]["leader"]
+
+    def produce(value: bytes) -> ProduceRequest:
+        batch = MemoryRecordsBuilder(2, 0, 1 << 16)
+        batch.append(0, None, value, [])
+        batch.close()
+        return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[
+            ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                ProduceRequest.TopicProduceData.PartitionProduceData(
+                    index=0, records=bytes(batch.buffer()))])])
+
+    with KafkaWire(address_of(kafka_cluster, leader)) as wire:
+        sent = [wire.send(produce(b"%d" % i), 9) for i in range(12)]
+        answers = [wire.receive(ProduceRequest.API_KEY, 9) for _ in sent]
+    assert [answer.header.correlation_id for answer in answers] == sent
+    parts = [answer.responses[0].partition_responses[0] for answer in answers]
+    assert [(part.error_code, part.base_offset) for part in parts] == [(0, i) for i in range(12)]
+    consumer = KafkaConsumer(bootstrap_servers=kafka_cluster.bootstrap_servers(),
+                             auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        values: list[bytes] = []
+        wait_until(lambda: values.extend(r.value for rs in consumer.poll(500).values()
+                                         for r in rs) or len(values) >= 12, 30, "all read")
+    finally:
+        consumer.close()
+    assert values == [b"%d" % i for i in range(12)]

@@ -1,5 +1,6 @@
-"""One connection to a Kafka listener that sends a request built from kafka-python's protocol
-schemas at a chosen version and reads exactly its answer, for tests that look at a field a
+"""One connection to a Kafka listener that sends requests built from kafka-python's protocol
+schemas at a chosen version and reads their answers (one at a time, or several sent ahead), for
+tests that look at a field a
 client library would hide. A broker that does not answer within the timeout fails the test
 (socket.timeout is raised, never taken for a closed connection)."""
 
@@ -36,14 +37,23 @@ class KafkaWire:
         self.socket.close()
 
     def ask(self, request: Any, version: int) -> Any:
+        correlation_id = self.send(request, version)
+        response = self.receive(request.API_KEY, version)
+        assert response.header.correlation_id == correlation_id
+        return response
+
+    def send(self, request: Any, version: int) -> int:
+        """Send without waiting for the answer; its correlation id."""
         self.correlation_id += 1
         request.with_header(correlation_id=self.correlation_id, client_id="wire-test")
         self.socket.sendall(bytes(request.encode(version=version, header=True, framed=True)))
+        return self.correlation_id
+
+    def receive(self, api_key: int, version: int) -> Any:
+        """The next answer on the connection, decoded as `api_key`'s response."""
         size = struct.unpack(">i", self._read(4))[0]
-        response_class = APIS[ApiKey(request.API_KEY)].response
-        response = response_class.decode(self._read(size), version=version, header=True)
-        assert response.header.correlation_id == self.correlation_id
-        return response
+        response_class = APIS[ApiKey(api_key)].response
+        return response_class.decode(self._read(size), version=version, header=True)
 
     def _read(self, size: int) -> bytes:
         data = b""
