@@ -37,6 +37,11 @@ class BrokerView(Protocol):
         `outcomes` as [topic, partition, error code]."""
         ...
 
+    def cached_partitions(self, topic: str) -> dict[int, dict[str, Any]] | None:
+        """The topic's partitions as this broker's metadata cache has them now (None if it
+        does not know the topic): what clients are answered, without ZooKeeper."""
+        ...
+
     async def metadata(self, topics: list[str] | None = None) -> dict[str, Any]:
         """Brokers, controller and, per topic, each partition's leader, epoch, ISR, replicas."""
         ...

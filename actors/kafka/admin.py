@@ -4,10 +4,11 @@ Kafka listener through the same calls as `Cluster.create_topic`, `delete_topic`,
 `add_partitions`, `describe_topic`, `alter_topic_config` and `elect_preferred_leaders`; and the
 topics a Metadata request creates (auto.create.topics.enable).
 
-As in ZooKeeper-era Kafka, CreateTopics answers once the topic is written to ZooKeeper (the
-controller then creates the partitions; a client asks for metadata until they have leaders), and
-DeleteTopics once the topic is gone or `timeout_ms` has passed (REQUEST_TIMED_OUT: the deletion
-goes on). A config change answers once written; the replicas apply it within a second or so.
+As Kafka's delayed operations do, CreateTopics and CreatePartitions answer once this broker's
+metadata cache has a leader for every new partition (so the client's next Metadata finds them),
+and DeleteTopics once the topic is gone from ZooKeeper and from the cache; each answers
+REQUEST_TIMED_OUT at `timeout_ms` otherwise (the change goes on). A config change answers once
+written; the replicas apply it within a second or so.
 Only topics' configs change: a broker's settings are fixed when it starts.
 """
 
@@ -75,8 +76,11 @@ class KafkaAdminHandler:
         return TopicAdmin(self.broker.store)
 
     async def create_topics(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        result = api.response.CreatableTopicResult
-        results = []
+        """Answered once this broker's metadata cache has a leader for every new partition
+        (Kafka's delayed CreateTopics), so the client's next Metadata finds the topic; topics
+        not there by `timeout_ms` are answered REQUEST_TIMED_OUT (their creation goes on)."""
+        validate_only = bool(version >= 1 and request.validate_only)
+        outcomes: list[tuple[str, int, int, int, str | None]] = []
         for topic in request.topics:
             # -1: the broker's num.partitions and default.replication.factor, as in Kafka.
             partitions = (self.broker.config.num_partitions if topic.num_partitions < 0
@@ -93,16 +97,41 @@ class KafkaAdminHandler:
                 try:
                     await asyncio.to_thread(create_topic, self.broker.store, topic.name,
                                             partitions, replication, config,
-                                            validate_only=bool(version >= 1
-                                                               and request.validate_only))
+                                            validate_only=validate_only)
                 except Exception as failure:
                     error, message = _error_of(failure)
-            results.append(result(name=topic.name, error_code=error, error_message=message,
+            outcomes.append((topic.name, partitions, replication, error, message))
+        late = set() if validate_only else await self._until_cached(
+            {name: partitions for name, partitions, _r, error, _m in outcomes if error == 0},
+            request.timeout_ms)
+        result = api.response.CreatableTopicResult
+        results = []
+        for name, partitions, replication, error, message in outcomes:
+            if name in late:
+                error, message = (ErrorCode.REQUEST_TIMED_OUT,
+                                  f"topic {name!r} is created, its partitions not yet led")
+            results.append(result(name=name, error_code=error, error_message=message,
                                   topic_config_error_code=0,
                                   num_partitions=partitions if error == 0 else -1,
                                   replication_factor=replication if error == 0 else -1,
                                   configs=None))
         return {"throttle_time_ms": 0, "topics": results}
+
+    async def _until_cached(self, partitions: dict[str, int], timeout_ms: int) -> set[str]:
+        """Wait until this broker's metadata cache has a leader for each partition of each
+        topic (`{topic: partition count}`), or `timeout_ms`; the topics not there yet."""
+        pending = dict(partitions)
+
+        async def all_led() -> bool:
+            for topic, count in list(pending.items()):
+                known = self.broker.cached_partitions(topic) or {}
+                if len(known) >= count and all(p["leader"] >= 0 for p in known.values()):
+                    del pending[topic]
+            return not pending
+
+        with contextlib.suppress(TimeoutError):
+            await wait_until_async(all_led, max(0, timeout_ms) / 1000, "the partitions led")
+        return set(pending)
 
     async def create_topic_for_metadata(self, name: str) -> int:
         """Create `name` for a Metadata request that named it (Kafka's
@@ -121,10 +150,10 @@ class KafkaAdminHandler:
 
     async def create_partitions(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         """Grow topics to the counts asked, as `Cluster.add_partitions` does: over the live
-        brokers, or on the brokers given for each new partition. Answered once written to
-        ZooKeeper (the controller then starts the partitions), as in ZooKeeper-era Kafka."""
-        result = api.response.CreatePartitionsTopicResult
-        results = []
+        brokers, or on the brokers given for each new partition. Answered once this broker's
+        metadata cache has a leader for each new partition, or REQUEST_TIMED_OUT at
+        `timeout_ms`, as Kafka's delayed CreatePartitions."""
+        outcomes: list[tuple[str, int, int, str | None]] = []
         for topic in request.topics:
             error, message = 0, None
             try:
@@ -132,8 +161,16 @@ class KafkaAdminHandler:
                                         topic.assignments, request.validate_only)
             except Exception as failure:
                 error, message = _error_of(failure)
-            results.append(result(name=topic.name, error_code=error, error_message=message))
-        return {"throttle_time_ms": 0, "results": results}
+            outcomes.append((topic.name, topic.count, error, message))
+        late = set() if request.validate_only else await self._until_cached(
+            {name: count for name, count, error, _m in outcomes if error == 0},
+            request.timeout_ms)
+        result = api.response.CreatePartitionsTopicResult
+        return {"throttle_time_ms": 0, "results": [
+            result(name=name, error_code=ErrorCode.REQUEST_TIMED_OUT if name in late else error,
+                   error_message=(f"topic {name!r} has its new partitions, not yet led"
+                                  if name in late else message))
+            for name, _count, error, message in outcomes]}
 
     def _add_partitions(self, name: str, count: int, assignments: list[Any] | None,
                         validate_only: bool) -> None:
@@ -189,9 +226,10 @@ class KafkaAdminHandler:
                 errors[name] = _error_of(failure)
         pending = [name for name, (error, _) in errors.items() if error == 0]
 
-        async def all_gone() -> bool:
+        async def all_gone() -> bool:  # from ZooKeeper, and from what clients are answered
             pending[:] = [name for name in pending
-                          if await asyncio.to_thread(self.admin.topic_exists, name)]
+                          if self.broker.cached_partitions(name) is not None
+                          or await asyncio.to_thread(self.admin.topic_exists, name)]
             return not pending
 
         with contextlib.suppress(TimeoutError):

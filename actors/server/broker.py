@@ -565,6 +565,9 @@ class Broker:
             answer["topics"].update(recent.metadata(unknown)["topics"])
         return answer
 
+    def cached_partitions(self, topic: str) -> dict[int, dict[str, Any]] | None:
+        return self.metadata_cache.metadata([topic])["topics"].get(topic)
+
     async def update_metadata(self, update: UpdateMetadataRequest) -> dict[str, Any]:
         """The controller's UpdateMetadata, for the metadata cache."""
         if not self.metadata_cache.apply(update):
