@@ -70,10 +70,9 @@ HOST_ANSWER_TIMEOUT_S = 2.0
 # How long a LeaderAndIsr waits for this broker's registration to be marked ours: the moment
 # between the znode's creation and the registering thread seeing it (see _registered_within).
 REGISTRATION_GRACE_S = 5.0
-
-
 # How long a metadata request waits for a starting broker to fill its metadata cache.
 METADATA_WAIT_S = 30.0
+
 
 class Broker:
     """One rafka broker. Start it with `start()` after creating the actor."""
