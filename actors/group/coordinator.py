@@ -343,15 +343,9 @@ class GroupCoordinator:
         refused = await self._unless_zookeeper_members(group_id, ErrorCode.NON_EMPTY_GROUP)
         if refused:
             return refused
-        partition = await self._partition_of(group_id)
-        host = self.broker.replica_host_for(OFFSETS_TOPIC, partition or 0)
-        try:
-            reply = await host.forget_group.remote(partition, group_id)
-        except Exception as failure:  # the offset manager's host died: ask again
-            log.warning("deleting group %s failed: %r", group_id, failure)
-            return ErrorCode.NOT_COORDINATOR
-        if reply.get("error", 0):
-            return _coordinator_error(reply["error"])
+        reply = await self._ask_offset_manager(group_id, "forget_group")
+        if reply["error"]:
+            return reply["error"]
         self.groups.pop(group_id, None)
         return ErrorCode.NONE if reply["forgotten"] or group is not None \
             else ErrorCode.GROUP_ID_NOT_FOUND
@@ -393,15 +387,8 @@ class GroupCoordinator:
                     part.committed_metadata or ""]
                    for topic in request.topics for part in topic.partitions]
         if error == 0 and entries:
-            partition = await self._partition_of(request.group_id)
-            host = self.broker.replica_host_for(OFFSETS_TOPIC, partition or 0)
-            try:
-                reply = await host.commit_offsets.remote(partition, request.group_id, entries,
-                                                         COMMIT_TIMEOUT_MS)
-                error = _coordinator_error(reply.get("error", 0))
-            except Exception as failure:  # the offset manager's host died: ask again
-                log.warning("commit of group %s failed: %r", request.group_id, failure)
-                error = ErrorCode.NOT_COORDINATOR
+            error = (await self._ask_offset_manager(request.group_id, "commit_offsets", entries,
+                                                    COMMIT_TIMEOUT_MS))["error"]
         response = api.response.OffsetCommitResponseTopic
         return {"throttle_time_ms": 0, "topics": [
             response(name=topic.name, partitions=[response.OffsetCommitResponsePartition(
@@ -415,16 +402,9 @@ class GroupCoordinator:
             [topic.name, index] for topic in request.topics for index in topic.partition_indexes]
         found: dict[tuple[str, int], tuple[int, str]] = {}
         if error == 0:
-            partition = await self._partition_of(request.group_id)
-            host = self.broker.replica_host_for(OFFSETS_TOPIC, partition or 0)
-            try:
-                reply = await host.fetch_offsets.remote(partition, request.group_id, wanted)
-                error = _coordinator_error(reply.get("error", 0))
-                found = {(t, p): (offset, meta) for t, p, offset, meta in
-                         reply.get("offsets", ())}
-            except Exception as failure:
-                log.warning("offset fetch of group %s failed: %r", request.group_id, failure)
-                error = ErrorCode.NOT_COORDINATOR
+            reply = await self._ask_offset_manager(request.group_id, "fetch_offsets", wanted)
+            error = reply["error"]
+            found = {(t, p): (offset, meta) for t, p, offset, meta in reply.get("offsets", ())}
         keys = [tuple(tp) for tp in wanted] if wanted is not None else sorted(found)
         response = api.response.OffsetFetchResponseTopic
         topics: dict[str, list[Any]] = {}
@@ -443,15 +423,25 @@ class GroupCoordinator:
 
     async def _committed_offsets(self, group_id: str) -> list[Any]:
         """The group's committed offsets, [] if it has none or they cannot be read now."""
+        return (await self._ask_offset_manager(group_id, "fetch_offsets", None)).get(
+            "offsets", [])
+
+    async def _ask_offset_manager(self, group_id: str, method: str, *args: Any,
+                                  ) -> dict[str, Any]:
+        """Call `method(partition, group_id, *args)` on the host of the group's offset
+        manager, here; its reply, with an error a group client reads as "find the coordinator
+        again" where the partition moved or its host died."""
         partition = await self._partition_of(group_id)
-        host = self.broker.replica_host_for(OFFSETS_TOPIC, partition or 0)
-        if partition is None or host is None:
-            return []
+        host = (None if partition is None
+                else self.broker.replica_host_for(OFFSETS_TOPIC, partition))
+        if host is None:
+            return {"error": ErrorCode.NOT_COORDINATOR}
         try:
-            reply = await host.fetch_offsets.remote(partition, group_id, None)
-        except Exception:  # the host is gone: the group is as good as unknown
-            return []
-        return reply.get("offsets", [])
+            reply = await getattr(host, method).remote(partition, group_id, *args)
+        except Exception as failure:  # the offset manager's host died: ask again
+            log.warning("%s of group %s failed: %r", method, group_id, failure)
+            return {"error": ErrorCode.NOT_COORDINATOR}
+        return {**reply, "error": _coordinator_error(reply.get("error", 0))}
 
 
 class ZooKeeperMembers:
