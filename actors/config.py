@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rafka.common.config import ConfigDef, Type, setting
+from rafka.common.config import ConfigDef, InvalidConfigError, Type, setting
 from rafka.coordination.admin import config_value
 from rafka.logstore.config import LogConfig
 from rafka.wire.listeners import parse_listener
@@ -129,6 +129,26 @@ class BrokerConfig:
     socket_request_max_bytes: int = setting(
         "socket.request.max.bytes", Type.INT, 104_857_600, minimum=0,
         doc="The largest request a Kafka client may send.")
+    # What a broker's Kafka clients may hold (actors/kafka/limits.py): Kafka's names and
+    # defaults, but for group.coordinator.max.groups, rafka's own (each group is kept in the
+    # coordinating broker's memory; Kafka has no such bound).
+    max_connections: int = setting(
+        "max.connections", Type.INT, 2**31 - 1, minimum=1,
+        doc="How many Kafka client connections a broker keeps; more are closed at once.")
+    max_connections_per_ip: int = setting(
+        "max.connections.per.ip", Type.INT, 2**31 - 1, minimum=1,
+        doc="How many Kafka client connections from one address a broker keeps.")
+    queued_max_request_bytes: int = setting(
+        "queued.max.request.bytes", Type.LONG, -1,
+        doc="How many bytes of requests a broker holds before answering them; -1: no bound. "
+            "At least socket.request.max.bytes.")
+    group_max_size: int = setting(
+        "group.max.size", Type.INT, 2**31 - 1, minimum=1,
+        doc="How many members a consumer group of Kafka clients may have.")
+    group_coordinator_max_groups: int = setting(
+        "group.coordinator.max.groups", Type.INT, 10_000, minimum=1,
+        doc="How many groups of Kafka clients one broker coordinates; a join that would "
+            "start one more is refused with POLICY_VIOLATION.")
     # How long a Kafka group starting from empty waits for more members before its first
     # generation (Kafka's default; Kafka clients' groups only, see actors/group/coordinator.py).
     group_initial_rebalance_delay_ms: int = setting(
@@ -164,6 +184,12 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         self.CONFIG_DEF.normalise(self)
+        if 0 <= self.queued_max_request_bytes < self.socket_request_max_bytes:
+            # Kafka's rule: a request socket.request.max.bytes allows would never fit.
+            raise InvalidConfigError(
+                f"queued.max.request.bytes={self.queued_max_request_bytes} is less than "
+                f"socket.request.max.bytes={self.socket_request_max_bytes}: raise it, or set "
+                "-1 for no bound")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> BrokerConfig:

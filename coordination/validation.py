@@ -63,6 +63,12 @@ def is_valid_topic_name(name: str) -> bool:
     return _problem(name, _NAME) is None
 
 
+def is_valid_group_id(group: str) -> bool:
+    """Whether `group` may name a consumer group of rafka's (a Kafka client's may be any
+    string)."""
+    return not _problem(group, _NAME)
+
+
 def validate_group_id(group: str) -> str:
     """Return `group` if it is a legal consumer group id, else raise `InvalidGroupIdError`."""
     problem = _problem(group, _NAME)

@@ -162,7 +162,30 @@ def read_request(frame: bytes) -> tuple[Api, int, Any]:
         raise MalformedRequestError(
             f"{api.name} v{version} request {correlation_id} does not decode: {error!r}"
         ) from None
+    _refuse_nulls(api.request._struct, request, version, f"{api.name} v{version}: ")
     return api, version, request
+
+
+def _refuse_nulls(schema: Any, data: Any, version: int, where: str) -> None:
+    """Kafka's parser refuses a null (length -1) in a field its schema does not let be null;
+    kafka-python's decodes it to None, which no handler expects (found by
+    tests/kafka_clients/test_kafka_fuzz.py)."""
+    for name, field in schema.fields.items():
+        if not field.for_version_q(version):
+            continue
+        value = getattr(data, name, None)
+        if value is None:
+            # kafka-python reads the zero uuid (Kafka's "no id") as None.
+            if not field.nullable_for_version_q(version) and field.type_str != "uuid":
+                raise MalformedRequestError(f"{where}{field.name} is null, which the request "
+                                            f"does not allow")
+        elif field.is_struct_array():
+            for item in value:
+                _refuse_nulls(field, item, version, f"{where}{field.name}.")
+        elif field.is_struct():
+            _refuse_nulls(field, value, version, f"{where}{field.name}.")
+        elif field.is_array() and None in value:
+            raise MalformedRequestError(f"{where}{field.name} holds a null")
 
 
 def encode_response(api: Api, version: int, correlation_id: int, **fields: Any) -> bytes:
@@ -176,7 +199,7 @@ def api_versions_response(version: int, correlation_id: int) -> bytes:
     """What rafka serves. A version newer than rafka's gets UNSUPPORTED_VERSION in a v0
     response, which every client reads, and tries again at one rafka lists (KIP-511)."""
     error = 0
-    if version > API_VERSIONS.max_version:
+    if not API_VERSIONS.min_version <= version <= API_VERSIONS.max_version:
         version, error = 0, UNSUPPORTED_VERSION
     keys = [ApiVersionsResponse.ApiVersion(api_key=api.key, min_version=api.min_version,
                                            max_version=api.max_version)

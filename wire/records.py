@@ -33,14 +33,18 @@ from rafka.logstore.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    BatchHeader,
     encode_batch,
     iter_batches,
     pack_header,
     read_header,
     unpack_entries,
 )
-from rafka.logstore.errors import CorruptRecordError, InvalidRecordError
+from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
+# The smallest record: length, attributes, timestamp delta, offset delta, key length, value
+# length and header count, one byte each (an empty record at offset delta 0).
+MIN_RECORD_SIZE = 7
 # Attributes bit 4: the batch belongs to a transaction (rafka has none).
 TRANSACTIONAL_FLAG_MASK = 0x10
 # The CRC (uint32) sits just before the bytes it covers.
@@ -101,12 +105,18 @@ def _write_bytes(value: bytes | None, out: bytearray) -> None:
 # ------------------------------------------------------------------------ Kafka -> rafka
 
 
-def from_kafka(data: bytes | memoryview, max_decompressed_size: int) -> bytes:
+def from_kafka(data: bytes | memoryview, max_message_bytes: int) -> bytes:
     """Kafka v2 batches, as a Kafka producer sends them, as rafka batches.
 
-    Raises `CorruptRecordError` (a wrong CRC, a malformed record), `InvalidRecordError` (a
-    transactional or control batch, which producers of rafka cannot send) and
-    `UnsupportedCompressionError`. The leader then validates the result as it does any batch.
+    Each batch is bounded by the topic's `max_message_bytes` before anything is decompressed
+    or converted: its own size (Kafka's check), its record count (every record takes at least
+    `MIN_RECORD_SIZE` bytes) and its decompressed records. A batch that says a million empty
+    records is refused from its header, not after a million records were built.
+
+    Raises `RecordTooLargeError` (a bound), `CorruptRecordError` (a wrong CRC, a malformed
+    record), `InvalidRecordError` (a transactional or control batch, which producers of rafka
+    cannot send) and `UnsupportedCompressionError`. The leader then validates the result as it
+    does any batch.
     """
     view = memoryview(data)
     converted = []
@@ -121,6 +131,7 @@ def from_kafka(data: bytes | memoryview, max_decompressed_size: int) -> bytes:
                 f"record batch magic {header.magic}: rafka takes magic 2 (Kafka 0.11 and later)")
         if header.length < HEADER_SIZE - LOG_OVERHEAD or end > len(view):
             raise CorruptRecordError(f"batch at byte {pos} claims {header.length} bytes")
+        _check_bounds(header, max_message_bytes)
         if crc32c(view[pos + CRC_COVERAGE_START:end]) != header.crc:
             raise CorruptRecordError(f"batch at byte {pos} fails its CRC-32C")
         if header.attributes & (TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK):
@@ -131,7 +142,7 @@ def from_kafka(data: bytes | memoryview, max_decompressed_size: int) -> bytes:
             if codec not in compression.CODEC_NAMES:
                 raise UnsupportedCompressionError(
                     f"compression codec {codec} is not supported: use gzip, lz4 or zstd")
-            records = compression.decompress(codec, records, max_decompressed_size)
+            records = compression.decompress(codec, records, max_message_bytes)
         entries = _read_records(records, header.record_count)
         converted.append(encode_batch(
             entries,
@@ -148,6 +159,35 @@ def from_kafka(data: bytes | memoryview, max_decompressed_size: int) -> bytes:
         ))
         pos = end
     return b"".join(converted)
+
+
+def check_bounds(data: bytes | memoryview, max_message_bytes: int) -> None:
+    """Refuse (`RecordTooLargeError`) batches whose size or record count cannot fit
+    `max_message_bytes`, reading their headers only: a broker's first look at a produce, before
+    the records travel anywhere. What is not a whole batch is left to `from_kafka`."""
+    view = memoryview(data)
+    pos = 0
+    while len(view) - pos >= HEADER_SIZE:
+        header = read_header(view, pos)
+        _check_bounds(header, max_message_bytes)
+        if header.length < HEADER_SIZE - LOG_OVERHEAD:
+            return
+        pos += header.size
+
+
+def _check_bounds(header: BatchHeader, max_message_bytes: int) -> None:
+    """Refuse a batch whose size or record count cannot fit `max_message_bytes`, from its
+    header alone."""
+    if header.size > max_message_bytes:
+        raise RecordTooLargeError(
+            f"a batch of {header.size} bytes is larger than the topic's max.message.bytes="
+            f"{max_message_bytes}: send smaller batches (batch.size) or raise max.message.bytes")
+    if header.record_count * MIN_RECORD_SIZE > max_message_bytes:
+        raise RecordTooLargeError(
+            f"a batch of {header.record_count} records cannot fit the topic's max.message.bytes="
+            f"{max_message_bytes} once decompressed (each record takes at least "
+            f"{MIN_RECORD_SIZE} bytes): send fewer records per batch (batch.num.messages, "
+            "batch.size) or raise max.message.bytes")
 
 
 def _read_records(

@@ -99,8 +99,9 @@ class ClassicGroup:
 
     def __init__(self, group_id: str, initial_rebalance_delay_ms: int = 3000,
                  min_session_timeout_ms: int = 6000,
-                 max_session_timeout_ms: int = 1_800_000) -> None:
+                 max_session_timeout_ms: int = 1_800_000, max_size: int = 2**31 - 1) -> None:
         self.group_id = group_id
+        self.max_size = max_size
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
@@ -137,6 +138,10 @@ class ClassicGroup:
             refused = JoinResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
             return member_id, refused, Answers()
         if member_id == NO_MEMBER:
+            if len(self.members) + len(self.pending) >= self.max_size:
+                # Kafka's group.max.size: members already in, or given an id to join with.
+                return member_id, JoinResult(member_id, ErrorCode.GROUP_MAX_SIZE_REACHED), \
+                    Answers()
             member_id = f"{client_id or 'consumer'}-{uuid.uuid4()}"
             if require_known_member_id:
                 self.pending[member_id] = now_ms + session_timeout_ms

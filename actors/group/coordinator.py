@@ -47,6 +47,7 @@ from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.errors import CoordinationError
 from rafka.coordination.groups import GroupStore
 from rafka.coordination.store import ClusterStore
+from rafka.coordination.validation import is_valid_group_id
 from rafka.coordination.watches import ClusterWatches
 from rafka.wire.protocol import Api
 
@@ -144,9 +145,13 @@ class GroupCoordinator:
             self._offsets_partitions = len(metadata["topics"][OFFSETS_TOPIC])
         return offsets_partition(group_id, self._offsets_partitions)
 
-    async def _coordinates(self, group_id: str) -> tuple[int, ClassicGroup | None]:
+    async def _coordinates(self, group_id: str, membership: bool = False,
+                           ) -> tuple[int, ClassicGroup | None]:
         """(0, the group or None if it is not here) if this broker coordinates `group_id`,
-        else (error, None)."""
+        else (error, None). `membership`: a join, sync, heartbeat or leave, which Kafka refuses
+        for the empty group id (commits and fetches of offsets take it)."""
+        if membership and not group_id:
+            return ErrorCode.INVALID_GROUP_ID, None
         partition = await self._partition_of(group_id)
         if partition is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
@@ -156,13 +161,21 @@ class GroupCoordinator:
             return ErrorCode.NOT_COORDINATOR, None
         return 0, self.groups.get(group_id)
 
-    def _new_group(self, group_id: str) -> ClassicGroup:
-        """A group for its first JoinGroup (only a join creates one)."""
+    def _new_group(self, group_id: str) -> ClassicGroup | None:
+        """A group for its first JoinGroup (only a join creates one); None if this broker
+        coordinates group.coordinator.max.groups already."""
         config = self.broker.config
+        if len(self.groups) >= config.group_coordinator_max_groups:
+            log.warning("refusing to start group %r: broker %d coordinates %d groups "
+                        "(group.coordinator.max.groups=%d); raise it, or delete groups no "
+                        "longer used", group_id, self.broker.broker_id, len(self.groups),
+                        config.group_coordinator_max_groups)
+            return None
         group = self.groups[group_id] = ClassicGroup(
             group_id, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=config.group_min_session_timeout_ms,
-            max_session_timeout_ms=config.group_max_session_timeout_ms)
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            max_size=config.group_max_size)
         return group
 
     def _forget_if_empty(self, group_id: str) -> None:
@@ -205,7 +218,7 @@ class GroupCoordinator:
     # ------------------------------------------------------------------------ membership
 
     async def join_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        error, group = await self._coordinates(request.group_id)
+        error, group = await self._coordinates(request.group_id, membership=True)
         if error:
             return _join_fields(api, JoinResult(request.member_id, error))
         refused = await self._unless_zookeeper_members(request.group_id,
@@ -213,6 +226,8 @@ class GroupCoordinator:
         if refused:
             return _join_fields(api, JoinResult(request.member_id, refused))
         group = self.groups.get(request.group_id) or self._new_group(request.group_id)
+        if group is None:
+            return _join_fields(api, JoinResult(request.member_id, ErrorCode.POLICY_VIOLATION))
         session_ms = request.session_timeout_ms
         member_id, immediate, answers = group.join(
             request.member_id or NO_MEMBER, client_id=request.header.client_id or "",
@@ -234,7 +249,7 @@ class GroupCoordinator:
         return _join_fields(api, await future)
 
     async def sync_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        error, group = await self._coordinates(request.group_id)
+        error, group = await self._coordinates(request.group_id, membership=True)
         if group is None:
             return _sync_fields(SyncResult(request.member_id,
                                            error or ErrorCode.UNKNOWN_MEMBER_ID))
@@ -250,7 +265,7 @@ class GroupCoordinator:
         return _sync_fields(await future)
 
     async def heartbeat(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        error, group = await self._coordinates(request.group_id)
+        error, group = await self._coordinates(request.group_id, membership=True)
         if group is not None:
             error = group.heartbeat(request.member_id, request.generation_id, monotonic_ms())
         elif error == 0:
@@ -260,7 +275,7 @@ class GroupCoordinator:
     async def leave_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         leaving = ([request.member_id] if version < 3
                    else [member.member_id for member in request.members])
-        error, group = await self._coordinates(request.group_id)
+        error, group = await self._coordinates(request.group_id, membership=True)
         errors: dict[str, int] = dict.fromkeys(leaving, error or ErrorCode.UNKNOWN_MEMBER_ID)
         if group is not None:
             errors, answers = group.leave(leaving, monotonic_ms())
@@ -354,6 +369,8 @@ class GroupCoordinator:
         """`refusal` if rafka's own consumers are members of the group, as a watch on their
         znodes says (set up the first time the group is asked about), else 0;
         COORDINATOR_NOT_AVAILABLE while ZooKeeper has not said."""
+        if not is_valid_group_id(group_id):
+            return ErrorCode.NONE  # not a znode name: no consumer of rafka's can have it
         members = self._zookeeper_members.get(group_id)
         if members is None:
             assert self.broker.store is not None

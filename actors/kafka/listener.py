@@ -15,7 +15,8 @@ producer sent them in. Working on several at once was tried and measured (docs/k
 connection were appended out of order. A produce with acks=0 gets no answer, a frame larger
 than socket.request.max.bytes or one that does not decode closes the connection, and a
 request for an API or version rafka does not serve is answered with UNSUPPORTED_VERSION.
-Record batches are converted between Kafka's format and rafka's by `rafka.wire.records`; group
+Record batches are converted between Kafka's format and rafka's by `rafka.wire.records`, in the
+replica hosts that hold the partitions (the listener only passes bytes through); group
 requests go to the group coordinator (`actors/group/coordinator.py`), topic administration to
 `actors/kafka/admin.py`.
 """
@@ -32,9 +33,11 @@ from typing import Any
 from kafka.protocol.api_key import ApiKey
 
 from rafka.actors.broker_view import BrokerView
+from rafka.actors.config import TopicConfig
 from rafka.actors.errors import ErrorCode
 from rafka.actors.group.coordinator import CLIENT_HOST, GroupCoordinator
 from rafka.actors.kafka.admin import KafkaAdminHandler
+from rafka.actors.kafka.limits import ConnectionQuota, RequestMemory
 from rafka.actors.messages import (
     Appended,
     FetchedRecords,
@@ -45,9 +48,10 @@ from rafka.actors.messages import (
 )
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
 from rafka.common.sentinels import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.validation import is_valid_topic_name
-from rafka.logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE, NO_TIMESTAMP
-from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from rafka.logstore.batch import NO_TIMESTAMP
+from rafka.logstore.errors import RecordTooLargeError
 from rafka.wire.listeners import Listener
 from rafka.wire.protocol import (
     Api,
@@ -58,7 +62,7 @@ from rafka.wire.protocol import (
     read_request,
     unsupported_response,
 )
-from rafka.wire.records import UnsupportedCompressionError, from_kafka, to_kafka
+from rafka.wire.records import check_bounds
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +83,12 @@ class KafkaListener:
         self.max_request_bytes = max_request_bytes
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task] = set()
+        config = broker.config
+        # Each topic's max.message.bytes, and the config it was read from.
+        self._topic_limits: dict[str, tuple[dict[str, Any], int]] = {}
+        self.quota = ConnectionQuota(config.max_connections, config.max_connections_per_ip)
+        self.request_memory = RequestMemory(
+            None if config.queued_max_request_bytes < 0 else config.queued_max_request_bytes)
         self.groups = GroupCoordinator(broker)
         self.topics = KafkaAdminHandler(broker)
         self._handlers: dict[int, Handler] = {
@@ -133,12 +143,25 @@ class KafkaListener:
 
     # --------------------------------------------------------------------- connections
 
+    def stats(self) -> dict[str, Any]:
+        """What the clients hold now: connections (in all and per address) and request bytes
+        (now, and the most at once since the start)."""
+        return {"connections": self.quota.total, "connections_per_ip": dict(self.quota.per_ip),
+                "queued_request_bytes": self.request_memory.in_use,
+                "queued_request_bytes_peak": self.request_memory.peak}
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        ip = peer[0] if peer else ""
+        refused = self.quota.admit(ip)
+        if refused is not None:
+            log.warning("closing a new connection from %s: %s", peer, refused)
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        peer = writer.get_extra_info("peername")
-        CLIENT_HOST.set(f"/{peer[0]}" if peer else "")
+        CLIENT_HOST.set(f"/{ip}" if ip else "")
         try:
             while True:
                 size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
@@ -147,7 +170,8 @@ class KafkaListener:
                                 "socket.request.max.bytes=%d)", peer, size,
                                 self.max_request_bytes)
                     return
-                response = await self._answer(await reader.readexactly(size))
+                async with self.request_memory.reserve(size):
+                    response = await self._answer(await reader.readexactly(size))
                 if response is not None:
                     writer.write(response)
                     await writer.drain()
@@ -159,6 +183,7 @@ class KafkaListener:
             log.exception("closing the connection of %s after an unexpected error", peer)
         finally:
             self._connections.discard(task)
+            self.quota.release(ip)
             writer.close()
 
     async def _answer(self, frame: bytes) -> bytes | None:
@@ -260,29 +285,42 @@ class KafkaListener:
                                                  "transactions are not supported")
                       for topic in request.topic_data for part in topic.partition_data}
             return None if request.acks == 0 else _produce_response(api, errors, {})
+        # The hosts convert each partition's batches: in parallel, and never on this loop,
+        # where the controller and every other connection of this broker run. A batch too
+        # large for its topic by its headers alone is refused here, without a trip to a host.
         parts: list[PartitionProduce] = []
         errors: dict[tuple[str, int], tuple[int, str]] = {}
         for topic in request.topic_data:
             for part in topic.partition_data:
                 tp = (topic.name, part.index)
+                records = part.records or b""
+                limit = self._max_message_bytes(*tp)
                 try:
-                    records = from_kafka(part.records or b"", DEFAULT_MAX_DECOMPRESSED_SIZE)
-                except UnsupportedCompressionError as error:
-                    errors[tp] = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(error))
+                    if limit is not None:
+                        check_bounds(records, limit)
                 except RecordTooLargeError as error:
                     errors[tp] = (ErrorCode.MESSAGE_TOO_LARGE, str(error))
-                except CorruptRecordError as error:
-                    errors[tp] = (ErrorCode.CORRUPT_MESSAGE, str(error))
-                except InvalidRecordError as error:
-                    errors[tp] = (ErrorCode.INVALID_RECORD, str(error))
                 else:
                     parts.append(PartitionProduce(*tp, records))
         replies = await self._each_host(
             parts, lambda host, share: host.produce.remote(share, request.acks,
-                                                           request.timeout_ms))
+                                                           request.timeout_ms,
+                                                           kafka_format=True))
         if request.acks == 0:
             return None
         return _produce_response(api, errors, replies)
+
+    def _max_message_bytes(self, topic: str, partition: int) -> int | None:
+        """The topic's max.message.bytes, from the config its replica here was given (None if
+        this broker holds none); parsed once per config the controller sends."""
+        state = self.broker.replica_states.get(TopicPartition(topic, partition))
+        if state is None:
+            return None
+        cached = self._topic_limits.get(topic)
+        if cached is None or cached[0] is not state.config:
+            cached = self._topic_limits[topic] = (
+                state.config, TopicConfig.from_dict(state.config).log.max_message_bytes)
+        return cached[1]
 
     # --------------------------------------------------------------------------- fetch
 
@@ -292,14 +330,15 @@ class KafkaListener:
                  for topic in request.topics for part in topic.partitions]
         replies = await self._each_host(
             parts, lambda host, share: host.fetch.remote(share, request.max_wait_ms,
-                                                         request.min_bytes, request.max_bytes))
+                                                         request.min_bytes, request.max_bytes,
+                                                         kafka_format=True))
         response = api.response
         topics: dict[str, list[Any]] = {}
         for tp, reply in replies.items():
             if isinstance(reply, FetchedRecords):
                 error, high_watermark, log_start_offset = (
                     0, reply.high_watermark, reply.log_start_offset)
-                records = to_kafka(reply.records) if reply.records else b""
+                records = reply.records
             else:  # an error: an out-of-range offset still says where the log stands
                 error, high_watermark, log_start_offset, records = (
                     reply["error"], reply.get("high_watermark", -1),

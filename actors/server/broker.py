@@ -37,6 +37,7 @@ from rafka.actors.messages import (
     UpdateMetadataRequest,
 )
 from rafka.actors.naming import broker_name, partition_log_dir, replica_host_name
+from rafka.actors.runtime import run_at_server_priority
 from rafka.actors.server.metadata_cache import NO_CONTROLLER_EPOCH, MetadataCache
 from rafka.actors.server.replica_host import ReplicaHostActor
 from rafka.common.sentinels import NO_LEADER, UNDEFINED_EPOCH
@@ -87,6 +88,7 @@ class Broker:
         config: dict[str, Any] | None = None,
         zk_credentials: ClusterCredentials | str | None = None,
     ) -> None:
+        run_at_server_priority()
         self.broker_id = broker_id
         self.cluster_name = cluster_name
         self.namespace = namespace
@@ -604,6 +606,10 @@ class Broker:
 
     async def ping(self) -> int:
         return self.broker_id
+
+    async def kafka_listener_stats(self) -> dict[str, Any] | None:
+        """What the Kafka listener's clients hold (`KafkaListener.stats`); None without one."""
+        return None if self.kafka_listener is None else self.kafka_listener.stats()
 
     async def pid(self) -> int:
         return os.getpid()

@@ -40,7 +40,7 @@ from rafka.actors.server.replication import (
 from rafka.common.clock import wall_clock_ms
 from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UNDEFINED_EPOCH
 from rafka.common.topic_partition import TopicPartition
-from rafka.logstore.batch import NO_TIMESTAMP, validate_batches
+from rafka.logstore.batch import INT32_MAX, NO_TIMESTAMP, validate_batches
 from rafka.logstore.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -50,6 +50,7 @@ from rafka.logstore.errors import (
 )
 from rafka.logstore.log import Log, TimestampAndOffset
 from rafka.logstore.producer_state import SequenceOutcome
+from rafka.wire.records import UnsupportedCompressionError, from_kafka
 
 log = logging.getLogger(__name__)
 
@@ -237,17 +238,20 @@ class PartitionReplica:
             self.notify()
 
     async def produce(
-        self, records: bytes, acks: int = -1, timeout_ms: int = 30_000
+        self, records: bytes, acks: int = -1, timeout_ms: int = 30_000,
+        kafka_format: bool = False,
     ) -> Appended | dict[str, Any]:
-        """Append one producer batch (or several) as leader; reply with the base offset."""
+        """Append one producer batch (or several) as leader; reply with the base offset.
+        `kafka_format`: the batches are a Kafka client's, converted here (`rafka.wire.records`),
+        in the host that owns the partition rather than on the broker's event loop."""
         started = time.perf_counter()
-        reply = await self._produce(records, acks, timeout_ms)
+        reply = await self._produce(records, acks, timeout_ms, kafka_format)
         # Every request is timed, refused ones too, as Kafka's request metrics do.
         self.metrics.produce_latency((time.perf_counter() - started) * 1000)
         return reply
 
     async def _produce(
-        self, records: bytes, acks: int, timeout_ms: int
+        self, records: bytes, acks: int, timeout_ms: int, kafka_format: bool
     ) -> Appended | dict[str, Any]:
         if not isinstance(timeout_ms, (int, float)):
             # Before the append: acks=all would only trip on it afterwards, batch in the log.
@@ -256,12 +260,19 @@ class PartitionReplica:
             return error_reply(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}: use 0, 1 or -1")
         if self.role != LEADER:
             return self.not_leader()
+        max_size = self.config.log.max_message_bytes
         try:
+            if kafka_format:
+                # Bounded by max.message.bytes as the client sent it; the converted batch
+                # may come out a few bytes larger and is not refused for that.
+                records = from_kafka(records, max_size)
+                max_size = INT32_MAX
             # Every record decoded and checked, not only the CRC: a CRC proves the bytes are
             # the ones the client sent, not that they are records; one malformed record stored
             # would fail every consumer that reads that far.
-            headers = validate_batches(records, self.config.log.max_message_bytes,
-                                       require_keys=self.config.log.compact)
+            headers = validate_batches(records, max_size, require_keys=self.config.log.compact)
+        except UnsupportedCompressionError as error:
+            return error_reply(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(error))
         except RecordTooLargeError as error:
             return error_reply(ErrorCode.MESSAGE_TOO_LARGE, str(error))
         except CorruptRecordError as error:

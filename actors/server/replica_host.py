@@ -48,12 +48,14 @@ from rafka.actors.messages import (
 )
 from rafka.actors.naming import broker_name, partition_log_dir
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
+from rafka.actors.runtime import run_at_server_priority
 from rafka.actors.server.fetch_session import FetchSession
 from rafka.actors.server.offset_manager import OffsetManager
 from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica
 from rafka.actors.server.replica_fetcher import ReplicaFetcher
 from rafka.common.clock import wall_clock_ms
 from rafka.common.topic_partition import TopicPartition
+from rafka.wire.records import to_kafka
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +111,7 @@ class ReplicaHost:
         self, name: str, broker_id: int, data_dir: str, broker_config: dict[str, Any],
         namespace: str,
     ) -> None:
+        run_at_server_priority()
         self.name = name
         self.broker_id = broker_id
         self.data_dir = Path(data_dir)
@@ -361,20 +364,24 @@ class ReplicaHost:
     # ------------------------------------------------------------------------ produce
 
     async def produce(
-        self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000
+        self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000,
+        kafka_format: bool = False,
     ) -> list[dict[str, Any]]:
         """Append each partition's batches as its leader; one reply per partition, in order.
-        With acks=all the request is answered once every partition's records are in its ISR."""
+        With acks=all the request is answered once every partition's records are in its ISR.
+        `kafka_format`: the batches are in Kafka's record format (a Kafka client's)."""
         if len(requests) == 1:
-            return [await self._produce_one(requests[0], acks, timeout_ms)]
+            return [await self._produce_one(requests[0], acks, timeout_ms, kafka_format)]
         return list(await asyncio.gather(
-            *(self._produce_one(request, acks, timeout_ms) for request in requests)))
+            *(self._produce_one(request, acks, timeout_ms, kafka_format)
+              for request in requests)))
 
-    async def _produce_one(self, request: PartitionProduce, acks: int, timeout_ms: int) -> dict:
+    async def _produce_one(self, request: PartitionProduce, acks: int, timeout_ms: int,
+                           kafka_format: bool) -> dict:
         replica = self.replicas.get(TopicPartition(request.topic, request.partition))
         if replica is None:
             return _unknown_partition(self.broker_id, request.topic, request.partition)
-        return await replica.produce(request.records, acks, timeout_ms)
+        return await replica.produce(request.records, acks, timeout_ms, kafka_format)
 
     # -------------------------------------------------------------------------- fetch
 
@@ -384,10 +391,13 @@ class ReplicaHost:
         max_wait_ms: int = 0,
         min_bytes: int = 1,
         max_bytes: int = 52_428_800,
+        kafka_format: bool = False,
     ) -> list[FetchedRecords | dict[str, Any]]:
         """A consumer's fetch: whole batches of each partition from its offset, up to the high
         watermark; waits up to `max_wait_ms` until `min_bytes` are there in all, waking when
-        a partition's high watermark, role or leader epoch changes."""
+        a partition's high watermark, role or leader epoch changes. `kafka_format`: the
+        batches converted to Kafka's record format (for a Kafka client), here, in parallel
+        across the hosts rather than on the broker's event loop."""
         started = time.perf_counter()
         replicas = [self.replicas.get(TopicPartition(r.topic, r.partition)) for r in requests]
         replies: list[FetchedRecords | dict[str, Any]] = []
@@ -409,6 +419,10 @@ class ReplicaHost:
         self._count_served(((TopicPartition(r.topic, r.partition), r.offset, reply)
                             for r, reply in zip(requests, replies, strict=True)),
                            started, follower=False)
+        if kafka_format:
+            return [reply._replace(records=to_kafka(reply.records))
+                    if isinstance(reply, FetchedRecords) and reply.records else reply
+                    for reply in replies]
         return replies
 
     async def _wait_for_consumer_records(

@@ -179,3 +179,16 @@ def test_a_group_left_by_everyone_is_empty_and_can_be_forgotten() -> None:
     assert not group.is_empty
     group.leave([leader, follower], DELAY_MS + 10)
     assert group.is_empty
+
+
+def test_a_full_group_refuses_new_members_counting_those_given_an_id() -> None:
+    group = ClassicGroup("g", initial_rebalance_delay_ms=DELAY_MS, max_size=2)
+    assert join(group, client="a")[0] is None
+    pending, _ = join(group, client="b", require_known_member_id=True)
+    assert pending.error == MEMBER_ID_REQUIRED  # b holds the second place
+    full, _ = join(group, client="c")
+    assert full.error == ErrorCode.GROUP_MAX_SIZE_REACHED
+    assert len(group.members) + len(group.pending) == 2
+    # The member given an id still gets in with it.
+    assert join(group, pending.member_id, now=100)[0] is None
+    assert len(group.members) == 2 and not group.pending

@@ -58,6 +58,35 @@ def _write_while(cluster: Cluster, topic: str, action) -> dict[tuple[int, int], 
     return acknowledged
 
 
+def _thread_niceness(pid: int) -> dict[int, int]:
+    """Every thread's nice value (Linux keeps one per thread), from /proc."""
+    niceness = {}
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{thread}/stat") as stat:
+            # After "pid (comm) ", the 17th field is the nice value; comm may hold spaces.
+            niceness[int(thread)] = int(stat.read().rsplit(")", 1)[1].split()[16])
+    return niceness
+
+
+@ray.remote(num_cpus=0)
+def _a_ray_task_pid() -> int:
+    return os.getpid()
+
+
+def test_brokers_and_replica_hosts_run_at_a_servers_priority(cluster: Cluster) -> None:
+    # Ray starts its workers at nice 15 (their main threads at least), below any client on the
+    # machine; a broker is a server.
+    assert 15 in _thread_niceness(ray.get(_a_ray_task_pid.remote(), timeout=60)).values()
+    cluster.create_topic("prioritised", partitions=3, replication_factor=3)
+    brokers = {broker: ray.get(ray.get_actor(f"broker-{broker}", namespace=cluster.namespace)
+                               .pid.remote(), timeout=30) for broker in range(3)}
+    servers = [*brokers.values(), *(pid for hosts in _host_pids(cluster).values()
+                                    for pid in hosts.values())]
+    assert len(servers) > 3
+    for pid in servers:
+        assert set(_thread_niceness(pid).values()) == {0}, pid
+
+
 def test_a_pool_holds_many_replicas_in_few_processes(start_cluster) -> None:
     cluster = start_cluster(3, broker_config={"num.replica.hosts": 2})
     cluster.create_topic("pooled", partitions=24, replication_factor=3,

@@ -20,11 +20,16 @@ TIMEOUT_S = 30
 class KafkaWire:
     """A client connection: `ask(request, version)` returns the decoded response."""
 
-    def __init__(self, address: str | tuple[str, int], timeout_s: float = TIMEOUT_S) -> None:
+    def __init__(self, address: str | tuple[str, int], timeout_s: float = TIMEOUT_S,
+                 source_ip: str | None = None) -> None:
+        """`source_ip`: the address to connect from (any 127.x reaches a listener on
+        127.0.0.1), for tests of limits per client address."""
         if isinstance(address, str):
             host, port = address.rsplit(":", 1)
             address = (host, int(port))
-        self.socket = socket.create_connection(address, timeout=timeout_s)
+        self.socket = socket.create_connection(
+            address, timeout=timeout_s,
+            source_address=None if source_ip is None else (source_ip, 0))
         self.correlation_id = 0
 
     def __enter__(self) -> KafkaWire:

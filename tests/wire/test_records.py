@@ -20,7 +20,7 @@ from rafka.logstore.batch import (
     validate_batches,
 )
 from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from rafka.wire.records import UnsupportedCompressionError, from_kafka, to_kafka
+from rafka.wire.records import UnsupportedCompressionError, check_bounds, from_kafka, to_kafka
 
 CODECS = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
 RECORDS = [
@@ -151,3 +151,18 @@ def test_a_compression_bomb_is_refused() -> None:
     huge = [(None, bytes(1 << 20), 0, [])] * 4
     with pytest.raises(RecordTooLargeError):
         from_kafka(kafka_batch(huge, codec=CODECS["zstd"]), 1 << 20)
+
+
+def test_a_batch_is_bounded_by_max_message_bytes_from_its_header() -> None:
+    many = [(None, None, 0, [])] * 200  # 200 empty records: at least 7 bytes each
+    batch = kafka_batch(many, codec=CODECS["zstd"])
+    assert len(batch) < 1_000
+    for check in (check_bounds, from_kafka):
+        with pytest.raises(RecordTooLargeError, match="200 records"):
+            check(batch, 200 * 7 - 1)
+    check_bounds(batch, 200 * 7)  # the count alone could fit
+    with pytest.raises(RecordTooLargeError, match=r"max\.message\.bytes=100:"):
+        check_bounds(kafka_batch(), 100)  # the batch's own size
+    # Two batches: the second is looked at too.
+    with pytest.raises(RecordTooLargeError):
+        check_bounds(kafka_batch() + batch, 200 * 7 - 1)

@@ -1,0 +1,175 @@
+"""A Kafka client that sends what it should not, and what another client on the same broker sees.
+
+    python bench/kafka_bounds.py [--seconds 10] [--rate 200] [--records 1000000]
+
+One broker with a Kafka listener (embedded ZooKeeper, local Ray). A well-behaved client
+(confluent-kafka, ``acks=all``, ``linger.ms`` 0) produces ``--rate`` records/s, one at a time, to
+a topic of its own: first for ``--seconds`` alone (quiet), then as long again while another
+client (a process of its own) sends, in a loop, one zstd batch of ``--records`` empty records
+(a million take 763 KB on the wire) to another topic. Prints one JSON object:
+
+* ``bomb``: how each such batch was answered (error code and name) and how long each took, median
+  and max;
+* ``victim_ms``: the well-behaved client's produce latency, p50 / p99 / max, quiet and under the
+  bombs, and ``p99_ratio`` (under / quiet). Latency runs from when each record was due
+  (``start + i / rate``), not from when it was sent, so a stalled sender counts its own stall.
+
+The issue 23 targets: each bomb answered within 1 s, and ``p99_ratio`` at most 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import socket
+import statistics
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import zstandard
+from confluent_kafka import Producer
+from crc32c import crc32c
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from rafka import Cluster
+from rafka.actors.errors import ErrorCode
+
+_BEFORE_CRC = struct.Struct(">qiibI")
+_AFTER_CRC = struct.Struct(">hiqqqhii")
+ZSTD = 4
+
+
+def _varint(value: int) -> bytes:
+    raw = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while raw > 0x7F:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def bomb_batch(count: int) -> bytes:
+    """One Kafka v2 batch of `count` empty records, zstd-compressed, its CRC-32C right."""
+    records = bytearray()
+    for delta in range(count):
+        body = b"\x00\x00" + _varint(delta) + b"\x01\x01\x00"
+        records += _varint(len(body)) + body
+    tail = _AFTER_CRC.pack(ZSTD, count - 1, 0, 0, -1, -1, -1, count) + \
+        zstandard.ZstdCompressor().compress(bytes(records))
+    return _BEFORE_CRC.pack(0, 9 + len(tail), -1, 2, crc32c(tail)) + tail
+
+
+def _percentile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def victim(bootstrap: str, topic: str, rate: int, seconds: float) -> dict[str, float]:
+    """Produce `rate` records/s for `seconds`; latency from each record's due time."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    producer.list_topics(topic, timeout=30)
+    latencies: list[float] = []
+    count = int(rate * seconds)
+    start = time.perf_counter() + 0.1
+    for i in range(count):
+        due = start + i / rate
+        while (now := time.perf_counter()) < due:
+            producer.poll(min(due - now, 0.005))
+
+        def delivered(error, _message, due=due) -> None:
+            if error is None:
+                latencies.append((time.perf_counter() - due) * 1000)
+
+        producer.produce(topic, b"x" * 100, on_delivery=delivered)
+        producer.poll(0)
+    producer.flush(60)
+    ordered = sorted(latencies)
+    return {"records": len(ordered), "p50": round(_percentile(ordered, 0.5), 2),
+            "p99": round(_percentile(ordered, 0.99), 2), "max": round(ordered[-1], 2)}
+
+
+def bomber(address: tuple[str, int], topic: str, batch: bytes, stop: Any,
+           results: Any) -> None:
+    """In a process of its own (another client, not another thread of the victim's): send
+    `batch` in a loop until `stop`, then put [(error code, seconds)] on `results`."""
+    answers: list[tuple[int, float]] = []
+    request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch)])])
+    with socket.create_connection(address, timeout=60) as connection:
+        correlation = 0
+        while not stop.is_set():
+            correlation += 1
+            request.with_header(correlation_id=correlation, client_id="bomber")
+            started = time.perf_counter()
+            connection.sendall(bytes(request.encode(version=9, header=True, framed=True)))
+            size = struct.unpack(">i", _read(connection, 4))[0]
+            response = ProduceResponse.decode(_read(connection, size), version=9, header=True)
+            answers.append((response.responses[0].partition_responses[0].error_code,
+                            time.perf_counter() - started))
+    results.put(answers)
+
+
+def _read(connection: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return data
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rate", type=int, default=200)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    args = parser.parse_args()
+    batch = bomb_batch(args.records)
+    cluster = Cluster.start(brokers=1, name=f"bounds-{os.getpid()}",
+                            kafka_listeners="PLAINTEXT://127.0.0.1:0")
+    try:
+        for topic in ("victim", "bombed"):
+            cluster.create_topic(topic, partitions=1, replication_factor=1)
+        bootstrap = cluster.bootstrap_servers()
+        host, port = bootstrap.split(",")[0].rsplit(":", 1)
+        quiet = victim(bootstrap, "victim", args.rate, args.seconds)
+        context = multiprocessing.get_context("spawn")
+        stop, results = context.Event(), context.Queue()
+        process = context.Process(target=bomber, args=((host, int(port)), "bombed", batch,
+                                                       stop, results))
+        process.start()
+        try:
+            loud = victim(bootstrap, "victim", args.rate, args.seconds)
+        finally:
+            stop.set()
+        answers = results.get(timeout=120)
+        process.join(30)
+        seconds = sorted(took for _code, took in answers)
+        codes = sorted({code for code, _took in answers})
+        print(json.dumps({
+            "benchmark": "kafka_bounds",
+            "config": {"seconds": args.seconds, "rate": args.rate, "records": args.records,
+                       "bomb_bytes": len(batch), "cpus": os.cpu_count()},
+            "bomb": {"sent": len(answers),
+                     "answers": {ErrorCode(code).name: sum(1 for c, _ in answers if c == code)
+                                 for code in codes},
+                     "seconds_median": round(statistics.median(seconds), 4) if seconds else None,
+                     "seconds_max": round(seconds[-1], 4) if seconds else None},
+            "victim_ms": {"quiet": quiet, "under_bombs": loud,
+                          "p99_ratio": round(loud["p99"] / quiet["p99"], 2)},
+        }, indent=2))
+    finally:
+        cluster.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""Request frames a client should never send, against a live listener: every API rafka serves,
+at random versions (served or not), each frame a well-formed request then damaged (bytes
+flipped, counts and lengths made huge or negative, cut short, garbage added) or plain noise.
+
+What must hold after each one: the connection either answers it (and then, in order, an
+ApiVersions request sent behind it) or is closed, never left hanging; a second connection gets
+its Metadata answered throughout; the broker's memory stays bounded. One broker of its own, so
+that fuzzed admin requests touch nothing of the other tests.
+
+RAFKA_FUZZ_EXAMPLES sets how many frames (default 300). The examples are derandomised, so that a
+failure in CI replays; RAFKA_FUZZ_RANDOM=1 draws new ones (3,000 random frames found nulls in
+fields that must not be null, empty and non-znode group ids, and a negative ApiVersions
+version, each a handler that raised and dropped the connection instead of answering).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+import ray
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import JoinGroupRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+
+from rafka import Cluster
+from rafka.wire.protocol import (
+    APIS,
+    MalformedRequestError,
+    UnsupportedRequestError,
+    read_request,
+)
+from tests.support.cluster import cluster_of_its_own
+from tests.support.kafka_batches import encoded_records, kafka_batch
+from tests.support.kafka_wire import KafkaWire
+
+EXAMPLES = int(os.environ.get("RAFKA_FUZZ_EXAMPLES", "300"))
+RANDOM = bool(os.environ.get("RAFKA_FUZZ_RANDOM"))
+# How long an answer (or the connection's close) may take. A request that legitimately waits
+# (a fetch's max_wait_ms, a join waiting for its group) may be given a long wait by the damage:
+# those are let off with this wait, as long as the other connection is served meanwhile.
+ANSWER_TIMEOUT_S = 5.0
+MAY_WAIT = {ApiKey.Fetch, ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Produce}
+# What the broker process may grow by over the whole run.
+MEMORY_GROWTH_BOUND = 300 * 2**20
+REQUEST_MAX_BYTES = 4 * 2**20
+TOPIC = "fuzzed"
+
+
+@pytest.fixture(scope="module")
+def fuzzed(zookeeper, ray_session, tmp_path_factory) -> Iterator[Cluster]:
+    for cluster in cluster_of_its_own(
+            zookeeper, tmp_path_factory, "kafka-fuzz", brokers=1,
+            kafka_listeners="PLAINTEXT://127.0.0.1:0",
+            broker_config={"socket.request.max.bytes": REQUEST_MAX_BYTES,
+                           "group.initial.rebalance.delay.ms": 0,
+                           "group.min.session.timeout.ms": 1,
+                           "auto.create.topics.enable": False}):
+        cluster.create_topic(TOPIC, partitions=2, replication_factor=1)
+        yield cluster
+
+
+def _address(cluster: Cluster) -> tuple[str, int]:
+    host, port = cluster.bootstrap_servers().split(",")[0].rsplit(":", 1)
+    return host, int(port)
+
+
+def _encoded(request, version: int) -> bytes:
+    """The frame's body (after the int32 length)."""
+    request.with_header(correlation_id=7, client_id="fuzz")
+    return bytes(request.encode(version=version, header=True, framed=False))
+
+
+def _seeds() -> list[tuple[ApiKey, bytes]]:
+    """A request of every served API at every served version: empty ones (all fields at their
+    defaults) and a few with content (a produce batch, topics, a group's protocols)."""
+    seeds = []
+    for api in APIS.values():
+        for version in range(api.min_version, api.max_version + 1):
+            seeds.append((api.key, _encoded(api.request(), version)))
+    batch = kafka_batch(encoded_records(3, b"value"), 3)
+    for version in (3, 9):
+        seeds.append((ApiKey.Produce, _encoded(ProduceRequest(
+            transactional_id=None, acks=1, timeout_ms=1_000, topic_data=[
+                ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(
+                        index=0, records=batch)])]), version)))
+    for version in (1, 12):
+        seeds.append((ApiKey.Metadata, _encoded(MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), version)))
+    for version in (1, 5):
+        seeds.append((ApiKey.JoinGroup, _encoded(JoinGroupRequest(
+            group_id="fuzz-group", session_timeout_ms=1_000, rebalance_timeout_ms=1_000,
+            member_id="", protocol_type="consumer",
+            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")]),
+            version)))
+    return seeds
+
+
+SEEDS = _seeds()
+HUGE = [0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0x00FFFFFF, 0x7FFF]
+
+
+@st.composite
+def frames(draw) -> tuple[ApiKey | None, bytes]:
+    """(the API the frame started as, or None for noise; the frame's body)."""
+    if draw(st.integers(0, 9)) == 0:
+        return None, draw(st.binary(min_size=0, max_size=200))
+    key, body = draw(st.sampled_from(SEEDS))
+    frame = bytearray(body)
+    for _ in range(draw(st.integers(1, 4))):
+        damage = draw(st.sampled_from(["flip", "huge", "cut", "append", "version"]))
+        if damage == "flip" and frame:
+            at = draw(st.integers(0, len(frame) - 1))
+            frame[at] ^= draw(st.integers(1, 255))
+        elif damage == "huge" and len(frame) >= 4:
+            # A count, length or varint made huge or negative.
+            at = draw(st.integers(0, len(frame) - 4))
+            frame[at:at + 4] = struct.pack(">I", draw(st.sampled_from(HUGE)))
+        elif damage == "cut":
+            del frame[draw(st.integers(0, len(frame))):]
+        elif damage == "append":
+            frame += draw(st.binary(min_size=1, max_size=64))
+        elif damage == "version" and len(frame) >= 4:
+            frame[2:4] = struct.pack(">h", draw(st.integers(-2, 20)))
+    return key, bytes(frame)
+
+
+class _Watcher:
+    """A second connection asking for metadata, over and over, while the fuzzer runs."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.wire = KafkaWire(address)
+        self.latencies: list[float] = []
+        self.failure: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> _Watcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.wire.close()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(0.05):
+                started = time.perf_counter()
+                answer = self.wire.ask(MetadataRequest(
+                    topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 1)
+                assert answer.topics[0].error_code == 0
+                self.latencies.append(time.perf_counter() - started)
+        except BaseException as error:  # reported by the test
+            self.failure = error
+
+
+def _send_and_check(address: tuple[str, int], key: ApiKey | None, body: bytes) -> str:
+    """Send one fuzzed frame and an ApiVersions behind it on a new connection: the broker
+    answers both, or the ApiVersions only (a produce with acks=0), or closes the connection;
+    any of it within the timeout. Returns which it was.
+
+    Which of them is right is decided here too, by reading the frame as the broker does: one
+    that reads as a request (of a served version or not) is answered, never dropped by a
+    handler that raised; only one that does not read is closed."""
+    silent = False  # a produce with acks=0 gets no answer
+    try:
+        api, _version, request = read_request(body)
+        readable, silent = True, api.key == ApiKey.Produce and request.acks == 0
+    except UnsupportedRequestError:
+        readable = True
+    except MalformedRequestError:
+        readable = False
+    with socket.create_connection(address, timeout=ANSWER_TIMEOUT_S) as connection:
+        probe = ApiVersionsRequest()
+        probe.with_header(correlation_id=424242, client_id="probe")
+        connection.sendall(struct.pack(">i", len(body)) + body
+                           + bytes(probe.encode(version=0, header=True, framed=True)))
+        answers = 0
+        try:
+            while True:
+                size_bytes = _read(connection, 4)
+                if size_bytes is None:
+                    assert not readable, (
+                        f"the connection closed on a {key.name if key else 'noise'} frame "
+                        f"that reads as a request: {body[:64].hex()}")
+                    return "closed"
+                size = struct.unpack(">i", size_bytes)[0]
+                assert 4 <= size <= 16 * 2**20, f"an answer of {size} bytes"
+                answer = _read(connection, size)
+                assert answer is not None, "the connection closed in the middle of an answer"
+                answers += 1
+                assert answers <= 2, "more answers than requests"
+                assert readable, f"an answer to a frame that does not read: {body[:64].hex()}"
+                if struct.unpack_from(">i", answer)[0] == 424242:  # it comes last
+                    assert answers == (1 if silent else 2), (
+                        f"{answers - 1} answers to a {key.name if key else 'noise'} frame: "
+                        f"{body[:64].hex()}")
+                    return "answered" if answers == 2 else "acks=0"
+        except TimeoutError:
+            if key not in MAY_WAIT:
+                raise AssertionError(
+                    f"no answer and no close within {ANSWER_TIMEOUT_S} s to a damaged "
+                    f"{key.name if key else 'noise'} frame {body[:64].hex()}") from None
+            return "waiting"
+
+
+def _read(connection: socket.socket, size: int) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            return None if not data else data if len(data) == size else None
+        data += chunk
+    return data
+
+
+def test_damaged_request_frames_are_answered_or_refused_and_harm_no_one(
+    fuzzed: Cluster,
+) -> None:
+    address = _address(fuzzed)
+    broker = ray.get_actor("broker-0", namespace=fuzzed.namespace)
+    process = psutil.Process(ray.get(broker.pid.remote(), timeout=30))
+    memory_before = process.memory_info().rss
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=not RANDOM, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(frames())
+    def one_frame(frame: tuple[ApiKey | None, bytes]) -> None:
+        outcome = _send_and_check(address, *frame)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+
+    outcomes: dict[str, int] = {}
+    with _Watcher(address) as watcher:
+        one_frame()
+    print(outcomes)
+    # Not a fuzzer that only ever sends what is refused at once, or only what is answered.
+    assert outcomes.get("answered", 0) > EXAMPLES // 10, outcomes
+    assert outcomes.get("closed", 0) > EXAMPLES // 10, outcomes
+    assert watcher.failure is None, f"the other connection failed: {watcher.failure!r}"
+    assert watcher.latencies, "the other connection was never answered"
+    assert max(watcher.latencies) < ANSWER_TIMEOUT_S
+    # The broker is alive and serves a well-formed request on a new connection.
+    with KafkaWire(address) as wire:
+        assert wire.ask(ApiVersionsRequest(), 0).error_code == 0
+    growth = process.memory_info().rss - memory_before
+    assert growth < MEMORY_GROWTH_BOUND, f"the broker grew by {growth / 2**20:.0f} MiB"
