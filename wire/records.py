@@ -21,6 +21,7 @@ Lengths of -1 stand for null. Varints are zigzag-encoded, as in protocol buffers
 from __future__ import annotations
 
 import struct
+from operator import itemgetter
 
 from crc32c import crc32c
 
@@ -33,6 +34,7 @@ from rafka.logstore.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     encode_batch,
     iter_batches,
@@ -58,8 +60,31 @@ class UnsupportedCompressionError(InvalidRecordError):
 
 # --------------------------------------------------------------------------------- varints
 
+# The varints of small (zigzag-encoded) values, looked up rather than computed: a record's
+# offset delta, timestamp delta and lengths are nearly always below 2**14, and this runs for
+# every field of every record a Kafka client reads (see bench/wire_codecs.py).
+_TABLE_SIZE = 1 << 15
 
-def _read_varint(buffer: bytes | memoryview, pos: int) -> tuple[int, int]:
+
+def _unsigned_varint(raw: int) -> bytes:
+    out = bytearray()
+    while raw > 0x7F:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+_VARINTS = tuple(_unsigned_varint(raw) for raw in range(_TABLE_SIZE))
+
+
+def _varint(value: int) -> bytes:
+    """`value` as a zigzag varint."""
+    raw = (value << 1) ^ (value >> 63)
+    return _VARINTS[raw] if raw < _TABLE_SIZE else _unsigned_varint(raw)
+
+
+def _read_varint(buffer: bytes, pos: int) -> tuple[int, int]:
     """A zigzag varint at `pos`: (value, position after it)."""
     shift = 0
     raw = 0
@@ -76,36 +101,32 @@ def _read_varint(buffer: bytes | memoryview, pos: int) -> tuple[int, int]:
             raise CorruptRecordError("a varint is longer than ten bytes")
 
 
-def _write_varint(value: int, out: bytearray) -> None:
-    raw = (value << 1) ^ (value >> 63)
-    while raw > 0x7F:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-
-
-def _read_bytes(buffer: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
-    length, pos = _read_varint(buffer, pos)
+def _read_bytes(buffer: bytes, pos: int) -> tuple[bytes | None, int]:
+    byte = buffer[pos]
+    if byte < 0x80:  # a one-byte length, as most are
+        length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+    else:
+        length, pos = _read_varint(buffer, pos)
     if length < 0:
         return None, pos
     end = pos + length
     if end > len(buffer):
         raise CorruptRecordError("a record's key, value or header runs past its end")
-    return bytes(buffer[pos:end]), end
+    return buffer[pos:end], end
 
 
-def _write_bytes(value: bytes | None, out: bytearray) -> None:
+def _field(value: bytes | None) -> bytes:
+    """A key, value or header value: its varint length (-1 for null), then its bytes."""
     if value is None:
-        out.append(1)  # zigzag -1
-        return
-    _write_varint(len(value), out)
-    out += value
+        return b"\x01"  # zigzag -1
+    return _varint(len(value)) + value
 
 
 # ------------------------------------------------------------------------ Kafka -> rafka
 
 
-def from_kafka(data: bytes | memoryview, max_message_bytes: int) -> bytes:
+def from_kafka(data: bytes | memoryview, max_message_bytes: int, *,
+               require_keys: bool = False) -> bytes:
     """Kafka v2 batches, as a Kafka producer sends them, as rafka batches.
 
     Each batch is bounded by the topic's `max_message_bytes` before anything is decompressed
@@ -113,10 +134,14 @@ def from_kafka(data: bytes | memoryview, max_message_bytes: int) -> bytes:
     `MIN_RECORD_SIZE` bytes) and its decompressed records. A batch that says a million empty
     records is refused from its header, not after a million records were built.
 
+    Every record is read, so the result holds what `rafka.logstore.batch.validate_batch`
+    requires of a producer's batch (offset deltas 0..n-1, the largest timestamp in the header,
+    keys where `require_keys`): the leader need not decode it again.
+
     Raises `RecordTooLargeError` (a bound), `CorruptRecordError` (a wrong CRC, a malformed
-    record), `InvalidRecordError` (a transactional or control batch, which producers of rafka
-    cannot send) and `UnsupportedCompressionError`. The leader then validates the result as it
-    does any batch.
+    record, a header that disagrees with its records), `InvalidRecordError` (a transactional
+    or control batch, which producers of rafka cannot send; a null key where keys are
+    required) and `UnsupportedCompressionError`.
     """
     view = memoryview(data)
     converted = []
@@ -144,6 +169,7 @@ def from_kafka(data: bytes | memoryview, max_message_bytes: int) -> bytes:
                     f"compression codec {codec} is not supported: use gzip, lz4 or zstd")
             records = compression.decompress(codec, records, max_message_bytes)
         entries = _read_records(records, header.record_count)
+        _check_records(header, entries, require_keys)
         converted.append(encode_batch(
             entries,
             base_offset=header.base_offset,
@@ -175,6 +201,26 @@ def check_bounds(data: bytes | memoryview, max_message_bytes: int) -> None:
         pos += header.size
 
 
+def _check_records(header: BatchHeader, entries: list[tuple], require_keys: bool) -> None:
+    """What a producer's batch must hold beyond well-formed records; checked over whole columns
+    (C loops), as the leader's own validation does."""
+    count = len(entries)
+    if count < 1 or header.last_offset_delta != count - 1:
+        raise CorruptRecordError(
+            f"batch says {count} records but last_offset_delta {header.last_offset_delta}: a "
+            "producer batch has at least one record and last_offset_delta == record_count - 1")
+    if tuple(map(itemgetter(0), entries)) != tuple(range(count)):
+        raise CorruptRecordError(f"record offset deltas are not 0..{count - 1}")
+    if (not header.attributes & TIMESTAMP_TYPE_MASK
+            and header.first_timestamp + max(map(itemgetter(1), entries))
+            != header.max_timestamp):
+        raise CorruptRecordError(
+            f"max_timestamp {header.max_timestamp} is not the largest record timestamp")
+    if require_keys and None in map(itemgetter(2), entries):
+        raise InvalidRecordError(
+            "a compacted topic cannot accept a record without a key: set a key on every record")
+
+
 def _check_bounds(header: BatchHeader, max_message_bytes: int) -> None:
     """Refuse a batch whose size or record count cannot fit `max_message_bytes`, from its
     header alone."""
@@ -193,37 +239,70 @@ def _check_bounds(header: BatchHeader, max_message_bytes: int) -> None:
 def _read_records(
     buffer: bytes | memoryview, count: int
 ) -> list[tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]]:
+    # bytes, not a memoryview: indexing and slicing them is faster, for one copy of the section.
+    data = bytes(buffer)
     entries = []
+    append = entries.append
     pos = 0
-    for _ in range(count):
-        length, pos = _read_varint(buffer, pos)
-        end = pos + length
-        if length < 1 or end > len(buffer):
-            raise CorruptRecordError("a record's length runs past its batch")
-        pos += 1  # attributes: unused in v2
-        timestamp_delta, pos = _read_varint(buffer, pos)
-        offset_delta, pos = _read_varint(buffer, pos)
-        key, pos = _read_bytes(buffer, pos)
-        value, pos = _read_bytes(buffer, pos)
-        header_count, pos = _read_varint(buffer, pos)
-        if header_count < 0:
-            raise CorruptRecordError("a record has a negative header count")
-        headers = []
-        for _ in range(header_count):
-            name, pos = _read_bytes(buffer, pos)
-            if name is None:
-                raise CorruptRecordError("a record header has a null name")
-            header_value, pos = _read_bytes(buffer, pos)
-            try:
-                headers.append((name.decode(), header_value))
-            except UnicodeDecodeError:
-                raise CorruptRecordError("a record header name is not UTF-8") from None
-        if pos != end:
-            raise CorruptRecordError("a record's fields do not fill its length")
-        entries.append((offset_delta, timestamp_delta, key, value, tuple(headers)))
-    if pos != len(buffer):
+    try:
+        for _ in range(count):
+            byte = data[pos]
+            if byte < 0x80:
+                length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                length, pos = _read_varint(data, pos)
+            end = pos + length
+            if length < 1 or end > len(data):
+                raise CorruptRecordError("a record's length runs past its batch")
+            byte = data[pos + 1]  # after the attributes, unused in v2
+            if byte < 0x80:
+                timestamp_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 2
+            else:
+                timestamp_delta, pos = _read_varint(data, pos + 1)
+            byte = data[pos]
+            if byte < 0x80:
+                offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                offset_delta, pos = _read_varint(data, pos)
+            if data[pos] == 1:  # a null key, as most are
+                key, pos = None, pos + 1
+            else:
+                key, pos = _read_bytes(data, pos)
+            byte = data[pos]
+            if 2 <= byte < 0x80 and not byte & 1:  # a value shorter than 64 bytes
+                value, pos = data[pos + 1:pos + 1 + (byte >> 1)], pos + 1 + (byte >> 1)
+            else:
+                value, pos = _read_bytes(data, pos)
+            if data[pos] == 0:  # no headers, as most records have
+                headers: tuple[tuple[str, bytes | None], ...] = ()
+                pos += 1
+            else:
+                headers, pos = _read_headers(data, pos)
+            if pos != end:
+                raise CorruptRecordError("a record's fields do not fill its length")
+            append((offset_delta, timestamp_delta, key, value, headers))
+    except IndexError:
+        raise CorruptRecordError("a record ends past its batch") from None
+    if pos != len(data):
         raise CorruptRecordError("a batch holds more bytes than its records")
     return entries
+
+
+def _read_headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    header_count, pos = _read_varint(data, pos)
+    if header_count < 0:
+        raise CorruptRecordError("a record has a negative header count")
+    headers = []
+    for _ in range(header_count):
+        name, pos = _read_bytes(data, pos)
+        if name is None:
+            raise CorruptRecordError("a record header has a null name")
+        header_value, pos = _read_bytes(data, pos)
+        try:
+            headers.append((name.decode(), header_value))
+        except UnicodeDecodeError:
+            raise CorruptRecordError("a record header name is not UTF-8") from None
+    return tuple(headers), pos
 
 
 # ------------------------------------------------------------------------ rafka -> Kafka
@@ -234,27 +313,39 @@ def to_kafka(data: bytes | memoryview) -> bytes:
     A partial batch at the end (a fetch cut at its byte limit) is left out, as Kafka's
     consumers would skip it."""
     out = bytearray()
+    varints = _VARINTS
     for header, batch in iter_batches(data):
         # The leader bounded every stored batch when it let it in.
         entries = unpack_entries(batch, 0, header, DEFAULT_MAX_DECOMPRESSED_SIZE)
-        records = bytearray()
+        parts: list[bytes] = []
+        append = parts.append
         for offset_delta, timestamp_delta, key, value, headers in entries:
-            record = bytearray(b"\x00")  # attributes
-            _write_varint(timestamp_delta, record)
-            _write_varint(offset_delta, record)
-            _write_bytes(key, record)
-            _write_bytes(value, record)
-            _write_varint(len(headers), record)
-            for name, header_value in headers:
-                _write_bytes(name.encode(), record)
-                _write_bytes(header_value, record)
-            _write_varint(len(record), records)
-            records += record
+            # The common record inline (small deltas, no headers): a call per field costs more
+            # than the field.
+            raw = (timestamp_delta << 1) ^ (timestamp_delta >> 63)
+            body = b"".join((
+                b"\x00",  # attributes
+                varints[raw] if raw < _TABLE_SIZE else _unsigned_varint(raw),
+                varints[offset_delta << 1] if 0 <= offset_delta < _TABLE_SIZE // 2
+                else _varint(offset_delta),
+                b"\x01" if key is None else _field(key),
+                b"\x01" if value is None else _field(value),
+                _headers(headers) if headers else b"\x00",
+            ))
+            size = len(body) << 1
+            append(varints[size] if size < _TABLE_SIZE else _unsigned_varint(size))
+            append(body)
+        records = b"".join(parts)
         codec = header.attributes & COMPRESSION_CODEC_MASK
-        body = compression.compress(codec, bytes(records)) if codec else records
+        body = compression.compress(codec, records) if codec else records
         start = len(out)
         out += pack_header(header._replace(length=HEADER_SIZE - LOG_OVERHEAD + len(body), crc=0))
         out += body
         _CRC.pack_into(out, start + _CRC_OFFSET,
                        crc32c(memoryview(out)[start + CRC_COVERAGE_START:]))
     return bytes(out)
+
+
+def _headers(headers: tuple[tuple[str, bytes | None], ...]) -> bytes:
+    return _varint(len(headers)) + b"".join(
+        _field(name.encode()) + _field(value) for name, value in headers)

@@ -40,7 +40,7 @@ from rafka.actors.server.replication import (
 from rafka.common.clock import wall_clock_ms
 from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UNDEFINED_EPOCH
 from rafka.common.topic_partition import TopicPartition
-from rafka.logstore.batch import INT32_MAX, NO_TIMESTAMP, validate_batches
+from rafka.logstore.batch import NO_TIMESTAMP, split_batches, validate_batches
 from rafka.logstore.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -260,17 +260,19 @@ class PartitionReplica:
             return error_reply(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}: use 0, 1 or -1")
         if self.role != LEADER:
             return self.not_leader()
-        max_size = self.config.log.max_message_bytes
         try:
-            if kafka_format:
-                # Bounded by max.message.bytes as the client sent it; the converted batch
-                # may come out a few bytes larger and is not refused for that.
-                records = from_kafka(records, max_size)
-                max_size = INT32_MAX
             # Every record decoded and checked, not only the CRC: a CRC proves the bytes are
             # the ones the client sent, not that they are records; one malformed record stored
             # would fail every consumer that reads that far.
-            headers = validate_batches(records, max_size, require_keys=self.config.log.compact)
+            if kafka_format:
+                # Bounded by max.message.bytes as the client sent it, and checked as read (the
+                # converted batch may come out a few bytes larger, and is not refused for it).
+                records = from_kafka(records, self.config.log.max_message_bytes,
+                                     require_keys=self.config.log.compact)
+                headers = [header for header, _ in split_batches(records, verify_crc=False)]
+            else:
+                headers = validate_batches(records, self.config.log.max_message_bytes,
+                                           require_keys=self.config.log.compact)
         except UnsupportedCompressionError as error:
             return error_reply(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(error))
         except RecordTooLargeError as error:

@@ -166,3 +166,25 @@ def test_a_batch_is_bounded_by_max_message_bytes_from_its_header() -> None:
     # Two batches: the second is looked at too.
     with pytest.raises(RecordTooLargeError):
         check_bounds(kafka_batch() + batch, 200 * 7 - 1)
+
+
+def test_a_batch_whose_header_disagrees_with_its_records_is_refused() -> None:
+    """from_kafka checks what the leader's validation would, so the leader need not decode
+    the converted batch again."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=1 << 30)
+    for delta in (1, 1):  # the last delta is count - 1, but the first is not 0
+        builder.append(delta, 1_700_000_000_000, b"k", b"v", [])
+    with pytest.raises(CorruptRecordError, match="offset deltas"):
+        from_kafka(bytes(builder.build()), DEFAULT_MAX_DECOMPRESSED_SIZE)
+    lying = bytearray(kafka_batch())
+    struct.pack_into(">q", lying, 35, 1_800_000_000_000)  # max_timestamp
+    struct.pack_into(">I", lying, 17, crc32c(bytes(lying[21:])))
+    with pytest.raises(CorruptRecordError, match="max_timestamp"):
+        from_kafka(bytes(lying), DEFAULT_MAX_DECOMPRESSED_SIZE)
+    with pytest.raises(InvalidRecordError, match="without a key"):
+        from_kafka(kafka_batch(), DEFAULT_MAX_DECOMPRESSED_SIZE, require_keys=True)
+    keyed = [record for record in RECORDS if record[0] is not None]
+    assert decode_records(from_kafka(kafka_batch(keyed), DEFAULT_MAX_DECOMPRESSED_SIZE,
+                                     require_keys=True)) == as_consumer_sees(keyed)
