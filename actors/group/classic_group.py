@@ -55,6 +55,8 @@ class Member:
     joining: bool = False  # its JoinGroup waits for the rebalance to complete
     syncing: bool = False  # its SyncGroup waits for the leader's
     assignment: bytes = b""
+    # A static member's group.instance.id (KIP-345); None for a dynamic member.
+    instance_id: str | None = None
 
     def metadata_for(self, protocol: str) -> bytes:
         return next(metadata for name, metadata in self.protocols if name == protocol)
@@ -62,7 +64,8 @@ class Member:
 
 @dataclass(frozen=True)
 class JoinResult:
-    """A JoinGroup answer; `members` (with their metadata) goes to the leader only."""
+    """A JoinGroup answer; `members` (id, metadata, group.instance.id) goes to the leader
+    only."""
 
     member_id: str
     error: int = ErrorCode.NONE
@@ -70,7 +73,7 @@ class JoinResult:
     protocol_type: str | None = None
     protocol_name: str | None = None
     leader: str = NO_MEMBER
-    members: tuple[tuple[str, bytes], ...] = ()
+    members: tuple[tuple[str, bytes, str | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,8 @@ class ClassicGroup:
         self.members: dict[str, Member] = {}
         # Member ids handed out with MEMBER_ID_REQUIRED, and until when each may join with it.
         self.pending: dict[str, int] = {}
+        # Static members (KIP-345): group.instance.id -> the member id it holds now.
+        self.static_members: dict[str, str] = {}
         # When the rebalance under way completes even if some members have not joined again,
         # and whether it waits that long in any case (the group started from empty).
         self.rebalance_deadline_ms: int | None = None
@@ -123,39 +128,51 @@ class ClassicGroup:
     def join(self, member_id: str, *, client_id: str, client_host: str,
              session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
              protocols: list[tuple[str, bytes]], now_ms: int,
-             require_known_member_id: bool = False,
+             require_known_member_id: bool = False, instance_id: str | None = None,
              ) -> tuple[str, JoinResult | None, Answers]:
         """A JoinGroup: the member's id (a new one for a new member), an immediate answer (an
         error, or the current generation) or None if the request waits for the rebalance, and
         whatever the join completed (its own answer among them, possibly).
-        `require_known_member_id`: the client takes MEMBER_ID_REQUIRED (JoinGroup v4+)."""
+        `require_known_member_id`: the client takes MEMBER_ID_REQUIRED (JoinGroup v4+).
+        `instance_id`: a static member's group.instance.id (KIP-345): it needs no
+        MEMBER_ID_REQUIRED, and one that joins again without its member id takes over its old
+        place (a new member id, the old one fenced) without a rebalance if nothing changed."""
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
             return member_id, JoinResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT), Answers()
+        static_id = None if instance_id is None else self.static_members.get(instance_id)
+        if instance_id is not None and member_id != NO_MEMBER and member_id != static_id:
+            return member_id, JoinResult(member_id, ErrorCode.FENCED_INSTANCE_ID
+                                         if static_id is not None
+                                         else ErrorCode.UNKNOWN_MEMBER_ID), Answers()
         known = member_id in self.members or member_id in self.pending
         if member_id != NO_MEMBER and not known:
             return member_id, JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID), Answers()
-        if not protocols or not self._compatible(protocol_type, protocols, member_id):
+        if not protocols or not self._compatible(protocol_type, protocols, static_id or member_id):
             refused = JoinResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
             return member_id, refused, Answers()
-        if member_id == NO_MEMBER:
+        answers = Answers()
+        if member_id == NO_MEMBER and static_id is not None:
+            member_id, answers = self._replace_static_member(static_id, client_id)
+        elif member_id == NO_MEMBER:
             if len(self.members) + len(self.pending) >= self.max_size:
                 # Kafka's group.max.size: members already in, or given an id to join with.
                 return member_id, JoinResult(member_id, ErrorCode.GROUP_MAX_SIZE_REACHED), \
                     Answers()
             member_id = f"{client_id or 'consumer'}-{uuid.uuid4()}"
-            if require_known_member_id:
+            if instance_id is not None:
+                self.static_members[instance_id] = member_id
+            elif require_known_member_id:
                 self.pending[member_id] = now_ms + session_timeout_ms
                 return member_id, JoinResult(member_id, ErrorCode.MEMBER_ID_REQUIRED), Answers()
         self.pending.pop(member_id, None)
         member = Member(member_id, client_id, client_host, session_timeout_ms,
                         max(rebalance_timeout_ms, session_timeout_ms), protocol_type,
-                        list(protocols), now_ms, joining=True)
+                        list(protocols), now_ms, joining=True, instance_id=instance_id)
         previous = self.members.get(member_id)
         if previous is not None:
             member.assignment = previous.assignment
         changed = previous is None or previous.protocols != member.protocols
         self.members[member_id] = member
-        answers = Answers()
         if self.state is GroupState.STABLE and not changed and member_id != self.leader:
             # A follower joining again with nothing new gets the current generation (Kafka
             # rebalances only for a new member, new metadata, or the leader, which may want to
@@ -166,6 +183,32 @@ class ClassicGroup:
             answers.extend(self._prepare_rebalance(now_ms))
         answers.extend(self._try_complete_join(now_ms))
         return member_id, None, answers
+
+    def _replace_static_member(self, old_id: str, client_id: str) -> tuple[str, Answers]:
+        """A static member back without its member id (a restarted client): its place, under
+        a new id; what the old id waited for is answered FENCED_INSTANCE_ID."""
+        new_id = f"{client_id or 'consumer'}-{uuid.uuid4()}"
+        member = self.members.pop(old_id)
+        answers = Answers()
+        if member.joining:
+            answers.joins.append(JoinResult(old_id, ErrorCode.FENCED_INSTANCE_ID))
+        if member.syncing:
+            answers.syncs.append(SyncResult(old_id, ErrorCode.FENCED_INSTANCE_ID))
+        member.member_id, member.joining, member.syncing = new_id, False, False
+        self.members[new_id] = member
+        assert member.instance_id is not None
+        self.static_members[member.instance_id] = new_id
+        if self.leader == old_id:
+            self.leader = new_id
+        return new_id, answers
+
+    def fenced(self, member_id: str, instance_id: str | None) -> int:
+        """FENCED_INSTANCE_ID if `instance_id` is held by another member id now, else 0."""
+        if instance_id is None:
+            return ErrorCode.NONE
+        holder = self.static_members.get(instance_id)
+        return ErrorCode.FENCED_INSTANCE_ID if holder is not None and holder != member_id \
+            else ErrorCode.NONE
 
     def _compatible(self, protocol_type: str, protocols: list[tuple[str, bytes]],
                     member_id: str) -> bool:
@@ -202,8 +245,10 @@ class ClassicGroup:
         if in_time and (self._delayed_start or not all_joined):
             return Answers()
         # Members that did not join again in time are out of the group.
-        for member_id in [m.member_id for m in self.members.values() if not m.joining]:
-            del self.members[member_id]
+        for member in [m for m in self.members.values() if not m.joining]:
+            del self.members[member.member_id]
+            if member.instance_id is not None:
+                self.static_members.pop(member.instance_id, None)
         self.generation_id += 1
         self.rebalance_deadline_ms = None
         if not self.members:
@@ -238,7 +283,7 @@ class ClassicGroup:
         assert self.leader is not None and self.protocol_name is not None
         members = ()
         if member.member_id == self.leader:
-            members = tuple((m.member_id, m.metadata_for(self.protocol_name))
+            members = tuple((m.member_id, m.metadata_for(self.protocol_name), m.instance_id)
                             for m in self.members.values())
         return JoinResult(member.member_id, ErrorCode.NONE, self.generation_id, self.protocol_type,
                           self.protocol_name, self.leader, members)
@@ -246,8 +291,10 @@ class ClassicGroup:
     # ---------------------------------------------------------------------------- syncing
 
     def sync(self, member_id: str, generation_id: int, assignments: dict[str, bytes],
-             now_ms: int) -> tuple[SyncResult | None, Answers]:
+             now_ms: int, instance_id: str | None = None) -> tuple[SyncResult | None, Answers]:
         """A SyncGroup: an immediate answer, or None if it waits for the leader's."""
+        if fenced := self.fenced(member_id, instance_id):
+            return SyncResult(member_id, fenced), Answers()
         member = self.members.get(member_id)
         if member is None:
             return SyncResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID), Answers()
@@ -277,7 +324,10 @@ class ClassicGroup:
 
     # --------------------------------------------------------------- staying and leaving
 
-    def heartbeat(self, member_id: str, generation_id: int, now_ms: int) -> int:
+    def heartbeat(self, member_id: str, generation_id: int, now_ms: int,
+                  instance_id: str | None = None) -> int:
+        if fenced := self.fenced(member_id, instance_id):
+            return fenced
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -288,20 +338,34 @@ class ClassicGroup:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def leave(self, member_ids: list[str], now_ms: int) -> tuple[dict[str, int], Answers]:
-        """LeaveGroup: an error code per member, and what their leaving completed."""
-        errors = {}
+    def leave(self, leaving: list[tuple[str, str | None]], now_ms: int,
+              ) -> tuple[dict[str, int], Answers]:
+        """LeaveGroup of (member id, group.instance.id) pairs (v3+ may name a static member by
+        its instance id alone): an error code per pair, and what their leaving completed."""
+        errors: dict[tuple[str, str | None], int] = {}
         answers = Answers()
-        for member_id in member_ids:
+        for asked in leaving:
+            member_id, instance_id = asked
+            if instance_id is not None:
+                holder = self.static_members.get(instance_id)
+                if holder is None:
+                    errors[asked] = ErrorCode.UNKNOWN_MEMBER_ID
+                    continue
+                if member_id not in (NO_MEMBER, holder):
+                    errors[asked] = ErrorCode.FENCED_INSTANCE_ID
+                    continue
+                member_id = holder
             if member_id not in self.members:
-                errors[member_id] = ErrorCode.UNKNOWN_MEMBER_ID
+                errors[asked] = ErrorCode.UNKNOWN_MEMBER_ID
                 continue
-            errors[member_id] = ErrorCode.NONE
+            errors[asked] = ErrorCode.NONE
             answers.extend(self._remove(member_id, now_ms))
         return errors, answers
 
     def _remove(self, member_id: str, now_ms: int) -> Answers:
         member = self.members.pop(member_id)
+        if member.instance_id is not None:
+            self.static_members.pop(member.instance_id, None)
         answers = Answers()
         if member.joining:
             answers.joins.append(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
@@ -340,7 +404,8 @@ class ClassicGroup:
 
     # ----------------------------------------------------------------------------- offsets
 
-    def check_commit(self, member_id: str, generation_id: int) -> int:
+    def check_commit(self, member_id: str, generation_id: int,
+                     instance_id: str | None = None) -> int:
         """Whether an OffsetCommit may be stored: from a member of the current generation, or
         from outside any group (`assign()`, generation -1) while the group has no members.
         While a rebalance is being prepared the current generation may still commit (what it
@@ -348,6 +413,8 @@ class ClassicGroup:
         and the leader's assignment it may not."""
         if generation_id < 0 and member_id == NO_MEMBER:
             return ErrorCode.NONE if not self.members else ErrorCode.UNKNOWN_MEMBER_ID
+        if fenced := self.fenced(member_id, instance_id):
+            return fenced
         if member_id not in self.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id != self.generation_id:

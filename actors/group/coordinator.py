@@ -235,7 +235,8 @@ class GroupCoordinator:
             rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else session_ms,
             protocol_type=request.protocol_type,
             protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
-            now_ms=monotonic_ms(), require_known_member_id=version >= 4)
+            now_ms=monotonic_ms(), require_known_member_id=version >= 4,
+            instance_id=request.group_instance_id if version >= 5 else None)
         if immediate is not None:
             self._deliver(request.group_id, answers)
             self._forget_if_empty(request.group_id)
@@ -254,8 +255,9 @@ class GroupCoordinator:
             return _sync_fields(SyncResult(request.member_id,
                                            error or ErrorCode.UNKNOWN_MEMBER_ID))
         assignments = {a.member_id: bytes(a.assignment) for a in request.assignments or ()}
-        immediate, answers = group.sync(request.member_id, request.generation_id, assignments,
-                                        monotonic_ms())
+        immediate, answers = group.sync(
+            request.member_id, request.generation_id, assignments, monotonic_ms(),
+            request.group_instance_id if version >= 3 else None)
         if immediate is not None:
             self._deliver(request.group_id, answers)
             return _sync_fields(immediate)
@@ -267,16 +269,19 @@ class GroupCoordinator:
     async def heartbeat(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         error, group = await self._coordinates(request.group_id, membership=True)
         if group is not None:
-            error = group.heartbeat(request.member_id, request.generation_id, monotonic_ms())
+            error = group.heartbeat(request.member_id, request.generation_id, monotonic_ms(),
+                                    request.group_instance_id if version >= 3 else None)
         elif error == 0:
             error = ErrorCode.UNKNOWN_MEMBER_ID
         return {"throttle_time_ms": 0, "error_code": error}
 
     async def leave_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        leaving = ([request.member_id] if version < 3
-                   else [member.member_id for member in request.members])
+        leaving = ([(request.member_id, None)] if version < 3
+                   else [(member.member_id, member.group_instance_id)
+                         for member in request.members])
         error, group = await self._coordinates(request.group_id, membership=True)
-        errors: dict[str, int] = dict.fromkeys(leaving, error or ErrorCode.UNKNOWN_MEMBER_ID)
+        errors: dict[tuple[str, str | None], int] = dict.fromkeys(
+            leaving, error or ErrorCode.UNKNOWN_MEMBER_ID)
         if group is not None:
             errors, answers = group.leave(leaving, monotonic_ms())
             self._deliver(request.group_id, answers)
@@ -284,9 +289,9 @@ class GroupCoordinator:
         response = api.response
         return {"throttle_time_ms": 0,
                 "error_code": error if version >= 3 else next(iter(errors.values()), error),
-                "members": [response.MemberResponse(member_id=member, group_instance_id=None,
+                "members": [response.MemberResponse(member_id=member, group_instance_id=instance,
                                                     error_code=code)
-                            for member, code in errors.items()]}
+                            for (member, instance), code in errors.items()]}
 
     async def list_groups(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         """The groups this broker coordinates (Kafka's admin clients ask every broker): those
@@ -321,7 +326,8 @@ class GroupCoordinator:
             members = []
             if group is not None:
                 members = [described.DescribedGroupMember(
-                    member_id=m.member_id, group_instance_id=None, client_id=m.client_id,
+                    member_id=m.member_id, group_instance_id=m.instance_id,
+                    client_id=m.client_id,
                     client_host=m.client_host,
                     member_metadata=(m.metadata_for(group.protocol_name)
                                      if group.protocol_name else b""),
@@ -393,7 +399,8 @@ class GroupCoordinator:
         error, group = await self._coordinates(request.group_id)
         generation = request.generation_id_or_member_epoch
         if group is not None:
-            error = group.check_commit(request.member_id, generation)
+            error = group.check_commit(request.member_id, generation,
+                                       request.group_instance_id if version >= 7 else None)
         elif error == 0 and (generation >= 0 or request.member_id != NO_MEMBER):
             error = ErrorCode.ILLEGAL_GENERATION  # a generation of a group no longer here
         elif error == 0:
@@ -498,8 +505,9 @@ def _join_fields(api: Api, result: JoinResult) -> dict[str, Any]:
             "generation_id": result.generation_id, "protocol_type": result.protocol_type,
             "protocol_name": result.protocol_name or "", "leader": result.leader,
             "skip_assignment": False, "member_id": result.member_id,
-            "members": [member(member_id=member_id, group_instance_id=None, metadata=metadata)
-                        for member_id, metadata in result.members]}
+            "members": [member(member_id=member_id, group_instance_id=instance_id,
+                               metadata=metadata)
+                        for member_id, metadata, instance_id in result.members]}
 
 
 def _sync_fields(result: SyncResult) -> dict[str, Any]:

@@ -15,6 +15,8 @@ producer sent them in. Working on several at once was tried and measured (docs/k
 connection were appended out of order. A produce with acks=0 gets no answer, a frame larger
 than socket.request.max.bytes or one that does not decode closes the connection, and a
 request for an API or version rafka does not serve is answered with UNSUPPORTED_VERSION.
+Connections and queued request bytes are bounded (`actors/kafka/limits.py`), and a batch too
+large for its topic is refused from its header before it goes anywhere.
 Record batches are converted between Kafka's format and rafka's by `rafka.wire.records`, in the
 replica hosts that hold the partitions (the listener only passes bytes through); group
 requests go to the group coordinator (`actors/group/coordinator.py`), topic administration to

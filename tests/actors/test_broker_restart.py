@@ -12,6 +12,8 @@ import ray
 
 from rafka import Cluster
 from rafka.coordination.embedded import EmbeddedZooKeeper
+from rafka.coordination.partition_state import PartitionStateStore
+from rafka.coordination.registration import read_brokers
 from tests.support.cluster import cluster_of_its_own
 from tests.support.waiting import wait_until
 from tests.support.workloads import Workload, check_acknowledged, read_everything
@@ -21,6 +23,13 @@ from tests.support.workloads import Workload, check_acknowledged, read_everythin
 def detached(zookeeper: EmbeddedZooKeeper, ray_session: None,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from cluster_of_its_own(zookeeper, tmp_path_factory, "restarts", detached=True)
+
+
+def _state_versions(cluster: Cluster, topic: str) -> list[int]:
+    """Each partition's state znode version: it moves at every election and ISR change."""
+    states = PartitionStateStore(cluster.store)
+    return [states.read_partition_state(topic, p["partition"]).version
+            for p in cluster.describe_topic(topic)["partitions"]]
 
 
 def _broker_pid(cluster: Cluster, broker_id: int) -> int:
@@ -35,14 +44,19 @@ def test_a_killed_broker_process_comes_back_by_itself(detached: Cluster) -> None
     with Workload(detached, "restarted") as workload:
         wait_until(lambda: len(workload.acknowledged) > 1000, 60, "acknowledged records")
         old_pid = _broker_pid(detached, victim)
+        old_epoch = read_brokers(detached.store)[victim].epoch
+        old_versions = _state_versions(detached, "restarted")
         os.kill(old_pid, signal.SIGKILL)
-        wait_until(lambda: all(victim not in p["isr"] for p in
-                               detached.describe_topic("restarted")["partitions"]),
-                   30, f"broker {victim} out of the ISR")
+        # The controller acts on the death: every partition loses broker 1 as leader (an
+        # election) or from its ISR (a shrink). Its state's znode version says so for good;
+        # the ISR itself may already hold broker 1 again by the time a poll looks.
+        wait_until(lambda: all(now > before for now, before in zip(
+            _state_versions(detached, "restarted"), old_versions, strict=True)), 30,
+            f"the controller to act on broker {victim}'s death")
         wait_until(lambda: _broker_pid(detached, victim) != old_pid, 60,
                    f"Ray to restart broker {victim}")
-        wait_until(lambda: victim in {b["id"] for b in detached.brokers()}, 60,
-                   f"broker {victim} registered again")
+        wait_until(lambda: (info := read_brokers(detached.store).get(victim)) is not None
+                   and info.epoch != old_epoch, 60, f"broker {victim} registered again")
         wait_until(lambda: all(victim in p["isr"] for p in
                                detached.describe_topic("restarted")["partitions"]),
                    60, f"broker {victim} back in every ISR")

@@ -70,13 +70,13 @@ def test_a_third_member_rebalances_without_the_initial_delay() -> None:
 
 def test_a_member_leaving_starts_a_rebalance_for_the_rest() -> None:
     group, leader, follower = stable_group_of_two()
-    errors, _ = group.leave([leader], DELAY_MS + 1)
-    assert errors == {leader: NONE}
+    errors, _ = group.leave([(leader, None)], DELAY_MS + 1)
+    assert errors == {(leader, None): NONE}
     assert group.heartbeat(follower, 1, DELAY_MS + 2) == REBALANCE_IN_PROGRESS
     _, answers = join(group, follower, DELAY_MS + 3)
     [result] = answers.joins
     assert (result.generation_id, result.leader) == (2, follower)
-    assert group.leave([leader], DELAY_MS + 4)[0] == {leader: UNKNOWN_MEMBER_ID}
+    assert group.leave([(leader, None)], DELAY_MS + 4)[0] == {(leader, None): UNKNOWN_MEMBER_ID}
 
 
 def test_a_silent_member_expires_after_its_session_timeout() -> None:
@@ -105,7 +105,7 @@ def test_a_member_that_does_not_join_again_is_dropped_at_the_rebalance_timeout()
 
 def test_an_empty_group_goes_back_to_empty() -> None:
     group, leader, follower = stable_group_of_two()
-    group.leave([leader, follower], DELAY_MS + 1)
+    group.leave([(leader, None), (follower, None)], DELAY_MS + 1)
     assert group.state is GroupState.EMPTY and not group.members
 
 
@@ -177,7 +177,7 @@ def test_a_rebalance_waits_for_a_member_that_was_given_its_id() -> None:
 def test_a_group_left_by_everyone_is_empty_and_can_be_forgotten() -> None:
     group, leader, follower = stable_group_of_two()
     assert not group.is_empty
-    group.leave([leader, follower], DELAY_MS + 10)
+    group.leave([(leader, None), (follower, None)], DELAY_MS + 10)
     assert group.is_empty
 
 
@@ -192,3 +192,56 @@ def test_a_full_group_refuses_new_members_counting_those_given_an_id() -> None:
     # The member given an id still gets in with it.
     assert join(group, pending.member_id, now=100)[0] is None
     assert len(group.members) == 2 and not group.pending
+
+
+def static_join(group: ClassicGroup, instance: str, member_id: str = "", now: int = 0):
+    """(member id, immediate answer or None, what the join completed) of a static member."""
+    return group.join(member_id, client_id=instance, client_host="/127.0.0.1",
+                      session_timeout_ms=SESSION_MS, rebalance_timeout_ms=REBALANCE_MS,
+                      protocol_type="consumer", protocols=[("range", b"meta")], now_ms=now,
+                      require_known_member_id=True, instance_id=instance)
+
+
+def stable_static_group() -> tuple[ClassicGroup, str, str]:
+    group = ClassicGroup("g", initial_rebalance_delay_ms=DELAY_MS)
+    # Static members need no MEMBER_ID_REQUIRED round, whatever the JoinGroup version.
+    leader, waiting, _ = static_join(group, "one")
+    assert waiting is None
+    follower, _, _ = static_join(group, "two", now=100)
+    answers = group.tick(DELAY_MS)
+    assert {r.member_id for r in answers.joins} == {leader, follower}
+    assert {(m, i) for m, _, i in next(r for r in answers.joins if r.members).members} == {
+        (leader, "one"), (follower, "two")}
+    group.sync(follower, 1, {}, DELAY_MS)
+    group.sync(leader, 1, {leader: b"p0", follower: b"p1"}, DELAY_MS)
+    assert group.state is GroupState.STABLE
+    return group, leader, follower
+
+
+def test_a_static_member_back_without_its_id_takes_its_place_without_a_rebalance() -> None:
+    group, leader, old = stable_static_group()
+    new, answer, _ = static_join(group, "two", now=DELAY_MS + 100)
+    assert new != old and answer.error == NONE
+    assert (answer.generation_id, answer.leader) == (1, leader)
+    assert group.state is GroupState.STABLE and group.generation_id == 1
+    sync, _ = group.sync(new, 1, {}, DELAY_MS + 200, instance_id="two")
+    assert sync.assignment == b"p1"  # its old partitions
+    # The old member id is fenced: a zombie of the restarted client may not act for it.
+    fenced = ErrorCode.FENCED_INSTANCE_ID
+    assert group.heartbeat(old, 1, DELAY_MS + 300, instance_id="two") == fenced
+    assert group.sync(old, 1, {}, DELAY_MS + 300, instance_id="two")[0].error == fenced
+    assert group.check_commit(old, 1, instance_id="two") == fenced
+    assert static_join(group, "two", member_id=old)[1].error == fenced
+    assert group.heartbeat(leader, 1, DELAY_MS + 300, instance_id="one") == NONE
+
+
+def test_a_static_member_leaves_by_its_instance_id_or_after_its_session() -> None:
+    group, leader, _follower = stable_static_group()
+    errors, _ = group.leave([("someone-else", "two")], DELAY_MS + 1)
+    assert errors == {("someone-else", "two"): ErrorCode.FENCED_INSTANCE_ID}
+    errors, _ = group.leave([("", "two")], DELAY_MS + 1)  # v3+: the instance id alone
+    assert errors == {("", "two"): NONE} and set(group.members) == {leader}
+    assert "two" not in group.static_members
+    # The other one is never heard from again: the group drops it, and its instance id is free.
+    group.tick(DELAY_MS + REBALANCE_MS + SESSION_MS + 10)
+    assert not group.members and not group.static_members

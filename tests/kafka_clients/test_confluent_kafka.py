@@ -209,3 +209,47 @@ def test_confluent_kafkas_admin_client_changes_a_topics_config_live(
         future = admin.alter_configs([replaced])[replaced]
     future.result(timeout=30)
     assert kafka_cluster.describe_topic(topic)["config"] == {"retention.ms": "3600000"}
+
+
+class _StaticMember:
+    """A confluent-kafka consumer with a group.instance.id (KIP-345), polled on the test's
+    thread; `assignments` holds each assignment it was given."""
+
+    def __init__(self, cluster: Cluster, group: str, topic: str, instance: str) -> None:
+        self.consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers(),
+                                  "group.id": group, "group.instance.id": instance,
+                                  "session.timeout.ms": 6_000, "auto.offset.reset": "earliest"})
+        self.assignments: list[list[int]] = []
+        self.consumer.subscribe([topic], on_assign=lambda _consumer, partitions: (
+            self.assignments.append(sorted(p.partition for p in partitions))))
+
+
+def test_a_static_member_restarted_gets_its_partitions_back_without_a_rebalance(
+    kafka_cluster: Cluster,
+) -> None:
+    topic = new_topic(kafka_cluster, "static-members")
+    group = "static-group"
+    first = _StaticMember(kafka_cluster, group, topic, "instance-a")
+    second = _StaticMember(kafka_cluster, group, topic, "instance-b")
+    members = [first, second]
+
+    def settled() -> bool:
+        for member in members:
+            member.consumer.poll(0.1)
+        shares = [m.assignments[-1] if m.assignments else [] for m in members]
+        return all(shares) and sorted(p for share in shares for p in share) == list(
+            range(PARTITIONS))
+
+    wait_until(settled, 60, "both members assigned")
+    rebalances_of_first = len(first.assignments)
+    held = second.assignments[-1]
+    second.consumer.close()  # a static member's client leaves no group when it stops
+    restarted = _StaticMember(kafka_cluster, group, topic, "instance-b")
+    members = [first, restarted]
+    try:
+        wait_until(settled, 60, "the restarted member assigned")
+        assert restarted.assignments == [held]  # its old partitions, in one assignment
+        assert len(first.assignments) == rebalances_of_first  # the other never rebalanced
+    finally:
+        first.consumer.close()
+        restarted.consumer.close()

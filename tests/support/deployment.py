@@ -45,8 +45,10 @@ CLUSTER_YAML = Path(__file__).resolve().parents[2] / "cluster.yaml"
 REPO = CLUSTER_YAML.parent
 # The environment the tests run in: what every node's ~/rafka-env stands for.
 ENVIRONMENT = Path(sys.prefix)
-# What `ray up` would install rather than configure: the bed has it installed already.
-_INSTALLS = ("apt-get", "pip install", "-m venv")
+# What `ray up` would install, or set on the machine itself, rather than configure in a
+# node's home: the bed has it installed already, and its nodes share this machine's /etc
+# (the bed runs as root, which may raise a priority anyway).
+_INSTALLS = ("apt-get", "pip install", "-m venv", "/etc/security/limits.d")
 RAY_PORT = 6379
 # The client node waits for the GCS as long as the cluster's workers do (cluster.yaml).
 CLIENT_PATIENCE = {"RAY_gcs_rpc_server_reconnect_timeout_s": "600"}
