@@ -7,6 +7,7 @@ broker imports them, never the reverse).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Protocol
 
 from rafka.actors.config import BrokerConfig
@@ -25,6 +26,8 @@ class BrokerView(Protocol):
     """The broker's ZooKeeper session; None before the broker has started."""
     replica_states: dict[TopicPartition, LeaderAndIsrRequest]
     """The last LeaderAndIsr applied for each partition this broker holds a replica of."""
+    data_dir: Path
+    """Where this broker's logs are (Kafka's one `log.dirs` entry)."""
 
     def replica_host_for(self, topic: str, partition: int) -> Any:
         """The actor handle of the host holding this broker's replica, None if it holds none."""
@@ -40,6 +43,11 @@ class BrokerView(Protocol):
     def cached_partitions(self, topic: str) -> dict[int, dict[str, Any]] | None:
         """The topic's partitions as this broker's metadata cache has them now (None if it
         does not know the topic): what clients are answered, without ZooKeeper."""
+        ...
+
+    async def describe_replicas(self, topic: str | None = None) -> list[dict[str, Any]]:
+        """Every replica this broker hosts (of `topic` only, if given), as its host sees it:
+        role, epochs, offsets, bytes on disk."""
         ...
 
     async def metadata(self, topics: list[str] | None = None) -> dict[str, Any]:

@@ -23,6 +23,8 @@ from typing import Any
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -37,12 +39,16 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import (
@@ -129,6 +135,11 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.ElectLeaders, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
     Api(ApiKey.DeleteRecords, DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
     Api(ApiKey.DeleteGroups, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+    Api(ApiKey.DescribeLogDirs, DescribeLogDirsRequest, DescribeLogDirsResponse, 0, 4),
+    Api(ApiKey.AlterPartitionReassignments, AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse, 0, 1),
+    Api(ApiKey.ListPartitionReassignments, ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse, 0, 0),
 )}
 API_VERSIONS = APIS[ApiKey.ApiVersions]
 

@@ -153,6 +153,16 @@ class ClassicGroup:
         answers = Answers()
         if member_id == NO_MEMBER and static_id is not None:
             member_id, answers = self._replace_static_member(static_id, client_id)
+            if self.state is GroupState.STABLE:
+                # As Kafka: a static member back while the group is stable rebalances nothing
+                # unless the protocol the group would choose changes (its subscription's
+                # bytes may differ: a restarted client owns no partitions yet).
+                member = self.members[member_id]
+                member.protocols, member.last_heard_ms = list(protocols), now_ms
+                member.session_timeout_ms = session_timeout_ms
+                member.rebalance_timeout_ms = max(rebalance_timeout_ms, session_timeout_ms)
+                if self._choose_protocol() == self.protocol_name:
+                    return member_id, self._join_result(member), answers
         elif member_id == NO_MEMBER:
             if len(self.members) + len(self.pending) >= self.max_size:
                 # Kafka's group.max.size: members already in, or given an id to join with.

@@ -20,7 +20,7 @@ large for its topic is refused from its header before it goes anywhere.
 Record batches are converted between Kafka's format and rafka's by `rafka.wire.records`, in the
 replica hosts that hold the partitions (the listener only passes bytes through); group
 requests go to the group coordinator (`actors/group/coordinator.py`), topic administration to
-`actors/kafka/admin.py`.
+`actors/kafka/admin.py`, reassignments and log dirs to `actors/kafka/replica_admin.py`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from rafka.actors.errors import ErrorCode
 from rafka.actors.group.coordinator import CLIENT_HOST, GroupCoordinator
 from rafka.actors.kafka.admin import KafkaAdminHandler
 from rafka.actors.kafka.limits import ConnectionQuota, RequestMemory
+from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
 from rafka.actors.messages import (
     Appended,
     FetchedRecords,
@@ -93,6 +94,7 @@ class KafkaListener:
             None if config.queued_max_request_bytes < 0 else config.queued_max_request_bytes)
         self.groups = GroupCoordinator(broker)
         self.topics = KafkaAdminHandler(broker)
+        self.replicas = ReplicaAdminHandler(broker)
         self._handlers: dict[int, Handler] = {
             ApiKey.Produce: self._produce,
             ApiKey.Fetch: self._fetch,
@@ -117,6 +119,9 @@ class KafkaListener:
             ApiKey.CreatePartitions: self.topics.create_partitions,
             ApiKey.ElectLeaders: self.topics.elect_leaders,
             ApiKey.DeleteRecords: self._delete_records,
+            ApiKey.DescribeLogDirs: self.replicas.describe_log_dirs,
+            ApiKey.AlterPartitionReassignments: self.replicas.alter_partition_reassignments,
+            ApiKey.ListPartitionReassignments: self.replicas.list_partition_reassignments,
         }
 
     async def start(self) -> Listener:

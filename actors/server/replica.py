@@ -625,6 +625,7 @@ class PartitionReplica:
             "log_start_offset": self.log.log_start_offset,
             "log_end_offset": self.log.log_end_offset,
             "high_watermark": self.log.high_watermark,
+            "size_bytes": self.log.size_in_bytes,
         }
 
     def stop(self) -> None:

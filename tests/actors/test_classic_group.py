@@ -245,3 +245,20 @@ def test_a_static_member_leaves_by_its_instance_id_or_after_its_session() -> Non
     # The other one is never heard from again: the group drops it, and its instance id is free.
     group.tick(DELAY_MS + REBALANCE_MS + SESSION_MS + 10)
     assert not group.members and not group.static_members
+
+
+def test_a_static_member_back_with_other_subscription_bytes_still_rebalances_nothing() -> None:
+    """A restarted client owns no partitions, so its subscription's bytes differ; the group's
+    protocol does not, and Kafka rebalances only for that."""
+    group, _leader, old = stable_static_group()
+    new, answer, _ = group.join(
+        "", client_id="two", client_host="/127.0.0.1", session_timeout_ms=SESSION_MS,
+        rebalance_timeout_ms=REBALANCE_MS, protocol_type="consumer",
+        protocols=[("range", b"meta, owning nothing")], now_ms=DELAY_MS + 100,
+        instance_id="two")
+    assert answer is not None and answer.generation_id == 1
+    assert group.state is GroupState.STABLE and new in group.members and old not in group.members
+    # The leader back likewise: it hears of the members, and the group stays as it is.
+    _, answer, _ = static_join(group, "one", now=DELAY_MS + 200)
+    assert answer.generation_id == 1 and {m for m, _, _ in answer.members} == set(group.members)
+    assert group.state is GroupState.STABLE

@@ -4,7 +4,8 @@ kafka-python where it shows them: ListOffsets' timestamps and epochs, OffsetFetc
 groups that exist only once joined, KIP-394's member ids, commits into a group of rafka's own
 consumers, per-topic errors in Metadata and topics created by it, the transaction
 coordinator's absence said plainly; and Kafka's admin client growing topics, electing leaders,
-deleting records and describing configs with their types, sources and synonyms."""
+deleting records, describing configs with their types, sources and synonyms, moving replicas
+and describing log dirs."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import (
     InconsistentGroupProtocolError,
     InvalidPartitionsError,
+    InvalidReplicationAssignmentError,
     OffsetOutOfRangeError,
 )
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeGroupsRequest, ListGroupsRequest
@@ -436,3 +438,45 @@ def test_requests_sent_ahead_on_one_connection_are_answered_and_appended_in_orde
     finally:
         consumer.close()
     assert values == [b"%d" % i for i in range(12)]
+
+
+def test_kafka_admin_moves_a_replica_lists_moves_and_describes_log_dirs(
+    kafka_cluster: Cluster,
+) -> None:
+    topic = "admin-moves"
+    kafka_cluster.create_topic(topic, partitions=1, replication_factor=1)
+    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers(), acks="all")
+    for i in range(20):
+        producer.send(topic, b"%d" % i)
+    producer.flush()
+    producer.close()
+    [before] = kafka_cluster.describe_topic(topic)["partitions"][0]["replicas"]
+    target = (before + 1) % 3
+    tp = TopicPartition(topic, 0)
+    admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers())
+    try:
+        # Where the partition's log is, as each broker reports its own.
+        found = {result["broker"]: [(t["name"], p["partition_index"], p["partition_size"])
+                                    for d in result["log_dirs"] for t in d["topics"]
+                                    for p in t["partitions"] if t["name"] == topic]
+                 for result in admin.describe_log_dirs()}
+        assert set(found) == {0, 1, 2}
+        [(_name, _index, size)] = found[before]
+        assert size > 0 and not found[target]
+        # A broker that is not registered is refused; then the move itself.
+        assert admin.alter_partition_reassignments({tp: [before, 99]}) == {
+            tp: InvalidReplicationAssignmentError}
+        assert admin.alter_partition_reassignments({tp: [target]}) == {tp: None}
+        moves = admin.list_partition_reassignments()
+        assert set(moves) <= {tp}  # listed while under way, gone once done
+        for move in moves.values():
+            assert target in move["replicas"] and move["removing_replicas"] == [before]
+        wait_until(lambda: kafka_cluster.describe_topic(topic)["partitions"][0]["replicas"]
+                   == [target] and not admin.list_partition_reassignments(), 60,
+                   "the replica moved")
+        wait_until(lambda: [p["partition_size"] for result in admin.describe_log_dirs([topic])
+                            if result["broker"] == target for d in result["log_dirs"]
+                            for t in d["topics"] for p in t["partitions"]] == [size], 30,
+                   "the moved log, of the same size, on its new broker")
+    finally:
+        admin.close()

@@ -96,10 +96,7 @@ SUITES: dict[str, Suite] = {
             "test_admin_integration.py::test_describe_topic_partitions": KRAFT,
             "test_admin_integration.py::test_list_config_resources": KRAFT,
             "test_admin_integration.py::test_create_describe_delete_acls": NOT_SERVED,
-            "test_admin_integration.py::test_describe_log_dirs": NOT_SERVED,
             "test_admin_integration.py::test_alter_replica_log_dirs": NOT_SERVED,
-            "test_admin_integration.py::test_alter_partition_reassignments": NOT_SERVED,
-            "test_admin_integration.py::test_list_partition_reassignments": NOT_SERVED,
             "test_producer_integration.py::test_end_to_end[snappy]": SNAPPY,
             "test_producer_integration.py::test_kafka_producer_proper_record_metadata[snappy]":
                 SNAPPY,
