@@ -33,38 +33,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import zstandard
 from confluent_kafka import Producer
-from crc32c import crc32c
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from rafka import Cluster
 from rafka.actors.errors import ErrorCode
-
-_BEFORE_CRC = struct.Struct(">qiibI")
-_AFTER_CRC = struct.Struct(">hiqqqhii")
-ZSTD = 4
-
-
-def _varint(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw > 0x7F:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
+from tests.support.kafka_batches import ZSTD, encoded_records, kafka_batch
 
 
 def bomb_batch(count: int) -> bytes:
     """One Kafka v2 batch of `count` empty records, zstd-compressed, its CRC-32C right."""
-    records = bytearray()
-    for delta in range(count):
-        body = b"\x00\x00" + _varint(delta) + b"\x01\x01\x00"
-        records += _varint(len(body)) + body
-    tail = _AFTER_CRC.pack(ZSTD, count - 1, 0, 0, -1, -1, -1, count) + \
-        zstandard.ZstdCompressor().compress(bytes(records))
-    return _BEFORE_CRC.pack(0, 9 + len(tail), -1, 2, crc32c(tail)) + tail
+    return kafka_batch(encoded_records(count), count, codec=ZSTD)
 
 
 def _percentile(ordered: list[float], q: float) -> float:
