@@ -144,6 +144,8 @@ def from_kafka(data: bytes | memoryview, max_message_bytes: int, *,
     required) and `UnsupportedCompressionError`.
     """
     view = memoryview(data)
+    if not len(view):
+        raise CorruptRecordError("a produce request needs at least one batch, got 0 bytes")
     converted = []
     pos = 0
     while pos < len(view):

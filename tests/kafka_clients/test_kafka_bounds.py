@@ -114,6 +114,14 @@ def test_records_that_decompress_past_max_message_bytes_are_refused(bounded: Clu
     assert (fits.error_code, fits.base_offset) == (0, 0)
 
 
+def test_a_produce_without_a_batch_is_answered_corrupt_message(bounded: Cluster) -> None:
+    bounded.create_topic("no-batch", partitions=1, replication_factor=1)
+    with KafkaWire(_address(bounded)) as wire:
+        empty = _answer(wire, "no-batch", b"")
+        assert empty.error_code == ErrorCode.CORRUPT_MESSAGE
+        assert "at least one batch" in empty.error_message
+
+
 # --------------------------------------------------------------------------- connections
 
 

@@ -113,7 +113,9 @@ def test_a_flipped_byte_fails_the_crc() -> None:
         from_kafka(bytes(batch), DEFAULT_MAX_DECOMPRESSED_SIZE)
 
 
-def test_a_truncated_batch_and_a_lying_length_are_refused() -> None:
+def test_a_truncated_batch_a_lying_length_and_no_batch_are_refused() -> None:
+    with pytest.raises(CorruptRecordError, match="at least one batch"):
+        from_kafka(b"", DEFAULT_MAX_DECOMPRESSED_SIZE)
     batch = kafka_batch()
     with pytest.raises(CorruptRecordError):
         from_kafka(batch[:-5], DEFAULT_MAX_DECOMPRESSED_SIZE)
