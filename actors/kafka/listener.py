@@ -86,6 +86,9 @@ class KafkaListener:
         self.max_request_bytes = max_request_bytes
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task] = set()
+        # Calls to a replica host that raised or found the host gone (each answered
+        # NOT_LEADER_OR_FOLLOWER): none while the hosts are healthy, whatever clients send.
+        self.host_failures = 0
         config = broker.config
         # Each topic's max.message.bytes, and the config it was read from.
         self._topic_limits: dict[str, tuple[dict[str, Any], int]] = {}
@@ -152,10 +155,11 @@ class KafkaListener:
 
     def stats(self) -> dict[str, Any]:
         """What the clients hold now: connections (in all and per address) and request bytes
-        (now, and the most at once since the start)."""
+        (now, and the most at once since the start); and how many host calls failed."""
         return {"connections": self.quota.total, "connections_per_ip": dict(self.quota.per_ip),
                 "queued_request_bytes": self.request_memory.in_use,
-                "queued_request_bytes_peak": self.request_memory.peak}
+                "queued_request_bytes_peak": self.request_memory.peak,
+                "host_failures": self.host_failures}
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
@@ -224,6 +228,7 @@ class KafkaListener:
         hosts = list(by_host)
         answers = await asyncio.gather(*(call(host, by_host[host]) for host in hosts),
                                        return_exceptions=True)
+        self.host_failures += sum(isinstance(answer, BaseException) for answer in answers)
         for host, answer in zip(hosts, answers, strict=True):
             for part, reply in _each_reply(by_host[host], answer):
                 replies[(part.topic, part.partition)] = reply
