@@ -39,6 +39,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from rafka import Cluster
 from rafka.actors.errors import ErrorCode
 from tests.support.kafka_batches import ZSTD, encoded_records, kafka_batch
+from tests.support.kafka_wire import first_address
 
 
 def bomb_batch(count: int) -> bytes:
@@ -119,11 +120,10 @@ def main() -> None:
         for topic in ("victim", "bombed"):
             cluster.create_topic(topic, partitions=1, replication_factor=1)
         bootstrap = cluster.bootstrap_servers()
-        host, port = bootstrap.split(",")[0].rsplit(":", 1)
         quiet = victim(bootstrap, "victim", args.rate, args.seconds)
         context = multiprocessing.get_context("spawn")
         stop, results = context.Event(), context.Queue()
-        process = context.Process(target=bomber, args=((host, int(port)), "bombed", batch,
+        process = context.Process(target=bomber, args=(first_address(bootstrap), "bombed", batch,
                                                        stop, results))
         process.start()
         try:

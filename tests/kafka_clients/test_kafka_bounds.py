@@ -23,7 +23,7 @@ from rafka import Cluster
 from rafka.actors.errors import ErrorCode
 from tests.support.cluster import cluster_of_its_own
 from tests.support.kafka_batches import ZSTD, encoded_records, kafka_batch
-from tests.support.kafka_wire import KafkaWire
+from tests.support.kafka_wire import KafkaWire, first_address
 from tests.support.waiting import wait_until
 
 MAX_CONNECTIONS = 5
@@ -51,8 +51,7 @@ def bounded(zookeeper, ray_session, tmp_path_factory) -> Iterator[Cluster]:
 
 
 def _address(cluster: Cluster) -> tuple[str, int]:
-    host, port = cluster.bootstrap_servers().split(",")[0].rsplit(":", 1)
-    return host, int(port)
+    return first_address(cluster.bootstrap_servers())
 
 
 def _stats(cluster: Cluster) -> dict:

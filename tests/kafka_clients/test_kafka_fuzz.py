@@ -43,7 +43,7 @@ from rafka.wire.protocol import (
 )
 from tests.support.cluster import cluster_of_its_own
 from tests.support.kafka_batches import encoded_records, kafka_batch
-from tests.support.kafka_wire import KafkaWire
+from tests.support.kafka_wire import KafkaWire, first_address
 
 EXAMPLES = int(os.environ.get("RAFKA_FUZZ_EXAMPLES", "300"))
 RANDOM = bool(os.environ.get("RAFKA_FUZZ_RANDOM"))
@@ -72,8 +72,7 @@ def fuzzed(zookeeper, ray_session, tmp_path_factory) -> Iterator[Cluster]:
 
 
 def _address(cluster: Cluster) -> tuple[str, int]:
-    host, port = cluster.bootstrap_servers().split(",")[0].rsplit(":", 1)
-    return host, int(port)
+    return first_address(cluster.bootstrap_servers())
 
 
 def _encoded(request, version: int) -> bytes:

@@ -17,6 +17,12 @@ from rafka.wire.protocol import APIS
 TIMEOUT_S = 30
 
 
+def first_address(bootstrap_servers: str) -> tuple[str, int]:
+    """The first `host:port` of a `bootstrap.servers` list, as a socket address."""
+    host, port = bootstrap_servers.split(",")[0].rsplit(":", 1)
+    return host, int(port)
+
+
 class KafkaWire:
     """A client connection: `ask(request, version)` returns the decoded response."""
 
@@ -25,8 +31,7 @@ class KafkaWire:
         """`source_ip`: the address to connect from (any 127.x reaches a listener on
         127.0.0.1), for tests of limits per client address."""
         if isinstance(address, str):
-            host, port = address.rsplit(":", 1)
-            address = (host, int(port))
+            address = first_address(address)
         self.socket = socket.create_connection(
             address, timeout=timeout_s,
             source_address=None if source_ip is None else (source_ip, 0))
