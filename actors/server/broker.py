@@ -202,7 +202,7 @@ class Broker:
                 await asyncio.sleep(0.25)
         # Until the controller's first UpdateMetadata comes (it sends one to every broker that
         # registers), metadata is answered from what ZooKeeper says now, read once.
-        self.metadata_cache.apply(await asyncio.to_thread(read_metadata, store))
+        self.metadata_cache.fill(await asyncio.to_thread(read_metadata, store))
         self._metadata_filled.set()
         self._peer_watch = ClusterWatches(store).watch_brokers(
             lambda brokers: self._call_soon(self._on_brokers, brokers))
@@ -575,7 +575,8 @@ class Broker:
             return error_reply(ErrorCode.STALE_CONTROLLER_EPOCH,
                                f"controller epoch {update.controller_epoch} < "
                                f"{self.metadata_cache.controller_epoch}")
-        self._metadata_filled.set()
+        if update.full:  # a partial update alone is not a picture of the cluster
+            self._metadata_filled.set()
         return {"error": 0}
 
     async def zookeeper_reads(self) -> int:

@@ -49,6 +49,20 @@ class MetadataCache:
                 partitions[tp.partition] = state
         return True
 
+    def fill(self, baseline: UpdateMetadataRequest) -> None:
+        """Take what ZooKeeper said at start-up under whatever the controller has sent so far:
+        the partitions (and brokers) not known yet, whatever the epoch. A controller's partial
+        update that came first (it sends one to a broker as soon as it registers) would
+        otherwise stand alone, topics with only the partitions it changed."""
+        if self.controller_epoch == NO_CONTROLLER_EPOCH:
+            self.apply(baseline)
+            return
+        for broker, info in baseline.brokers.items():
+            self.brokers.setdefault(broker, info)
+        for tp, state in baseline.partitions.items():
+            if tp.topic not in baseline.deleted_topics:
+                self.topics.setdefault(tp.topic, {}).setdefault(tp.partition, state)
+
     def metadata(self, topics: Iterable[str] | None = None) -> dict[str, Any]:
         """Brokers, their Kafka endpoints, the controller and, per topic asked (every topic for
         None; those that do not exist are left out), each partition's leader, the replica host

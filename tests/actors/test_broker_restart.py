@@ -32,9 +32,14 @@ def _state_versions(cluster: Cluster, topic: str) -> list[int]:
             for p in cluster.describe_topic(topic)["partitions"]]
 
 
-def _broker_pid(cluster: Cluster, broker_id: int) -> int:
+def _broker_pid(cluster: Cluster, broker_id: int) -> int | None:
+    """The broker's process id; None while Ray restarts it (a call then raises
+    ActorUnavailableError, and a poll that comes early enough finds it so)."""
     handle = ray.get_actor(f"broker-{broker_id}", namespace=cluster.namespace)
-    return ray.get(handle.pid.remote(), timeout=30)
+    try:
+        return ray.get(handle.pid.remote(), timeout=30)
+    except ray.exceptions.ActorUnavailableError:
+        return None
 
 
 def test_a_killed_broker_process_comes_back_by_itself(detached: Cluster) -> None:
@@ -53,7 +58,7 @@ def test_a_killed_broker_process_comes_back_by_itself(detached: Cluster) -> None
         wait_until(lambda: all(now > before for now, before in zip(
             _state_versions(detached, "restarted"), old_versions, strict=True)), 30,
             f"the controller to act on broker {victim}'s death")
-        wait_until(lambda: _broker_pid(detached, victim) != old_pid, 60,
+        wait_until(lambda: _broker_pid(detached, victim) not in (None, old_pid), 60,
                    f"Ray to restart broker {victim}")
         wait_until(lambda: (info := read_brokers(detached.store).get(victim)) is not None
                    and info.epoch != old_epoch, 60, f"broker {victim} registered again")
@@ -61,10 +66,10 @@ def test_a_killed_broker_process_comes_back_by_itself(detached: Cluster) -> None
                                detached.describe_topic("restarted")["partitions"]),
                    60, f"broker {victim} back in every ISR")
         before = len(workload.acknowledged)
-        # One run of a fresh clone saw writes stop for over 60 s here (out of six runs of this
-        # test that day): 120 s, and what the producer saw if it happens again.
+        # A failure says what the producer saw (it once found the restarted broker's metadata
+        # missing partitions: a partial UpdateMetadata taken for the whole picture).
         try:
-            wait_until(lambda: len(workload.acknowledged) > before + 500, 120, "writes after")
+            wait_until(lambda: len(workload.acknowledged) > before + 500, 60, "writes after")
         except AssertionError as error:
             raise AssertionError(
                 f"{error}; {len(workload.acknowledged) - before} acknowledged since, "

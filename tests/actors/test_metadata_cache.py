@@ -70,3 +70,18 @@ def test_deleted_topics_go_and_a_full_update_forgets_what_it_does_not_name() -> 
     cache.apply(UpdateMetadataRequest(2, 4, {1: BROKERS[1]},
                                       {TopicPartition("b", 0): state(0, 2, 2)}))
     assert cache.metadata(["b"])["topics"]["b"][0]["leader_host"] is None
+
+
+def test_zookeepers_picture_at_start_fills_in_under_a_partial_update_that_came_first() -> None:
+    """A restarted broker hears the controller's update of the partitions it changed before
+    it has read ZooKeeper: the read must complete the topics, not be refused as older."""
+    cache = MetadataCache()
+    assert cache.apply(UpdateMetadataRequest(0, 5, BROKERS, {
+        TopicPartition("orders", 1): state(2, 6, 9)}))
+    cache.fill(UpdateMetadataRequest(-1, -1, BROKERS, {
+        TopicPartition("orders", 0): state(0, 3, 4), TopicPartition("orders", 1): state(1, 5, 8),
+        TopicPartition("orders", 2): state(1, 1, 1)}, full=True))
+    partitions = cache.metadata(["orders"])["topics"]["orders"]
+    assert sorted(partitions) == [0, 1, 2]
+    assert (partitions[1]["leader"], partitions[1]["leader_epoch"]) == (2, 6)  # the newer kept
+    assert cache.controller_epoch == 5
