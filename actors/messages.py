@@ -162,6 +162,18 @@ class FetchedRecords(NamedTuple):
     log_end_offset: int
 
 
+class TableRead(NamedTuple):
+    """What a host's `read_table` read of one partition, beside the table it returned: records
+    up to `next_offset` are in it; `error` (an error reply) if the read could not start, for
+    example on a replica that is not the leader."""
+
+    rows: int
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+    error: dict[str, Any] | None = None
+
+
 class ReplicaFetchAnswer(NamedTuple):
     """A leader host's answer to a follower host for one partition of its fetch session: the
     fetch offset it was read for, so that a follower that truncated meanwhile drops it."""

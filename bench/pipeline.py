@@ -1,8 +1,22 @@
-"""Records/s from a topic to a materialised Spark DataFrame (read_topic: consumers in Ray tasks,
-Arrow, a Ray Dataset, RayDP), beside `spark.createDataFrame` of the same rows from the driver,
-measured in the same run. Prints one JSON object; `--plot out.png` draws a bar chart.
+"""Records/s between a topic and Spark, beside what Spark and RayDP do with the same rows
+without rafka, all in one Spark session and one run. Prints one JSON object; `--plot out.png`
+draws a bar chart.
 
     .venv/bin/python bench/pipeline.py --records 200000
+
+What it times (medians of `--repeat` runs, each materialised with persist().count()):
+
+* `read_topic`: the topic into a DataFrame.
+* `arrow_handoff`: the same rows as in-memory Arrow tables (one per partition) handed to Spark
+  through a Ray Dataset (`to_spark`): the ceiling RayDP sets for any read that goes through it.
+* `parquet_read`: Spark's own Parquet reader over the same rows.
+* `create_dataframe`: `spark.createDataFrame` of the same rows from the driver.
+* `ray_data`: the topic into a materialised Ray Dataset (no Spark).
+* `write_topic`: the rows' values written to a new topic, beside `parquet_write`, Spark writing
+  the same rows to Parquet.
+
+Ratios: `read_topic_vs_arrow_handoff` (issue 24's target is 0.8), `write_topic_vs_parquet_write`
+(also 0.8) and `read_topic_vs_create_dataframe`.
 """
 
 from __future__ import annotations
@@ -10,13 +24,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import ray
 
 from rafka import Cluster
 from rafka.actors.runtime import init_ray
+from rafka.pipelines import topics as pipeline_topics
 from rafka.pipelines.spark import start_spark, stop_spark
-from rafka.pipelines.topics import SPARK_SCHEMA, read_topic
+from rafka.pipelines.topics import SPARK_SCHEMA, read_topic, write_topic
 
 
 def produce(cluster: Cluster, topic: str, records: int, record_size: int) -> None:
@@ -31,74 +53,125 @@ def produce(cluster: Cluster, topic: str, records: int, record_size: int) -> Non
     producer.close()
 
 
+def timed(repeat: int, run: Callable[[], int], expected: int) -> list[float]:
+    seconds = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        count = run()
+        seconds.append(time.perf_counter() - started)
+        assert count == expected, (count, expected)
+    return seconds
+
+
+def materialised_count(frame: Any) -> int:
+    frame = frame.persist()
+    count = frame.count()
+    frame.unpersist()
+    return count
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--record-size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=3, help="best of this many reads")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each; medians reported")
+    parser.add_argument("--phases", default="read_topic,arrow_handoff,parquet_read,"
+                        "create_dataframe,ray_data,write_topic,parquet_write")
     parser.add_argument("--plot", help="write a bar chart to this PNG file")
     args = parser.parse_args()
+    phases = args.phases.split(",")
 
     init_ray(log_to_driver=False)
-    cluster = Cluster.start(brokers=1, name="bench-pipeline", data_dir=tempfile.mkdtemp())
+    scratch = tempfile.mkdtemp(prefix="rafka-bench-pipeline-")
+    cluster = Cluster.start(brokers=1, name="bench-pipeline", data_dir=scratch + "/data")
     spark = start_spark("rafka-bench", configs={"spark.ui.enabled": "false",
                                                  "spark.ui.showConsoleProgress": "false"})
+    seconds: dict[str, list[float]] = {}
+    records = args.records
     try:
         cluster.create_topic("bench", partitions=args.partitions, replication_factor=1)
-        produce(cluster, "bench", args.records, args.record_size)
+        produce(cluster, "bench", records, args.record_size)
+        rows = read_topic(spark, cluster, "bench").toPandas()
+        tables = [pa.Table.from_pandas(part, preserve_index=False)
+                  for _partition, part in rows.groupby("partition")]
+        parquet = os.path.join(scratch, "parquet")
+        spark.createDataFrame(rows, SPARK_SCHEMA).write.parquet(parquet)
 
-        topic_seconds = []
-        rows = None
-        for _ in range(args.repeat):
-            started = time.perf_counter()
-            frame = read_topic(spark, cluster, "bench").persist()
-            count = frame.count()
-            topic_seconds.append(time.perf_counter() - started)
-            assert count == args.records, count
-            if rows is None:
-                rows = frame.collect()  # the same rows, for the baseline
-            frame.unpersist()
+        def arrow_handoff() -> int:
+            refs = [ray.put(table) for table in tables]
+            return materialised_count(ray.data.from_arrow_refs(refs).to_spark(spark))
 
-        driver_seconds = []
-        for _ in range(args.repeat):
-            started = time.perf_counter()
-            baseline = spark.createDataFrame(rows, SPARK_SCHEMA).persist()
-            assert baseline.count() == args.records
-            driver_seconds.append(time.perf_counter() - started)
-            baseline.unpersist()
+        def ray_data() -> int:
+            return pipeline_topics.read_dataset(cluster, "bench").materialize().count()
 
-        best_topic, best_driver = min(topic_seconds), min(driver_seconds)
-        result = {
-            "records": args.records,
-            "record_size": args.record_size,
-            "partitions": args.partitions,
-            "read_topic": {"seconds": round(best_topic, 3),
-                           "records_per_s": int(args.records / best_topic)},
-            "createDataFrame_from_driver": {"seconds": round(best_driver, 3),
-                                            "records_per_s": int(args.records / best_driver)},
-            "read_topic_vs_driver": round(best_driver / best_topic, 2),
+        written = iter(range(10_000))
+
+        def write() -> int:
+            topic = f"bench-out-{next(written)}"
+            cluster.create_topic(topic, partitions=args.partitions, replication_factor=1)
+            counts = write_topic(values, cluster, topic)
+            cluster.delete_topic(topic, wait=False)
+            return sum(counts.values())
+
+        def parquet_write() -> int:
+            target = os.path.join(scratch, f"out-{next(written)}")
+            values.write.parquet(target)
+            shutil.rmtree(target)
+            return records
+
+        values = spark.read.parquet(parquet).select("value").persist()
+        values.count()
+        runs: dict[str, Callable[[], int]] = {
+            "read_topic": lambda: materialised_count(read_topic(spark, cluster, "bench")),
+            "arrow_handoff": arrow_handoff,
+            "parquet_read": lambda: materialised_count(spark.read.parquet(parquet)),
+            "create_dataframe": lambda: materialised_count(
+                spark.createDataFrame(rows, SPARK_SCHEMA)),
+            "ray_data": ray_data,
+            "write_topic": write,
+            "parquet_write": parquet_write,
         }
-        print(json.dumps(result, indent=2))
-        if args.plot:
-            try:
-                import matplotlib
-
-                matplotlib.use("Agg")
-                import matplotlib.pyplot as plt
-            except ImportError:
-                print("matplotlib is not installed: no plot")
-            else:
-                labels = ["read_topic", "createDataFrame (driver)"]
-                values = [result["read_topic"]["records_per_s"],
-                          result["createDataFrame_from_driver"]["records_per_s"]]
-                plt.bar(labels, values)
-                plt.ylabel("records/s")
-                plt.title(f"{args.records} records of {args.record_size} B to a DataFrame")
-                plt.savefig(args.plot)
+        for phase in phases:
+            if phase == "ray_data" and not hasattr(pipeline_topics, "read_dataset"):
+                continue  # before read_dataset existed
+            seconds[phase] = timed(args.repeat, runs[phase], records)
     finally:
         stop_spark()
         cluster.shutdown()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    result: dict[str, Any] = {"records": records, "record_size": args.record_size,
+                              "partitions": args.partitions, "repeat": args.repeat}
+    rates = {}
+    for phase, runs_s in seconds.items():
+        median = statistics.median(runs_s)
+        rates[phase] = records / median
+        result[phase] = {"seconds": [round(s, 3) for s in runs_s],
+                         "records_per_s": int(rates[phase])}
+    for name, (numerator, denominator) in {
+        "read_topic_vs_arrow_handoff": ("read_topic", "arrow_handoff"),
+        "read_topic_vs_create_dataframe": ("read_topic", "create_dataframe"),
+        "write_topic_vs_parquet_write": ("write_topic", "parquet_write"),
+    }.items():
+        if numerator in rates and denominator in rates:
+            result[name] = round(rates[numerator] / rates[denominator], 2)
+    print(json.dumps(result, indent=2))
+    if args.plot:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            print("matplotlib is not installed: no plot")
+        else:
+            plt.bar(list(rates), list(rates.values()))
+            plt.xticks(rotation=30, ha="right")
+            plt.ylabel("records/s (median)")
+            plt.title(f"{records} records of {args.record_size} B")
+            plt.tight_layout()
+            plt.savefig(args.plot)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
-"""Topics to Spark DataFrames and back.
+"""Topics to Spark DataFrames and Ray Datasets, and back.
 
-`read_topic` reads a bounded range of offsets: each partition is read by a consumer of its own
-in a Ray task, into an Arrow table; the tables form a Ray Dataset, which RayDP hands to Spark.
-The DataFrame has the schema of Spark's own Kafka source, so code written for it carries over.
-The group's offsets move only when the caller says the batch is consumed (`commit()`, or leaving
-the `with` block without an exception): at-least-once, as a Kafka consumer commits.
+`read_topic` reads a bounded range of offsets of one or more topics, chosen with Spark's
+Kafka-source options (`pipelines.source_options`). The replica hosts that lead the partitions
+turn their batches into Arrow tables where they lie (`pipelines.reads`); the tables form a Ray
+Dataset (`read_dataset`), which RayDP hands to Spark. The DataFrame has the schema of Spark's own
+Kafka source, so code written for it carries over. A group's offsets move only when the caller
+says the batch is consumed (`commit()`, or leaving the `with` block without an exception):
+at-least-once, as a Kafka consumer commits.
 
 `write_topic` produces a DataFrame's rows in parallel: one Ray task with its own producer per
 block of the DataFrame.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -35,22 +37,15 @@ from raydp.spark import spark_dataframe_to_ray_dataset
 from rafka.actors.clients.consumer import Consumer
 from rafka.actors.cluster import Cluster
 from rafka.actors.errors import CommitFailedError, UnknownTopicError
-from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from rafka.pipelines.reads import read_tables, split_ranges
+from rafka.pipelines.source_options import (
+    SourceOptionError,
+    SourceOptions,
+    TopicPartitionKey,
+    parse_source_options,
+    resolve_ranges,
+)
 
-# Spark's Kafka source writes JSON offsets with Kafka's ListOffsets timestamps: -1 latest,
-# -2 earliest.
-LATEST, EARLIEST = LATEST_TIMESTAMP, EARLIEST_TIMESTAMP
-
-HEADERS_ARROW = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-ARROW_SCHEMA = pa.schema([
-    ("key", pa.binary()),
-    ("value", pa.binary()),
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("timestamp", pa.timestamp("ms", tz="UTC")),
-    ("timestampType", pa.int32()),
-])
 SPARK_SCHEMA = StructType([
     StructField("key", BinaryType()),
     StructField("value", BinaryType()),
@@ -63,24 +58,26 @@ SPARK_SCHEMA = StructType([
 SPARK_HEADERS = StructField("headers", ArrayType(StructType([
     StructField("key", StringType()), StructField("value", BinaryType())])))
 
+OffsetRanges = dict[TopicPartitionKey, tuple[int, int]]
+
 
 class TopicDataFrame(DataFrame):
     """A DataFrame read from a topic that knows where its batch ends, so the group's offsets can
     be committed once the caller has consumed it."""
 
-    def _bind(self, cluster: Cluster, group: str | None, ranges: dict[tuple[str, int],
-              tuple[int, int]]) -> TopicDataFrame:
+    def _bind(self, cluster: Cluster, group: str | None, ranges: OffsetRanges
+              ) -> TopicDataFrame:
         self._cluster, self._group, self._ranges = cluster, group, ranges
         self._committed = False
         return self
 
     @property
-    def offset_ranges(self) -> dict[tuple[str, int], tuple[int, int]]:
+    def offset_ranges(self) -> OffsetRanges:
         """`{(topic, partition): (from offset, until offset)}` of this batch."""
         return dict(self._ranges)
 
     @property
-    def end_offsets(self) -> dict[tuple[str, int], int]:
+    def end_offsets(self) -> dict[TopicPartitionKey, int]:
         return {tp: until for tp, (_start, until) in self._ranges.items()}
 
     def commit(self) -> None:
@@ -101,131 +98,153 @@ class TopicDataFrame(DataFrame):
             self.commit()
 
 
-def _parse_offsets(spec: str | Mapping[str, Mapping[str, int]], topic: str, what: str
-                   ) -> dict[int, int] | str:
-    if isinstance(spec, str) and spec in ("earliest", "latest", "committed"):
-        return spec
-    if isinstance(spec, str):
-        try:
-            spec = json.loads(spec)
-        except json.JSONDecodeError:
-            raise ValueError(f"{what}={spec!r}: use 'earliest', 'latest', 'committed' or JSON "
-                             """like '{"orders": {"0": 42, "1": -2}}'""") from None
-    if not isinstance(spec, Mapping) or set(spec) - {topic}:
-        raise ValueError(f"{what} must map topic {topic!r} to {{partition: offset}}, got {spec!r}")
-    return {int(p): int(offset) for p, offset in spec.get(topic, {}).items()}
-
-
-def _offset_ranges(
-    cluster: Cluster, topic: str, group: str | None, starting: Any, ending: Any
-) -> dict[tuple[str, int], tuple[int, int]]:
-    bounds = cluster.offset_bounds(topic)
-    start_spec = _parse_offsets(starting, topic, "starting_offsets")
-    end_spec = _parse_offsets(ending, topic, "ending_offsets")
-    if start_spec == "committed" and group is None:
-        raise ValueError("starting_offsets='committed' needs group=")
-    committed = (cluster.committed_offsets(group, [(topic, p) for p in bounds])
-                 if start_spec == "committed" else {})
-    ranges = {}
-    for partition, (log_start, high_watermark) in bounds.items():
-        if start_spec == "committed":
-            start = committed.get((topic, partition))
-            start = log_start if start is None else start
-        elif start_spec == "latest":
-            start = high_watermark
-        elif start_spec == "earliest":
-            start = log_start
-        else:
-            start = start_spec.get(partition, EARLIEST)
-            start = {EARLIEST: log_start, LATEST: high_watermark}.get(start, start)
-        if end_spec in ("latest", "committed", "earliest"):
-            end = high_watermark if end_spec == "latest" else start
-        else:
-            end = end_spec.get(partition, LATEST)
-            end = {EARLIEST: log_start, LATEST: high_watermark}.get(end, end)
-        start = min(max(start, log_start), high_watermark)
-        ranges[(topic, partition)] = (start, max(start, min(end, high_watermark)))
-    return ranges
-
-
-@ray.remote(num_cpus=0)
-def _read_range(namespace: str, topic: str, partition: int, start: int, until: int,
-                headers: bool, timestamp_type: int) -> pa.Table:
-    """One partition's records in [start, until), as an Arrow table (runs in a Ray task)."""
-    consumer = Consumer(namespace, max_poll_records=50_000,
-                        max_partition_fetch_bytes=8 * 1024 * 1024)
-    consumer.assign([(topic, partition)])
-    consumer.seek(topic, partition, start)
-    keys, values, offsets, stamps, header_lists = [], [], [], [], []
-    while consumer.position(topic, partition) < until:
-        for record in consumer.poll(1000):
-            if record.offset >= until:
-                break
-            keys.append(record.key)
-            values.append(record.value)
-            offsets.append(record.offset)
-            stamps.append(record.timestamp)
-            if headers:
-                header_lists.append([{"key": k, "value": v} for k, v in record.headers])
-        else:
+def source_options(
+    topic: str | Sequence[str] | None,
+    options: Mapping[str, Any] | None,
+    *,
+    streaming: bool,
+    group: str | None = None,
+    **shorthands: Any,
+) -> SourceOptions:
+    """Spark's options, with `topic` standing for `subscribe` and the Python keywords of
+    `read_topic` for theirs (`starting_offsets` for `startingOffsets`, ...)."""
+    merged: dict[str, Any] = dict(options or {})
+    spark_names = {"topic": "subscribe", "starting_offsets": "startingOffsets",
+                   "ending_offsets": "endingOffsets", "include_headers": "includeHeaders"}
+    for keyword, value in {"topic": topic, **shorthands}.items():
+        if value is None:
             continue
-        break
-    consumer.close()
-    count = len(offsets)
-    columns = [
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
-        pa.array([topic] * count, pa.string()),
-        pa.array([partition] * count, pa.int32()),
-        pa.array(offsets, pa.int64()),
-        pa.array(stamps, pa.timestamp("ms", tz="UTC")),
-        pa.array([timestamp_type] * count, pa.int32()),
-    ]
-    schema = ARROW_SCHEMA
-    if headers:
-        columns.append(pa.array(header_lists, HEADERS_ARROW))
-        schema = schema.append(pa.field("headers", HEADERS_ARROW))
-    return pa.Table.from_arrays(columns, schema=schema)
+        name = spark_names[keyword]
+        if any(given.lower() == name.lower() for given in merged):
+            raise SourceOptionError(f"{keyword}= and option {name!r} say the same thing: "
+                                    "give one")
+        if isinstance(value, Mapping):
+            value = json.dumps(value)
+        merged[name] = value
+    return parse_source_options(merged, streaming=streaming, group=group)
+
+
+def offset_ranges(cluster: Cluster, options: SourceOptions, group: str | None = None, *,
+                  starting: Mapping[TopicPartitionKey, int] | None = None) -> OffsetRanges:
+    """Each partition's `[start, until)` for `options` as the cluster stands now; `starting`,
+    if given, replaces the options' starting offsets (a stream's next batch)."""
+    existing = cluster.list_topics()
+    topics = options.topics_of(existing)
+    missing = [topic for topic in topics if topic not in existing]
+    if missing:
+        raise UnknownTopicError(
+            f"topic {', '.join(map(repr, missing))} does not exist: create it first, or check "
+            f"the name (topics: {', '.join(existing) or 'none'})")
+    reader = Consumer(cluster.namespace)
+    if options.assign is not None:
+        partitions = list(options.assign)
+        for topic, partition in partitions:
+            count = reader.metadata.partition_count(topic)
+            if not 0 <= partition < count:
+                raise SourceOptionError(f"assign names {topic}-{partition}, but {topic!r} has "
+                                        f"partitions 0..{count - 1}")
+    else:
+        partitions = [(topic, partition) for topic in topics
+                      for partition in range(reader.metadata.partition_count(topic))]
+    starts = reader.beginning_offsets(partitions)
+    ends = reader.end_offsets(partitions)
+    bounds = {tuple(tp): (starts[tp], ends[tp]) for tp in starts}
+    if starting is not None:
+        return {tp: (min(max(starting.get(tp, log_start), log_start), high_watermark),
+                     high_watermark) for tp, (log_start, high_watermark) in bounds.items()}
+    committed = (cluster.committed_offsets(group, partitions)
+                 if options.starting.kind == "committed" else None)
+
+    def found(offsets: Any) -> dict[TopicPartitionKey, int | None] | None:
+        if offsets.kind not in ("timestamp", "timestamps"):
+            return None
+        answers = reader.offsets_for_times({tp: offsets.timestamp_of(tp) for tp in bounds})
+        return {tuple(tp): offset for tp, offset in answers.items()}
+
+    return resolve_ranges(options, bounds, committed=committed,
+                          starting_found=found(options.starting),
+                          ending_found=found(options.ending))
+
+
+def ranges_dataset(cluster: Cluster, ranges: OffsetRanges, *, include_headers: bool = False,
+                   min_partitions: int | None = None, fail_on_data_loss: bool = True,
+                   poll_timeout_ms: int = 120_000) -> ray.data.Dataset | None:
+    """The records of `ranges` as a Ray Dataset of Arrow blocks; None if there are none."""
+    refs = read_tables(cluster.namespace, split_ranges(ranges, min_partitions),
+                       include_headers, fail_on_data_loss=fail_on_data_loss,
+                       timeout_s=poll_timeout_ms / 1000)
+    return ray.data.from_arrow_refs(refs) if refs else None
+
+
+def ranges_frame(spark: SparkSession, cluster: Cluster, ranges: OffsetRanges,
+                 group: str | None, options: SourceOptions) -> TopicDataFrame:
+    """`ranges` read into a DataFrame of Spark's Kafka-source schema."""
+    dataset = ranges_dataset(cluster, ranges, include_headers=options.include_headers,
+                             min_partitions=options.min_partitions,
+                             fail_on_data_loss=options.fail_on_data_loss,
+                             poll_timeout_ms=options.poll_timeout_ms)
+    schema = StructType([*SPARK_SCHEMA.fields,
+                         *([SPARK_HEADERS] if options.include_headers else [])])
+    if dataset is not None:
+        frame = dataset.to_spark(spark)
+        frame = frame.select(*schema.fieldNames())  # the Kafka source's column order
+    else:
+        frame = spark.createDataFrame([], schema)
+    return TopicDataFrame(frame._jdf, frame.sparkSession)._bind(cluster, group, ranges)
 
 
 def read_topic(
     spark: SparkSession,
     cluster: Cluster,
-    topic: str,
+    topic: str | Sequence[str] | None = None,
     *,
     group: str | None = None,
+    options: Mapping[str, Any] | None = None,
     starting_offsets: str | Mapping[str, Mapping[str, int]] | None = None,
-    ending_offsets: str | Mapping[str, Mapping[str, int]] = "latest",
-    include_headers: bool = False,
+    ending_offsets: str | Mapping[str, Mapping[str, int]] | None = None,
+    include_headers: bool | None = None,
 ) -> TopicDataFrame:
-    """A topic's records as a DataFrame with Spark's Kafka-source schema.
+    """Records of one or more topics as a DataFrame with Spark's Kafka-source schema.
 
-    `starting_offsets`: "committed" (the default with a group; partitions without a committed
-    offset start at the earliest), "earliest" (the default without), "latest", or JSON as Spark
-    takes it, `{"topic": {"0": 23, "1": -2}}` (-2 earliest, -1 latest). `ending_offsets`:
-    "latest" (the high watermark now) or JSON. Nothing is committed until `commit()`.
+    `options` are Spark's Kafka-source options, under Spark's names (`subscribePattern`,
+    `assign`, `startingOffsetsByTimestamp`, `minPartitions`, `failOnDataLoss`, ...:
+    docs/pipelines.md lists them all). `topic` stands for `subscribe`, and the keywords for
+    `startingOffsets`, `endingOffsets` and `includeHeaders`. rafka adds `group`: the batch's
+    offsets are committed to it by `commit()`, and `startingOffsets` defaults to "committed"
+    (partitions without a committed offset start at the earliest); without a group, to
+    "earliest", as in Spark. Nothing is committed until `commit()`.
     """
-    if not cluster.topic_exists(topic):
-        raise UnknownTopicError(f"topic {topic!r} does not exist: create it first, or check "
-                                f"the name (topics: {', '.join(cluster.list_topics()) or 'none'})")
-    if starting_offsets is None:
-        starting_offsets = "committed" if group is not None else "earliest"
-    ranges = _offset_ranges(cluster, topic, group, starting_offsets, ending_offsets)
-    log_append_time = (cluster.describe_topic(topic)["config"].get("message.timestamp.type")
-                       == "LogAppendTime")
-    refs = [
-        _read_range.remote(cluster.namespace, topic, partition, start, until, include_headers,
-                           int(log_append_time))
-        for (topic, partition), (start, until) in sorted(ranges.items())
-        if until > start
-    ]
-    schema = StructType([*SPARK_SCHEMA.fields, *([SPARK_HEADERS] if include_headers else [])])
-    if refs:
-        frame = ray.data.from_arrow_refs(refs).to_spark(spark)
-        frame = frame.select(*schema.fieldNames())  # the Kafka source's column order
-    else:
-        frame = spark.createDataFrame([], schema)
-    return TopicDataFrame(frame._jdf, frame.sparkSession)._bind(cluster, group, ranges)
+    parsed = source_options(topic, options, streaming=False, group=group,
+                            starting_offsets=starting_offsets, ending_offsets=ending_offsets,
+                            include_headers=include_headers)
+    ranges = offset_ranges(cluster, parsed, group)
+    return ranges_frame(spark, cluster, ranges, group, parsed)
+
+
+def read_dataset(
+    cluster: Cluster,
+    topic: str | Sequence[str] | None = None,
+    *,
+    options: Mapping[str, Any] | None = None,
+    starting_offsets: str | Mapping[str, Mapping[str, int]] | None = None,
+    ending_offsets: str | Mapping[str, Mapping[str, int]] | None = None,
+    include_headers: bool | None = None,
+) -> ray.data.Dataset:
+    """`read_topic` for Ray Data: the same records and columns as a Ray Dataset of Arrow
+    blocks (one or more per partition), without Spark."""
+    parsed = source_options(topic, options, streaming=False,
+                            starting_offsets=starting_offsets, ending_offsets=ending_offsets,
+                            include_headers=include_headers)
+    dataset = ranges_dataset(cluster, offset_ranges(cluster, parsed),
+                             include_headers=parsed.include_headers,
+                             min_partitions=parsed.min_partitions,
+                             fail_on_data_loss=parsed.fail_on_data_loss,
+                             poll_timeout_ms=parsed.poll_timeout_ms)
+    if dataset is None:
+        from rafka.actors.record_tables import schema
+
+        return ray.data.from_arrow(schema(parsed.include_headers).empty_table())
+    return dataset
 
 
 def _as_bytes(column: pa.ChunkedArray | None, name: str) -> list[bytes | None]:
@@ -242,19 +261,34 @@ def _as_bytes(column: pa.ChunkedArray | None, name: str) -> list[bytes | None]:
 @ray.remote(num_cpus=0)
 def _produce_block(namespace: str, topic: str, block: pa.Table, key_col: str | None,
                    value_col: str, partition_col: str | None, acks: Any) -> dict[int, int]:
-    """Produce one block of rows with a producer of its own; count per partition."""
+    """Produce one block of rows with a producer of its own, in bulk (`send_batch`: no Python
+    code per record but the partitioner's for keys); count per partition."""
     from rafka.actors.clients.producer import Producer
 
     values = _as_bytes(block.column(value_col), value_col)
-    keys = _as_bytes(block.column(key_col), key_col) if key_col else [None] * len(values)
-    partitions = (block.column(partition_col).to_pylist() if partition_col
-                  else [None] * len(values))
+    keys = _as_bytes(block.column(key_col), key_col) if key_col else None
+    if partition_col:
+        targets = block.column(partition_col).to_pylist()
+        groups: dict[int | None, list[int]] = {}
+        for index, target in enumerate(targets):
+            groups.setdefault(target, []).append(index)
+    else:
+        groups = {None: None}
     producer = Producer(namespace, acks=acks)
     try:
-        futures = [producer.send(topic, value=value, key=key, partition=partition)
-                   for key, value, partition in zip(keys, values, partitions, strict=True)]
+        sent = []
+        for target, indexes in groups.items():
+            if indexes is None:
+                sent.append(producer.send_batch(topic, values, keys))
+                continue
+            sent.append(producer.send_batch(
+                topic, [values[i] for i in indexes],
+                None if keys is None else [keys[i] for i in indexes], partition=target))
         producer.flush()
-        return dict(Counter(future.result(60).partition for future in futures))
+        counts: Counter[int] = Counter()
+        for records in sent:
+            counts.update(records.partition_counts(60))
+        return dict(counts)
     finally:
         producer.close()
 

@@ -177,6 +177,22 @@ class SentRecords(Sequence[RecordFuture]):
         """Whether every record is acknowledged or has failed."""
         return all(span.outcome.done.is_set() for span in self._spans)
 
+    def partition_counts(self, timeout: float | None = None) -> dict[int, int]:
+        """How many of the records each partition took, once all are acknowledged; raises
+        the first failure (after `timeout` s, `RequestTimedOutError`), without making a future
+        per record."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        counts: dict[int, int] = {}
+        for span in self._spans:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not span.outcome.done.wait(left):
+                raise RequestTimedOutError(f"records to {self._topic}-{span.partition} not "
+                                           f"acknowledged within {timeout} s")
+            if span.outcome.error is not None:
+                raise span.outcome.error
+            counts[span.partition] = counts.get(span.partition, 0) + span.count
+        return counts
+
 
 class _Request(NamedTuple):
     """A produce request in flight: the host it went to, the batches it carries, and when it

@@ -45,6 +45,7 @@ from rafka.actors.messages import (
     RecordsDeletion,
     ReplicaFetchAnswer,
     ReplicaFetchPartition,
+    TableRead,
 )
 from rafka.actors.naming import broker_name, partition_log_dir
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
@@ -55,6 +56,7 @@ from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica
 from rafka.actors.server.replica_fetcher import ReplicaFetcher
 from rafka.common.clock import wall_clock_ms
 from rafka.common.topic_partition import TopicPartition
+from rafka.logstore.batch import decode_columns
 from rafka.wire.records import to_kafka
 
 log = logging.getLogger(__name__)
@@ -424,6 +426,41 @@ class ReplicaHost:
                     if isinstance(reply, FetchedRecords) and reply.records else reply
                     for reply in replies]
         return replies
+
+    @ray.method(num_returns=2)
+    async def read_table(
+        self, topic: str, partition: int, start: int, until: int, max_bytes: int,
+        include_headers: bool,
+    ) -> tuple[Any, TableRead]:
+        """A pipeline's read: the leader's records in `[start, until)`, at most about
+        `max_bytes` of batches (always at least one batch), as an Arrow table with the columns
+        of Spark's Kafka source (`rafka.actors.record_tables`), built here from the batches
+        where they lie. Two results, so the caller learns where the read stopped without
+        fetching the table: `(table, TableRead)`. Never waits for records."""
+        from rafka.actors.record_tables import records_table  # pyarrow only where it is used
+
+        replica = self.replicas.get(TopicPartition(topic, partition))
+        if replica is None:
+            return records_table([], topic, partition, include_headers), TableRead(
+                0, start, -1, -1, _unknown_partition(self.broker_id, topic, partition))
+        batches = []
+        offset, budget = start, max_bytes
+        while offset < until and budget > 0:
+            reply = replica.read(offset, budget, follower=False)
+            if not isinstance(reply, FetchedRecords):
+                if offset == start:
+                    return records_table([], topic, partition, include_headers), TableRead(
+                        0, start, -1, -1, reply)
+                break  # what was read stands; the caller asks again from `offset`
+            if not reply.records:
+                break
+            batches += decode_columns(reply.records, offset, until)
+            budget -= len(reply.records)
+            offset = min(reply.next_offset, until)
+        table = records_table(batches, topic, partition, include_headers)
+        log_ = replica.log
+        return table, TableRead(table.num_rows, offset, log_.high_watermark,
+                                log_.log_start_offset)
 
     async def _wait_for_consumer_records(
         self, requests: list[PartitionFetch], live: list[tuple[int, PartitionReplica]],

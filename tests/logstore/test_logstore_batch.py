@@ -30,7 +30,13 @@ from rafka.logstore import (
     validate_batch,
     validate_batches,
 )
-from rafka.logstore.batch import batch_size, encode_batch, frame_whole_batches, split_batches
+from rafka.logstore.batch import (
+    batch_size,
+    decode_columns,
+    encode_batch,
+    frame_whole_batches,
+    split_batches,
+)
 from tests.support.logstore import SMALL, T0, batch_of
 
 CODECS = ["none", "gzip", "lz4", "zstd"]
@@ -439,3 +445,44 @@ def test_decode_batches_builds_the_callers_record_type_with_topic_and_partition(
     assert typed == [Fetched("clicks", 7, *record) for record in plain]
     assert [(r.offset, r.timestamp, r.value, r.headers) for r in typed] == [
         (41, 1005, b"2", ()), (42, 1010, b"3", (("h", b"x"),))]
+
+
+@SMALL
+@given(batches=st.lists(records_strategy, min_size=1, max_size=4),
+       codec=st.sampled_from(CODECS), low=st.integers(0, 250), span=st.integers(0, 250),
+       log_append_time=st.booleans())
+def test_decode_columns_holds_what_decode_batches_decodes(
+    batches: list, codec: str, low: int, span: int, log_append_time: bool
+) -> None:
+    buf, offset = b"", 0
+    for records in batches:
+        data = build_batch(records, compression=codec)
+        buf += stamp_batch(data, offset, 0,
+                           log_append_time_ms=T0 + offset if log_append_time else None)
+        offset += len(records)
+    high = low + span
+    expected = [r for r in decode_batches(buf) if low <= r.offset < high]
+    columns = decode_columns(buf, low, high)
+    rebuilt = [
+        Record(batch.base_offset + delta,
+               batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME
+               else batch.first_timestamp + ts_delta, key, value, headers)
+        for batch in columns
+        for delta, ts_delta, key, value, headers in zip(
+            batch.offset_deltas, batch.timestamp_deltas, batch.keys, batch.values,
+            batch.headers, strict=True)
+    ]
+    assert rebuilt == expected
+    assert all(batch.offset_deltas for batch in columns)  # no empty batches handed out
+
+
+def test_decode_columns_refuses_records_of_the_wrong_shape() -> None:
+    good = stamp_batch(batch_of(3), 0, 0)
+    header = read_header(good)
+    payload = msgpack.packb([[0, 0, None, b"v"], [1, 0, None, b"v"], [2, 0, None, b"v"]])
+    body = struct.pack(">hiqqqhii", header.attributes, header.last_offset_delta,
+                       header.first_timestamp, header.max_timestamp, -1, -1, -1, 3) + payload
+    framed = struct.pack(">qiib", 0, len(body) + 9, 0, 2) + struct.pack(
+        ">I", zlib.crc32(body)) + body
+    with pytest.raises(CorruptRecordError, match="wrong shape"):
+        decode_columns(framed)

@@ -1,0 +1,150 @@
+"""Reading offset ranges of partitions into Arrow tables, where the records lie.
+
+Each piece of a read is one call to the replica host that leads its partition
+(`ReplicaHost.read_table`): the host decodes its batches straight into an Arrow table with the
+columns of Spark's Kafka source and keeps it in Ray's object store; the driver learns only how
+far each call got, and hands the tables' references on (to a Ray Dataset, and through RayDP to
+Spark) without ever holding the records. No Ray task, no consumer, no Python object per record
+on the driver.
+
+`split_ranges` is the plan (pure, Spark's `minPartitions`); `read_tables` the I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from itertools import pairwise
+from typing import NamedTuple
+
+import ray
+from ray.exceptions import RayActorError
+
+from rafka.actors.clients.metadata import MetadataCache
+from rafka.actors.errors import (
+    BrokerUnavailableError,
+    OffsetOutOfRangeError,
+    RafkaError,
+    error_for,
+    is_retriable,
+)
+from rafka.actors.messages import TableRead
+from rafka.pipelines.source_options import DataLossError
+
+log = logging.getLogger(__name__)
+
+# About this many bytes of batches per host call: a table of ~8 MB is a good Spark partition,
+# and the host's loop is busy decoding for tens of milliseconds at most.
+PIECE_MAX_BYTES = 8 * 1024 * 1024
+# A read that makes no progress for this long fails (no leader, or the range is not there):
+# Spark's kafkaConsumer.pollTimeoutMs default.
+READ_TIMEOUT_S = 120.0
+
+
+class Piece(NamedTuple):
+    """Offsets `[start, until)` of one partition, read by one or more host calls."""
+
+    topic: str
+    partition: int
+    start: int
+    until: int
+
+
+def split_ranges(ranges: Mapping[tuple[str, int], tuple[int, int]],
+                 min_partitions: int | None = None) -> list[Piece]:
+    """The pieces to read: one per non-empty range, and, with `min_partitions` (Spark's
+    `minPartitions`) above that count, large ranges split so that there are about that many,
+    each range into parts in proportion to its share of the records, as Spark's
+    KafkaOffsetRangeCalculator does."""
+    pieces = [Piece(topic, partition, start, until)
+              for (topic, partition), (start, until) in sorted(ranges.items()) if until > start]
+    if min_partitions is None or min_partitions <= len(pieces):
+        return pieces
+    total = sum(piece.until - piece.start for piece in pieces)
+    split = []
+    for piece in pieces:
+        size = piece.until - piece.start
+        parts = max(1, min(size, round(size / total * min_partitions)))
+        bounds = [piece.start + size * part // parts for part in range(parts + 1)]
+        split += [piece._replace(start=low, until=high)
+                  for low, high in pairwise(bounds)]
+    return split
+
+
+def read_tables(namespace: str, pieces: list[Piece], include_headers: bool, *,
+                fail_on_data_loss: bool = True, timeout_s: float = READ_TIMEOUT_S,
+                max_bytes: int = PIECE_MAX_BYTES) -> list[ray.ObjectRef]:
+    """References to Arrow tables holding every record of `pieces`, in piece and offset order.
+
+    A piece whose leader moved or died is asked again of the new leader; one larger than
+    `max_bytes` takes several calls. Records gone before they were read raise `DataLossError`,
+    or with `fail_on_data_loss=False` are skipped (logged), as Spark's Kafka source does.
+    """
+    metadata = MetadataCache(namespace)
+    tables: list[tuple[Piece, int, ray.ObjectRef]] = []
+    pending = list(pieces)
+    last_progress = time.monotonic()
+    while pending:
+        calls = []
+        for piece in pending:
+            try:
+                name, host = metadata.leader_host(piece.topic, piece.partition)
+            except BrokerUnavailableError:
+                calls.append((piece, None, None, None))
+                continue
+            table, read = host.read_table.remote(piece.topic, piece.partition, piece.start,
+                                                 piece.until, max_bytes, include_headers)
+            calls.append((piece, name, table, read))
+        pending = []
+        for piece, name, table, read_ref in calls:
+            if read_ref is None:
+                pending.append(piece)
+                continue
+            try:
+                read: TableRead = ray.get(read_ref)
+            except RayActorError as error:  # the host died: its partitions move
+                metadata.forget_if_dead(name, error)
+                metadata.invalidate(piece.topic)
+                pending.append(piece)
+                continue
+            if read.error is not None:
+                rest = _after_error(piece, read, metadata, fail_on_data_loss)
+                if rest is not None:
+                    pending.append(rest)
+                continue
+            if read.rows:
+                tables.append((piece, read.next_offset, table))
+            if read.next_offset > piece.start:
+                last_progress = time.monotonic()
+            if read.next_offset < piece.until:
+                pending.append(piece._replace(start=read.next_offset))
+        if pending:
+            if time.monotonic() - last_progress > timeout_s:
+                stuck = ", ".join(f"{p.topic}-{p.partition} at {p.start} (until {p.until})"
+                                  for p in pending)
+                raise RafkaError(f"reading made no progress for {timeout_s:.0f} s "
+                                 f"(kafkaConsumer.pollTimeoutMs): {stuck}; are the "
+                                 "partitions' leaders up?")
+            time.sleep(0.05)
+    tables.sort(key=lambda entry: (entry[0].topic, entry[0].partition, entry[1]))
+    return [table for _piece, _end, table in tables]
+
+
+def _after_error(piece: Piece, read: TableRead, metadata: MetadataCache,
+                 fail_on_data_loss: bool) -> Piece | None:
+    """What is left to read of `piece` after its read failed with `read.error`."""
+    error = error_for(read.error)
+    if isinstance(error, OffsetOutOfRangeError):
+        log_start = read.error.get("log_start_offset", -1)
+        lost_until = min(log_start, piece.until) if log_start > piece.start else piece.until
+        message = (f"{piece.topic}-{piece.partition}: offsets {piece.start}..{lost_until - 1} "
+                   f"were deleted (log start offset {log_start}) before they were read")
+        if fail_on_data_loss:
+            raise DataLossError(message + "; pass failOnDataLoss=false to skip lost records")
+        log.warning("%s: skipped (failOnDataLoss=false)", message)
+        return piece._replace(start=lost_until) if lost_until < piece.until else None
+    if error is not None and is_retriable(error):
+        metadata.invalidate(piece.topic)
+        return piece
+    raise error if error is not None else RafkaError(f"read of {piece} failed: {read.error}")

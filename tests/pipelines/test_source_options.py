@@ -1,0 +1,158 @@
+"""Spark's Kafka-source options and the ranges they resolve to (pure: no Ray, no Spark)."""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+
+import pytest
+
+from rafka.pipelines.reads import Piece, split_ranges
+from rafka.pipelines.source_options import (
+    DataLossError,
+    NoOffsetForTimestampError,
+    SourceOptionError,
+    parse_source_options,
+    resolve_ranges,
+)
+
+BOUNDS = {("a", 0): (10, 100), ("a", 1): (0, 50), ("b", 0): (0, 0)}
+
+
+def batch(**options):
+    return parse_source_options(options, streaming=False)
+
+
+def test_exactly_one_way_to_name_topics() -> None:
+    with pytest.raises(SourceOptionError, match="exactly one of"):
+        batch()
+    with pytest.raises(SourceOptionError, match="exactly one of"):
+        batch(subscribe="a", subscribePattern="a.*")
+    assert batch(subscribe="a, b").subscribe == ("a", "b")
+    assert batch(SUBSCRIBE="a").subscribe == ("a",)  # Spark's names are case-insensitive
+    assert batch(assign=json.dumps({"a": [1, 0]})).assign == (("a", 0), ("a", 1))
+    with pytest.raises(SourceOptionError, match="assign="):
+        batch(assign="[0, 1]")
+    with pytest.raises(SourceOptionError, match="not a valid regular expression"):
+        batch(subscribePattern="a(")
+
+
+def test_a_pattern_matches_whole_names_and_leaves_out_internal_topics() -> None:
+    options = batch(subscribePattern="orders.*")
+    assert options.topics_of(["orders", "orders-eu", "old-orders", "__consumer_offsets"]) == [
+        "orders", "orders-eu"]
+    assert batch(subscribePattern=".*").topics_of(["x", "__consumer_offsets"]) == ["x"]
+
+
+def test_unknown_refused_and_misplaced_options_are_named() -> None:
+    with pytest.raises(SourceOptionError, match="unknown option 'startingOffset'"):
+        batch(subscribe="a", startingOffset="earliest")
+    with pytest.raises(SourceOptionError, match="'groupIdPrefix' is not supported"):
+        batch(subscribe="a", groupIdPrefix="x")
+    with pytest.raises(SourceOptionError, match=r"'kafka\.max\.poll\.records' is not supported"):
+        batch(subscribe="a", **{"kafka.max.poll.records": "10"})
+    with pytest.raises(SourceOptionError, match="streaming queries only"):
+        batch(subscribe="a", maxOffsetsPerTrigger="10")
+    with pytest.raises(SourceOptionError, match="batch queries only"):
+        parse_source_options({"subscribe": "a", "endingOffsets": "latest"}, streaming=True)
+    with pytest.raises(SourceOptionError, match="given twice"):
+        batch(subscribe="a", minPartitions="2", minpartitions="3")
+    with pytest.raises(SourceOptionError, match="positive whole number"):
+        batch(subscribe="a", minPartitions="0")
+    with pytest.raises(SourceOptionError, match="true or false"):
+        batch(subscribe="a", failOnDataLoss="yes")
+    # Spark requires it; the cluster argument says where rafka reads.
+    assert batch(subscribe="a", **{"kafka.bootstrap.servers": "h:9092"}).subscribe == ("a",)
+
+
+def test_spark_refuses_empty_batch_bounds() -> None:
+    with pytest.raises(SourceOptionError, match="not allowed for batch"):
+        batch(subscribe="a", startingOffsets="latest")
+    with pytest.raises(SourceOptionError, match="'earliest' is not allowed"):
+        batch(subscribe="a", endingOffsets="earliest")
+    with pytest.raises(SourceOptionError, match="-1"):
+        batch(subscribe="a", startingOffsets=json.dumps({"a": {"0": -1}}))
+    with pytest.raises(SourceOptionError, match="-2"):
+        batch(subscribe="a", endingOffsets=json.dumps({"a": {"0": -2}}))
+    with pytest.raises(SourceOptionError, match="needs group="):
+        batch(subscribe="a", startingOffsets="committed")
+
+
+def test_defaults_follow_spark_and_the_group() -> None:
+    assert batch(subscribe="a").starting.kind == "earliest"
+    assert parse_source_options({"subscribe": "a"}, streaming=True).starting.kind == "latest"
+    assert parse_source_options({"subscribe": "a"}, streaming=False,
+                                group="g").starting.kind == "committed"
+
+
+def test_specific_offsets_must_name_every_partition() -> None:
+    options = batch(subscribe="a,b", startingOffsets=json.dumps({"a": {"0": 20, "1": -2}}))
+    with pytest.raises(SourceOptionError, match="missing b-0"):
+        resolve_ranges(options, BOUNDS)
+    options = batch(subscribe="a,b", startingOffsets=json.dumps(
+        {"a": {"0": 20, "1": -2}, "b": {"0": -2}}),
+        endingOffsets=json.dumps({"a": {"0": 30, "1": -1}, "b": {"0": -1}}))
+    assert resolve_ranges(options, BOUNDS) == {("a", 0): (20, 30), ("a", 1): (0, 50),
+                                               ("b", 0): (0, 0)}
+
+
+def test_a_start_below_the_log_start_is_data_loss_unless_told_otherwise() -> None:
+    starting = json.dumps({"a": {"0": 3, "1": 70}, "b": {"0": 0}})
+    with pytest.raises(DataLossError, match=r"a-0: offsets 3\.\.9 are gone"):
+        resolve_ranges(batch(subscribe="a,b", startingOffsets=starting), BOUNDS)
+    options = batch(subscribe="a,b", startingOffsets=starting, failOnDataLoss="false")
+    # Clamped to what the log holds: from its start, and never past the high watermark.
+    assert resolve_ranges(options, BOUNDS) == {("a", 0): (10, 100), ("a", 1): (50, 50),
+                                               ("b", 0): (0, 0)}
+    grouped = parse_source_options({"subscribe": "a"}, streaming=False, group="g")
+    with pytest.raises(DataLossError, match="a-0"):  # removed between two batches
+        resolve_ranges(grouped, {("a", 0): (10, 100)}, committed={("a", 0): 4})
+
+
+def test_timestamps_take_precedence_and_missing_ones_follow_the_strategy() -> None:
+    options = batch(subscribe="a", startingTimestamp="1000",
+                    startingOffsets="earliest", endingTimestamp="5000")
+    assert options.starting.kind == "timestamp" and options.ending.kind == "timestamp"
+    bounds = {("a", 0): (10, 100), ("a", 1): (0, 50)}
+    found = {("a", 0): 40, ("a", 1): None}
+    with pytest.raises(NoOffsetForTimestampError, match="a-1 has no record at or after"):
+        resolve_ranges(options, bounds, starting_found=found, ending_found=found)
+    latest = batch(subscribe="a", startingTimestamp="1000", endingTimestamp="5000",
+                   startingOffsetsByTimestampStrategy="latest")
+    # No record at the ending timestamp: up to the latest, as Spark reads.
+    assert resolve_ranges(latest, bounds, starting_found=found, ending_found={
+        ("a", 0): 60, ("a", 1): None}) == {("a", 0): (40, 60), ("a", 1): (50, 50)}
+    by_partition = batch(subscribe="a", startingOffsetsByTimestamp=json.dumps(
+        {"a": {"0": 1000, "1": 2000}}))
+    assert by_partition.starting.timestamp_of(("a", 1)) == 2000
+
+
+def test_committed_offsets_start_where_the_group_stopped() -> None:
+    options = parse_source_options({"subscribe": "a"}, streaming=False, group="g")
+    assert resolve_ranges(options, {("a", 0): (10, 100), ("a", 1): (0, 50)}, committed={
+        ("a", 0): 42, ("a", 1): None}) == {("a", 0): (42, 100), ("a", 1): (0, 50)}
+
+
+def test_durations_as_spark_writes_them() -> None:
+    def delay(text: str) -> int:
+        return parse_source_options({"subscribe": "a", "maxTriggerDelay": text},
+                                    streaming=True).max_trigger_delay_ms
+
+    assert (delay("15m"), delay("30s"), delay("500ms"), delay("2")) == (
+        900_000, 30_000, 500, 2000)
+    with pytest.raises(SourceOptionError, match="duration"):
+        delay("soon")
+
+
+def test_min_partitions_splits_large_ranges_in_proportion() -> None:
+    ranges = {("a", 0): (0, 900), ("a", 1): (0, 100), ("a", 2): (5, 5)}
+    assert split_ranges(ranges) == [Piece("a", 0, 0, 900), Piece("a", 1, 0, 100)]
+    pieces = split_ranges(ranges, min_partitions=10)
+    assert len(pieces) == 10
+    assert [p for p in pieces if p.partition == 1] == [Piece("a", 1, 0, 100)]
+    zero = [p for p in pieces if p.partition == 0]
+    assert len(zero) == 9 and zero[0].start == 0 and zero[-1].until == 900
+    assert all(a.until == b.start for a, b in pairwise(zero))
+    assert split_ranges(ranges, min_partitions=2) == split_ranges(ranges)
+    # Never more pieces than records.
+    assert len(split_ranges({("a", 0): (0, 3)}, min_partitions=10)) == 3
