@@ -172,6 +172,8 @@ class TableRead(NamedTuple):
     high_watermark: int
     log_start_offset: int
     error: dict[str, Any] | None = None
+    size_bytes: int = 0
+    """The table's size in memory (Ray Data's block metadata)."""
 
 
 class ReplicaFetchAnswer(NamedTuple):

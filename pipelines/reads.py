@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from itertools import pairwise
 from typing import NamedTuple
 
+import pyarrow as pa
 import ray
 from ray.exceptions import RayActorError
 
@@ -72,17 +73,25 @@ def split_ranges(ranges: Mapping[tuple[str, int], tuple[int, int]],
     return split
 
 
+class TableRef(NamedTuple):
+    """An Arrow table a host made, in Ray's object store, and what the host said of it."""
+
+    ref: ray.ObjectRef
+    rows: int
+    size_bytes: int
+
+
 def read_tables(namespace: str, pieces: list[Piece], include_headers: bool, *,
                 fail_on_data_loss: bool = True, timeout_s: float = READ_TIMEOUT_S,
-                max_bytes: int = PIECE_MAX_BYTES) -> list[ray.ObjectRef]:
-    """References to Arrow tables holding every record of `pieces`, in piece and offset order.
+                max_bytes: int = PIECE_MAX_BYTES) -> list[TableRef]:
+    """The Arrow tables holding every record of `pieces`, in piece and offset order.
 
     A piece whose leader moved or died is asked again of the new leader; one larger than
     `max_bytes` takes several calls. Records gone before they were read raise `DataLossError`,
     or with `fail_on_data_loss=False` are skipped (logged), as Spark's Kafka source does.
     """
     metadata = MetadataCache(namespace)
-    tables: list[tuple[Piece, int, ray.ObjectRef]] = []
+    tables: list[tuple[Piece, int, TableRef]] = []
     pending = list(pieces)
     last_progress = time.monotonic()
     while pending:
@@ -114,7 +123,8 @@ def read_tables(namespace: str, pieces: list[Piece], include_headers: bool, *,
                     pending.append(rest)
                 continue
             if read.rows:
-                tables.append((piece, read.next_offset, table))
+                tables.append((piece, read.next_offset,
+                               TableRef(table, read.rows, read.size_bytes)))
             if read.next_offset > piece.start:
                 last_progress = time.monotonic()
             if read.next_offset < piece.until:
@@ -148,3 +158,39 @@ def _after_error(piece: Piece, read: TableRead, metadata: MetadataCache,
         metadata.invalidate(piece.topic)
         return piece
     raise error if error is not None else RafkaError(f"read of {piece} failed: {read.error}")
+
+
+def tables_dataset(tables: list[TableRef], schema: pa.Schema) -> ray.data.Dataset:
+    """A Ray Dataset of `tables`, as `ray.data.from_arrow_refs` makes one, but from the
+    metadata the hosts sent along: `from_arrow_refs` runs a Ray task per table to learn its
+    row count and schema, and a task needs a free CPU, which a Ray cluster whose CPUs Spark's
+    executors hold does not have (the read then waits forever). Ray Data's internal
+    constructors, as of Ray 2.60 (`tests/pipelines/test_kafka_source.py` reads through this).
+    """
+    from ray.data._internal.logical.interfaces import LogicalPlan
+    from ray.data._internal.logical.operators import FromArrow
+    from ray.data._internal.stats import DatasetStats
+    from ray.data.block import BlockMetadataWithSchema
+    from ray.data.context import DataContext
+    from ray.data.dataset import MaterializedDataset
+
+    metadata = [BlockMetadataWithSchema(num_rows=table.rows, size_bytes=table.size_bytes,
+                                        exec_stats=None, input_files=None, schema=schema)
+                for table in tables]
+    context = DataContext.get_current().copy()
+    plan = LogicalPlan(FromArrow([table.ref for table in tables], metadata), context)
+    return MaterializedDataset(plan, context,
+                               DatasetStats(metadata={"FromArrow": metadata}, parent=None))
+
+
+def group_pieces(pieces: list[Piece], groups: int) -> list[list[Piece]]:
+    """`pieces` shared among at most `groups` groups of about equal records (largest first,
+    each to the group with the fewest so far), each group's in piece order."""
+    count = max(1, min(groups, len(pieces)))
+    shares: list[list[Piece]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for piece in sorted(pieces, key=lambda p: p.until - p.start, reverse=True):
+        lightest = loads.index(min(loads))
+        shares[lightest].append(piece)
+        loads[lightest] += piece.until - piece.start
+    return [sorted(share) for share in shares if share]

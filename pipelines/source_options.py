@@ -328,13 +328,14 @@ def resolve_ranges(
         until = _position(options.ending, tp, log_start, high_watermark, None, ending_found,
                           "latest")
         if start < log_start:
-            _lost(tp, start, log_start, options.fail_on_data_loss)
+            check_data_loss(tp, start, log_start, options.fail_on_data_loss)
         start = min(max(start, log_start), high_watermark)
         ranges[tp] = (start, max(start, min(until, high_watermark)))
     return ranges
 
 
-def _lost(tp: TopicPartitionKey, start: int, log_start: int, fail_on_data_loss: bool) -> None:
+def check_data_loss(tp: TopicPartitionKey, start: int, log_start: int,
+                    fail_on_data_loss: bool) -> None:
     """A read was to start at `start`, below what the log still holds."""
     message = (f"{tp[0]}-{tp[1]}: offsets {start}..{log_start - 1} are gone (the log starts "
                f"at {log_start}: deleted by retention or DeleteRecords)")

@@ -1,29 +1,52 @@
-"""Micro-batch streaming from a consumer group, in the manner of Spark's `foreachBatch`.
+"""Micro-batch streams of topics, in the manner of Spark's `foreachBatch`.
 
-Each trigger reads what the group has not consumed yet (from its committed offsets up to the
-high watermark, at most `max_records_per_batch` records per partition), hands the DataFrame to
-`fn(df, batch_id)`, and commits only when `fn` returns: at-least-once, and exactly-once with an
-idempotent sink keyed by `batch_id`. If `fn` raises, nothing is committed and the same batch,
-with the same id, comes again; after `max_attempts` failures the stream stops and keeps the
-error for `await_termination()` to raise.
+Each trigger plans a batch (from where the last one ended up to the high watermark, within
+`maxOffsetsPerTrigger`: `pipelines.stream_plan`), hands its DataFrame to `fn(df, batch_id)`,
+and counts it done only when `fn` returns. If `fn` raises, the same batch, with the same id and
+exactly the same offset ranges, runs again; after `max_attempts` failures the stream stops and
+keeps the error for `await_termination()` to raise.
+
+Where a stream keeps its progress:
+
+* `checkpoint=PATH` (Spark's `checkpointLocation`): each batch's ranges are written before it
+  runs and its end after (`pipelines.checkpoint`), so a stream restarted in a new driver
+  process runs an unfinished batch again with the same id and ranges, then goes on. With an
+  idempotent sink keyed by `batch_id`, that is exactly-once.
+* `group`: the group's committed offsets move at the end of each batch (at-least-once, as a
+  Kafka consumer commits); without a checkpoint, a restarted stream starts from them, with
+  batch ids from 0 again. With both, the checkpoint says where to start and the group's
+  offsets show the stream's progress (lag) to Kafka's tools.
+
+Triggers, as Spark's: "processingTime" (a batch every `trigger_interval` s, the default),
+"once" (one batch of everything there, then stop) and "availableNow" (everything there when
+the stream starts, in batches within `maxOffsetsPerTrigger`, then stop).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from rafka.actors.cluster import Cluster
-from rafka.pipelines.topics import read_topic
+from rafka.pipelines.checkpoint import StreamCheckpoint
+from rafka.pipelines.source_options import SourceOptionError, SourceOptions
+from rafka.pipelines.stream_plan import OffsetRanges, next_ranges, record_count, should_run
+from rafka.pipelines.topics import (
+    offset_ranges,
+    partition_bounds,
+    ranges_frame,
+    source_options,
+)
 
 log = logging.getLogger(__name__)
 
 BatchFunction = Callable[[DataFrame, int], object]
+TRIGGERS = ("processingTime", "once", "availableNow")
 
 
 class TopicStream:
@@ -33,26 +56,31 @@ class TopicStream:
         self,
         spark: SparkSession,
         cluster: Cluster,
-        topic: str,
-        group: str,
+        options: SourceOptions,
+        group: str | None,
         fn: BatchFunction,
         *,
+        checkpoint: StreamCheckpoint | None,
+        trigger: str,
         trigger_interval: float,
-        max_records_per_batch: int | None,
         max_attempts: int,
     ) -> None:
-        self.spark, self.cluster, self.topic, self.group, self.fn = (
-            spark, cluster, topic, group, fn)
+        self.spark, self.cluster, self.options, self.group, self.fn = (
+            spark, cluster, options, group, fn)
+        self.checkpoint = checkpoint
+        self.trigger = trigger
         self.trigger_interval = trigger_interval
-        self.max_records_per_batch = max_records_per_batch
         self.max_attempts = max_attempts
         self.batch_id = 0  # the id of the next batch
         self.attempts = 0
         self.failed_attempts = 0
         self.records_processed = 0
+        self.batches: list[tuple[int, OffsetRanges]] = []  # each batch that finished
+        self._positions: dict[tuple[str, int], int] | None = None
+        self._last_batch_at = time.monotonic()
         self._error: BaseException | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"stream-{topic}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="rafka-stream", daemon=True)
 
     def start(self) -> TopicStream:
         self._thread.start()
@@ -62,57 +90,96 @@ class TopicStream:
     def is_active(self) -> bool:
         return self._thread.is_alive()
 
-    def _ending_offsets(self) -> str:
-        """`max_records_per_batch` shared among the partitions in proportion to their backlog,
-        as Spark's maxOffsetsPerTrigger is."""
-        if self.max_records_per_batch is None:
-            return "latest"
-        bounds = self.cluster.offset_bounds(self.topic)
-        committed = self.cluster.committed_offsets(
-            self.group, [(self.topic, p) for p in bounds])
-        starts = {}
-        for partition, (log_start, _high_watermark) in bounds.items():
-            start = committed.get((self.topic, partition))
-            starts[partition] = log_start if start is None else max(start, log_start)
-        backlog = {p: bounds[p][1] - starts[p] for p in bounds}
-        total = sum(backlog.values())
-        scale = min(1.0, self.max_records_per_batch / total) if total else 1.0
-        ends = {str(p): starts[p] + int(backlog[p] * scale) for p in bounds}
-        return json.dumps({self.topic: ends})
+    # -------------------------------------------------------------------------- the loop
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                self._one_batch()
-            except BaseException as error:  # fn failed max_attempts times, or the cluster did
-                self._error = error
-                log.error("stream on %s stopped at batch %d: %r", self.topic, self.batch_id,
-                          error)
-                return
-            self._stop.wait(max(0.0, self.trigger_interval - (time.monotonic() - started)))
-
-    def _one_batch(self) -> None:
-        frame = read_topic(self.spark, self.cluster, self.topic, group=self.group,
-                           starting_offsets="committed", ending_offsets=self._ending_offsets())
-        count = sum(until - start for start, until in frame.offset_ranges.values())
-        if count == 0:
-            return
-        self.attempts += 1
         try:
-            self.fn(frame, self.batch_id)
-        except Exception:
-            self.failed_attempts += 1
-            if self.failed_attempts >= self.max_attempts:
-                raise
-            log.warning("batch %d of %s failed (attempt %d of %d); it comes again",
-                        self.batch_id, self.topic, self.failed_attempts, self.max_attempts,
-                        exc_info=True)
+            self._recover()
+            target = None
+            if self.trigger == "availableNow":
+                target = {tp: high_watermark for tp, (_start, high_watermark)
+                          in partition_bounds(self.cluster, self.options).items()}
+            while not self._stop.is_set():
+                started = time.monotonic()
+                ranges = self._plan(limited=self.trigger != "once", until=target)
+                if ranges is not None:
+                    self._run_batch(ranges)
+                if self.trigger == "once" or (target is not None and self._reached(target)):
+                    return
+                self._stop.wait(max(0.0, self.trigger_interval - (time.monotonic() - started)))
+        except BaseException as error:  # fn failed max_attempts times, or the cluster did
+            self._error = error
+            log.error("stream stopped at batch %d: %r", self.batch_id, error)
+
+    def _recover(self) -> None:
+        """Where to start: a checkpoint's unfinished batch runs again first."""
+        last = self.checkpoint.last_batch() if self.checkpoint is not None else None
+        if last is None:
             return
-        frame.commit()
+        if last.committed:
+            self.batch_id = last.batch_id + 1
+            self._positions = {tp: until for tp, (_start, until) in last.ranges.items()}
+            return
+        log.info("batch %d did not finish before the stream stopped: it runs again",
+                 last.batch_id)
+        self.batch_id = last.batch_id
+        self._positions = {tp: start for tp, (start, _until) in last.ranges.items()}
+        self._run_batch(last.ranges, planned=True)
+
+    def _plan(self, *, limited: bool, until: Mapping[tuple[str, int], int] | None
+              ) -> OffsetRanges | None:
+        """The next batch's ranges, or None if this trigger runs none."""
+        options = self.options
+        if self._positions is None:  # the stream's first batch
+            first = offset_ranges(self.cluster, options, self.group)
+            self._positions = {tp: start for tp, (start, _until) in first.items()}
+        bounds = partition_bounds(self.cluster, options)
+        ranges = next_ranges(bounds, self._positions,
+                             max_offsets=options.max_offsets_per_trigger if limited else None,
+                             fail_on_data_loss=options.fail_on_data_loss, until=until)
+        waited_ms = (time.monotonic() - self._last_batch_at) * 1000
+        if not should_run(record_count(ranges), min_offsets=options.min_offsets_per_trigger,
+                          since_last_batch_ms=waited_ms,
+                          max_trigger_delay_ms=options.max_trigger_delay_ms):
+            return None
+        return ranges
+
+    def _reached(self, target: Mapping[tuple[str, int], int]) -> bool:
+        positions = self._positions or {}
+        return all(positions.get(tp, 0) >= end for tp, end in target.items())
+
+    def _run_batch(self, ranges: OffsetRanges, *, planned: bool = False) -> None:
+        """Run batch `self.batch_id` over `ranges` until `fn` returns (or fails
+        `max_attempts` times: raised)."""
+        if self.checkpoint is not None and not planned:
+            self.checkpoint.plan(self.batch_id, ranges)
+        while True:
+            frame = ranges_frame(self.spark, self.cluster, ranges, self.group, self.options)
+            self.attempts += 1
+            try:
+                self.fn(frame, self.batch_id)
+                break
+            except Exception:
+                self.failed_attempts += 1
+                if self.failed_attempts >= self.max_attempts:
+                    raise
+                log.warning("batch %d failed (attempt %d of %d); it runs again", self.batch_id,
+                            self.failed_attempts, self.max_attempts, exc_info=True)
+                if self._stop.wait(min(self.trigger_interval, 1.0)):
+                    raise
+        if self.group is not None:
+            frame.commit()
+        if self.checkpoint is not None:
+            self.checkpoint.commit(self.batch_id)
         self.failed_attempts = 0
-        self.records_processed += count
+        self.records_processed += record_count(ranges)
+        self.batches.append((self.batch_id, dict(ranges)))
+        self._positions = {**(self._positions or {}),
+                           **{tp: until for tp, (_start, until) in ranges.items()}}
+        self._last_batch_at = time.monotonic()
         self.batch_id += 1
+
+    # ------------------------------------------------------------------------ control
 
     def stop(self, timeout_s: float | None = 120.0) -> None:
         self._stop.set()
@@ -132,21 +199,44 @@ class TopicStream:
 def stream_topic(
     spark: SparkSession,
     cluster: Cluster,
-    topic: str,
-    group: str,
+    topic: str | Sequence[str] | None,
+    group: str | None,
     fn: BatchFunction,
     *,
+    options: Mapping[str, Any] | None = None,
+    checkpoint: str | None = None,
+    trigger: str = "processingTime",
     trigger_interval: float = 1.0,
     max_records_per_batch: int | None = None,
     max_attempts: int = 3,
 ) -> TopicStream:
-    """Start micro-batches of `topic` for `group`; each DataFrame goes to `fn(df, batch_id)`.
+    """Start micro-batches of `topic` (or of what `options` subscribe to, under Spark's
+    names); each DataFrame goes to `fn(df, batch_id)`. Returns the running stream.
 
-    `max_records_per_batch` caps how many records one batch holds. Returns the running stream.
+    `checkpoint`, `group` or both say where the stream keeps its progress (see the module's
+    text); `trigger` is "processingTime" (every `trigger_interval` s), "once" or
+    "availableNow"; `max_records_per_batch` is `maxOffsetsPerTrigger`.
     """
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
-    return TopicStream(spark, cluster, topic, group, fn, trigger_interval=trigger_interval,
-                       max_records_per_batch=max_records_per_batch,
+    if trigger not in TRIGGERS:
+        raise ValueError(f"trigger={trigger!r}: use one of {', '.join(TRIGGERS)}")
+    if group is None and checkpoint is None:
+        raise ValueError("a stream keeps its progress in a checkpoint=, a group=, or both: "
+                         "give at least one")
+    merged = dict(options or {})
+    if max_records_per_batch is not None:
+        if any(name.lower() == "maxoffsetspertrigger" for name in merged):
+            raise SourceOptionError("max_records_per_batch= and option 'maxOffsetsPerTrigger' "
+                                    "say the same thing: give one")
+        merged["maxOffsetsPerTrigger"] = max_records_per_batch
+    parsed = source_options(topic, merged, streaming=True, group=group)
+    state = None
+    if checkpoint is not None:
+        # What the stream reads; rate limits and the like may change between runs, as Spark's.
+        source = {"subscribe": parsed.subscribe, "subscribePattern": parsed.subscribe_pattern,
+                  "assign": parsed.assign}
+        state = StreamCheckpoint(checkpoint, source)
+    return TopicStream(spark, cluster, parsed, group, fn, checkpoint=state, trigger=trigger,
+                       trigger_interval=trigger_interval,
                        max_attempts=max_attempts).start()
-

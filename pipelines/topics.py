@@ -37,7 +37,8 @@ from raydp.spark import spark_dataframe_to_ray_dataset
 from rafka.actors.clients.consumer import Consumer
 from rafka.actors.cluster import Cluster
 from rafka.actors.errors import CommitFailedError, UnknownTopicError
-from rafka.pipelines.reads import read_tables, split_ranges
+from rafka.actors.record_tables import schema as record_schema
+from rafka.pipelines.reads import TableRef, read_tables, split_ranges, tables_dataset
 from rafka.pipelines.source_options import (
     SourceOptionError,
     SourceOptions,
@@ -45,6 +46,7 @@ from rafka.pipelines.source_options import (
     parse_source_options,
     resolve_ranges,
 )
+from rafka.pipelines.spark_reads import pieces_frame
 
 SPARK_SCHEMA = StructType([
     StructField("key", BinaryType()),
@@ -124,10 +126,9 @@ def source_options(
     return parse_source_options(merged, streaming=streaming, group=group)
 
 
-def offset_ranges(cluster: Cluster, options: SourceOptions, group: str | None = None, *,
-                  starting: Mapping[TopicPartitionKey, int] | None = None) -> OffsetRanges:
-    """Each partition's `[start, until)` for `options` as the cluster stands now; `starting`,
-    if given, replaces the options' starting offsets (a stream's next batch)."""
+def partition_bounds(cluster: Cluster, options: SourceOptions
+                     ) -> dict[TopicPartitionKey, tuple[int, int]]:
+    """Each partition read by `options`: its (log start offset, high watermark) now."""
     existing = cluster.list_topics()
     topics = options.topics_of(existing)
     missing = [topic for topic in topics if topic not in existing]
@@ -148,18 +149,22 @@ def offset_ranges(cluster: Cluster, options: SourceOptions, group: str | None = 
                       for partition in range(reader.metadata.partition_count(topic))]
     starts = reader.beginning_offsets(partitions)
     ends = reader.end_offsets(partitions)
-    bounds = {tuple(tp): (starts[tp], ends[tp]) for tp in starts}
-    if starting is not None:
-        return {tp: (min(max(starting.get(tp, log_start), log_start), high_watermark),
-                     high_watermark) for tp, (log_start, high_watermark) in bounds.items()}
-    committed = (cluster.committed_offsets(group, partitions)
+    return {(tp.topic, tp.partition): (starts[tp], ends[tp]) for tp in starts}
+
+
+def offset_ranges(cluster: Cluster, options: SourceOptions, group: str | None = None
+                  ) -> OffsetRanges:
+    """Each partition's `[start, until)` for `options` as the cluster stands now."""
+    bounds = partition_bounds(cluster, options)
+    committed = (cluster.committed_offsets(group, list(bounds))
                  if options.starting.kind == "committed" else None)
 
     def found(offsets: Any) -> dict[TopicPartitionKey, int | None] | None:
         if offsets.kind not in ("timestamp", "timestamps"):
             return None
-        answers = reader.offsets_for_times({tp: offsets.timestamp_of(tp) for tp in bounds})
-        return {tuple(tp): offset for tp, offset in answers.items()}
+        answers = Consumer(cluster.namespace).offsets_for_times(
+            {tp: offsets.timestamp_of(tp) for tp in bounds})
+        return {(tp.topic, tp.partition): offset for tp, offset in answers.items()}
 
     return resolve_ranges(options, bounds, committed=committed,
                           starting_found=found(options.starting),
@@ -168,26 +173,30 @@ def offset_ranges(cluster: Cluster, options: SourceOptions, group: str | None = 
 
 def ranges_dataset(cluster: Cluster, ranges: OffsetRanges, *, include_headers: bool = False,
                    min_partitions: int | None = None, fail_on_data_loss: bool = True,
-                   poll_timeout_ms: int = 120_000) -> ray.data.Dataset | None:
-    """The records of `ranges` as a Ray Dataset of Arrow blocks; None if there are none."""
-    refs = read_tables(cluster.namespace, split_ranges(ranges, min_partitions),
-                       include_headers, fail_on_data_loss=fail_on_data_loss,
-                       timeout_s=poll_timeout_ms / 1000)
-    return ray.data.from_arrow_refs(refs) if refs else None
+                   poll_timeout_ms: int = 120_000) -> ray.data.Dataset:
+    """The records of `ranges` as a Ray Dataset of Arrow blocks."""
+    tables = read_tables(cluster.namespace, split_ranges(ranges, min_partitions),
+                         include_headers, fail_on_data_loss=fail_on_data_loss,
+                         timeout_s=poll_timeout_ms / 1000)
+    schema = record_schema(include_headers)
+    if not tables:
+        tables = [TableRef(ray.put(schema.empty_table()), 0, 0)]
+    return tables_dataset(tables, schema)
 
 
 def ranges_frame(spark: SparkSession, cluster: Cluster, ranges: OffsetRanges,
                  group: str | None, options: SourceOptions) -> TopicDataFrame:
-    """`ranges` read into a DataFrame of Spark's Kafka-source schema."""
-    dataset = ranges_dataset(cluster, ranges, include_headers=options.include_headers,
-                             min_partitions=options.min_partitions,
-                             fail_on_data_loss=options.fail_on_data_loss,
-                             poll_timeout_ms=options.poll_timeout_ms)
+    """`ranges` as a DataFrame of Spark's Kafka-source schema, read when Spark computes it
+    (`pipelines.spark_reads`)."""
     schema = StructType([*SPARK_SCHEMA.fields,
                          *([SPARK_HEADERS] if options.include_headers else [])])
-    if dataset is not None:
-        frame = dataset.to_spark(spark)
-        frame = frame.select(*schema.fieldNames())  # the Kafka source's column order
+    pieces = split_ranges(ranges, options.min_partitions)
+    if pieces:
+        frame = pieces_frame(spark, cluster.namespace, pieces, schema,
+                             include_headers=options.include_headers,
+                             fail_on_data_loss=options.fail_on_data_loss,
+                             timeout_s=options.poll_timeout_ms / 1000,
+                             min_partitions=options.min_partitions)
     else:
         frame = spark.createDataFrame([], schema)
     return TopicDataFrame(frame._jdf, frame.sparkSession)._bind(cluster, group, ranges)
@@ -235,16 +244,11 @@ def read_dataset(
     parsed = source_options(topic, options, streaming=False,
                             starting_offsets=starting_offsets, ending_offsets=ending_offsets,
                             include_headers=include_headers)
-    dataset = ranges_dataset(cluster, offset_ranges(cluster, parsed),
-                             include_headers=parsed.include_headers,
-                             min_partitions=parsed.min_partitions,
-                             fail_on_data_loss=parsed.fail_on_data_loss,
-                             poll_timeout_ms=parsed.poll_timeout_ms)
-    if dataset is None:
-        from rafka.actors.record_tables import schema
-
-        return ray.data.from_arrow(schema(parsed.include_headers).empty_table())
-    return dataset
+    return ranges_dataset(cluster, offset_ranges(cluster, parsed),
+                          include_headers=parsed.include_headers,
+                          min_partitions=parsed.min_partitions,
+                          fail_on_data_loss=parsed.fail_on_data_loss,
+                          poll_timeout_ms=parsed.poll_timeout_ms)
 
 
 def _as_bytes(column: pa.ChunkedArray | None, name: str) -> list[bytes | None]:

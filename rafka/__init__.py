@@ -36,6 +36,7 @@ _EXPORTS = {
     "PartitionAssignor": "rafka.actors.clients.assignors",
     "TopicPartition": "rafka.common.topic_partition",
     "read_topic": "rafka.pipelines.topics",
+    "read_dataset": "rafka.pipelines.topics",
     "write_topic": "rafka.pipelines.topics",
     "stream_topic": "rafka.pipelines.streaming",
     "start_spark": "rafka.pipelines.spark",

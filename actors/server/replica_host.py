@@ -460,7 +460,7 @@ class ReplicaHost:
         table = records_table(batches, topic, partition, include_headers)
         log_ = replica.log
         return table, TableRead(table.num_rows, offset, log_.high_watermark,
-                                log_.log_start_offset)
+                                log_.log_start_offset, size_bytes=table.nbytes)
 
     async def _wait_for_consumer_records(
         self, requests: list[PartitionFetch], live: list[tuple[int, PartitionReplica]],

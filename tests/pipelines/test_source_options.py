@@ -7,7 +7,7 @@ from itertools import pairwise
 
 import pytest
 
-from rafka.pipelines.reads import Piece, split_ranges
+from rafka.pipelines.reads import Piece, group_pieces, split_ranges
 from rafka.pipelines.source_options import (
     DataLossError,
     NoOffsetForTimestampError,
@@ -156,3 +156,14 @@ def test_min_partitions_splits_large_ranges_in_proportion() -> None:
     assert split_ranges(ranges, min_partitions=2) == split_ranges(ranges)
     # Never more pieces than records.
     assert len(split_ranges({("a", 0): (0, 3)}, min_partitions=10)) == 3
+
+
+def test_pieces_are_grouped_into_tasks_of_about_equal_records() -> None:
+    pieces = [Piece("a", 0, 0, 900), Piece("a", 1, 0, 100), Piece("a", 2, 0, 500),
+              Piece("a", 3, 0, 450)]
+    groups = group_pieces(pieces, 2)
+    assert groups == [[Piece("a", 0, 0, 900), Piece("a", 1, 0, 100)],
+                      [Piece("a", 2, 0, 500), Piece("a", 3, 0, 450)]]  # 1,000 and 950
+    assert group_pieces(pieces, 10) == [[piece] for piece in
+                                        sorted(pieces, key=lambda p: p.start - p.until)]
+    assert group_pieces(pieces, 1) == [sorted(pieces)]
