@@ -65,8 +65,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"  brokers {[b['id'] for b in cluster.brokers()]}, controller "
               f"{cluster.controller()} ({time.monotonic() - started:.0f} s)")
         print("starting Spark through RayDP ...", flush=True)
+        spark_started = time.monotonic()
         spark = start_spark("rafka-demo", configs={"spark.ui.enabled": "false",
                                                    "spark.ui.showConsoleProgress": "false"})
+        print(f"  Spark {spark.version}, {spark.sparkContext.defaultParallelism} executor "
+              f"core(s) ({time.monotonic() - spark_started:.0f} s)", flush=True)
         summary = run_clickstream(cluster, spark, events=args.events, progress=_Bars())
         clicks = cluster.describe_topic("clicks")
         print(f"\ntopic clicks: {len(clicks['partitions'])} partitions, replication factor "
