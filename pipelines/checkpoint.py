@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from rafka.pipelines.source_options import OffsetRanges
+
 # Spark's spark.sql.streaming.minBatchesToRetain.
 RETAINED_BATCHES = 100
-
-OffsetRanges = dict[tuple[str, int], tuple[int, int]]
 
 
 class CheckpointError(ValueError):

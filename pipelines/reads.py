@@ -2,12 +2,12 @@
 
 Each piece of a read is one call to the replica host that leads its partition
 (`ReplicaHost.read_table`): the host decodes its batches straight into an Arrow table with the
-columns of Spark's Kafka source and keeps it in Ray's object store; the driver learns only how
-far each call got, and hands the tables' references on (to a Ray Dataset, and through RayDP to
-Spark) without ever holding the records. No Ray task, no consumer, no Python object per record
-on the driver.
+columns of Spark's Kafka source and keeps it in Ray's object store; the caller (the driver for
+a Ray Dataset, a Spark task's Python worker for a DataFrame: `pipelines.spark_reads`) learns
+how far each call got and takes the tables by reference. No Ray task, no consumer, no Python
+object per record.
 
-`split_ranges` is the plan (pure, Spark's `minPartitions`); `read_tables` the I/O.
+`split_ranges` and `group_pieces` are the plan (pure); `read_tables` the I/O.
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ def read_tables(namespace: str, pieces: list[Piece], include_headers: bool, *,
     pending = list(pieces)
     last_progress = time.monotonic()
     while pending:
+        progressed = False
         calls = []
         for piece in pending:
             try:
@@ -126,7 +127,7 @@ def read_tables(namespace: str, pieces: list[Piece], include_headers: bool, *,
                 tables.append((piece, read.next_offset,
                                TableRef(table, read.rows, read.size_bytes)))
             if read.next_offset > piece.start:
-                last_progress = time.monotonic()
+                progressed, last_progress = True, time.monotonic()
             if read.next_offset < piece.until:
                 pending.append(piece._replace(start=read.next_offset))
         if pending:
@@ -136,7 +137,8 @@ def read_tables(namespace: str, pieces: list[Piece], include_headers: bool, *,
                 raise RafkaError(f"reading made no progress for {timeout_s:.0f} s "
                                  f"(kafkaConsumer.pollTimeoutMs): {stuck}; are the "
                                  "partitions' leaders up?")
-            time.sleep(0.05)
+            if not progressed:  # a leader moving, or records not there yet
+                time.sleep(0.05)
     tables.sort(key=lambda entry: (entry[0].topic, entry[0].partition, entry[1]))
     return [table for _piece, _end, table in tables]
 

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 EARLIEST, LATEST = EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 TopicPartitionKey = tuple[str, int]
+OffsetRanges = dict[TopicPartitionKey, tuple[int, int]]
+"""Each partition's `[start, until)`."""
 
 # Spark's own, lower-cased as Spark compares them (its options are case-insensitive).
 _SUPPORTED = {

@@ -12,9 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from rafka.pipelines.source_options import TopicPartitionKey, check_data_loss
-
-OffsetRanges = dict[TopicPartitionKey, tuple[int, int]]
+from rafka.pipelines.source_options import OffsetRanges, TopicPartitionKey, check_data_loss
 
 
 def next_ranges(

@@ -2,9 +2,10 @@
 
 `read_topic` reads a bounded range of offsets of one or more topics, chosen with Spark's
 Kafka-source options (`pipelines.source_options`). The replica hosts that lead the partitions
-turn their batches into Arrow tables where they lie (`pipelines.reads`); the tables form a Ray
-Dataset (`read_dataset`), which RayDP hands to Spark. The DataFrame has the schema of Spark's own
-Kafka source, so code written for it carries over. A group's offsets move only when the caller
+turn their batches into Arrow tables where they lie (`pipelines.reads`); Spark's tasks fetch
+them when Spark computes the DataFrame (`pipelines.spark_reads`), and `read_dataset` makes them
+a Ray Dataset instead. The DataFrame has the schema of Spark's own Kafka source, so code written
+for it carries over. A group's offsets move only when the caller
 says the batch is consumed (`commit()`, or leaving the `with` block without an exception):
 at-least-once, as a Kafka consumer commits.
 
@@ -40,6 +41,7 @@ from rafka.actors.errors import CommitFailedError, UnknownTopicError
 from rafka.actors.record_tables import schema as record_schema
 from rafka.pipelines.reads import TableRef, read_tables, split_ranges, tables_dataset
 from rafka.pipelines.source_options import (
+    OffsetRanges,
     SourceOptionError,
     SourceOptions,
     TopicPartitionKey,
@@ -59,8 +61,6 @@ SPARK_SCHEMA = StructType([
 ])
 SPARK_HEADERS = StructField("headers", ArrayType(StructType([
     StructField("key", StringType()), StructField("value", BinaryType())])))
-
-OffsetRanges = dict[TopicPartitionKey, tuple[int, int]]
 
 
 class TopicDataFrame(DataFrame):
