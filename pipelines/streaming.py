@@ -138,7 +138,11 @@ class TopicStream:
                              max_offsets=options.max_offsets_per_trigger if limited else None,
                              fail_on_data_loss=options.fail_on_data_loss, until=until)
         waited_ms = (time.monotonic() - self._last_batch_at) * 1000
-        if not should_run(record_count(ranges), min_offsets=options.min_offsets_per_trigger,
+        # minOffsetsPerTrigger holds back a periodic trigger; "once" and "availableNow" read
+        # what is there and stop, so nothing they could wait for would come in time.
+        min_offsets = (options.min_offsets_per_trigger
+                       if self.trigger == "processingTime" else None)
+        if not should_run(record_count(ranges), min_offsets=min_offsets,
                           since_last_batch_ms=waited_ms,
                           max_trigger_delay_ms=options.max_trigger_delay_ms):
             return None
