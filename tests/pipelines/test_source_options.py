@@ -167,3 +167,10 @@ def test_pieces_are_grouped_into_tasks_of_about_equal_records() -> None:
     assert group_pieces(pieces, 10) == [[piece] for piece in
                                         sorted(pieces, key=lambda p: p.start - p.until)]
     assert group_pieces(pieces, 1) == [sorted(pieces)]
+
+
+def test_headers_and_the_poll_timeout() -> None:
+    options = batch(subscribe="a", includeHeaders="true", **{"kafkaConsumer.pollTimeoutMs": "500"})
+    assert (options.include_headers, options.poll_timeout_ms) == (True, 500)
+    assert (batch(subscribe="a").include_headers, batch(subscribe="a").poll_timeout_ms) == (
+        False, 120_000)  # Spark's defaults
