@@ -34,8 +34,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from rafka.actors.cluster import Cluster
 from rafka.pipelines.checkpoint import StreamCheckpoint
-from rafka.pipelines.source_options import SourceOptionError, SourceOptions
-from rafka.pipelines.stream_plan import OffsetRanges, next_ranges, record_count, should_run
+from rafka.pipelines.source_options import OffsetRanges, SourceOptionError, SourceOptions
+from rafka.pipelines.stream_plan import next_ranges, record_count, should_run
 from rafka.pipelines.topics import (
     offset_ranges,
     partition_bounds,
@@ -130,10 +130,10 @@ class TopicStream:
               ) -> OffsetRanges | None:
         """The next batch's ranges, or None if this trigger runs none."""
         options = self.options
-        if self._positions is None:  # the stream's first batch
-            first = offset_ranges(self.cluster, options, self.group)
-            self._positions = {tp: start for tp, (start, _until) in first.items()}
         bounds = partition_bounds(self.cluster, options)
+        if self._positions is None:  # the stream's first batch
+            first = offset_ranges(self.cluster, options, self.group, bounds=bounds)
+            self._positions = {tp: start for tp, (start, _until) in first.items()}
         ranges = next_ranges(bounds, self._positions,
                              max_offsets=options.max_offsets_per_trigger if limited else None,
                              fail_on_data_loss=options.fail_on_data_loss, until=until)

@@ -126,9 +126,10 @@ def source_options(
     return parse_source_options(merged, streaming=streaming, group=group)
 
 
-def partition_bounds(cluster: Cluster, options: SourceOptions
+def partition_bounds(cluster: Cluster, options: SourceOptions, reader: Consumer | None = None
                      ) -> dict[TopicPartitionKey, tuple[int, int]]:
-    """Each partition read by `options`: its (log start offset, high watermark) now."""
+    """Each partition read by `options`: its (log start offset, high watermark) now (asked
+    with `reader`, a consumer whose metadata may be warm already)."""
     existing = cluster.list_topics()
     topics = options.topics_of(existing)
     missing = [topic for topic in topics if topic not in existing]
@@ -136,7 +137,7 @@ def partition_bounds(cluster: Cluster, options: SourceOptions
         raise UnknownTopicError(
             f"topic {', '.join(map(repr, missing))} does not exist: create it first, or check "
             f"the name (topics: {', '.join(existing) or 'none'})")
-    reader = Consumer(cluster.namespace)
+    reader = reader or Consumer(cluster.namespace)
     if options.assign is not None:
         partitions = list(options.assign)
         for topic, partition in partitions:
@@ -152,17 +153,21 @@ def partition_bounds(cluster: Cluster, options: SourceOptions
     return {(tp.topic, tp.partition): (starts[tp], ends[tp]) for tp in starts}
 
 
-def offset_ranges(cluster: Cluster, options: SourceOptions, group: str | None = None
+def offset_ranges(cluster: Cluster, options: SourceOptions, group: str | None = None, *,
+                  bounds: dict[TopicPartitionKey, tuple[int, int]] | None = None
                   ) -> OffsetRanges:
-    """Each partition's `[start, until)` for `options` as the cluster stands now."""
-    bounds = partition_bounds(cluster, options)
+    """Each partition's `[start, until)` for `options` as the cluster stands now (or as
+    `bounds`, from `partition_bounds`, says it stood)."""
+    reader = Consumer(cluster.namespace)
+    if bounds is None:
+        bounds = partition_bounds(cluster, options, reader)
     committed = (cluster.committed_offsets(group, list(bounds))
                  if options.starting.kind == "committed" else None)
 
     def found(offsets: Any) -> dict[TopicPartitionKey, int | None] | None:
         if offsets.kind not in ("timestamp", "timestamps"):
             return None
-        answers = Consumer(cluster.namespace).offsets_for_times(
+        answers = reader.offsets_for_times(
             {tp: offsets.timestamp_of(tp) for tp in bounds})
         return {(tp.topic, tp.partition): offset for tp, offset in answers.items()}
 

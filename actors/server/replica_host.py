@@ -439,18 +439,20 @@ class ReplicaHost:
         fetching the table: `(table, TableRead)`. Never waits for records."""
         from rafka.actors.record_tables import records_table  # pyarrow only where it is used
 
+        def failed(error: dict[str, Any]) -> tuple[Any, TableRead]:
+            return (records_table([], topic, partition, include_headers),
+                    TableRead(0, start, -1, -1, error))
+
         replica = self.replicas.get(TopicPartition(topic, partition))
         if replica is None:
-            return records_table([], topic, partition, include_headers), TableRead(
-                0, start, -1, -1, _unknown_partition(self.broker_id, topic, partition))
+            return failed(_unknown_partition(self.broker_id, topic, partition))
         batches = []
         offset, budget = start, max_bytes
         while offset < until and budget > 0:
             reply = replica.read(offset, budget, follower=False)
             if not isinstance(reply, FetchedRecords):
                 if offset == start:
-                    return records_table([], topic, partition, include_headers), TableRead(
-                        0, start, -1, -1, reply)
+                    return failed(reply)
                 break  # what was read stands; the caller asks again from `offset`
             if not reply.records:
                 break
