@@ -111,6 +111,15 @@ class OffsetQuery(NamedTuple):
     timestamp_ms: int
 
 
+class ProducerQuery(NamedTuple):
+    """DescribeProducers for one partition and one producer id: what its leader holds of the
+    producer (epoch, last sequence and where that batch lies)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+
+
 class RecordsDeletion(NamedTuple):
     """DeleteRecords for one partition: every record before `offset` goes (-1: before the high
     watermark)."""

@@ -2,7 +2,9 @@
 which batches finished, written after; laid out as Spark's own checkpoint is.
 
     PATH/metadata            {"id": ..., "source": ...}: the stream it belongs to
-    PATH/offsets/<batch id>  {"topic": {"partition": [start, until]}}: the batch's ranges
+    PATH/offsets/<batch id>  {"ranges": {"topic": {"partition": [start, until]}},
+                              "readTasks": n}: the batch's ranges, and how many Spark
+                              tasks read them (so a rerun splits them the same way)
     PATH/commits/<batch id>  written once the batch's function returned
 
 Each file is written whole or not at all (a temporary file, fsync, rename, fsync of the
@@ -35,6 +37,7 @@ class PlannedBatch(NamedTuple):
     batch_id: int
     ranges: OffsetRanges
     committed: bool
+    read_tasks: int
 
 
 class StreamCheckpoint:
@@ -69,19 +72,23 @@ class StreamCheckpoint:
         stored = self._read(self.offsets_dir / str(batch_id))
         try:
             ranges = {(topic, int(partition)): (int(start), int(until))
-                      for topic, partitions in stored.items()
+                      for topic, partitions in stored["ranges"].items()
                       for partition, (start, until) in partitions.items()}
-        except (AttributeError, TypeError, ValueError):
+            read_tasks = int(stored["readTasks"])
+        except (AttributeError, KeyError, TypeError, ValueError):
             raise CheckpointError(f"{self.offsets_dir / str(batch_id)} does not hold offset "
                                   "ranges: the checkpoint is damaged") from None
-        return PlannedBatch(batch_id, ranges, (self.commits_dir / str(batch_id)).exists())
+        return PlannedBatch(batch_id, ranges, (self.commits_dir / str(batch_id)).exists(),
+                            read_tasks)
 
-    def plan(self, batch_id: int, ranges: OffsetRanges) -> None:
-        """Record the ranges batch `batch_id` reads, before it runs."""
+    def plan(self, batch_id: int, ranges: OffsetRanges, read_tasks: int) -> None:
+        """Record the ranges batch `batch_id` reads, and by how many Spark tasks, before it
+        runs."""
         document: dict[str, dict[str, list[int]]] = {}
         for (topic, partition), (start, until) in sorted(ranges.items()):
             document.setdefault(topic, {})[str(partition)] = [start, until]
-        _write_atomically(self.offsets_dir / str(batch_id), document)
+        _write_atomically(self.offsets_dir / str(batch_id),
+                          {"ranges": document, "readTasks": read_tasks})
 
     def commit(self, batch_id: int) -> None:
         """Record that batch `batch_id` finished; forget batches older than the retained."""

@@ -35,19 +35,22 @@ PLAN_SCHEMA = ("topics array<string>, partitions array<int>, starts array<long>,
                "untils array<long>")
 
 
-def pieces_frame(spark: SparkSession, namespace: str, pieces: list[Piece], schema: StructType,
-                 *, include_headers: bool, fail_on_data_loss: bool, timeout_s: float,
-                 min_partitions: int | None = None) -> DataFrame:
-    """A DataFrame of `schema` (Spark's Kafka source's) holding the records of `pieces`.
+def read_tasks(spark: SparkSession, min_partitions: int | None = None) -> int:
+    """How many Spark tasks read a batch: as many as Spark runs at once (`defaultParallelism`,
+    its executors' cores) or `min_partitions`, whichever is more. (Spark's own Kafka source
+    has a task per Kafka partition; on this machine each Spark task costs about 0.1 s however
+    little it reads.)"""
+    return max(spark.sparkContext.defaultParallelism, min_partitions or 0)
 
-    It has as many partitions as Spark runs tasks at once (`defaultParallelism`, its
-    executors' cores) or `min_partitions`, whichever is more, and at most one per piece; each
-    task asks for all its pieces at once, so the hosts decode them in parallel. (Spark's own
-    Kafka source has a partition per Kafka partition; on this machine each Spark task costs
-    about 0.1 s however little it reads.)
-    """
-    groups = group_pieces(pieces, max(spark.sparkContext.defaultParallelism,
-                                      min_partitions or 0))
+
+def pieces_frame(spark: SparkSession, namespace: str, pieces: list[Piece], schema: StructType,
+                 *, tasks: int, include_headers: bool, fail_on_data_loss: bool,
+                 timeout_s: float) -> DataFrame:
+    """A DataFrame of `schema` (Spark's Kafka source's) holding the records of `pieces`, in
+    `tasks` partitions (at most one per piece); each task asks for all its pieces at once, so
+    the hosts decode them in parallel. The same pieces and `tasks` give each partition the
+    same records in the same order."""
+    groups = group_pieces(pieces, tasks)
     rows = [([p.topic for p in group], [p.partition for p in group],
              [p.start for p in group], [p.until for p in group]) for group in groups]
     plan = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), PLAN_SCHEMA)
@@ -65,9 +68,7 @@ def _read_pieces(ray_address: str, driver_namespace: str, namespace: str,
     The worker joins Ray once (Spark reuses its Python workers) in the driver's namespace, as
     RayDP's own conversions in the same worker expect; the cluster's actors are looked up in
     the cluster's `namespace` by name."""
-    if not ray.is_initialized():
-        ray.init(address=ray_address, namespace=driver_namespace,
-                 logging_level=logging.WARNING, log_to_driver=False)
+    join_ray(ray_address, driver_namespace)
     for batch in plan:
         for row in batch.to_pylist():
             pieces = [Piece(*fields) for fields in zip(
@@ -75,6 +76,13 @@ def _read_pieces(ray_address: str, driver_namespace: str, namespace: str,
             for table in read_tables(namespace, pieces, include_headers,
                                      fail_on_data_loss=fail_on_data_loss, timeout_s=timeout_s):
                 yield from _for_spark(ray.get(table.ref)).to_batches()
+
+
+def join_ray(ray_address: str, driver_namespace: str) -> None:
+    """Join Ray from a Spark task's Python worker, once per worker (Spark reuses them)."""
+    if not ray.is_initialized():
+        ray.init(address=ray_address, namespace=driver_namespace,
+                 logging_level=logging.WARNING, log_to_driver=False)
 
 
 def _for_spark(table: pa.Table) -> pa.Table:

@@ -10,8 +10,11 @@ Where a stream keeps its progress:
 
 * `checkpoint=PATH` (Spark's `checkpointLocation`): each batch's ranges are written before it
   runs and its end after (`pipelines.checkpoint`), so a stream restarted in a new driver
-  process runs an unfinished batch again with the same id and ranges, then goes on. With an
-  idempotent sink keyed by `batch_id`, that is exactly-once.
+  process runs an unfinished batch again with the same id, the same ranges and the same
+  number of read tasks, then goes on. With `output_topic=`, what `fn` returns is written to
+  that topic each record once however often its batch runs (`pipelines.spark_writes`): an
+  exactly-once pipeline, topic to topic; another sink can be made so by keying its writes
+  by `batch_id`.
 * `group`: the group's committed offsets move at the end of each batch (at-least-once, as a
   Kafka consumer commits); without a checkpoint, a restarted stream starts from them, with
   batch ids from 0 again. With both, the checkpoint says where to start and the group's
@@ -33,14 +36,17 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from rafka.actors.cluster import Cluster
+from rafka.actors.errors import UnknownTopicError
 from rafka.pipelines.checkpoint import StreamCheckpoint
 from rafka.pipelines.source_options import OffsetRanges, SourceOptionError, SourceOptions
+from rafka.pipelines.spark_reads import read_tasks as spark_read_tasks
 from rafka.pipelines.stream_plan import next_ranges, record_count, should_run
 from rafka.pipelines.topics import (
     offset_ranges,
     partition_bounds,
     ranges_frame,
     source_options,
+    write_topic,
 )
 
 log = logging.getLogger(__name__)
@@ -61,6 +67,7 @@ class TopicStream:
         fn: BatchFunction,
         *,
         checkpoint: StreamCheckpoint | None,
+        output_topic: str | None,
         trigger: str,
         trigger_interval: float,
         max_attempts: int,
@@ -68,6 +75,7 @@ class TopicStream:
         self.spark, self.cluster, self.options, self.group, self.fn = (
             spark, cluster, options, group, fn)
         self.checkpoint = checkpoint
+        self.output_topic = output_topic
         self.trigger = trigger
         self.trigger_interval = trigger_interval
         self.max_attempts = max_attempts
@@ -124,7 +132,7 @@ class TopicStream:
                  last.batch_id)
         self.batch_id = last.batch_id
         self._positions = {tp: start for tp, (start, _until) in last.ranges.items()}
-        self._run_batch(last.ranges, planned=True)
+        self._run_batch(last.ranges, read_tasks=last.read_tasks)
 
     def _plan(self, *, limited: bool, until: Mapping[tuple[str, int], int] | None
               ) -> OffsetRanges | None:
@@ -152,16 +160,22 @@ class TopicStream:
         positions = self._positions or {}
         return all(positions.get(tp, 0) >= end for tp, end in target.items())
 
-    def _run_batch(self, ranges: OffsetRanges, *, planned: bool = False) -> None:
+    def _run_batch(self, ranges: OffsetRanges, *, read_tasks: int | None = None) -> None:
         """Run batch `self.batch_id` over `ranges` until `fn` returns (or fails
-        `max_attempts` times: raised)."""
-        if self.checkpoint is not None and not planned:
-            self.checkpoint.plan(self.batch_id, ranges)
+        `max_attempts` times: raised). `read_tasks` is given for a batch planned before (a
+        checkpoint's unfinished one); a new one is planned here."""
+        if read_tasks is None:
+            read_tasks = spark_read_tasks(self.spark, self.options.min_partitions)
+            if self.checkpoint is not None:
+                self.checkpoint.plan(self.batch_id, ranges, read_tasks)
         while True:
-            frame = ranges_frame(self.spark, self.cluster, ranges, self.group, self.options)
+            frame = ranges_frame(self.spark, self.cluster, ranges, self.group, self.options,
+                                 tasks=read_tasks)
             self.attempts += 1
             try:
-                self.fn(frame, self.batch_id)
+                output = self.fn(frame, self.batch_id)
+                if self.output_topic is not None:
+                    self._write_output(output)
                 break
             except Exception:
                 self.failed_attempts += 1
@@ -182,6 +196,21 @@ class TopicStream:
                            **{tp: until for tp, (_start, until) in ranges.items()}}
         self._last_batch_at = time.monotonic()
         self.batch_id += 1
+
+    def _write_output(self, output: object) -> None:
+        """Write what `fn` returned for this batch, each record once however often the batch
+        runs: its write id is the stream's and the batch's (`pipelines.spark_writes`)."""
+        if not isinstance(output, DataFrame):
+            raise TypeError(f"with output_topic=, fn returns the batch's output DataFrame "
+                            f"(a 'value' column; 'key', 'partition', 'headers' optional), not "
+                            f"{type(output).__name__}")
+        assert self.checkpoint is not None  # stream_topic requires one with output_topic
+        present = set(output.columns)
+        write_topic(output, self.cluster, self.output_topic,
+                    key_col="key" if "key" in present else None,
+                    partition_col="partition" if "partition" in present else None,
+                    headers_col="headers" if "headers" in present else None,
+                    write_id=f"{self.checkpoint.stream_id}/{self.batch_id}")
 
     # ------------------------------------------------------------------------ control
 
@@ -209,6 +238,7 @@ def stream_topic(
     *,
     options: Mapping[str, Any] | None = None,
     checkpoint: str | None = None,
+    output_topic: str | None = None,
     trigger: str = "processingTime",
     trigger_interval: float = 1.0,
     max_records_per_batch: int | None = None,
@@ -220,11 +250,23 @@ def stream_topic(
     `checkpoint`, `group` or both say where the stream keeps its progress (see the module's
     text); `trigger` is "processingTime" (every `trigger_interval` s), "once" or
     "availableNow"; `max_records_per_batch` is `maxOffsetsPerTrigger`.
+
+    With `output_topic` (and a `checkpoint`), `fn` returns a DataFrame of the batch's output
+    with Spark's Kafka-sink columns (`value`; `key`, `partition`, `headers` if it has them),
+    and the stream writes it to `output_topic`: each record once, even when the batch runs
+    again in a restarted driver, if `fn` gives the same rows each time
+    (`pipelines.spark_writes`).
     """
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
     if trigger not in TRIGGERS:
         raise ValueError(f"trigger={trigger!r}: use one of {', '.join(TRIGGERS)}")
+    if output_topic is not None and checkpoint is None:
+        raise ValueError("output_topic= writes each batch once by the stream's identity and "
+                         "batch ids, which live in its checkpoint: give checkpoint= too")
+    if output_topic is not None and not cluster.topic_exists(output_topic):
+        raise UnknownTopicError(f"output topic {output_topic!r} does not exist: create it "
+                                "first")
     if group is None and checkpoint is None:
         raise ValueError("a stream keeps its progress in a checkpoint=, a group=, or both: "
                          "give at least one")
@@ -241,6 +283,7 @@ def stream_topic(
         source = {"subscribe": parsed.subscribe, "subscribePattern": parsed.subscribe_pattern,
                   "assign": parsed.assign}
         state = StreamCheckpoint(checkpoint, source)
-    return TopicStream(spark, cluster, parsed, group, fn, checkpoint=state, trigger=trigger,
+    return TopicStream(spark, cluster, parsed, group, fn, checkpoint=state,
+                       output_topic=output_topic, trigger=trigger,
                        trigger_interval=trigger_interval,
                        max_attempts=max_attempts).start()

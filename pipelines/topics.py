@@ -9,18 +9,17 @@ for it carries over. A group's offsets move only when the caller
 says the batch is consumed (`commit()`, or leaving the `with` block without an exception):
 at-least-once, as a Kafka consumer commits.
 
-`write_topic` produces a DataFrame's rows in parallel: one Ray task with its own producer per
-block of the DataFrame.
+`write_topic` produces a DataFrame's rows from Spark's tasks, each record once, even when a
+task or the whole write runs again (`pipelines.spark_writes`).
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pyarrow as pa
 import ray
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
@@ -33,7 +32,6 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
-from raydp.spark import spark_dataframe_to_ray_dataset
 
 from rafka.actors.clients.consumer import Consumer
 from rafka.actors.cluster import Cluster
@@ -48,7 +46,8 @@ from rafka.pipelines.source_options import (
     parse_source_options,
     resolve_ranges,
 )
-from rafka.pipelines.spark_reads import pieces_frame
+from rafka.pipelines.spark_reads import pieces_frame, read_tasks
+from rafka.pipelines.spark_writes import SinkColumns, write_frame
 
 SPARK_SCHEMA = StructType([
     StructField("key", BinaryType()),
@@ -190,18 +189,19 @@ def ranges_dataset(cluster: Cluster, ranges: OffsetRanges, *, include_headers: b
 
 
 def ranges_frame(spark: SparkSession, cluster: Cluster, ranges: OffsetRanges,
-                 group: str | None, options: SourceOptions) -> TopicDataFrame:
+                 group: str | None, options: SourceOptions, *,
+                 tasks: int | None = None) -> TopicDataFrame:
     """`ranges` as a DataFrame of Spark's Kafka-source schema, read when Spark computes it
-    (`pipelines.spark_reads`)."""
+    (`pipelines.spark_reads`), by `tasks` Spark tasks (default: `read_tasks`)."""
     schema = StructType([*SPARK_SCHEMA.fields,
                          *([SPARK_HEADERS] if options.include_headers else [])])
     pieces = split_ranges(ranges, options.min_partitions)
     if pieces:
         frame = pieces_frame(spark, cluster.namespace, pieces, schema,
+                             tasks=tasks or read_tasks(spark, options.min_partitions),
                              include_headers=options.include_headers,
                              fail_on_data_loss=options.fail_on_data_loss,
-                             timeout_s=options.poll_timeout_ms / 1000,
-                             min_partitions=options.min_partitions)
+                             timeout_s=options.poll_timeout_ms / 1000)
     else:
         frame = spark.createDataFrame([], schema)
     return TopicDataFrame(frame._jdf, frame.sparkSession)._bind(cluster, group, ranges)
@@ -256,52 +256,6 @@ def read_dataset(
                           poll_timeout_ms=parsed.poll_timeout_ms)
 
 
-def _as_bytes(column: pa.ChunkedArray | None, name: str) -> list[bytes | None]:
-    if column is None:
-        return []
-    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
-        return column.to_pylist()
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        return [None if v is None else v.encode() for v in column.to_pylist()]
-    raise TypeError(f"column {name!r} is {column.type}: keys and values must be binary or "
-                    f"string; serialise it first (e.g. to_json(struct(...)))")
-
-
-@ray.remote(num_cpus=0)
-def _produce_block(namespace: str, topic: str, block: pa.Table, key_col: str | None,
-                   value_col: str, partition_col: str | None, acks: Any) -> dict[int, int]:
-    """Produce one block of rows with a producer of its own, in bulk (`send_batch`: no Python
-    code per record but the partitioner's for keys); count per partition."""
-    from rafka.actors.clients.producer import Producer
-
-    values = _as_bytes(block.column(value_col), value_col)
-    keys = _as_bytes(block.column(key_col), key_col) if key_col else None
-    if partition_col:
-        targets = block.column(partition_col).to_pylist()
-        groups: dict[int | None, list[int]] = {}
-        for index, target in enumerate(targets):
-            groups.setdefault(target, []).append(index)
-    else:
-        groups = {None: None}
-    producer = Producer(namespace, acks=acks)
-    try:
-        sent = []
-        for target, indexes in groups.items():
-            if indexes is None:
-                sent.append(producer.send_batch(topic, values, keys))
-                continue
-            sent.append(producer.send_batch(
-                topic, [values[i] for i in indexes],
-                None if keys is None else [keys[i] for i in indexes], partition=target))
-        producer.flush()
-        counts: Counter[int] = Counter()
-        for records in sent:
-            counts.update(records.partition_counts(60))
-        return dict(counts)
-    finally:
-        producer.close()
-
-
 def write_topic(
     df: DataFrame,
     cluster: Cluster,
@@ -310,25 +264,23 @@ def write_topic(
     key_col: str | None = None,
     value_col: str = "value",
     partition_col: str | None = None,
+    headers_col: str | None = None,
     acks: Any = "all",
+    write_id: str | None = None,
+    timeout_s: float = 120.0,
 ) -> dict[int, int]:
-    """Produce every row of `df` to `topic` (binary or string key/value columns); returns how
-    many records went to each partition. Keys are partitioned as a Java producer would."""
+    """Produce every row of `df` to `topic`, each exactly once; returns how many records of
+    the write each partition holds. The columns are Spark's Kafka sink's: key and value binary
+    or string, the partition an integer, headers an array of (key string, value binary)
+    structs. Keys are partitioned as a Java producer would.
+
+    Spark's tasks write (`pipelines.spark_writes`), and a task Spark runs again adds only
+    the records its earlier attempt did not store. `write_id` names the write across driver
+    processes: run again with the same id (after a crash, say), it stores only what is
+    missing. It must then be the same DataFrame, giving each Spark partition the same rows
+    in the same order."""
     if not cluster.topic_exists(topic):
         raise UnknownTopicError(f"topic {topic!r} does not exist: create it first")
-    columns = [c for c in (key_col, value_col, partition_col) if c is not None]
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"no column {missing} in the DataFrame (columns: {df.columns})")
-    # RayDP's conversion itself: ray.data.from_spark, its wrapper, warns of a deprecated
-    # argument on every call (Ray 2.60 passes `parallelism=None` and counts it as given).
-    dataset = spark_dataframe_to_ray_dataset(df.select(*columns))
-    refs = [
-        _produce_block.remote(cluster.namespace, topic, block, key_col, value_col,
-                              partition_col, acks)
-        for block in dataset.to_arrow_refs()
-    ]
-    counts: Counter[int] = Counter()
-    for result in ray.get(refs):
-        counts.update(result)
-    return dict(sorted(counts.items()))
+    columns = SinkColumns(key_col, value_col, partition_col, headers_col)
+    return write_frame(df, cluster.namespace, topic, write_id or uuid.uuid4().hex, columns,
+                       acks=acks, timeout_s=timeout_s)

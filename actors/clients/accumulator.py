@@ -96,7 +96,8 @@ def _payload_size(key: bytes | None, value: bytes | None) -> int:
 
 
 def _headers_size(headers: Headers) -> int:
-    return sum(len(name) + len(value) + 4 for name, value in headers)
+    return sum(len(name) + (len(value) if value is not None else 0) + 4
+               for name, value in headers)
 
 
 @dataclass(eq=False, slots=True)
@@ -191,6 +192,11 @@ class SequenceTracker:
         before appending it: see ``RecordAccumulator.release_sequences``)."""
         tp = (topic, partition)
         self._next[tp] = decrement_sequence(self._next.get(tp, 0), record_count)
+
+    def start_at(self, topic: str, partition: int, sequence: int) -> None:
+        """Number the partition's next batch from `sequence` (a write resumed where an
+        earlier attempt of it left off: `actors.clients.sequenced_producer`)."""
+        self._next[(topic, partition)] = sequence
 
     def reset(self, topic: str, partition: int) -> None:
         """Start the partition again at 0 (after a producer-epoch bump, KIP-360)."""

@@ -573,15 +573,22 @@ class Producer:
             outcome.complete(reply.base_offset)
         elif is_retriable(error):
             self.metadata.invalidate(batch.topic)
-            if isinstance(error, OutOfOrderSequenceError):
-                with self._lock:
-                    if self._accumulator.lost_producer_state(batch,
-                                                             reply.get("expected_sequence")):
-                        self._epoch_bumps.add((batch.topic, batch.partition))
+            if isinstance(error, OutOfOrderSequenceError) and not self._out_of_order(
+                    batch, reply.get("expected_sequence")):
+                self._fail(batch, error)
+                return
             self._retry_or_fail(batch, error)
         else:
             self._fail(batch, error,
                        release_sequences=isinstance(error, _REFUSED_BEFORE_APPEND))
+
+    def _out_of_order(self, batch: PendingBatch, expected_sequence: int | None) -> bool:
+        """The leader cannot append `batch` before the sequence it expects: whether to retry
+        it. Yes; and where the leader lost this producer's state, under a new epoch."""
+        with self._lock:
+            if self._accumulator.lost_producer_state(batch, expected_sequence):
+                self._epoch_bumps.add((batch.topic, batch.partition))
+        return True
 
     def _bump_epochs(self) -> None:
         """A new epoch for each partition waiting for one whose batches have all come back

@@ -542,6 +542,20 @@ class PartitionReplica:
         return {"error": 0, "offset": found.offset, "timestamp": found.timestamp,
                 "leader_epoch": found.leader_epoch}
 
+    def describe_producer(self, producer_id: int) -> dict:
+        """Kafka's DescribeProducers for one producer id: its epoch and the last sequence this
+        leader's log holds of it, with that batch's last offset and the high watermark, so
+        the caller can tell whether the batch is committed yet (-1 where the log has none)."""
+        if self.role != LEADER:
+            return self.not_leader()
+        entry = self.log.producer_state(producer_id)
+        known = entry is not None and entry.last_sequence is not None
+        return {"error": 0,
+                "producer_epoch": entry.producer_epoch if entry is not None else -1,
+                "last_sequence": entry.last_sequence if known else -1,
+                "last_offset": entry.last_offset if known else -1,
+                "high_watermark": self.log.high_watermark}
+
     def delete_records(self, offset: int) -> dict:
         """Kafka's DeleteRecords: move the log start offset up to `offset` (-1: the high
         watermark), deleting the segments wholly below it; the followers move theirs when they

@@ -42,6 +42,7 @@ from rafka.actors.messages import (
     OffsetQuery,
     PartitionFetch,
     PartitionProduce,
+    ProducerQuery,
     RecordsDeletion,
     ReplicaFetchAnswer,
     ReplicaFetchPartition,
@@ -641,6 +642,11 @@ class ReplicaHost:
         """Kafka's DeleteRecords for several partitions led here."""
         return self._answer_each(deletions,
                                  lambda replica, deletion: replica.delete_records(deletion.offset))
+
+    async def describe_producers(self, queries: list[ProducerQuery]) -> list[dict[str, Any]]:
+        """Kafka's DescribeProducers for several partitions led here, one producer id each."""
+        return self._answer_each(queries, lambda replica, query: replica.describe_producer(
+            query.producer_id))
 
     def _answer_each(self, queries: list[Any], answer: Any) -> list[dict[str, Any]]:
         """`answer(replica, query)` for each query's partition, or why it is not here."""

@@ -56,16 +56,17 @@ SOURCE = {"subscribe": ["t"]}
 def test_a_checkpoint_holds_planned_and_finished_batches(tmp_path) -> None:
     checkpoint = StreamCheckpoint(tmp_path, SOURCE)
     assert checkpoint.last_batch() is None
-    checkpoint.plan(0, {("t", 0): (0, 10), ("t", 1): (5, 7)})
+    checkpoint.plan(0, {("t", 0): (0, 10), ("t", 1): (5, 7)}, read_tasks=3)
     reopened = StreamCheckpoint(tmp_path, SOURCE)  # another driver
     assert reopened.stream_id == checkpoint.stream_id
     last = reopened.last_batch()
-    assert (last.batch_id, last.ranges, last.committed) == (
-        0, {("t", 0): (0, 10), ("t", 1): (5, 7)}, False)
+    assert (last.batch_id, last.ranges, last.committed, last.read_tasks) == (
+        0, {("t", 0): (0, 10), ("t", 1): (5, 7)}, False, 3)
     reopened.commit(0)
     assert StreamCheckpoint(tmp_path, SOURCE).last_batch().committed
     assert json.loads((tmp_path / "offsets" / "0").read_text()) == {
-        "t": {"0": [0, 10], "1": [5, 7]}}  # Spark's layout: offsets/<batch>, commits/<batch>
+        "ranges": {"t": {"0": [0, 10], "1": [5, 7]}}, "readTasks": 3}
+    assert (tmp_path / "commits" / "0").exists()  # Spark's layout: offsets/, commits/
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
 
 
@@ -78,7 +79,7 @@ def test_a_checkpoint_of_another_stream_is_refused(tmp_path) -> None:
 def test_old_batches_are_forgotten_and_damage_is_named(tmp_path) -> None:
     checkpoint = StreamCheckpoint(tmp_path, SOURCE)
     for batch_id in range(RETAINED_BATCHES + 5):
-        checkpoint.plan(batch_id, {("t", 0): (batch_id, batch_id + 1)})
+        checkpoint.plan(batch_id, {("t", 0): (batch_id, batch_id + 1)}, read_tasks=2)
         checkpoint.commit(batch_id)
     kept = sorted(int(p.name) for p in (tmp_path / "offsets").iterdir())
     assert kept == list(range(5, RETAINED_BATCHES + 5))

@@ -1,0 +1,190 @@
+"""A DataFrame's rows into a topic, from Spark's own tasks, each record stored once.
+
+`write_frame` maps each Spark partition (`mapInArrow`) to a writer in the task's Python worker:
+a `SequencedProducer` under a producer id derived from the write's id and the partition's
+index (`pipelines.sink_plan`). Before sending, it asks the leaders how many records earlier
+attempts of the same partition wrote to each Kafka partition, skips that many, and sends the
+rest with the sequence numbers that follow. So a task Spark runs again (its executor died, the
+write failed midway) or a whole write run again under the same `write_id` (its driver died)
+adds only what is missing: every row is stored once.
+
+This holds if every attempt gives each Spark partition the same rows in the same order: true
+of a DataFrame read from topics (`read_topic`, a stream's batch) and what narrow
+transformations (`select`, `filter`, `withColumn`, UDFs) make of it; a shuffle's output order
+is not fixed, so sort within partitions after one (`sortWithinPartitions`). A partition whose
+rows are fewer than an earlier attempt wrote fails with `NonDeterministicInputError`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from functools import partial
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import ray
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+from pyspark.sql.types import (
+    BinaryType,
+    ByteType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+)
+
+from rafka.actors.clients.producer import SentRecords
+from rafka.actors.clients.sequenced_producer import SequencedProducer
+from rafka.actors.errors import RafkaError
+from rafka.pipelines.sink_plan import (
+    keyless_runs,
+    rows_by_partition,
+    sink_producer_id,
+    target_partitions,
+)
+from rafka.pipelines.spark_reads import join_ray
+
+WRITTEN_SCHEMA = "partition int, records long"
+_BYTES_TYPES = (BinaryType, StringType)
+_PARTITION_TYPES = (ByteType, ShortType, IntegerType, LongType)
+_HEADERS_TYPES = ("array<struct<key:string,value:binary>>",
+                  "array<struct<key:string,value:string>>")
+
+
+class NonDeterministicInputError(RafkaError):
+    """A retried write's partition holds other rows than its earlier attempt had."""
+
+
+class SinkColumns(NamedTuple):
+    """Which columns of the DataFrame hold each record's parts (None: it has none)."""
+
+    key: str | None
+    value: str
+    partition: str | None
+    headers: str | None
+
+    def names(self) -> list[str]:
+        return [name for name in self if name is not None]
+
+
+def write_frame(df: DataFrame, namespace: str, topic: str, write_id: str,
+                columns: SinkColumns, *, acks: Any, timeout_s: float) -> dict[int, int]:
+    """Write every row of `df` to `topic` once (see the module docstring); returns how many
+    records of the write each Kafka partition holds."""
+    _check_types(df, columns)
+    context = ray.get_runtime_context()
+    write = partial(_write_partition, context.gcs_address, context.namespace, namespace,
+                    topic, write_id, columns, acks, timeout_s)
+    counts: Counter[int] = Counter()
+    for row in df.select(*columns.names()).mapInArrow(write, WRITTEN_SCHEMA).collect():
+        counts[row["partition"]] += row["records"]
+    return dict(sorted(counts.items()))
+
+
+def _check_types(df: DataFrame, columns: SinkColumns) -> None:
+    """Spark's Kafka sink's types: refused here, before any task runs."""
+    fields = {field.name: field.dataType for field in df.schema.fields}
+    missing = [name for name in columns.names() if name not in fields]
+    if missing:
+        raise ValueError(f"no column {missing} in the DataFrame (columns: {df.columns})")
+    for name in (columns.key, columns.value):
+        if name is not None and not isinstance(fields[name], _BYTES_TYPES):
+            raise TypeError(f"column {name!r} is {fields[name].simpleString()}: keys and "
+                            "values must be binary or string; serialise it first "
+                            "(e.g. to_json(struct(...)))")
+    name = columns.partition
+    if name is not None and not isinstance(fields[name], _PARTITION_TYPES):
+        raise TypeError(f"column {name!r} is {fields[name].simpleString()}: a partition is "
+                        "an integer")
+    name = columns.headers
+    if name is not None and fields[name].simpleString() not in _HEADERS_TYPES:
+        raise TypeError(f"column {name!r} is {fields[name].simpleString()}: headers are "
+                        f"{_HEADERS_TYPES[0]}, as in Spark's Kafka source and sink")
+
+
+def _write_partition(ray_address: str, driver_namespace: str, namespace: str, topic: str,
+                     write_id: str, columns: SinkColumns, acks: Any, timeout_s: float,
+                     batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """In a Spark task's Python worker: write this Spark partition's rows, after those an
+    earlier attempt of it wrote; yield how many rows went to each Kafka partition."""
+    join_ray(ray_address, driver_namespace)
+    spark_partition = TaskContext.get().partitionId()
+    producer = SequencedProducer(namespace, sink_producer_id(write_id, spark_partition),
+                                 acks=acks)
+    try:
+        already = producer.resume(topic, timeout_s)
+        partitions = len(already)
+        to_skip = dict(already)
+        counts: Counter[int] = Counter()
+        sent = []
+        first_row = 0
+        for batch in batches:
+            values = _as_bytes(batch.column(columns.value))
+            keys = _as_bytes(batch.column(columns.key)) if columns.key else None
+            explicit = (batch.column(columns.partition).to_pylist() if columns.partition
+                        else None)
+            headers = _headers(batch.column(columns.headers)) if columns.headers else None
+            if keys is None and explicit is None:  # slices, not a partition per row
+                groups = [(target, range(start, stop)) for target, start, stop
+                          in keyless_runs(partitions, spark_partition, first_row,
+                                          batch.num_rows)]
+            else:
+                targets = target_partitions(topic, partitions, spark_partition, first_row,
+                                            batch.num_rows, keys, explicit)
+                groups = list(rows_by_partition(targets).items())
+            for target, rows in groups:
+                counts[target] += len(rows)
+                skipped = min(to_skip[target], len(rows))
+                to_skip[target] -= skipped
+                rows = rows[skipped:]
+                if headers is not None:  # `send_batch` takes no headers: a record at a time
+                    sent += [producer.send(topic, values[i], None if keys is None else keys[i],
+                                           partition=target, headers=headers[i])
+                             for i in rows]
+                elif rows:
+                    sent.append(producer.send_batch(
+                        topic, _pick(values, rows),
+                        None if keys is None else _pick(keys, rows), partition=target))
+            first_row += batch.num_rows
+        short = ", ".join(f"{already[p]} records to {topic}-{p}, where this attempt has "
+                          f"{counts[p]} rows" for p, left in sorted(to_skip.items()) if left)
+        if short:
+            raise NonDeterministicInputError(
+                f"an earlier attempt at Spark partition {spark_partition} of write "
+                f"{write_id!r} wrote {short}: the DataFrame gives other rows each time it is "
+                "computed; make it deterministic (sortWithinPartitions after a shuffle)")
+        producer.flush(timeout_s)
+        for outcome in sent:  # raises the first failure
+            if isinstance(outcome, SentRecords):
+                outcome.partition_counts(timeout_s)
+            else:
+                outcome.result(timeout_s)
+    finally:
+        producer.close(timeout_s)
+    yield pa.RecordBatch.from_pydict(
+        {"partition": list(counts), "records": list(counts.values())},
+        schema=pa.schema([("partition", pa.int32()), ("records", pa.int64())]))
+
+
+def _pick(items: list, rows: range | list[int]) -> list:
+    """`items` at `rows`: a slice for a run of rows."""
+    if isinstance(rows, range):
+        return items[rows.start:rows.stop]
+    return [items[i] for i in rows]
+
+
+def _headers(column: pa.Array) -> list[list[tuple[str, bytes | None]]]:
+    """Spark's headers column (key string, value binary or string) as each record's pairs."""
+    return [[(pair["key"], pair["value"].encode() if isinstance(pair["value"], str)
+              else pair["value"]) for pair in row or ()]
+            for row in column.to_pylist()]
+
+
+def _as_bytes(column: pa.Array) -> list[bytes | None]:
+    """Binary values as they are; strings as UTF-8 (the types `_check_types` lets through)."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary() if pa.types.is_string(column.type)
+                             else pa.large_binary())
+    return column.to_pylist()

@@ -1,0 +1,164 @@
+"""The exactly-once sink: `write_topic` and a stream's `output_topic` store each row once when
+a Spark task fails midway and runs again, and when a whole write runs again under its id."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from rafka import Cluster
+from rafka.pipelines.spark_writes import NonDeterministicInputError
+from rafka.pipelines.streaming import stream_topic
+from rafka.pipelines.topics import read_topic, write_topic
+from tests.support.cluster import cluster_of_its_own
+from tests.support.pipelines import spark_executor_pids, stored_count, stored_records
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, ray_session, tmp_path_factory):
+    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "sink", 2)
+
+
+def fresh(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def stored_values(cluster: Cluster, topic: str, expected: int) -> Counter[bytes]:
+    """How often each value is in `topic`."""
+    return Counter(record.value for record in stored_records(cluster, topic, expected))
+
+
+def numbers(spark, count: int, partitions: int = 2):
+    return spark.range(0, count, numPartitions=partitions).select(
+        F.col("id").cast("string").alias("value"))
+
+
+def test_a_write_run_again_under_its_id_stores_nothing_twice(spark, cluster: Cluster) -> None:
+    topic = fresh("again")
+    cluster.create_topic(topic, partitions=3, replication_factor=2)
+    frame = numbers(spark, 5000).withColumn("key", F.concat(F.lit("k"), F.col("value")))
+    first = write_topic(frame, cluster, topic, key_col="key", write_id="nightly-1")
+    second = write_topic(frame, cluster, topic, key_col="key", write_id="nightly-1")
+    assert first == second and sum(first.values()) == 5000
+    stored = stored_values(cluster, topic, 5000)
+    assert stored == Counter(str(i).encode() for i in range(5000))
+    # Another write id is another write: its rows are stored again.
+    write_topic(frame, cluster, topic, key_col="key", write_id="nightly-2")
+    assert set(stored_values(cluster, topic, 10_000).values()) == {2}
+
+
+def test_an_executor_killed_midway_leaves_its_retried_tasks_only_what_is_missing(
+        spark, cluster: Cluster) -> None:
+    """SIGKILL the Spark executor while its tasks write; Spark runs them again on the executor
+    RayDP starts in its place, and they skip what the killed attempts stored."""
+    topic = fresh("midway")
+    cluster.create_topic(topic, partitions=2, replication_factor=2)
+    rows = 300_000
+    [executor] = spark_executor_pids()
+    killed = []
+
+    def kill_midway() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            stored = stored_count(cluster, topic, 2)
+            if stored >= 20_000:
+                os.kill(executor, signal.SIGKILL)
+                killed.append(stored)
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_midway)
+    killer.start()
+    counts = write_topic(numbers(spark, rows), cluster, topic)
+    killer.join()
+    assert killed and killed[0] < rows, "the executor was not killed midway"
+    assert spark_executor_pids() != [executor]
+    assert sum(counts.values()) == rows
+    stored = stored_values(cluster, topic, rows)
+    assert stored == Counter(str(i).encode() for i in range(rows))
+
+
+def test_a_rerun_with_other_rows_than_the_first_is_refused(spark, cluster: Cluster) -> None:
+    topic = fresh("changed")
+    cluster.create_topic(topic, partitions=1, replication_factor=2)
+    write_topic(numbers(spark, 1000, partitions=1), cluster, topic, write_id="w")
+    with pytest.raises(Exception, match="gives other rows each time") as raised:
+        write_topic(numbers(spark, 400, partitions=1), cluster, topic, write_id="w")
+    assert NonDeterministicInputError.__name__ in str(raised.value)
+    assert sum(stored_values(cluster, topic, 1000).values()) == 1000
+
+
+def test_columns_of_the_wrong_type_are_refused_before_anything_is_written(
+        spark, cluster: Cluster) -> None:
+    topic = fresh("types")
+    cluster.create_topic(topic, partitions=1, replication_factor=2)
+    frame = spark.range(0, 10).select(F.col("id").alias("value"))
+    with pytest.raises(TypeError, match="'value' is bigint: keys and values must be binary"):
+        write_topic(frame, cluster, topic)
+    with pytest.raises(TypeError, match="'p' is string: a partition is an integer"):
+        write_topic(numbers(spark, 10).withColumn("p", F.lit("0")), cluster, topic,
+                    partition_col="p")
+
+
+def test_a_stream_writes_each_batch_output_once_to_its_output_topic(
+        spark, cluster: Cluster, tmp_path: Path) -> None:
+    source, sink = fresh("orders"), fresh("enriched")
+    cluster.create_topic(source, partitions=2, replication_factor=2)
+    cluster.create_topic(sink, partitions=3, replication_factor=2)
+    producer = cluster.producer(acks="all")
+    producer.send_batch(source, [str(i).encode() for i in range(3000)],
+                        [f"k{i % 10}".encode() for i in range(3000)])
+    producer.close()
+    failed = []
+
+    def enrich(frame, batch_id: int):
+        if batch_id == 1 and not failed:  # the batch runs again: its first output is kept
+            failed.append(batch_id)
+            write_topic(frame.select("key", F.concat("value", F.lit("!")).alias("value")),
+                        cluster, sink, key_col="key", write_id=f"{stream.checkpoint.stream_id}/1")
+            raise RuntimeError("the batch failed after writing")
+        return frame.select("key", F.concat("value", F.lit("!")).alias("value"))
+
+    with pytest.raises(ValueError, match="give checkpoint= too"):
+        stream_topic(spark, cluster, source, "g", enrich, output_topic=sink)
+    stream = stream_topic(spark, cluster, source, None, enrich,
+                          checkpoint=str(tmp_path / "checkpoint"), output_topic=sink,
+                          options={"startingOffsets": "earliest"}, trigger="availableNow",
+                          max_records_per_batch=1000)
+    assert stream.await_termination(300)
+    assert stream.exception() is None and failed == [1]
+    stored = stored_values(cluster, sink, 3000)
+    assert stored == Counter(f"{i}!".encode() for i in range(3000))
+
+
+def test_headers_are_written_as_spark_reads_them(spark, cluster: Cluster) -> None:
+    source, sink = fresh("with-headers"), fresh("copied")
+    cluster.create_topic(source, partitions=2, replication_factor=2)
+    cluster.create_topic(sink, partitions=2, replication_factor=2)
+    producer = cluster.producer(acks="all")
+    for i in range(200):
+        producer.send(source, str(i).encode(), f"k{i}".encode(),
+                      headers=[("trace", f"t{i}".encode()), ("empty", None)] if i % 2 else None)
+    producer.close()
+    frame = read_topic(spark, cluster, source, include_headers=True).select(
+        "key", "value", "headers")
+    for _attempt in range(2):  # the second stores nothing again
+        write_topic(frame, cluster, sink, key_col="key", headers_col="headers",
+                    write_id="copy")
+    copied = {bytes(row.value): [(h.key, None if h.value is None else bytes(h.value))
+                                 for h in row.headers]
+              for row in read_topic(spark, cluster, sink, include_headers=True).collect()}
+    assert len(copied) == 200
+    assert copied[b"7"] == [("trace", b"t7"), ("empty", None)]
+    assert copied[b"8"] == []
+    with pytest.raises(TypeError, match="headers are array<struct<key:string,value:binary>>"):
+        write_topic(frame.withColumn("headers", F.lit("x")), cluster, sink,
+                    headers_col="headers")
