@@ -13,10 +13,12 @@ What it times (medians of `--repeat` runs, each materialised with persist().coun
 * `create_dataframe`: `spark.createDataFrame` of the same rows from the driver.
 * `ray_data`: the topic into a materialised Ray Dataset (no Spark).
 * `write_topic`: the rows' values written to a new topic, beside `parquet_write`, Spark writing
-  the same rows to Parquet.
+  the same rows to Parquet, and `python_handoff`, Spark handing the same rows to its Python
+  workers (`mapInArrow`) that only count them: the floor of any writer in Spark's tasks.
 
 Ratios: `read_topic_vs_arrow_handoff` (issue 24's target is 0.8), `write_topic_vs_parquet_write`
-(also 0.8) and `read_topic_vs_create_dataframe`.
+(also 0.8), `python_handoff_vs_parquet_write`, `write_topic_vs_python_handoff` and
+`read_topic_vs_create_dataframe`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,12 @@ def produce(cluster: Cluster, topic: str, records: int, record_size: int) -> Non
     producer.close()
 
 
+def count_rows(batches: Any) -> Any:
+    """In a Spark task's Python worker: the rows handed over, as the values a writer needs."""
+    rows = sum(len(batch.column(0).to_pylist()) for batch in batches)
+    yield pa.RecordBatch.from_pydict({"rows": [rows]})
+
+
 def timed(repeat: int, run: Callable[[], int], expected: int) -> list[float]:
     seconds = []
     for _ in range(repeat):
@@ -77,7 +85,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; medians reported")
     parser.add_argument("--phases", default="read_topic,arrow_handoff,parquet_read,"
-                        "create_dataframe,ray_data,write_topic,parquet_write")
+                        "create_dataframe,ray_data,write_topic,parquet_write,python_handoff")
     parser.add_argument("--plot", help="write a bar chart to this PNG file")
     args = parser.parse_args()
     phases = args.phases.split(",")
@@ -120,6 +128,10 @@ def main() -> None:
             shutil.rmtree(target)
             return records
 
+        def python_handoff() -> int:
+            return sum(row["rows"] for row in
+                       values.mapInArrow(count_rows, "rows long").collect())
+
         values = spark.read.parquet(parquet).select("value").persist()
         values.count()
         runs: dict[str, Callable[[], int]] = {
@@ -131,6 +143,7 @@ def main() -> None:
             "ray_data": ray_data,
             "write_topic": write,
             "parquet_write": parquet_write,
+            "python_handoff": python_handoff,
         }
         for phase in phases:
             if phase == "ray_data" and not hasattr(pipeline_topics, "read_dataset"):
@@ -153,6 +166,8 @@ def main() -> None:
         "read_topic_vs_arrow_handoff": ("read_topic", "arrow_handoff"),
         "read_topic_vs_create_dataframe": ("read_topic", "create_dataframe"),
         "write_topic_vs_parquet_write": ("write_topic", "parquet_write"),
+        "python_handoff_vs_parquet_write": ("python_handoff", "parquet_write"),
+        "write_topic_vs_python_handoff": ("write_topic", "python_handoff"),
     }.items():
         if numerator in rates and denominator in rates:
             result[name] = round(rates[numerator] / rates[denominator], 2)
