@@ -1,0 +1,326 @@
+"""End-to-end latency of rafka, measured from when each record was due, beside the same run's
+floor: a chain of bare Ray actor calls with as many hops. Prints one JSON object; `--plot
+out.png` draws the latency distributions.
+
+    .venv/bin/python bench/latency.py --rate 5000 --seconds 10
+
+What it does (issue 26, point 1):
+
+* A producer in a process of its own sends `--rate` records/s of `--record-size` bytes with
+  acks=all to a topic of one partition with three replicas, once per `--lingers` value. Each
+  record carries the time it was due (`start + i / rate`, Linux's CLOCK_MONOTONIC, which every
+  process on the machine shares), not the time it was sent: a producer that falls behind
+  shows its delay in every record it owes (no coordinated omission).
+* A consumer in this process polls; a record's latency is when `poll` returned it less when it
+  was due. The first `--warmup` seconds are not counted.
+* The floor: a process of its own sends the same records at the same rate through a chain of
+  `--hops` async Ray actors (fire-and-forget calls, as the hosts' calls are); the last records
+  when each arrived. rafka's path has four such hops: producer to leader host, the follower's
+  fetch answered, the follower's next fetch moving the high watermark, the consumer's fetch
+  answered.
+
+Reports p50, p99, p99.9 and max (ms) of each, and each rafka run's p99 over the chain's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from array import array
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from rafka import Cluster
+from rafka.actors.runtime import init_ray
+
+DUE = struct.Struct("<q")
+REPO = Path(__file__).resolve().parent.parent
+CHAIN_NAME = "bench-latency-hop"
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q / 100))]
+
+
+def summary(latencies_ms: list[float], records: int) -> dict[str, Any]:
+    ordered = sorted(latencies_ms)
+    return {"records": records, "measured": len(ordered),
+            "p50_ms": round(percentile(ordered, 50), 3),
+            "p99_ms": round(percentile(ordered, 99), 3),
+            "p999_ms": round(percentile(ordered, 99.9), 3),
+            "max_ms": round(ordered[-1], 3)}
+
+
+# ----------------------------------------------------------------------- sending processes
+
+
+def send_at_rate(send: Any, rate: int, total: int, record_size: int,
+                 wait_for_room: Any = None) -> int:
+    """Send record i at `start + i / rate`, each payload stamped with its due time; returns
+    the start (monotonic ns), printed first so the reader knows it. Without `wait_for_room`,
+    `send(payload)` for each record; with it, `send(payloads)` with every record due, once
+    `wait_for_room()` returns (as a producer sends what accumulated while its requests in
+    flight were full)."""
+    interval = 1e9 / rate
+    pad = b"\0" * max(0, record_size - DUE.size)
+    start = time.monotonic_ns() + 100_000_000
+    print(f"START {start}", flush=True)
+    clock = time.monotonic_ns
+    i = 0
+    while i < total:
+        due = start + int(i * interval)
+        delay = due - clock()
+        if delay > 0:
+            time.sleep(delay / 1e9)
+        if wait_for_room is None:
+            send(DUE.pack(due) + pad)
+            i += 1
+            continue
+        wait_for_room()
+        now = clock()
+        payloads = []
+        while i < total and (due := start + int(i * interval)) <= now:
+            payloads.append(DUE.pack(due) + pad)
+            i += 1
+        send(payloads)
+    return start
+
+
+def producer_process(ray_address: str, zk: str, name: str, topic: str, rate: int, total: int,
+                     record_size: int, linger_ms: int) -> None:
+    cluster = Cluster.connect(zk, name, ray_address=ray_address)
+    producer = cluster.producer(acks="all", linger_ms=linger_ms)
+    producer.metadata.partitions(topic)
+    futures = []
+    send_at_rate(lambda payload: futures.append(producer.send(topic, payload)), rate, total,
+                 record_size)
+    producer.flush(60)
+    failed = sum(1 for future in futures if future.exception(0) is not None)
+    producer.close()
+    print(f"DONE {failed}", flush=True)
+
+
+def chain_process(ray_address: str, namespace: str, rate: int, total: int,
+                  record_size: int, in_flight: int) -> None:
+    ray.init(address=ray_address, namespace=namespace, log_to_driver=False)
+    first = ray.get_actor(f"{CHAIN_NAME}-0")
+    pending: list[Any] = []
+
+    def wait_for_room() -> None:
+        nonlocal pending
+        _done, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+        if len(pending) >= in_flight:
+            _done, pending = ray.wait(pending, num_returns=1)
+
+    send_at_rate(lambda payloads: pending.append(first.relay.remote(payloads)), rate, total,
+                 record_size, wait_for_room)
+    ray.get(pending)
+    print("DONE 0", flush=True)
+
+
+@ray.remote(num_cpus=0)
+class Hop:
+    """One hop of the floor's chain: passes each call's payloads to the next hop and answers
+    when it has; the last hop keeps each payload's latency."""
+
+    def __init__(self, next_hop: Any) -> None:
+        self.next_hop = next_hop
+        self.dues = array("q")
+        self.latencies = array("d")
+
+    async def relay(self, payloads: list[bytes]) -> None:
+        if self.next_hop is not None:
+            await self.next_hop.relay.remote(payloads)
+            return
+        now = time.monotonic_ns()
+        for payload in payloads:
+            due = struct.unpack_from("<q", payload)[0]  # DUE's format (a Struct won't pickle)
+            self.dues.append(due)
+            self.latencies.append((now - due) / 1e6)
+
+    async def arrived(self) -> int:
+        return len(self.latencies)
+
+    async def taken(self) -> tuple[bytes, bytes]:
+        return self.dues.tobytes(), self.latencies.tobytes()
+
+
+def start_sender(args: list[str]) -> tuple[subprocess.Popen, int]:
+    """Start a sending process; returns it and the start time it announced."""
+    process = subprocess.Popen([sys.executable, __file__, *args], cwd=REPO,
+                               stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO.parent)})
+    line = next_line(process, "START ")
+    if not line.startswith("START "):
+        process.kill()
+        raise RuntimeError(f"the sending process did not start: {line!r}")
+    return process, int(line.split()[1])
+
+
+def next_line(process: subprocess.Popen, prefix: str) -> str:
+    """The process's next output line starting with `prefix` (Ray prints its warnings to the
+    same stdout), or "" at its end."""
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith(prefix):
+            return line
+    return ""
+
+
+def finish_sender(process: subprocess.Popen) -> None:
+    line = next_line(process, "DONE ")
+    process.wait(60)
+    if not line.startswith("DONE ") or int(line.split()[1]) or process.returncode:
+        raise RuntimeError(f"the sending process failed: {line!r}, exit {process.returncode}")
+
+
+# --------------------------------------------------------------------------------- phases
+
+
+def rafka_latency(cluster: Cluster, topic: str, linger_ms: int,
+                  args: argparse.Namespace) -> dict[str, Any]:
+    total = int(args.rate * (args.warmup + args.seconds))
+    consumer = cluster.consumer([topic], auto_offset_reset="earliest")
+    for tp in consumer.assignment():
+        consumer.position(tp.topic, tp.partition)
+    sender, start = start_sender([
+        "producer", ray.get_runtime_context().gcs_address, str(cluster.stack.zk_address),
+        cluster.name, topic, str(args.rate), str(total), str(args.record_size),
+        str(linger_ms)])
+    counted_from = start + int(args.warmup * 1e9)
+    latencies = []
+    received = 0
+    deadline = time.monotonic() + args.warmup + args.seconds + 60
+    try:
+        while received < total and time.monotonic() < deadline:
+            records = consumer.poll(timeout_ms=100)
+            now = time.monotonic_ns()
+            received += len(records)
+            for record in records:
+                due = DUE.unpack_from(record.value)[0]
+                if due >= counted_from:
+                    latencies.append((now - due) / 1e6)
+        finish_sender(sender)
+    finally:
+        if sender.poll() is None:
+            sender.kill()
+        consumer.close()
+    if received != total:
+        raise RuntimeError(f"{received} of {total} records arrived")
+    return summary(latencies, total)
+
+
+def chain_latency(args: argparse.Namespace) -> dict[str, Any]:
+    total = int(args.rate * (args.warmup + args.seconds))
+    hops: list[Any] = []
+    next_hop = None
+    for index in reversed(range(args.hops)):
+        next_hop = Hop.options(name=f"{CHAIN_NAME}-{index}").remote(next_hop)
+        hops.append(next_hop)
+    last = hops[0]
+    ray.get([hop.arrived.remote() for hop in hops])  # all started
+    context = ray.get_runtime_context()
+    sender, start = start_sender(["chain", context.gcs_address, context.namespace,
+                                  str(args.rate), str(total), str(args.record_size),
+                                  str(args.chain_in_flight)])
+    try:
+        finish_sender(sender)
+        deadline = time.monotonic() + 60
+        while (arrived := ray.get(last.arrived.remote())) < total:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{arrived} of {total} payloads arrived")
+            time.sleep(0.1)
+        dues, latencies = (array(code, raw) for code, raw in
+                           zip("qd", ray.get(last.taken.remote()), strict=True))
+    finally:
+        if sender.poll() is None:
+            sender.kill()
+        for hop in hops:
+            ray.kill(hop)
+    counted_from = start + int(args.warmup * 1e9)
+    return summary([latency for due, latency in zip(dues, latencies, strict=True)
+                    if due >= counted_from], total)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] in ("producer", "chain"):
+        role, rest = sys.argv[1], sys.argv[2:]
+        if role == "producer":
+            address, zk, name, topic, rate, total, size, linger = rest
+            producer_process(address, zk, name, topic, int(rate), int(total), int(size),
+                             int(linger))
+        else:
+            address, namespace, rate, total, size, in_flight = rest
+            chain_process(address, namespace, int(rate), int(total), int(size), int(in_flight))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=int, default=5_000, help="records/s")
+    parser.add_argument("--seconds", type=float, default=10, help="measured, after warm-up")
+    parser.add_argument("--warmup", type=float, default=1)
+    parser.add_argument("--record-size", type=int, default=100)
+    parser.add_argument("--lingers", default="0,5", help="linger.ms values, one run each")
+    parser.add_argument("--hops", type=int, default=4, help="the floor's chain length")
+    parser.add_argument("--chain-in-flight", type=int, default=5,
+                        help="the floor's calls in flight: its source sends what is due as "
+                             "one call when fewer are (a call per record is more than Ray's "
+                             "actors take here: about 550 calls/s through 4 hops)")
+    parser.add_argument("--plot", help="write a chart of the percentiles to this PNG file")
+    args = parser.parse_args()
+
+    init_ray(log_to_driver=False)
+    scratch = tempfile.mkdtemp(prefix="rafka-bench-latency-")
+    cluster = Cluster.start(brokers=3, name=f"bench-latency-{os.getpid()}",
+                            data_dir=scratch + "/data")
+    results: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
+                               "record_size": args.record_size, "replication_factor": 3,
+                               "acks": "all"}
+    try:
+        for linger in (int(value) for value in args.lingers.split(",")):
+            topic = f"latency-linger-{linger}"
+            cluster.create_topic(topic, partitions=1, replication_factor=3)
+            results[f"rafka_linger_{linger}"] = rafka_latency(cluster, topic, linger, args)
+        results[f"ray_chain_{args.hops}_hops"] = {
+            **chain_latency(args), "in_flight": args.chain_in_flight}
+    finally:
+        cluster.shutdown()
+        shutil.rmtree(scratch, ignore_errors=True)
+    floor = results[f"ray_chain_{args.hops}_hops"]["p99_ms"]
+    for key in [key for key in results if key.startswith("rafka_linger_")]:
+        results[f"{key}_p99_vs_ray_chain"] = round(results[key]["p99_ms"] / floor, 2)
+    print(json.dumps(results, indent=2))
+    if args.plot:
+        plot(results, args.plot)
+
+
+def plot(results: dict[str, Any], out: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot")
+        return
+    runs = {key: value for key, value in results.items() if isinstance(value, dict)}
+    marks = ["p50_ms", "p99_ms", "p999_ms", "max_ms"]
+    for key, value in runs.items():
+        plt.plot(marks, [value[mark] for mark in marks], marker="o", label=key)
+    plt.yscale("log")
+    plt.ylabel("ms from due to delivered")
+    plt.title(f"{results['rate']} records/s, RF 3, acks=all")
+    plt.legend()
+    plt.tight_layout()
+    plt.savefig(out)
+
+
+if __name__ == "__main__":
+    main()
