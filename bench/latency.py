@@ -19,7 +19,8 @@ What it does (issue 26, point 1):
   fetch answered, the follower's next fetch moving the high watermark, the consumer's fetch
   answered.
 
-Reports p50, p99, p99.9 and max (ms) of each, and each rafka run's p99 over the chain's.
+Reports p50, p99, p99.9 and max (ms) of each, the five worst 100 ms windows (by due time, from
+the end of the warm-up), and each rafka run's p99 over the chain's.
 """
 
 from __future__ import annotations
@@ -51,13 +52,23 @@ def percentile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q / 100))]
 
 
-def summary(latencies_ms: list[float], records: int) -> dict[str, Any]:
-    ordered = sorted(latencies_ms)
+def summary(samples: list[tuple[int, float]], records: int, counted_from: int) -> dict[str, Any]:
+    """Percentiles of `(due ns, latency ms)` samples due from `counted_from`, and the worst
+    100 ms windows by due time (a stall shows as a run of them)."""
+    counted = [(due, latency) for due, latency in samples if due >= counted_from]
+    ordered = sorted(latency for _due, latency in counted)
+    windows: dict[int, float] = {}
+    for due, latency in counted:
+        window = (due - counted_from) // 100_000_000
+        windows[window] = max(windows.get(window, 0.0), latency)
+    worst = sorted(windows.items(), key=lambda item: -item[1])[:5]
     return {"records": records, "measured": len(ordered),
             "p50_ms": round(percentile(ordered, 50), 3),
             "p99_ms": round(percentile(ordered, 99), 3),
             "p999_ms": round(percentile(ordered, 99.9), 3),
-            "max_ms": round(ordered[-1], 3)}
+            "max_ms": round(ordered[-1], 3),
+            "worst_windows": [{"due_at_s": window / 10, "max_ms": round(latency, 1)}
+                              for window, latency in sorted(worst)]}
 
 
 # ----------------------------------------------------------------------- sending processes
@@ -197,7 +208,7 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int,
         cluster.name, topic, str(args.rate), str(total), str(args.record_size),
         str(linger_ms)])
     counted_from = start + int(args.warmup * 1e9)
-    latencies = []
+    samples = []
     received = 0
     deadline = time.monotonic() + args.warmup + args.seconds + 60
     try:
@@ -207,8 +218,7 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int,
             received += len(records)
             for record in records:
                 due = DUE.unpack_from(record.value)[0]
-                if due >= counted_from:
-                    latencies.append((now - due) / 1e6)
+                samples.append((due, (now - due) / 1e6))
         finish_sender(sender)
     finally:
         if sender.poll() is None:
@@ -216,7 +226,7 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int,
         consumer.close()
     if received != total:
         raise RuntimeError(f"{received} of {total} records arrived")
-    return summary(latencies, total)
+    return summary(samples, total, counted_from)
 
 
 def chain_latency(args: argparse.Namespace) -> dict[str, Any]:
@@ -247,8 +257,7 @@ def chain_latency(args: argparse.Namespace) -> dict[str, Any]:
         for hop in hops:
             ray.kill(hop)
     counted_from = start + int(args.warmup * 1e9)
-    return summary([latency for due, latency in zip(dues, latencies, strict=True)
-                    if due >= counted_from], total)
+    return summary(list(zip(dues, latencies, strict=True)), total, counted_from)
 
 
 def main() -> None:
