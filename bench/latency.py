@@ -197,10 +197,24 @@ def finish_sender(process: subprocess.Popen) -> None:
 # --------------------------------------------------------------------------------- phases
 
 
+def warm_up_topic(cluster: Cluster, topic: str) -> None:
+    """One record through the topic, acks=all, before anything is timed: the first after a
+    topic is created can wait a second while replica hosts start (docs/latency.md)."""
+    producer = cluster.producer(acks="all")
+    producer.send(topic, b"warm-up").result(60)
+    producer.close()
+    consumer = cluster.consumer([topic], auto_offset_reset="earliest")
+    deadline = time.monotonic() + 60
+    while not consumer.poll(timeout_ms=100) and time.monotonic() < deadline:
+        pass
+    consumer.close()
+
+
 def rafka_latency(cluster: Cluster, topic: str, linger_ms: int,
                   args: argparse.Namespace) -> dict[str, Any]:
     total = int(args.rate * (args.warmup + args.seconds))
-    consumer = cluster.consumer([topic], auto_offset_reset="earliest")
+    warm_up_topic(cluster, topic)
+    consumer = cluster.consumer([topic], auto_offset_reset="latest")
     for tp in consumer.assignment():
         consumer.position(tp.topic, tp.partition)
     sender, start = start_sender([
