@@ -45,7 +45,7 @@ def target_partitions(
         if chosen is not None or key is not None:
             targets.append(choose_partition(topic, key, partitions, partition=chosen))
         else:
-            targets.append((spark_partition + (first_row + index) // KEYLESS_RUN) % partitions)
+            targets.append(_keyless_partition(first_row + index, spark_partition, partitions))
     return targets
 
 
@@ -58,9 +58,14 @@ def keyless_runs(partitions: int, spark_partition: int, first_row: int,
     while start < row_count:
         row = first_row + start
         stop = min(row_count, start + KEYLESS_RUN - row % KEYLESS_RUN)
-        runs.append(((spark_partition + row // KEYLESS_RUN) % partitions, start, stop))
+        runs.append((_keyless_partition(row, spark_partition, partitions), start, stop))
         start = stop
     return runs
+
+
+def _keyless_partition(row: int, spark_partition: int, partitions: int) -> int:
+    """Where row `row` of a Spark partition goes without key or explicit partition."""
+    return (spark_partition + row // KEYLESS_RUN) % partitions
 
 
 def rows_by_partition(targets: Sequence[int]) -> dict[int, list[int]]:

@@ -4,7 +4,6 @@ once however many attempts write it, one after another or at the same time."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 
 import pytest
@@ -15,25 +14,12 @@ from rafka.actors.clients.sequenced_producer import (
     SequencedProducer,
     derive_producer_id,
 )
-from tests.support.cluster import cluster_of_its_own
+from tests.support.cluster import cluster_of_its_own, stored_records
 
 
 @pytest.fixture(scope="module")
 def shared(zookeeper, ray_session, tmp_path_factory):
     yield from cluster_of_its_own(zookeeper, tmp_path_factory, "sequenced")
-
-
-def values_of(cluster: Cluster, topic: str, partition: int, expected: int,
-              timeout_s: float = 60) -> list[bytes]:
-    consumer = cluster.consumer(auto_offset_reset="earliest")
-    consumer.assign([(topic, partition)])
-    records = []
-    deadline = time.monotonic() + timeout_s
-    while len(records) < expected and time.monotonic() < deadline:
-        records += consumer.poll(500)
-    records += consumer.poll(500)  # anything beyond what is expected, too
-    consumer.close()
-    return [record.value for record in records]
 
 
 def attempt(cluster: Cluster, producer_id: int, topic: str, records: dict[int, list[bytes]],
@@ -76,8 +62,9 @@ def test_a_later_attempt_sends_only_what_the_earlier_ones_did_not(shared: Cluste
     assert attempt(shared, producer_id, topic, partial, batch_size=1024) == {0: 0, 1: 0, 2: 0}
     assert attempt(shared, producer_id, topic, records) == {0: 321, 1: 7, 2: 0}
     assert attempt(shared, producer_id, topic, records) == {0: 500, 1: 120, 2: 0}
+    stored = stored_records(shared, topic, sum(map(len, records.values())))
     for partition, values in records.items():
-        assert values_of(shared, topic, partition, len(values)) == values
+        assert [r.value for r in stored if r.partition == partition] == values
 
 
 def test_attempts_writing_at_once_store_each_record_once(shared: Cluster) -> None:
@@ -112,4 +99,4 @@ def test_attempts_writing_at_once_store_each_record_once(shared: Cluster) -> Non
     assert sorted(finished) == [512, 700], failures
     assert failures, "the two attempts never met: the test proves nothing"
     assert all(type(error).__name__ == "OutOfOrderSequenceError" for error in failures)
-    assert values_of(shared, topic, 0, 3000) == records[0]
+    assert [r.value for r in stored_records(shared, topic, 3000)] == records[0]

@@ -18,8 +18,8 @@ from rafka import Cluster
 from rafka.pipelines.spark_writes import NonDeterministicInputError
 from rafka.pipelines.streaming import stream_topic
 from rafka.pipelines.topics import read_topic, write_topic
-from tests.support.cluster import cluster_of_its_own
-from tests.support.pipelines import spark_executor_pids, stored_count, stored_records
+from tests.support.cluster import cluster_of_its_own, stored_count, stored_records
+from tests.support.pipelines import spark_executor_pids
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ import pytest
 import ray
 
 from rafka import Cluster
-from tests.support.cluster import cluster_of_its_own
-from tests.support.pipelines import spark_executor_pids, stored_count, stored_records
+from tests.support.cluster import cluster_of_its_own, stored_count, stored_records
+from tests.support.pipelines import spark_executor_pids
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = 100_000

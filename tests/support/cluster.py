@@ -1,9 +1,10 @@
 """Test clusters: the brokers' config, names of a test's own, a cluster a whole module shares,
-and a partition's state as the cluster describes it."""
+a partition's state as the cluster describes it, and what a topic holds."""
 
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -51,3 +52,25 @@ def cluster_of_its_own(
 def partition_state(cluster: Cluster, topic: str, partition: int) -> dict[str, Any]:
     """`topic`-`partition` as the cluster describes it: leader, epoch, replicas, ISR, offsets."""
     return cluster.describe_topic(topic)["partitions"][partition]
+
+
+def stored_records(cluster: Cluster, topic: str, expected: int, timeout_s: float = 60) -> list:
+    """The records of `topic`: read until `expected` are in, then a little more, so that a
+    duplicate beyond them is seen too."""
+    consumer = cluster.consumer([topic], auto_offset_reset="earliest")
+    records = []
+    deadline = time.monotonic() + timeout_s
+    while len(records) < expected and time.monotonic() < deadline:
+        records += consumer.poll(500)
+    records += consumer.poll(500)
+    consumer.close()
+    return records
+
+
+def stored_count(cluster: Cluster, topic: str, partitions: int) -> int:
+    """How many records `topic` holds (its partitions' high watermarks, summed)."""
+    consumer = cluster.consumer()
+    try:
+        return sum(consumer.end_offsets([(topic, p) for p in range(partitions)]).values())
+    finally:
+        consumer.close()
