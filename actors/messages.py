@@ -61,11 +61,14 @@ class LeaderAndIsrRequest:
 
 
 class PartitionProduce(NamedTuple):
-    """One partition's share of a produce request: record batches, as bytes."""
+    """One partition's share of a produce request: record batches, as bytes; and, for a
+    batch encoded from columns, where each of its records ends (`RecordsPayload.record_ends`),
+    which spares the leader decoding them to check them."""
 
     topic: str
     partition: int
     records: bytes
+    record_ends: bytes | None = None
 
 
 class PartitionFetch(NamedTuple):

@@ -12,7 +12,9 @@ once (not timed in the append figures), then:
 * ``plain_read``: the file read back with 1 MiB ``file.read`` calls (no parsing);
 * ``validate_framing`` and ``validate_full``: the header and CRC check of each batch alone
   (``check_batch``), and a leader's whole check of a producer's batch (``validate_batch``, every
-  record decoded and checked), to put beside ``append``.
+  record decoded and checked), to put beside ``append``;
+* ``validate_by_ends``: the same check of batches of the same values encoded from an Arrow
+  column (``send_columns``' way), given where each record ends (``logstore/record_check.py``).
 
 Neither side fsyncs inside the timed loops (the log's default leaves flushing to the OS).
 Targets: append >= 50 % of the plain write rate; read + parse >= 2,000,000 records/s.
@@ -35,8 +37,11 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
+import pyarrow as pa  # noqa: E402
+
 from rafka.logstore import Log, LogConfig, build_batch, decode_batches  # noqa: E402
-from rafka.logstore.batch import check_batch, validate_batch  # noqa: E402
+from rafka.logstore.batch import check_batch, frame_batch, validate_batch  # noqa: E402
+from rafka.logstore.record_columns import encode_binary_records  # noqa: E402
 
 READ_SIZE = 1 << 20
 
@@ -59,6 +64,22 @@ def build_batches(records: int, record_size: int, batch: int) -> list[bytes]:
             build_batch([(None, value, now_ms + start + i, None) for i in range(count)])
         )
     return batches
+
+
+def build_column_batches(records: int, record_size: int,
+                         batch: int) -> list[tuple[bytes, bytes | None]]:
+    """Batches of the same shape encoded from an Arrow column, with their records' ends."""
+    values = pa.array([os.urandom(record_size)] * records, pa.binary())
+    run_ends = [*range(batch, records, batch), records]
+    payloads = encode_binary_records(values, None, int(time.time() * 1000), run_ends)
+    return [(frame_batch(payload), payload.record_ends) for payload in payloads]
+
+
+def bench_validate_by_ends(batches: list[tuple[bytes, bytes | None]]) -> float:
+    started = time.perf_counter()
+    for batch, record_ends in batches:
+        validate_batch(batch, len(batch), record_ends=record_ends)
+    return time.perf_counter() - started
 
 
 def bench_append(directory: Path, batches: list[bytes]) -> tuple[float, Log]:
@@ -115,13 +136,14 @@ def bench_plain_read(path: Path) -> float:
 
 def run(records: int, record_size: int, batch: int) -> dict[str, object]:
     batches = build_batches(records, record_size, batch)
+    column_batches = build_column_batches(records, record_size, batch)
     total_bytes = sum(map(len, batches))
     with tempfile.TemporaryDirectory(prefix="rafka-bench-") as tmp:
         directory = Path(tmp)
         plain = directory / "plain.bin"
         # Alternate and keep the median of three, so a noisy neighbour hurts both sides alike.
         runs: dict[str, list[float]] = {name: [] for name in (
-            "append", "write", "read", "plain_read", "framing", "full")}
+            "append", "write", "read", "plain_read", "framing", "full", "by_ends")}
         parsed = 0
         for _ in range(3):
             if (directory / "bench-0").exists():
@@ -134,9 +156,10 @@ def run(records: int, record_size: int, batch: int) -> dict[str, object]:
             runs["plain_read"].append(bench_plain_read(plain))
             runs["framing"].append(bench_validate(batches, records=False))
             runs["full"].append(bench_validate(batches, records=True))
+            runs["by_ends"].append(bench_validate_by_ends(column_batches))
             log.close()
             plain.unlink()
-    append_s, write_s, read_s, plain_read_s, framing_s, full_s = (
+    append_s, write_s, read_s, plain_read_s, framing_s, full_s, by_ends_s = (
         statistics.median(times) for times in runs.values())
     append = _rate(records, total_bytes, append_s)
     plain_write = _rate(records, total_bytes, write_s)
@@ -155,6 +178,7 @@ def run(records: int, record_size: int, batch: int) -> dict[str, object]:
         "records_parsed": parsed,
         "validate_framing": _rate(records, total_bytes, framing_s),
         "validate_full": _rate(records, total_bytes, full_s),
+        "validate_by_ends": _rate(records, total_bytes, by_ends_s),
         # What full validation adds to a leader's append, per record.
         "validate_full_vs_append": round(full_s / append_s, 3),
         "targets": {

@@ -5,7 +5,9 @@ Pure Python with no Ray and no ZooKeeper: everything here can be driven by a uni
 Modules, bottom up (each imports only those before it, and the small ones beside them:
 ``checkpoint``, ``config``, ``epoch_cache``, ``errors``, ``index``, ``producer_state``):
 
-* ``batch``: the record batch and its byte layout, the only module that parses it;
+* ``batch``: the record batch and its byte layout, the only module that parses it, with
+  ``record_check`` (a batch's records checked where their producer says they end) beneath it
+  and ``record_columns`` (records encoded from Arrow columns) beside it;
 * ``retention``: which segments retention deletes (pure decisions);
 * ``segment``: one segment, a ``.log`` file and its two indexes (Kafka's LogSegment);
 * ``local_log``: the segment list: roll, append, read, truncate, delete, flush (LocalLog);

@@ -14,7 +14,8 @@ attributes say so.
 
 Who calls what:
 
-* producers: :func:`build_batch`;
+* producers: :func:`build_batch`, or :func:`frame_batch` around records encoded from columns
+  (:mod:`rafka.logstore.record_columns`);
 * the leader, on bytes from outside the cluster: :func:`validate_batch` /
   :func:`validate_batches`, then :func:`stamp_batch` (done by ``Log.append_as_leader``);
 * consumers: :func:`iter_batches`, :func:`decode_records`, :func:`decode_batches`;
@@ -22,7 +23,10 @@ Who calls what:
   :func:`batch_size` and :func:`check_batch` (recovery and lookups), :func:`frame_whole_batches`
   (a read cut at an arbitrary byte).
 
-This module is the only one that knows the byte layout: everything else asks it.
+This module is the only one that knows the byte layout, with two for the records' msgpack:
+:mod:`rafka.logstore.record_columns` encodes records from columns and
+:mod:`rafka.logstore.record_check` checks them where their producer says they end. Everything
+else asks them.
 
 Nothing here ever unpickles: msgpack only.
 """
@@ -46,6 +50,7 @@ from rafka.common.sentinels import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENC
 from rafka.common.sequences import increment_sequence
 from rafka.logstore import compression as _compression
 from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from rafka.logstore.record_check import records_end_where_claimed
 
 MAGIC = 2
 HEADER_SIZE = 61
@@ -300,6 +305,67 @@ def encode_batch(
     original offset deltas.
     """
     payload = msgpack.packb(entries, use_bin_type=True)
+    return _framed(payload, len(entries), base_offset=base_offset, leader_epoch=leader_epoch,
+                   attributes=attributes, last_offset_delta=last_offset_delta,
+                   first_timestamp=first_timestamp, max_timestamp=max_timestamp,
+                   producer_id=producer_id, producer_epoch=producer_epoch,
+                   base_sequence=base_sequence, codec=codec)
+
+
+class RecordsPayload(NamedTuple):
+    """A batch's records already encoded (the msgpack array, uncompressed) and waiting for
+    the header a producer gives them when it sends them (:func:`frame_batch`): the records'
+    bytes do not depend on the producer id, epoch or sequence numbers.
+
+    Made from columns by :func:`rafka.logstore.record_columns.encode_binary_records`.
+    """
+
+    data: bytes
+    count: int
+    first_timestamp: int
+    max_timestamp: int
+    record_ends: bytes | None = None
+    """Where each record ends in ``data`` (little-endian uint32s), for the leader's check
+    (:func:`validate_batch`); None: unknown."""
+
+
+def frame_batch(
+    payload: RecordsPayload,
+    *,
+    compression: str = "none",
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+) -> bytes:
+    """One batch of already encoded records, as :func:`build_batch` would make it of the same
+    records: ``base_offset`` 0, ``leader_epoch`` -1, CreateTime."""
+    if not payload.count:
+        raise ValueError("a batch needs at least one record")
+    codec = _codec(compression)
+    return _framed(payload.data, payload.count, base_offset=0,
+                   leader_epoch=NO_PARTITION_LEADER_EPOCH, attributes=codec,
+                   last_offset_delta=payload.count - 1,
+                   first_timestamp=payload.first_timestamp,
+                   max_timestamp=payload.max_timestamp, producer_id=producer_id,
+                   producer_epoch=producer_epoch, base_sequence=base_sequence, codec=codec)
+
+
+def _framed(
+    payload: bytes,
+    record_count: int,
+    *,
+    base_offset: int,
+    leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    first_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    codec: int,
+) -> bytes:
+    """The header and CRC around the records' bytes, compressed first when ``codec`` says."""
     if codec:
         payload = _compression.compress(codec, payload)
     try:
@@ -311,7 +377,7 @@ def encode_batch(
             producer_id,
             producer_epoch,
             base_sequence,
-            len(entries),
+            record_count,
         )
         crc = zlib.crc32(payload, zlib.crc32(tail))
         head = _BEFORE_CRC_END.pack(
@@ -458,6 +524,7 @@ def validate_batch(
     max_size: int,
     *,
     require_keys: bool = False,
+    record_ends: bytes | None = None,
 ) -> BatchHeader:
     """Validate exactly one batch of untrusted bytes; return its header.
 
@@ -466,6 +533,9 @@ def validate_batch(
     header's counts, and every record (:func:`_verify_records`): decompressed within
     ``MAX_DECOMPRESSION_RATIO * max_size`` and decoded, each must be what a consumer can read.
     ``require_keys`` refuses records without a key (for compacted topics: ``LogConfig.compact``).
+    ``record_ends``: where the producer says each record ends (``RecordsPayload.record_ends``);
+    where the records are all there, they are checked without decoding them
+    (:mod:`rafka.logstore.record_check`), else decoded as without it.
 
     Raises :class:`RecordTooLargeError`, :class:`CorruptRecordError` or
     :class:`InvalidRecordError`.
@@ -490,8 +560,24 @@ def validate_batch(
             f"{len(view) - size} unexpected bytes after the batch (it declares {size} bytes)"
         )
     header = check_batch(view, 0, verify_crc=True, strict=True)
-    _verify_records(view, 0, header, MAX_DECOMPRESSION_RATIO * max_size, require_keys)
+    if record_ends is None or not _records_end_where_claimed(view, header, record_ends,
+                                                             require_keys):
+        _verify_records(view, 0, header, MAX_DECOMPRESSION_RATIO * max_size, require_keys)
     return header
+
+
+def _records_end_where_claimed(view: memoryview, header: BatchHeader, record_ends: bytes,
+                               require_keys: bool) -> bool:
+    """Whether the batch's records are, at the ends its producer claims, what
+    :func:`_verify_records` accepts (see :mod:`rafka.logstore.record_check`)."""
+    if header.attributes & COMPRESSION_CODEC_MASK:
+        return False
+    fits, max_timestamp_delta = records_end_where_claimed(
+        view[RECORDS_START:header.size], header.record_count, record_ends,
+        require_keys=require_keys)
+    return fits and bool(
+        header.attributes & TIMESTAMP_TYPE_MASK
+        or header.first_timestamp + max_timestamp_delta == header.max_timestamp)
 
 
 def validate_batches(
@@ -499,12 +585,14 @@ def validate_batches(
     max_size: int,
     *,
     require_keys: bool = False,
+    record_ends: bytes | None = None,
 ) -> list[BatchHeader]:
     """Validate a produce request that carries one or more concatenated batches.
 
     Each batch is checked as by :func:`validate_batch` (``max_size`` applies per batch, as
     Kafka's max.message.bytes does); a partial batch at the end is trailing garbage. rafka's
-    producer sends one batch per partition per request, but several are accepted.
+    producer sends one batch per partition per request, but several are accepted;
+    ``record_ends`` is used only for a request of one batch.
     """
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
     if not len(view):
@@ -522,6 +610,7 @@ def validate_batches(
                 view[pos : pos + size] if pos + size <= len(view) else view[pos:],
                 max_size,
                 require_keys=require_keys,
+                record_ends=record_ends if pos == 0 and size == len(view) else None,
             )
         )
         pos += size

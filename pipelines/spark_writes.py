@@ -13,6 +13,10 @@ of a DataFrame read from topics (`read_topic`, a stream's batch) and what narrow
 transformations (`select`, `filter`, `withColumn`, UDFs) make of it; a shuffle's output order
 is not fixed, so sort within partitions after one (`sortWithinPartitions`). A partition whose
 rows are fewer than an earlier attempt wrote fails with `NonDeterministicInputError`.
+
+The rows stay Arrow columns until they are batches: each Kafka partition's share of a Spark
+batch (a slice, or a `take` of keyed rows) goes to `Producer.send_columns`, which encodes it
+with Arrow's kernels (`logstore.record_columns`).
 """
 
 from __future__ import annotations
@@ -121,8 +125,8 @@ def _write_partition(ray_address: str, driver_namespace: str, namespace: str, to
         sent = []
         first_row = 0
         for batch in batches:
-            values = _as_bytes(batch.column(columns.value))
-            keys = _as_bytes(batch.column(columns.key)) if columns.key else None
+            values = batch.column(columns.value)
+            keys = batch.column(columns.key) if columns.key else None
             explicit = (batch.column(columns.partition).to_pylist() if columns.partition
                         else None)
             headers = _headers(batch.column(columns.headers)) if columns.headers else None
@@ -132,21 +136,24 @@ def _write_partition(ray_address: str, driver_namespace: str, namespace: str, to
                                           batch.num_rows)]
             else:
                 targets = target_partitions(topic, partitions, spark_partition, first_row,
-                                            batch.num_rows, keys, explicit)
+                                            batch.num_rows,
+                                            None if keys is None else _as_bytes(keys), explicit)
                 groups = list(rows_by_partition(targets).items())
             for target, rows in groups:
                 counts[target] += len(rows)
                 skipped = min(to_skip[target], len(rows))
                 to_skip[target] -= skipped
                 rows = rows[skipped:]
-                if headers is not None:  # `send_batch` takes no headers: a record at a time
-                    sent += [producer.send(topic, values[i], None if keys is None else keys[i],
-                                           partition=target, headers=headers[i])
-                             for i in rows]
-                elif rows:
-                    sent.append(producer.send_batch(
-                        topic, _pick(values, rows),
-                        None if keys is None else _pick(keys, rows), partition=target))
+                if not rows:
+                    continue
+                if headers is not None:
+                    sent += _send_with_headers(producer, topic, target, _pick(values, rows),
+                                               None if keys is None else _pick(keys, rows),
+                                               [headers[i] for i in rows])
+                else:
+                    sent.append(producer.send_columns(
+                        topic, _pick(values, rows), None if keys is None else _pick(keys, rows),
+                        partition=target))
             first_row += batch.num_rows
         short = ", ".join(f"{already[p]} records to {topic}-{p}, where this attempt has "
                           f"{counts[p]} rows" for p, left in sorted(to_skip.items()) if left)
@@ -168,11 +175,21 @@ def _write_partition(ray_address: str, driver_namespace: str, namespace: str, to
         schema=pa.schema([("partition", pa.int32()), ("records", pa.int64())]))
 
 
-def _pick(items: list, rows: range | list[int]) -> list:
-    """`items` at `rows`: a slice for a run of rows."""
+def _pick(column: pa.Array, rows: range | list[int]) -> pa.Array:
+    """`column` at `rows`: a slice (no copy) for a run of rows."""
     if isinstance(rows, range):
-        return items[rows.start:rows.stop]
-    return [items[i] for i in rows]
+        return column.slice(rows.start, len(rows))
+    return column.take(pa.array(rows, pa.int64()))
+
+
+def _send_with_headers(producer: SequencedProducer, topic: str, partition: int,
+                       values: pa.Array, keys: pa.Array | None,
+                       headers: list[list[tuple[str, bytes | None]]]) -> list[Any]:
+    """Records with headers, one `send` each: columns carry no headers (the rare case)."""
+    values_bytes = _as_bytes(values)
+    keys_bytes = _as_bytes(keys) if keys is not None else [None] * len(values_bytes)
+    return [producer.send(topic, value, key, partition=partition, headers=pairs)
+            for value, key, pairs in zip(values_bytes, keys_bytes, headers, strict=True)]
 
 
 def _headers(column: pa.Array) -> list[list[tuple[str, bytes | None]]]:

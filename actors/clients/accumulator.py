@@ -47,8 +47,10 @@ from itertools import accumulate, repeat
 from operator import add
 from typing import NamedTuple
 
+import numpy as np
+
 from rafka.common.sequences import decrement_sequence, increment_sequence, sequence_before
-from rafka.logstore.batch import HEADER_SIZE
+from rafka.logstore.batch import HEADER_SIZE, RecordsPayload
 
 __all__ = [
     "BATCH_OVERHEAD_BYTES",
@@ -58,6 +60,7 @@ __all__ = [
     "RecordAccumulator",
     "RunResult",
     "SequenceTracker",
+    "batch_run_ends",
     "estimate_record_size",
 ]
 
@@ -100,18 +103,36 @@ def _headers_size(headers: Headers) -> int:
                for name, value in headers)
 
 
+def batch_run_ends(record_sizes: np.ndarray, batch_size: int) -> list[int]:
+    """Where to cut records of these sizes (as ``append`` counts them) into batches of at most
+    ``batch_size`` bytes, header included, in order: the end of each run. A record larger
+    than a batch travels alone, as in ``append``."""
+    cumulative = np.cumsum(record_sizes)
+    room = batch_size - BATCH_OVERHEAD_BYTES
+    ends: list[int] = []
+    start, before = 0, 0
+    while start < len(cumulative):
+        end = max(start + 1, int(np.searchsorted(cumulative, before + room, side="right")))
+        ends.append(end)
+        before = int(cumulative[end - 1])
+        start = end
+    return ends
+
+
 @dataclass(eq=False, slots=True)
 class PendingBatch:
     """The records of one partition that travel in one produce request.
 
     ``base_sequence`` is None until the batch is first sent (or when idempotence is off).
-    Compared by identity.
+    Its records are either ``records``, or ``payload``: records already encoded from columns
+    (``append_payload``), which arrive whole and take no more. Compared by identity.
     """
 
     topic: str
     partition: int
     created_ms: int
     records: list[Record] = field(default_factory=list)
+    payload: RecordsPayload | None = None
     size_bytes: int = BATCH_OVERHEAD_BYTES
     attempts: int = 0
     base_sequence: int | None = None
@@ -122,19 +143,19 @@ class PendingBatch:
 
     @property
     def record_count(self) -> int:
-        return len(self.records)
+        return len(self.records) if self.payload is None else self.payload.count
 
     @property
     def last_sequence(self) -> int | None:
         """The sequence of the last record, as the leader will remember it."""
         if self.base_sequence is None:
             return None
-        return increment_sequence(self.base_sequence, len(self.records) - 1)
+        return increment_sequence(self.base_sequence, self.record_count - 1)
 
     def __repr__(self) -> str:
         return (
             f"PendingBatch(#{self.batch_id} {self.topic}-{self.partition}, "
-            f"{len(self.records)} records, {self.size_bytes} B, attempts={self.attempts}, "
+            f"{self.record_count} records, {self.size_bytes} B, attempts={self.attempts}, "
             f"base_sequence={self.base_sequence}, closed={self.closed}, "
             f"in_flight={self.in_flight})"
         )
@@ -355,6 +376,26 @@ class RecordAccumulator:
                 break
         return RunResult(batch, first_index, taken)
 
+    def append_payload(self, topic: str, partition: int, payload: RecordsPayload,
+                       records_size: int, now_ms: int) -> PendingBatch:
+        """Queue records already encoded (``Producer.send_columns``) as a batch of their own,
+        closed: ready to send. ``records_size`` is their size as ``append`` would count it.
+
+        The partition's open batch closes too, so records appended after these cannot be
+        sent before them.
+        """
+        tp = (topic, partition)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        elif queue:
+            queue[-1].closed = True
+        batch = PendingBatch(topic, partition, now_ms, payload=payload,
+                             size_bytes=BATCH_OVERHEAD_BYTES + records_size, closed=True)
+        queue.append(batch)
+        self._buffered_bytes += records_size
+        return batch
+
     # -- what to send -------------------------------------------------------------------------
 
     def ready(self, now_ms: int) -> list[PendingBatch]:
@@ -450,7 +491,7 @@ class RecordAccumulator:
         batch.attempts += 1
         self._buffered_bytes -= batch.size_bytes - BATCH_OVERHEAD_BYTES
         if self.enable_idempotence and batch.base_sequence is None:
-            batch.base_sequence = self.sequences.assign(tp[0], tp[1], len(batch.records))
+            batch.base_sequence = self.sequences.assign(tp[0], tp[1], batch.record_count)
 
     def on_completed(self, batch: PendingBatch) -> None:
         """``batch`` came back for good (acknowledged, or failed without retry): free its slot.

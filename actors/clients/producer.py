@@ -18,11 +18,18 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from itertools import groupby, repeat
-from typing import Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
+import numpy as np
 import ray
 
-from rafka.actors.clients.accumulator import PendingBatch, RecordAccumulator, _payload_size
+from rafka.actors.clients.accumulator import (
+    RECORD_OVERHEAD_BYTES,
+    PendingBatch,
+    RecordAccumulator,
+    _payload_size,
+    batch_run_ends,
+)
 from rafka.actors.clients.config import ProducerConfig
 from rafka.actors.clients.metadata import MetadataCache
 from rafka.actors.clients.partitioner import StickyPartitioner, choose_partition
@@ -40,7 +47,10 @@ from rafka.actors.errors import (
 )
 from rafka.actors.messages import Appended, PartitionProduce
 from rafka.common.clock import wall_clock_ms
-from rafka.logstore.batch import build_batch, check_headers
+from rafka.logstore.batch import build_batch, check_headers, frame_batch
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -362,6 +372,62 @@ class Producer:
             self._wakeup.notify()
         return SentRecords(topic, now, spans, order)
 
+    def send_columns(self, topic: str, values: pa.Array, keys: pa.Array | None = None, *,
+                     partition: int) -> SentRecords:
+        """Queue records given as Arrow columns, all to `partition`: the columnar form of
+        `send_batch`, for pipelines (a Spark task's or a Ray Data block's columns).
+
+        Keys and values are Arrow binary or string arrays of one length (a null is a None;
+        `keys` None: no record has a key). The records are encoded into batches here, in
+        Arrow's C kernels (`rafka.logstore.record_columns`), with no Python object per record;
+        their timestamp is now. Blocks for `buffer.memory` as `send` does.
+        """
+        # pyarrow takes a third of a second to import: only columnar senders pay for it.
+        from rafka.logstore.record_columns import (
+            binary_lengths,
+            encode_binary_records,
+            is_binary_column,
+        )
+
+        if self._closed:
+            raise RafkaError("this producer is closed: create a new one")
+        for name, column in (("values", values), ("keys", keys)):
+            if column is not None and not is_binary_column(column):
+                raise TypeError(f"{name} must be an Arrow binary or string array, got "
+                                f"{getattr(column, 'type', type(column).__name__)}: cast it "
+                                "first (e.g. pyarrow.compute.cast(column, pyarrow.binary()))")
+        if keys is not None and len(keys) != len(values):
+            raise ValueError(f"{len(keys)} keys for {len(values)} values")
+        partition = choose_partition(topic, None, self._partition_count(topic),
+                                     partition=partition)
+        now = wall_clock_ms()
+        if not len(values):
+            return SentRecords(topic, now, [], None)
+        payload_sizes = binary_lengths(values)
+        if keys is not None:
+            payload_sizes = payload_sizes + binary_lengths(keys)
+        largest = int(payload_sizes.max())
+        if largest > self.config.max_request_size:
+            raise RecordTooLargeError(
+                f"a record of {largest} bytes is larger than max.request.size="
+                f"{self.config.max_request_size}: raise it (and the topic's max.message.bytes)"
+            )
+        record_sizes = payload_sizes + RECORD_OVERHEAD_BYTES
+        run_ends = batch_run_ends(record_sizes, self.config.batch_size)
+        run_sizes = np.add.reduceat(record_sizes, [0, *run_ends[:-1]]).tolist()
+        payloads = encode_binary_records(values, keys, now, run_ends)
+        spans: list[_Span] = []
+        position = 0
+        with self._lock:
+            for payload, size in zip(payloads, run_sizes, strict=True):
+                self._wait_for_buffer_space()
+                batch = self._accumulator.append_payload(topic, partition, payload, size, now)
+                spans.append(_Span(position, payload.count, partition, self._outcome_of(batch),
+                                   0))
+                position += payload.count
+            self._wakeup.notify()
+        return SentRecords(topic, now, spans, None)
+
     def _partition_count(self, topic: str) -> int:
         """The topic's partition count, waiting up to max.block.ms for a broker to answer, as
         Kafka's send waits for metadata: during a failover every broker may be restarting."""
@@ -489,13 +555,7 @@ class Producer:
         for batch in batches:
             try:
                 name, host = self.metadata.leader_host(batch.topic, batch.partition, wait_s=0)
-                payload = build_batch(
-                    batch.records,
-                    compression=self.config.compression_type,
-                    producer_id=self.producer_id,
-                    producer_epoch=self._accumulator.producer_epoch(batch.topic, batch.partition),
-                    base_sequence=batch.base_sequence if batch.base_sequence is not None else -1,
-                )
+                payload = self._encode(batch)
             except (BrokerUnavailableError, ValueError) as error:
                 self._retry_or_fail(batch, error)
                 continue
@@ -504,7 +564,9 @@ class Producer:
                 continue
             _host, carried, parts = requests.setdefault(name, (host, [], []))
             carried.append(batch)
-            parts.append(PartitionProduce(batch.topic, batch.partition, payload))
+            parts.append(PartitionProduce(
+                batch.topic, batch.partition, payload,
+                None if batch.payload is None else batch.payload.record_ends))
         for name, (host, carried, parts) in requests.items():
             try:
                 ref = host.produce.remote(parts, self.config.acks,
@@ -514,6 +576,18 @@ class Producer:
                     self._fail(batch, error)
                 continue
             self._in_flight[ref] = _Request(name, carried, time.monotonic())
+
+    def _encode(self, batch: PendingBatch) -> bytes:
+        """The record batch that carries `batch` now (its sequence numbers are assigned)."""
+        framing = {
+            "compression": self.config.compression_type,
+            "producer_id": self.producer_id,
+            "producer_epoch": self._accumulator.producer_epoch(batch.topic, batch.partition),
+            "base_sequence": batch.base_sequence if batch.base_sequence is not None else -1,
+        }
+        if batch.payload is not None:
+            return frame_batch(batch.payload, **framing)
+        return build_batch(batch.records, **framing)
 
     def _collect(self, batches_pending: bool) -> None:
         if not self._in_flight:

@@ -239,19 +239,22 @@ class PartitionReplica:
 
     async def produce(
         self, records: bytes, acks: int = -1, timeout_ms: int = 30_000,
-        kafka_format: bool = False,
+        kafka_format: bool = False, *, record_ends: bytes | None = None,
     ) -> Appended | dict[str, Any]:
         """Append one producer batch (or several) as leader; reply with the base offset.
         `kafka_format`: the batches are a Kafka client's, converted here (`rafka.wire.records`),
-        in the host that owns the partition rather than on the broker's event loop."""
+        in the host that owns the partition rather than on the broker's event loop.
+        `record_ends`: where the producer says each record of a single batch ends
+        (`PartitionProduce`)."""
         started = time.perf_counter()
-        reply = await self._produce(records, acks, timeout_ms, kafka_format)
+        reply = await self._produce(records, acks, timeout_ms, kafka_format, record_ends)
         # Every request is timed, refused ones too, as Kafka's request metrics do.
         self.metrics.produce_latency((time.perf_counter() - started) * 1000)
         return reply
 
     async def _produce(
-        self, records: bytes, acks: int, timeout_ms: int, kafka_format: bool
+        self, records: bytes, acks: int, timeout_ms: int, kafka_format: bool,
+        record_ends: bytes | None = None,
     ) -> Appended | dict[str, Any]:
         if not isinstance(timeout_ms, (int, float)):
             # Before the append: acks=all would only trip on it afterwards, batch in the log.
@@ -272,7 +275,8 @@ class PartitionReplica:
                 headers = [header for header, _ in split_batches(records, verify_crc=False)]
             else:
                 headers = validate_batches(records, self.config.log.max_message_bytes,
-                                           require_keys=self.config.log.compact)
+                                           require_keys=self.config.log.compact,
+                                           record_ends=record_ends)
         except UnsupportedCompressionError as error:
             return error_reply(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(error))
         except RecordTooLargeError as error:

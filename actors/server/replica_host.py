@@ -384,7 +384,8 @@ class ReplicaHost:
         replica = self.replicas.get(TopicPartition(request.topic, request.partition))
         if replica is None:
             return _unknown_partition(self.broker_id, request.topic, request.partition)
-        return await replica.produce(request.records, acks, timeout_ms, kafka_format)
+        return await replica.produce(request.records, acks, timeout_ms, kafka_format,
+                                     record_ends=request.record_ends)
 
     # -------------------------------------------------------------------------- fetch
 

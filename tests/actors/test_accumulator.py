@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,8 +15,10 @@ from rafka.actors.clients.accumulator import (
     PendingBatch,
     RecordAccumulator,
     SequenceTracker,
+    batch_run_ends,
     estimate_record_size,
 )
+from rafka.logstore.batch import RecordsPayload
 
 VALUE = b"v" * 84  # with a 0-byte key: 100 bytes per record, overhead included
 
@@ -92,6 +95,37 @@ def test_append_run_batches_exactly_as_appending_one_by_one(batch_size, records,
     assert sum(run.taken for run in runs) == len(records)
     placed = [run.batch.records[run.first_index + i][:2] for run in runs for i in range(run.taken)]
     assert placed == [(key if keyed else None, value) for key, value in records]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    batch_size=st.integers(min_value=1, max_value=3000),
+    lengths=st.lists(st.integers(min_value=0, max_value=700), min_size=1, max_size=60),
+)
+def test_batch_run_ends_cut_where_appending_one_by_one_would(batch_size, lengths) -> None:
+    acc = _acc(batch_size=batch_size)
+    for length in lengths:
+        acc.append("t", 0, None, b"v" * length, 7, None, 0)
+    counts = [batch.record_count for batch in acc.queued_batches("t", 0)]
+    ends = batch_run_ends(np.array(lengths) + RECORD_OVERHEAD_BYTES, batch_size)
+    assert ends == list(np.cumsum(counts))
+
+
+def test_an_encoded_payload_is_a_closed_batch_of_its_own_after_the_open_one() -> None:
+    acc = _acc()
+    _fill(acc, 3)
+    payload = RecordsPayload(b"...", 40, 5, 5)
+    batch = acc.append_payload("t", 0, payload, 4000, now_ms=0)
+    later = acc.append("t", 0, b"", VALUE, 0, None, 0).batch
+    queue = acc.queued_batches("t", 0)
+    # The open batch closed, so nothing appended later can leave before the payload.
+    assert queue == [queue[0], batch, later] and queue[0].closed and batch.closed
+    assert batch.record_count == 40 and batch.size_bytes == BATCH_OVERHEAD_BYTES + 4000
+    assert acc.buffered_bytes == 3 * 100 + 4000 + 100
+    _send(acc, acc.drain_all(0))
+    # Sequence numbers count the payload's records like any others.
+    assert [b.base_sequence for b in queue] == [0, 3, 43]
+    assert batch.last_sequence == 42
 
 
 def test_append_run_closes_a_full_batch_so_the_next_run_opens_another() -> None:

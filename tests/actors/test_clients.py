@@ -8,6 +8,7 @@ import time
 import uuid
 from collections import defaultdict
 
+import pyarrow as pa
 import pytest
 import ray
 
@@ -111,6 +112,50 @@ def test_send_batch_puts_each_record_where_its_future_says(shared: Cluster) -> N
     assert {f.result(0).partition for f in pinned_futures} == {2}
     assert [f.result(0).offset for f in pinned_futures[-3:]] == [
         pinned_futures[0].result(0).offset + i for i in (497, 498, 499)]
+
+
+def test_send_columns_writes_arrow_columns_in_order_beside_send(shared: Cluster) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=2, replication_factor=2)
+    producer = shared.producer(acks="all", batch_size=4096)
+    values = [None if i % 97 == 0 else b"c%d" % i for i in range(3000)]
+    keys = [None if i % 2 else b"k%d" % i for i in range(3000)]
+    before = producer.send(topic, b"before", partition=1)
+    sent = producer.send_columns(topic, pa.array(values), pa.array(keys), partition=1)
+    after = producer.send(topic, b"after", partition=1)
+    as_strings = producer.send_columns(topic, pa.array(["s1", "s2"]), partition=0)
+    producer.flush()
+    producer.close()
+
+    assert sent.partition_counts(0) == {1: 3000} and len(sent) == 3000
+    assert as_strings.partition_counts(0) == {0: 2}
+    stored = consume_all(shared, topic, 3004)
+    in_one = [(r.key, r.value) for r in sorted(stored, key=lambda r: r.offset)
+              if r.partition == 1]
+    # Idempotent and in order: the columns' records between the two sent one by one.
+    assert in_one == [(None, b"before"), *zip(keys, values, strict=True), (None, b"after")]
+    assert before.result(0).offset + 3001 == after.result(0).offset
+    assert sent[1234].result(0).offset == before.result(0).offset + 1235
+    assert [r.value for r in stored if r.partition == 0] == [b"s1", b"s2"]
+
+
+def test_send_columns_refuses_what_it_cannot_send(shared: Cluster) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=1, replication_factor=1)
+    producer = shared.producer(max_request_size=1000)
+    with pytest.raises(TypeError, match="Arrow binary or string array"):
+        producer.send_columns(topic, [b"a python list"], partition=0)
+    with pytest.raises(TypeError, match="Arrow binary or string array"):
+        producer.send_columns(topic, pa.array([1, 2]), partition=0)
+    with pytest.raises(ValueError, match="1 keys for 2 values"):
+        producer.send_columns(topic, pa.array([b"a", b"b"]), pa.array([b"k"]), partition=0)
+    with pytest.raises(RecordTooLargeError, match=r"max\.request\.size=1000"):
+        producer.send_columns(topic, pa.array([b"x" * 1001]), partition=0)
+    with pytest.raises(UnknownTopicError):
+        producer.send_columns(topic_name(), pa.array([b"a"]), partition=0)
+    with pytest.raises(ValueError, match="partition"):
+        producer.send_columns(topic, pa.array([b"a"]), partition=3)
+    producer.close()
 
 
 def test_buffer_memory_bounds_what_waits_and_max_block_ms_bounds_the_wait(

@@ -1,0 +1,188 @@
+"""Records encoded from Arrow columns of keys and values, with no Python object per record.
+
+A Spark task or a Ray Data block holds its keys and values as Arrow binary (or string)
+arrays. `encode_binary_records` turns such columns into batches' records
+(:class:`rafka.logstore.batch.RecordsPayload`, framed by :func:`~rafka.logstore.batch.frame_batch`)
+with Arrow's compute kernels, which run in C. The bytes are exactly those
+:func:`~rafka.logstore.batch.build_batch` writes for the same records: msgpack's array of
+``[offset_delta, timestamp_delta, key, value, headers]`` in its smallest encoding (what
+``msgpack.packb`` writes), so no reader, leader or follower can tell the two apart.
+
+Every record of one payload has the same timestamp and no headers; records with headers go
+through ``build_batch``.
+
+How: a record is ``[0x95, offset_delta, 0x00] [key header] key [value header] value [0x90]``.
+The bracketed parts come from tables of every form they can take (the first part by offset
+delta, a header by length), picked by Arrow's ``take``; then ``binary_join_element_wise``
+joins each record's parts, and the joined strings' buffer is the records, end to end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+
+import msgpack
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rafka.logstore.batch import RecordsPayload
+from rafka.logstore.record_check import array_header
+
+__all__ = ["binary_lengths", "encode_binary_records", "is_binary_column"]
+
+# Offset deltas and lengths below this are looked up in tables; larger ones (a batch of more
+# than 65,536 records, a key or value above 64 KiB) are encoded one by one, and are too few
+# per batch for that to cost anything.
+_TABLE_SIZE = 1 << 16
+_NIL_AT = _TABLE_SIZE  # the bin-header table's last entry: msgpack's nil, for a None
+_NIL = msgpack.packb(None)
+_RECORD_END = b"\x90"  # each record's headers: an empty array
+
+
+def is_binary_column(column: object) -> bool:
+    """Whether ``column`` is an Arrow array of byte strings: binary or string, large or not."""
+    return isinstance(column, pa.Array) and (
+        pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
+        or pa.types.is_string(column.type) or pa.types.is_large_string(column.type))
+
+
+def binary_lengths(column: pa.Array) -> np.ndarray:
+    """Each string's length in bytes (int64), 0 for a null: read from the offsets buffer,
+    without a kernel call."""
+    offsets = np.frombuffer(column.buffers()[1], dtype=_offset_type(column.type),
+                            count=len(column) + 1, offset=column.offset * _offset_size(column.type))
+    lengths = np.diff(offsets).astype(np.int64, copy=False)
+    if column.null_count:
+        lengths = np.where(_valid(column), lengths, 0)
+    return lengths
+
+
+def _valid(column: pa.Array) -> np.ndarray:
+    """Which strings are not null (booleans), from the validity bitmap."""
+    bits = np.unpackbits(np.frombuffer(column.buffers()[0], dtype=np.uint8), bitorder="little")
+    return bits[column.offset:column.offset + len(column)].astype(bool)
+
+
+def encode_binary_records(values: pa.Array, keys: pa.Array | None, timestamp_ms: int,
+                          run_ends: Sequence[int] | None = None) -> list[RecordsPayload]:
+    """The records ``(keys[i], values[i])``, all stamped ``timestamp_ms`` and without headers,
+    encoded as :func:`~rafka.logstore.batch.build_batch` encodes them, one payload per run of
+    records: records ``0 .. run_ends[0]``, then up to ``run_ends[1]``, and so on (None: one run
+    of them all). Keys and values are Arrow binary or string arrays (None: no record has a
+    key); a null is a None.
+
+    One call for many runs costs less than a call per run: each kernel call has a cost of its
+    own, that of a few dozen records."""
+    count = len(values)
+    if count == 0:
+        raise ValueError("a batch needs at least one record")
+    if keys is not None and len(keys) != count:
+        raise ValueError(f"{len(keys)} keys for {count} values")
+    if type(timestamp_ms) is not int:
+        raise TypeError(f"timestamp_ms must be an int in ms, got {timestamp_ms!r}")
+    ends = np.array([count] if run_ends is None else run_ends, dtype=np.int64)
+    starts = np.concatenate(([0], ends[:-1]))
+    if not len(ends) or ends[-1] != count or (ends <= starts).any():
+        raise ValueError(f"run ends must rise to the record count ({count}), got {run_ends}")
+    binary = pa.large_binary() if _is_large(values) or (
+        keys is not None and _is_large(keys)) else pa.binary()
+    values = _as(values, binary)
+    offset_deltas = np.arange(count, dtype=np.int64) - np.repeat(starts, ends - starts)
+    if keys is None:
+        parts = [_as(_keyless_record_starts(offset_deltas), binary)]
+    else:
+        keys = _as(keys, binary)
+        parts = [_as(_record_starts(offset_deltas), binary), _as(_bin_headers(keys), binary),
+                 keys]
+    parts += [_as(_bin_headers(values), binary), values, pa.scalar(_RECORD_END, binary)]
+    joined = pc.binary_join_element_wise(*parts, pa.scalar(b"", binary),
+                                         null_handling="replace", null_replacement=b"")
+    record_offsets = np.frombuffer(joined.buffers()[1], dtype=_offset_type(binary),
+                                   count=count + 1, offset=joined.offset * _offset_size(binary))
+    data = joined.buffers()[2]
+    payloads = []
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        first, last = int(record_offsets[start]), int(record_offsets[end])
+        header = array_header(end - start)
+        record_ends = record_offsets[start + 1:end + 1] - (first - len(header))
+        payloads.append(RecordsPayload(header + data[first:last].to_pybytes(), end - start,
+                                       timestamp_ms, timestamp_ms,
+                                       record_ends.astype("<u4").tobytes()))
+    return payloads
+
+
+def _is_large(column: pa.Array) -> bool:
+    return pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type)
+
+
+def _as(column: pa.Array, binary: pa.DataType) -> pa.Array:
+    """``column`` as ``binary`` (a string array's bytes are its UTF-8): a cast only if needed,
+    since every kernel call costs."""
+    return column if column.type == binary else column.cast(binary)
+
+
+def _offset_type(type_: pa.DataType) -> type:
+    large = pa.types.is_large_binary(type_) or pa.types.is_large_string(type_)
+    return np.int64 if large else np.int32
+
+
+def _offset_size(type_: pa.DataType) -> int:
+    return np.dtype(_offset_type(type_)).itemsize
+
+
+def _bin_headers(column: pa.Array) -> pa.Array:
+    """msgpack's header of each string (a bin of its length), or nil for a null."""
+    lengths = binary_lengths(column)
+    valid = _valid(column) if column.null_count else None
+    if lengths.max() >= _TABLE_SIZE:
+        return pa.array([_bin_header(length) if valid is None or valid[i] else _NIL
+                         for i, length in enumerate(lengths.tolist())], pa.binary())
+    if valid is not None:
+        lengths = np.where(valid, lengths, _NIL_AT)
+    return _bin_header_table().take(pa.array(lengths))
+
+
+def _record_starts(offset_deltas: np.ndarray) -> pa.Array:
+    """Each record's first bytes: its 5-element array, offset delta and timestamp delta 0."""
+    if offset_deltas.max() >= _TABLE_SIZE:
+        return pa.array([_record_start(delta) for delta in offset_deltas.tolist()],
+                        pa.binary())
+    return _record_start_table().take(pa.array(offset_deltas))
+
+
+def _keyless_record_starts(offset_deltas: np.ndarray) -> pa.Array:
+    """`_record_starts` followed by a nil key."""
+    if offset_deltas.max() >= _TABLE_SIZE:
+        return pa.array([_record_start(delta) + _NIL for delta in offset_deltas.tolist()],
+                        pa.binary())
+    return _keyless_record_start_table().take(pa.array(offset_deltas))
+
+
+def _record_start(offset_delta: int) -> bytes:
+    return b"\x95" + msgpack.packb(offset_delta) + b"\x00"
+
+
+def _bin_header(length: int) -> bytes:
+    """msgpack's header of a bin of ``length`` bytes."""
+    if length < 1 << 8:
+        return b"\xc4" + length.to_bytes(1, "big")
+    if length < 1 << 16:
+        return b"\xc5" + length.to_bytes(2, "big")
+    return b"\xc6" + length.to_bytes(4, "big")
+
+
+@cache
+def _record_start_table() -> pa.Array:
+    return pa.array([_record_start(delta) for delta in range(_TABLE_SIZE)], pa.binary())
+
+
+@cache
+def _keyless_record_start_table() -> pa.Array:
+    return pa.array([_record_start(delta) + _NIL for delta in range(_TABLE_SIZE)], pa.binary())
+
+
+@cache
+def _bin_header_table() -> pa.Array:
+    return pa.array([*map(_bin_header, range(_TABLE_SIZE)), _NIL], pa.binary())
