@@ -320,7 +320,7 @@ class RecordsPayload(NamedTuple):
     Made from columns by :func:`rafka.logstore.record_columns.encode_binary_records`.
     """
 
-    data: bytes
+    data: bytes | memoryview
     count: int
     first_timestamp: int
     max_timestamp: int
@@ -351,7 +351,7 @@ def frame_batch(
 
 
 def _framed(
-    payload: bytes,
+    payload: bytes | memoryview,
     record_count: int,
     *,
     base_offset: int,

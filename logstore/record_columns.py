@@ -97,20 +97,33 @@ def encode_binary_records(values: pa.Array, keys: pa.Array | None, timestamp_ms:
         parts = [_as(_record_starts(offset_deltas), binary), _as(_bin_headers(keys), binary),
                  keys]
     parts += [_as(_bin_headers(values), binary), values, pa.scalar(_RECORD_END, binary)]
+    # Each run's array header goes in front of its first record, so that a run's bytes lie
+    # end to end in the joined buffer and are handed on without a copy.
+    parts.insert(0, _run_headers(starts, ends, count, binary))
     joined = pc.binary_join_element_wise(*parts, pa.scalar(b"", binary),
                                          null_handling="replace", null_replacement=b"")
     record_offsets = np.frombuffer(joined.buffers()[1], dtype=_offset_type(binary),
                                    count=count + 1, offset=joined.offset * _offset_size(binary))
-    data = joined.buffers()[2]
+    data = memoryview(joined.buffers()[2]).cast("B")
     payloads = []
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
         first, last = int(record_offsets[start]), int(record_offsets[end])
-        header = array_header(end - start)
-        record_ends = record_offsets[start + 1:end + 1] - (first - len(header))
-        payloads.append(RecordsPayload(header + data[first:last].to_pybytes(), end - start,
-                                       timestamp_ms, timestamp_ms,
-                                       record_ends.astype("<u4").tobytes()))
+        record_ends = (record_offsets[start + 1:end + 1] - first).astype("<u4")
+        payloads.append(RecordsPayload(data[first:last], end - start, timestamp_ms,
+                                       timestamp_ms, record_ends.tobytes()))
     return payloads
+
+
+def _run_headers(starts: np.ndarray, ends: np.ndarray, count: int,
+                 binary: pa.DataType) -> pa.Array:
+    """For each record, its run's array header if it is the run's first record, else empty."""
+    headers = [array_header(run) for run in (ends - starts).tolist()]
+    lengths = np.zeros(count, dtype=np.int64)
+    lengths[starts] = [len(header) for header in headers]
+    offsets = np.zeros(count + 1, dtype=_offset_type(binary))
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(binary, count, [None, pa.py_buffer(offsets),
+                                                 pa.py_buffer(b"".join(headers))])
 
 
 def _is_large(column: pa.Array) -> bool:

@@ -18,7 +18,6 @@ computed after its objects were freed fails.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from functools import partial
 
@@ -28,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from rafka.pipelines.reads import Piece, group_pieces, read_tables
+from rafka.pipelines.spark_worker import prepare_task
 
 # Spark's own unit for timestamps; the hosts' tables carry Kafka's milliseconds.
 SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -66,9 +66,9 @@ def _read_pieces(ray_address: str, driver_namespace: str, namespace: str,
     """In a Spark task's Python worker: the record batches of the pieces in `plan`.
 
     The worker joins Ray once (Spark reuses its Python workers) in the driver's namespace, as
-    RayDP's own conversions in the same worker expect; the cluster's actors are looked up in
-    the cluster's `namespace` by name."""
-    join_ray(ray_address, driver_namespace)
+    RayDP's own conversions in the same worker expect (`pipelines.spark_worker`); the
+    cluster's actors are looked up in the cluster's `namespace` by name."""
+    prepare_task(ray_address, driver_namespace)
     for batch in plan:
         for row in batch.to_pylist():
             pieces = [Piece(*fields) for fields in zip(
@@ -76,13 +76,6 @@ def _read_pieces(ray_address: str, driver_namespace: str, namespace: str,
             for table in read_tables(namespace, pieces, include_headers,
                                      fail_on_data_loss=fail_on_data_loss, timeout_s=timeout_s):
                 yield from _for_spark(ray.get(table.ref)).to_batches()
-
-
-def join_ray(ray_address: str, driver_namespace: str) -> None:
-    """Join Ray from a Spark task's Python worker, once per worker (Spark reuses them)."""
-    if not ray.is_initialized():
-        ray.init(address=ray_address, namespace=driver_namespace,
-                 logging_level=logging.WARNING, log_to_driver=False)
 
 
 def _for_spark(table: pa.Table) -> pa.Table:

@@ -48,7 +48,7 @@ from rafka.pipelines.sink_plan import (
     sink_producer_id,
     target_partitions,
 )
-from rafka.pipelines.spark_reads import join_ray
+from rafka.pipelines.spark_worker import prepare_task
 
 WRITTEN_SCHEMA = "partition int, records long"
 _BYTES_TYPES = (BinaryType, StringType)
@@ -113,7 +113,7 @@ def _write_partition(ray_address: str, driver_namespace: str, namespace: str, to
                      batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """In a Spark task's Python worker: write this Spark partition's rows, after those an
     earlier attempt of it wrote; yield how many rows went to each Kafka partition."""
-    join_ray(ray_address, driver_namespace)
+    prepare_task(ray_address, driver_namespace)
     spark_partition = TaskContext.get().partitionId()
     producer = SequencedProducer(namespace, sink_producer_id(write_id, spark_partition),
                                  acks=acks)
