@@ -16,6 +16,8 @@ What it times (medians of `--repeat` runs, each materialised with persist().coun
   Parquet's directory), beside `parquet_write`, Spark writing the same rows to Parquet, and
   `python_handoff`, Spark handing the same rows as Arrow batches to its Python workers
   (`mapInArrow`) that only count them: the floor of any writer in Spark's tasks.
+* `write_topic_keyed`: the same rows with a 16-byte key each (the value's first bytes), placed
+  by key as Java's producer would.
 
 Ratios: `read_topic_vs_arrow_handoff` (issue 24's target is 0.8), `write_topic_vs_parquet_write`
 (also 0.8), `python_handoff_vs_parquet_write`, `write_topic_vs_python_handoff` and
@@ -36,6 +38,7 @@ from typing import Any
 
 import pyarrow as pa
 import ray
+from pyspark.sql import functions as F
 
 from rafka import Cluster
 from rafka.actors.runtime import init_ray
@@ -91,7 +94,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; medians reported")
     parser.add_argument("--phases", default="read_topic,arrow_handoff,parquet_read,"
-                        "create_dataframe,ray_data,write_topic,parquet_write,python_handoff")
+                        "create_dataframe,ray_data,write_topic,write_topic_keyed,parquet_write,"
+                        "python_handoff")
     parser.add_argument("--plot", help="write a bar chart to this PNG file")
     args = parser.parse_args()
     phases = args.phases.split(",")
@@ -134,6 +138,9 @@ def main() -> None:
         def write() -> int:
             return sum(write_topic(values, cluster, out_topics[0]).values())
 
+        def write_keyed() -> int:
+            return sum(write_topic(keyed, cluster, out_topics[0], key_col="key").values())
+
         def parquet_write() -> int:
             target = os.path.join(scratch, f"out-{next(written)}")
             values.write.parquet(target)
@@ -146,6 +153,9 @@ def main() -> None:
 
         values = spark.read.parquet(parquet).select("value").persist()
         values.count()
+        # Keys of 16 bytes, each row's own: every row is hashed and placed by its key.
+        keyed = values.select(F.expr("substring(value, 1, 16)").alias("key"), "value").persist()
+        keyed.count()
         runs: dict[str, Callable[[], int]] = {
             "read_topic": lambda: materialised_count(read_topic(spark, cluster, "bench")),
             "arrow_handoff": arrow_handoff,
@@ -154,6 +164,7 @@ def main() -> None:
                 spark.createDataFrame(rows, SPARK_SCHEMA)),
             "ray_data": ray_data,
             "write_topic": write,
+            "write_topic_keyed": write_keyed,
             "parquet_write": parquet_write,
             "python_handoff": python_handoff,
         }
@@ -161,7 +172,7 @@ def main() -> None:
             if phase == "ray_data" and not hasattr(pipeline_topics, "read_dataset"):
                 continue  # before read_dataset existed
             seconds[phase] = timed(args.repeat, runs[phase], records,
-                                   new_topic if phase == "write_topic" else None)
+                                   new_topic if phase.startswith("write_topic") else None)
     finally:
         stop_spark()
         cluster.shutdown()
@@ -179,6 +190,7 @@ def main() -> None:
         "read_topic_vs_arrow_handoff": ("read_topic", "arrow_handoff"),
         "read_topic_vs_create_dataframe": ("read_topic", "create_dataframe"),
         "write_topic_vs_parquet_write": ("write_topic", "parquet_write"),
+        "write_topic_keyed_vs_parquet_write": ("write_topic_keyed", "parquet_write"),
         "python_handoff_vs_parquet_write": ("python_handoff", "parquet_write"),
         "write_topic_vs_python_handoff": ("write_topic", "python_handoff"),
     }.items():

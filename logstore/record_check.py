@@ -36,9 +36,13 @@ def records_end_where_claimed(records: memoryview, count: int, record_ends: byte
 
     ``require_keys``: and none of them lacks a key. ``(False, 0)`` when any of it does not
     hold."""
+    # A claim of the wrong type or size is no claim: checked before any of it is read.
+    if (count < 1 or not isinstance(record_ends, bytes | bytearray | memoryview)
+            or len(record_ends) != 4 * count):
+        return False, 0
     ends = np.frombuffer(record_ends, dtype="<u4").astype(np.int64)
     data = np.frombuffer(records, dtype=np.uint8)
-    if count < 1 or len(ends) != count or not len(data) or ends[-1] != len(data):
+    if not len(data) or ends[-1] != len(data):
         return False, 0
     header = array_header(count)
     if bytes(records[:len(header)]) != header:

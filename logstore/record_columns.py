@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from rafka.logstore.batch import RecordsPayload
 from rafka.logstore.record_check import array_header
 
-__all__ = ["binary_lengths", "encode_binary_records", "is_binary_column"]
+__all__ = ["binary_buffers", "binary_lengths", "encode_binary_records", "is_binary_column"]
 
 # Offset deltas and lengths below this are looked up in tables; larger ones (a batch of more
 # than 65,536 records, a key or value above 64 KiB) are encoded one by one, and are too few
@@ -48,14 +48,23 @@ def is_binary_column(column: object) -> bool:
         or pa.types.is_string(column.type) or pa.types.is_large_string(column.type))
 
 
+def binary_buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A binary or string column's buffers as numpy, without a copy: each string's offsets
+    (n + 1, into the data), the data's bytes, and which strings are not null (None: all)."""
+    offsets = np.frombuffer(column.buffers()[1], dtype=_offset_type(column.type),
+                            count=len(column) + 1, offset=column.offset * _offset_size(column.type))
+    data = column.buffers()[2]
+    return (offsets, np.frombuffer(data, dtype=np.uint8) if data is not None
+            else np.zeros(0, dtype=np.uint8), _valid(column) if column.null_count else None)
+
+
 def binary_lengths(column: pa.Array) -> np.ndarray:
     """Each string's length in bytes (int64), 0 for a null: read from the offsets buffer,
     without a kernel call."""
-    offsets = np.frombuffer(column.buffers()[1], dtype=_offset_type(column.type),
-                            count=len(column) + 1, offset=column.offset * _offset_size(column.type))
+    offsets, _data, valid = binary_buffers(column)
     lengths = np.diff(offsets).astype(np.int64, copy=False)
-    if column.null_count:
-        lengths = np.where(_valid(column), lengths, 0)
+    if valid is not None:
+        lengths = np.where(valid, lengths, 0)
     return lengths
 
 

@@ -12,9 +12,8 @@ partition (so small Spark partitions do not all start on the same one).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import numpy as np
 
-from rafka.actors.clients.partitioner import choose_partition
 from rafka.actors.clients.sequenced_producer import derive_producer_id
 
 # Rows in a row go to one partition: as the sticky partitioner fills a batch before moving on.
@@ -26,26 +25,30 @@ def sink_producer_id(write_id: str, spark_partition: int) -> int:
     return derive_producer_id(f"rafka-sink/{write_id}/{spark_partition}")
 
 
-def target_partitions(
-    topic: str,
-    partitions: int,
-    spark_partition: int,
-    first_row: int,
-    row_count: int,
-    keys: Sequence[bytes | None] | None = None,
-    explicit: Sequence[int | None] | None = None,
-) -> list[int]:
+def target_partitions(topic: str, partitions: int, spark_partition: int, first_row: int,
+                      row_count: int, key_partitions: np.ndarray | None = None,
+                      explicit: np.ndarray | None = None,
+                      explicit_given: np.ndarray | None = None) -> np.ndarray:
     """The Kafka partition of each of `row_count` rows, the first being row `first_row` of
-    Spark partition `spark_partition`: the explicit partition if given (not None), else the
-    key's, else the keyless run's. Raises `ValueError` for a partition the topic lacks."""
-    targets = []
-    for index in range(row_count):
-        chosen = explicit[index] if explicit is not None else None
-        key = keys[index] if keys is not None else None
-        if chosen is not None or key is not None:
-            targets.append(choose_partition(topic, key, partitions, partition=chosen))
-        else:
-            targets.append(_keyless_partition(first_row + index, spark_partition, partitions))
+    Spark partition `spark_partition`: the explicit partition if given, else the key's, else
+    the keyless run's.
+
+    `key_partitions`: each row's key's partition (`partitioner.default_partitions`), -1 for a
+    row without a key. `explicit`: each row's explicit partition, where `explicit_given` says
+    (None: every row). Raises `ValueError` for a partition the topic lacks."""
+    if partitions <= 0:
+        raise ValueError(f"topic {topic!r} has no partitions: create it first")
+    rows = first_row + np.arange(row_count, dtype=np.int64)
+    targets = (spark_partition + rows // KEYLESS_RUN) % partitions
+    if key_partitions is not None:
+        targets = np.where(key_partitions >= 0, key_partitions, targets)
+    if explicit is not None:
+        given = np.ones(row_count, dtype=bool) if explicit_given is None else explicit_given
+        wrong = given & ((explicit < 0) | (explicit >= partitions))
+        if wrong.any():
+            raise ValueError(f"partition {int(explicit[wrong][0])} does not exist in topic "
+                             f"{topic!r}: it has partitions 0..{partitions - 1}")
+        targets = np.where(given, explicit, targets)
     return targets
 
 
@@ -68,9 +71,10 @@ def _keyless_partition(row: int, spark_partition: int, partitions: int) -> int:
     return (spark_partition + row // KEYLESS_RUN) % partitions
 
 
-def rows_by_partition(targets: Sequence[int]) -> dict[int, list[int]]:
+def rows_by_partition(targets: np.ndarray) -> dict[int, np.ndarray]:
     """The indexes of the rows going to each partition, in row order."""
-    rows: dict[int, list[int]] = {}
-    for index, target in enumerate(targets):
-        rows.setdefault(target, []).append(index)
-    return rows
+    order = np.argsort(targets, kind="stable")
+    ordered = targets[order]
+    bounds = np.flatnonzero(np.diff(ordered)) + 1
+    return {int(ordered[group[0]]): order[group]
+            for group in np.split(np.arange(len(order)), bounds) if len(group)}

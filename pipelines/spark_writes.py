@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import ray
 from pyspark import TaskContext
@@ -39,6 +40,7 @@ from pyspark.sql.types import (
     StringType,
 )
 
+from rafka.actors.clients.column_partitions import key_partitions
 from rafka.actors.clients.producer import SentRecords
 from rafka.actors.clients.sequenced_producer import SequencedProducer
 from rafka.actors.errors import RafkaError
@@ -127,24 +129,25 @@ def _write_partition(ray_address: str, driver_namespace: str, namespace: str, to
         for batch in batches:
             values = batch.column(columns.value)
             keys = batch.column(columns.key) if columns.key else None
-            explicit = (batch.column(columns.partition).to_pylist() if columns.partition
-                        else None)
             headers = _headers(batch.column(columns.headers)) if columns.headers else None
-            if keys is None and explicit is None:  # slices, not a partition per row
+            if keys is None and columns.partition is None:  # slices, not a partition per row
                 groups = [(target, range(start, stop)) for target, start, stop
                           in keyless_runs(partitions, spark_partition, first_row,
                                           batch.num_rows)]
             else:
+                explicit, given = _explicit_partitions(batch, columns.partition)
                 targets = target_partitions(topic, partitions, spark_partition, first_row,
                                             batch.num_rows,
-                                            None if keys is None else _as_bytes(keys), explicit)
+                                            None if keys is None else key_partitions(keys,
+                                                                                     partitions),
+                                            explicit, given)
                 groups = list(rows_by_partition(targets).items())
             for target, rows in groups:
                 counts[target] += len(rows)
                 skipped = min(to_skip[target], len(rows))
                 to_skip[target] -= skipped
                 rows = rows[skipped:]
-                if not rows:
+                if not len(rows):
                     continue
                 if headers is not None:
                     sent += _send_with_headers(producer, topic, target, _pick(values, rows),
@@ -175,7 +178,18 @@ def _write_partition(ray_address: str, driver_namespace: str, namespace: str, to
         schema=pa.schema([("partition", pa.int32()), ("records", pa.int64())]))
 
 
-def _pick(column: pa.Array, rows: range | list[int]) -> pa.Array:
+def _explicit_partitions(batch: pa.RecordBatch, name: str | None,
+                         ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The partition column's values, and where they are given (None: every row)."""
+    if name is None:
+        return None, None
+    column = batch.column(name)
+    values = column.fill_null(0).to_numpy().astype(np.int64)
+    return values, (column.is_valid().to_numpy(zero_copy_only=False) if column.null_count
+                    else None)
+
+
+def _pick(column: pa.Array, rows: range | np.ndarray) -> pa.Array:
     """`column` at `rows`: a slice (no copy) for a run of rows."""
     if isinstance(rows, range):
         return column.slice(rows.start, len(rows))

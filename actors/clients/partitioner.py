@@ -11,7 +11,8 @@ The rules, in order (Kafka's producer does the same):
 
 murmur2 runs once per keyed record. It is the plain MurmurHash2 algorithm (Austin Appleby, public
 domain) with Kafka's seed, over little-endian 32-bit words; measured on this machine with CPython
-3.11: about 1.0 us for a 16-byte key, 0.4 us for a 2-byte key.
+3.11: about 1.0 us for a 16-byte key, 0.4 us for a 2-byte key. `murmur2_many` hashes a whole
+column of keys (a pipeline's) in numpy.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+import numpy as np
+
 __all__ = [
     "Partitioner",
     "StickyPartitioner",
     "choose_partition",
     "default_partition",
+    "default_partitions",
     "murmur2",
+    "murmur2_many",
     "to_positive",
 ]
 
@@ -58,6 +63,45 @@ def murmur2(data: bytes) -> int:
     h = (h * _M) & _MASK32
     h ^= h >> 15
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+def murmur2_many(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """`murmur2` of every byte string ``data[offsets[i]:offsets[i + 1]]`` at once, in numpy
+    (int64s equal to `murmur2`'s): a column of keys hashed without a Python step per key, in
+    as many steps as the longest key has 4-byte words."""
+    starts = np.asarray(offsets[:-1], dtype=np.int64)
+    lengths = np.diff(np.asarray(offsets, dtype=np.int64))
+    data = np.asarray(data, dtype=np.uint8)
+    m = np.uint32(_M)
+    h = (np.uint32(_SEED) ^ lengths.astype(np.uint32))
+    words = lengths >> 2
+    for word in range(int(words.max(initial=0))):
+        active = np.flatnonzero(words > word)
+        at = starts[active] + 4 * word
+        k = (data[at].astype(np.uint32) | data[at + 1].astype(np.uint32) << 8
+             | data[at + 2].astype(np.uint32) << 16 | data[at + 3].astype(np.uint32) << 24)
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h[active] = (h[active] * m) ^ k
+    tails = lengths & 3
+    body = starts + (lengths - tails)
+    for width, shift in ((3, 16), (2, 8)):
+        rows = np.flatnonzero(tails >= width)
+        h[rows] ^= data[body[rows] + width - 1].astype(np.uint32) << shift
+    rows = np.flatnonzero(tails >= 1)
+    h[rows] = (h[rows] ^ data[body[rows]].astype(np.uint32)) * m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return h.view(np.int32).astype(np.int64)
+
+
+def default_partitions(offsets: np.ndarray, data: np.ndarray, num_partitions: int) -> np.ndarray:
+    """`default_partition` of every key ``data[offsets[i]:offsets[i + 1]]`` at once."""
+    if num_partitions <= 0:
+        raise ValueError(f"a topic has at least one partition, got num_partitions={num_partitions}")
+    return (murmur2_many(offsets, data) & 0x7FFFFFFF) % num_partitions
 
 
 def to_positive(n: int) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,7 +14,9 @@ from rafka.actors.clients.partitioner import (
     StickyPartitioner,
     choose_partition,
     default_partition,
+    default_partitions,
     murmur2,
+    murmur2_many,
     to_positive,
 )
 
@@ -95,6 +98,26 @@ def test_murmur2_equals_a_java_style_oracle_for_any_bytes(data: bytes) -> None:
     result = murmur2(data)
     assert result == _murmur2_java_style(data)
     assert -(2**31) <= result < 2**31
+
+
+def column_of(keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum([len(key) for key in keys], out=offsets[1:])
+    return offsets, np.frombuffer(b"".join(keys), dtype=np.uint8)
+
+
+def test_murmur2_of_a_column_matches_kafkas_vectors() -> None:
+    keys = [key for key, _ in KAFKA_UTILS_TEST_MURMUR2]
+    assert murmur2_many(*column_of(keys)).tolist() == [
+        expected for _, expected in KAFKA_UTILS_TEST_MURMUR2]
+
+
+@given(st.lists(st.binary(max_size=40), max_size=60), st.integers(1, 50))
+def test_a_column_of_keys_hashes_and_partitions_as_each_key_alone(keys, partitions) -> None:
+    offsets, data = column_of(keys)
+    assert murmur2_many(offsets, data).tolist() == [murmur2(key) for key in keys]
+    assert default_partitions(offsets, data, partitions).tolist() == [
+        default_partition(key, partitions) for key in keys]
 
 
 def test_murmur2_accepts_bytearray_and_memoryview_like_bytes() -> None:

@@ -121,7 +121,8 @@ def test_records_are_checked_where_the_producer_says_they_end() -> None:
     assert records_end_where_claimed(records, 1000, payload.record_ends,
                                      require_keys=True) == (True, 0)
     ends = np.frombuffer(payload.record_ends, "<u4")
-    wrong = [ends[:-1].tobytes(), (ends + 1).tobytes(), np.roll(ends, 1).tobytes(), b""]
+    wrong = [ends[:-1].tobytes(), (ends + 1).tobytes(), np.roll(ends, 1).tobytes(), b"",
+             b"\0" * 4 * 10**6, "not bytes", list(ends)]
     for claim in wrong:
         assert records_end_where_claimed(records, 1000, claim) == (False, 0)
     [keyless] = encode_binary_records(pa.array([b"a", None]), pa.array([b"k", None]), 7)

@@ -15,6 +15,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from rafka import Cluster
+from rafka.actors.clients.partitioner import default_partition
 from rafka.pipelines.spark_writes import NonDeterministicInputError
 from rafka.pipelines.streaming import stream_topic
 from rafka.pipelines.topics import read_topic, write_topic
@@ -94,6 +95,31 @@ def test_a_rerun_with_other_rows_than_the_first_is_refused(spark, cluster: Clust
         write_topic(numbers(spark, 400, partitions=1), cluster, topic, write_id="w")
     assert NonDeterministicInputError.__name__ in str(raised.value)
     assert sum(stored_values(cluster, topic, 1000).values()) == 1000
+
+
+def test_rows_go_to_their_partition_column_else_where_java_puts_their_key(
+        spark, cluster: Cluster) -> None:
+    topic = fresh("placed")
+    cluster.create_topic(topic, partitions=3, replication_factor=1)
+    rows = [(None if i % 4 == 0 else b"k%d" % (i % 11), b"v%d" % i,
+             i % 3 if i % 5 == 0 else None) for i in range(3000)]
+    frame = spark.createDataFrame(rows, "key binary, value binary, p int")
+
+    counts = write_topic(frame, cluster, topic, key_col="key", partition_col="p")
+
+    stored = stored_records(cluster, topic, 3000)
+    assert sorted(record.value for record in stored) == sorted(value for _, value, _ in rows)
+    assert sum(counts.values()) == 3000
+    where = {record.value: record.partition for record in stored}
+    for key, value, partition in rows:
+        if partition is not None:
+            assert where[value] == partition
+        elif key is not None:
+            assert where[value] == default_partition(key, 3)
+    # A partition the topic lacks fails the write, naming it.
+    with pytest.raises(Exception, match="partition 7 does not exist in topic"):
+        write_topic(spark.createDataFrame([(b"x", 7)], "value binary, p int"), cluster, topic,
+                    partition_col="p")
 
 
 def test_columns_of_the_wrong_type_are_refused_before_anything_is_written(

@@ -3,6 +3,7 @@ arrive in Arrow batches (pure, no cluster)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from rafka.actors.clients.partitioner import default_partition
@@ -23,39 +24,52 @@ def test_each_spark_partition_of_each_write_has_a_producer_id_of_its_own() -> No
 
 def test_keyless_rows_go_in_runs_from_a_partition_chosen_by_the_spark_partition() -> None:
     rows = 3 * KEYLESS_RUN + 5
-    targets = target_partitions("t", 4, spark_partition=2, first_row=0, row_count=rows)
+    targets = target_partitions("t", 4, spark_partition=2, first_row=0, row_count=rows).tolist()
     assert targets[:KEYLESS_RUN] == [2] * KEYLESS_RUN
     assert targets[KEYLESS_RUN:2 * KEYLESS_RUN] == [3] * KEYLESS_RUN
     assert targets[2 * KEYLESS_RUN:3 * KEYLESS_RUN] == [0] * KEYLESS_RUN
     assert targets[3 * KEYLESS_RUN:] == [1] * 5
 
 
+def key_partitions(keys: list[bytes | None], partitions: int) -> np.ndarray:
+    return np.array([-1 if key is None else default_partition(key, partitions) for key in keys])
+
+
 @pytest.mark.parametrize("chunk", [1, 999, KEYLESS_RUN, 10_000])
 def test_targets_do_not_depend_on_how_the_rows_are_batched(chunk: int) -> None:
     rows = 20_000
-    keys = [None if i % 3 == 0 else f"k{i}".encode() for i in range(rows)]
-    explicit = [i % 5 if i % 7 == 0 else None for i in range(rows)]
-    whole = target_partitions("t", 6, 1, 0, rows, keys, explicit)
+    keys = key_partitions([None if i % 3 == 0 else f"k{i}".encode() for i in range(rows)], 6)
+    explicit = np.arange(rows) % 5
+    given = np.arange(rows) % 7 == 0
+    whole = target_partitions("t", 6, 1, 0, rows, keys, explicit, given).tolist()
     pieces = []
     for first in range(0, rows, chunk):
         count = min(chunk, rows - first)
-        pieces += target_partitions("t", 6, 1, first, count, keys[first:first + count],
-                                    explicit[first:first + count])
+        part = slice(first, first + count)
+        pieces += target_partitions("t", 6, 1, first, count, keys[part], explicit[part],
+                                    given[part]).tolist()
     assert pieces == whole
 
 
 def test_an_explicit_partition_wins_then_the_key_as_java_would_place_it() -> None:
-    keys = [b"alpha", b"beta", None]
-    assert target_partitions("t", 8, 0, 0, 3, keys, [5, None, 6]) == [
-        5, default_partition(b"beta", 8), 6]
-    assert target_partitions("t", 8, 0, 0, 2, keys[:2]) == [
+    keys = key_partitions([b"alpha", b"beta", None, None], 8)
+    assert target_partitions("t", 8, 0, 0, 4, keys, np.array([5, 0, 6, 0]),
+                             np.array([True, False, True, False])).tolist() == [
+        5, default_partition(b"beta", 8), 6, 0]
+    assert target_partitions("t", 8, 0, 0, 2, keys[:2]).tolist() == [
         default_partition(b"alpha", 8), default_partition(b"beta", 8)]
-    with pytest.raises(ValueError, match="does not exist in topic 't'"):
-        target_partitions("t", 8, 0, 0, 1, None, [8])
+    for wrong in (8, -1):
+        with pytest.raises(ValueError, match=f"partition {wrong} does not exist in topic 't'"):
+            target_partitions("t", 8, 0, 0, 2, None, np.array([1, wrong]))
+    # A wrong value where no partition is given is not looked at.
+    assert target_partitions("t", 8, 0, 0, 1, None, np.array([99]), np.array([False])).tolist(
+    ) == [0]
 
 
 def test_rows_are_grouped_by_partition_in_row_order() -> None:
-    assert rows_by_partition([2, 0, 2, 1, 0]) == {2: [0, 2], 0: [1, 4], 1: [3]}
+    groups = rows_by_partition(np.array([2, 0, 2, 1, 0]))
+    assert {partition: rows.tolist() for partition, rows in groups.items()} == {
+        2: [0, 2], 0: [1, 4], 1: [3]}
 
 
 @pytest.mark.parametrize("first_row,count", [(0, 1), (0, 3 * KEYLESS_RUN + 5), (4000, 10_000),
@@ -63,5 +77,5 @@ def test_rows_are_grouped_by_partition_in_row_order() -> None:
 def test_keyless_runs_are_the_keyless_targets_in_runs(first_row: int, count: int) -> None:
     runs = keyless_runs(5, 3, first_row, count)
     expanded = [partition for partition, start, stop in runs for _ in range(start, stop)]
-    assert expanded == target_partitions("t", 5, 3, first_row, count)
+    assert expanded == target_partitions("t", 5, 3, first_row, count).tolist()
     assert [start for _p, start, _stop in runs] == [0] + [stop for _p, _s, stop in runs[:-1]]
