@@ -92,6 +92,21 @@ def every_broker_in_every_isr(deployment: Deployment, topic: str) -> bool:
     return len(found) == PARTITIONS and all(len(p["isr"]) == 3 for p in found)
 
 
+def wait_for_every_isr(deployment: Deployment, topic: str, timeout_s: float, what: str) -> None:
+    """Wait until every broker is in every ISR of `topic`; failing, say what the nodes' logs
+    (their Ray's supervisors among them) said last."""
+    try:
+        wait_until(lambda: every_broker_in_every_isr(deployment, topic), timeout_s, what)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{deployment.logs()}") from None
+
+
+def ray_node_runs(deployment: Deployment, node: str) -> int:
+    """How many times `rafka supervise` has started the node's Ray."""
+    state = deployment.home(node) / ".rafka" / "supervised" / "ray-node.state"
+    return json.loads(state.read_text())["runs"]
+
+
 def broker_processes(deployment: Deployment, node: str) -> list[int]:
     found = []
     for pid in deployment.bed.pids(node):
@@ -154,8 +169,8 @@ def kill_then_boot(deployment: Deployment, node: str, topic: str, tmp_path: Path
                    f"every partition acknowledging writes after {node}'s loss")
         time.sleep(down_s)
         deployment.start_node(node)  # the machine boots, and runs its start commands
-        wait_until(lambda: every_broker_in_every_isr(deployment, topic), back_within_s,
-                   f"{node}'s broker back in every ISR")
+        wait_for_every_isr(deployment, topic, back_within_s,
+                           f"{node}'s broker back in every ISR")
         time.sleep(3)
     return assert_nothing_lost(client, f"{node} killed")
 
@@ -182,8 +197,15 @@ def test_the_gcs_down_for_30_s(deployment: Deployment, tmp_path: Path) -> None:
             time.sleep(30)
         finally:
             supervisor.send_signal(signal.SIGCONT)
-        wait_until(lambda: every_broker_in_every_isr(deployment, "gcs-down"), 180,
-                   "the head's broker back in every ISR")
+        resumed_at = time.monotonic()
+        runs_before = ray_node_runs(deployment, head)
+        # On this bed (four machines' processes on two cores) the head's Ray may need several
+        # tries to start (docs/deployment.md, "What runs on every node").
+        wait_for_every_isr(deployment, "gcs-down", 360,
+                           "the head's broker back in every ISR")
+        print(f"{FIGURES} GCS down 30 s: head back in every ISR "
+              f"{time.monotonic() - resumed_at:.0f} s after its supervisor resumed, "
+              f"{ray_node_runs(deployment, head) - runs_before} starts of its Ray")
         time.sleep(3)
     gaps = assert_nothing_lost(client, "GCS down 30 s")
     read_gaps = longest_read_gaps(client.checker_history())
@@ -202,7 +224,7 @@ def test_the_gcs_down_for_30_s(deployment: Deployment, tmp_path: Path) -> None:
 def test_the_head_node_killed_then_booted(deployment: Deployment, tmp_path: Path) -> None:
     # The GCS, a ZooKeeper member and a broker at once; the workers' Ray waits for the GCS.
     gaps = kill_then_boot(deployment, deployment.head, "head-kill", tmp_path,
-                          down_s=10, back_within_s=240)
+                          down_s=10, back_within_s=360)
     assert max(gaps.values()) <= 15, gaps
 
 
@@ -219,8 +241,8 @@ def test_a_node_cut_off_for_60_s_comes_back_by_itself(deployment: Deployment,
         finally:
             deployment.bed.heal()
         healed_at = time.monotonic()
-        wait_until(lambda: every_broker_in_every_isr(deployment, "cut-off"), 120,
-                   f"{victim}'s broker back in every ISR, with no command typed")
+        wait_for_every_isr(deployment, "cut-off", 120,
+                           f"{victim}'s broker back in every ISR, with no command typed")
         back_after_s = time.monotonic() - healed_at
         print(f"{FIGURES} cut off 60 s: back in every ISR {back_after_s:.1f} s after the heal")
         time.sleep(3)
@@ -255,8 +277,8 @@ def test_a_nemesis_of_overlapping_faults_loses_nothing(deployment: Deployment,
         finally:
             nemesis.stop()
         healed_at = time.time()
-        wait_until(lambda: every_broker_in_every_isr(deployment, "nemesis"), 300,
-                   "every broker back in every ISR after the last heal")
+        wait_for_every_isr(deployment, "nemesis", 300,
+                           "every broker back in every ISR after the last heal")
         back_after_s = time.time() - healed_at
         wait_until(lambda: all(at > healed_at + back_after_s for at in
                                client.progress()["last_ack"].values()), 60,
