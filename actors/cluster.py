@@ -28,7 +28,13 @@ from rafka.actors.clients.members import ConsumerGroupHandle, start_members
 from rafka.actors.clients.producer import Producer
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import BrokerUnavailableError, RequestTimedOutError, raise_for
-from rafka.actors.naming import broker_id_of, broker_name, cluster_namespace, is_replica_host_of
+from rafka.actors.naming import (
+    broker_id_of,
+    broker_name,
+    cluster_namespace,
+    is_replica_host_of,
+    replica_host_name,
+)
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic
 from rafka.actors.runtime import init_ray, named_actors
 from rafka.actors.server.broker import BrokerActor
@@ -335,6 +341,18 @@ class Cluster:
             for facts in replicas:
                 found[(facts["broker"], facts["partition"])] = facts
         return found, complete
+
+    def replica_hosts(self, topic: str, partition: int) -> dict[int, Any]:
+        """The replica-host actor of each replica of `topic`-`partition`, by broker id (for
+        tools and benchmarks that ask the replicas themselves, as `bench/latency.py` does)."""
+        replicas = self.admin.describe_topic(topic).assignment.value.partitions.get(partition)
+        if replicas is None:
+            raise UnknownTopicError(f"{topic} has no partition {partition}")
+        brokers = read_brokers(self.store)
+        return {broker: ray.get_actor(replica_host_name(
+                    broker, topic, partition, brokers[broker].replica_hosts),
+                    namespace=self.namespace)
+                for broker in replicas if broker in brokers}
 
     def add_partitions(self, name: str, total: int, *, wait: bool = True,
                        timeout_s: float = 60.0) -> None:

@@ -21,6 +21,12 @@ What it does (issue 26, point 1):
 
 Reports p50, p99, p99.9 and max (ms) of each, the five worst 100 ms windows (by due time, from
 the end of the warm-up), and each rafka run's p99 over the chain's.
+
+And where the time goes (issue 26, point 2): during each rafka run the producer and the
+partition's three replicas trace their events (`rafka.actors.path_trace`), and each record's
+latency is laid along its ten hops, from `late` (the producer's own lag behind the schedule)
+to `delivery` (the consumer's fetch answered to `poll` returning). Each hop's mean, p50 and
+p99 are printed under `hops`; the means add up to the mean latency.
 """
 
 from __future__ import annotations
@@ -38,12 +44,16 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+import msgpack
+import numpy as np
 import ray
 
 from rafka import Cluster
+from rafka.actors.path_trace import HOPS, SentRequest, TracedRecord, hop_breakdown
 from rafka.actors.runtime import init_ray
 
-DUE = struct.Struct("<q")
+# Each record's first bytes: when it was due, and when the producer got to it (monotonic ns).
+STAMPS = struct.Struct("<qq")
 REPO = Path(__file__).resolve().parent.parent
 CHAIN_NAME = "bench-latency-hop"
 
@@ -82,7 +92,7 @@ def send_at_rate(send: Any, rate: int, total: int, record_size: int,
     `wait_for_room()` returns (as a producer sends what accumulated while its requests in
     flight were full)."""
     interval = 1e9 / rate
-    pad = b"\0" * max(0, record_size - DUE.size)
+    pad = b"\0" * max(0, record_size - STAMPS.size)
     start = time.monotonic_ns() + 100_000_000
     print(f"START {start}", flush=True)
     clock = time.monotonic_ns
@@ -93,30 +103,32 @@ def send_at_rate(send: Any, rate: int, total: int, record_size: int,
         if delay > 0:
             time.sleep(delay / 1e9)
         if wait_for_room is None:
-            send(DUE.pack(due) + pad)
+            send(STAMPS.pack(due, clock()) + pad)
             i += 1
             continue
         wait_for_room()
         now = clock()
         payloads = []
         while i < total and (due := start + int(i * interval)) <= now:
-            payloads.append(DUE.pack(due) + pad)
+            payloads.append(STAMPS.pack(due, now) + pad)
             i += 1
         send(payloads)
     return start
 
 
 def producer_process(ray_address: str, zk: str, name: str, topic: str, rate: int, total: int,
-                     record_size: int, linger_ms: int) -> None:
+                     record_size: int, linger_ms: int, requests_file: str) -> None:
     cluster = Cluster.connect(zk, name, ray_address=ray_address)
     producer = cluster.producer(acks="all", linger_ms=linger_ms)
     producer.metadata.partitions(topic)
+    requests = producer.trace_requests()
     futures = []
     send_at_rate(lambda payload: futures.append(producer.send(topic, payload)), rate, total,
                  record_size)
     producer.flush(60)
     failed = sum(1 for future in futures if future.exception(0) is not None)
     producer.close()
+    Path(requests_file).write_bytes(msgpack.packb([tuple(request) for request in requests]))
     print(f"DONE {failed}", flush=True)
 
 
@@ -154,7 +166,7 @@ class Hop:
             return
         now = time.monotonic_ns()
         for payload in payloads:
-            due = struct.unpack_from("<q", payload)[0]  # DUE's format (a Struct won't pickle)
+            due = struct.unpack_from("<q", payload)[0]  # STAMPS' first (a Struct won't pickle)
             self.dues.append(due)
             self.latencies.append((now - due) / 1e6)
 
@@ -217,30 +229,53 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int,
     consumer = cluster.consumer([topic], auto_offset_reset="latest")
     for tp in consumer.assignment():
         consumer.position(tp.topic, tp.partition)
+    hosts = cluster.replica_hosts(topic, 0)
+    ray.get([host.start_tracing_path.remote(topic, 0) for host in hosts.values()])
+    requests_file = Path(tempfile.mkdtemp(prefix="rafka-bench-latency-")) / "requests"
     sender, start = start_sender([
         "producer", ray.get_runtime_context().gcs_address, str(cluster.stack.zk_address),
         cluster.name, topic, str(args.rate), str(total), str(args.record_size),
-        str(linger_ms)])
+        str(linger_ms), str(requests_file)])
     counted_from = start + int(args.warmup * 1e9)
-    samples = []
-    received = 0
+    traced: list[TracedRecord] = []
     deadline = time.monotonic() + args.warmup + args.seconds + 60
     try:
-        while received < total and time.monotonic() < deadline:
+        while len(traced) < total and time.monotonic() < deadline:
             records = consumer.poll(timeout_ms=100)
             now = time.monotonic_ns()
-            received += len(records)
             for record in records:
-                due = DUE.unpack_from(record.value)[0]
-                samples.append((due, (now - due) / 1e6))
+                traced.append(TracedRecord(record.offset, *STAMPS.unpack_from(record.value), now))
         finish_sender(sender)
     finally:
         if sender.poll() is None:
             sender.kill()
         consumer.close()
-    if received != total:
-        raise RuntimeError(f"{received} of {total} records arrived")
-    return summary(samples, total, counted_from)
+    if len(traced) != total:
+        raise RuntimeError(f"{len(traced)} of {total} records arrived")
+    events = {broker: ray.get(host.stop_tracing_path.remote(topic, 0))
+              for broker, host in hosts.items()}
+    leader = cluster.describe_topic(topic)["partitions"][0]["leader"]
+    requests = [SentRequest(*request) for request in msgpack.unpackb(requests_file.read_bytes())]
+    shutil.rmtree(requests_file.parent, ignore_errors=True)
+    counted = [record for record in traced if record.due_ns >= counted_from]
+    samples = [(record.due_ns, (record.polled_ns - record.due_ns) / 1e6) for record in traced]
+    return {**summary(samples, total, counted_from),
+            "produce_requests": len(requests),
+            "hops": hop_summary(hop_breakdown(counted, requests, events.pop(leader), events),
+                                len(counted))}
+
+
+def hop_summary(hops: dict[str, np.ndarray], counted: int) -> dict[str, Any]:
+    """Each hop's mean, p50 and p99 in ms, over the records the trace showed whole."""
+    traced = len(hops[HOPS[0]])
+    summary_ = {"records_traced": traced, "records_counted": counted}
+    for hop in HOPS:
+        values = hops[hop]
+        summary_[hop] = ({"mean_ms": round(float(values.mean()), 3),
+                          "p50_ms": round(float(np.percentile(values, 50)), 3),
+                          "p99_ms": round(float(np.percentile(values, 99)), 3)}
+                         if traced else None)
+    return summary_
 
 
 def chain_latency(args: argparse.Namespace) -> dict[str, Any]:
@@ -278,9 +313,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] in ("producer", "chain"):
         role, rest = sys.argv[1], sys.argv[2:]
         if role == "producer":
-            address, zk, name, topic, rate, total, size, linger = rest
+            address, zk, name, topic, rate, total, size, linger, requests_file = rest
             producer_process(address, zk, name, topic, int(rate), int(total), int(size),
-                             int(linger))
+                             int(linger), requests_file)
         else:
             address, namespace, rate, total, size, in_flight = rest
             chain_process(address, namespace, int(rate), int(total), int(size), int(in_flight))

@@ -46,6 +46,7 @@ from rafka.actors.errors import (
     is_retriable,
 )
 from rafka.actors.messages import Appended, PartitionProduce
+from rafka.actors.path_trace import SentRequest
 from rafka.common.clock import wall_clock_ms
 from rafka.logstore.batch import build_batch, check_headers, frame_batch
 
@@ -206,12 +207,12 @@ class SentRecords(Sequence[RecordFuture]):
 
 class _Request(NamedTuple):
     """A produce request in flight: the host it went to, the batches it carries, and when it
-    was sent (monotonic s): one not answered within request.timeout.ms is given up on and its
+    was sent (monotonic ns): one not answered within request.timeout.ms is given up on and its
     batches retried, as Kafka's client does."""
 
     host: str
     batches: list[PendingBatch]
-    sent_at: float
+    sent_ns: int
 
 
 class Producer:
@@ -245,6 +246,8 @@ class Producer:
         self._epoch_bumps: set[tuple[str, int]] = set()
         self._flushing = 0
         self._closed = False
+        # Filled while `trace_requests` is on.
+        self._request_trace: list[SentRequest] | None = None
         self._sender = threading.Thread(target=self._run, name="rafka-producer", daemon=True)
         self._sender.start()
 
@@ -513,6 +516,12 @@ class Producer:
                 self._space.notify_all()
             self._sender.join(5)
 
+    def trace_requests(self) -> list[SentRequest]:
+        """From now on, note when each acknowledged batch was sent, in the list returned
+        (for `rafka.actors.path_trace`'s breakdown of a record's latency; benchmarks only)."""
+        self._request_trace = []
+        return self._request_trace
+
     def __enter__(self) -> Producer:
         return self
 
@@ -568,6 +577,7 @@ class Producer:
                 batch.topic, batch.partition, payload,
                 None if batch.payload is None else batch.payload.record_ends))
         for name, (host, carried, parts) in requests.items():
+            sent_ns = time.monotonic_ns()
             try:
                 ref = host.produce.remote(parts, self.config.acks,
                                           self.config.request_timeout_ms)
@@ -575,7 +585,7 @@ class Producer:
                 for batch in carried:
                     self._fail(batch, error)
                 continue
-            self._in_flight[ref] = _Request(name, carried, time.monotonic())
+            self._in_flight[ref] = _Request(name, carried, sent_ns)
 
     def _encode(self, batch: PendingBatch) -> bytes:
         """The record batch that carries `batch` now (its sequence numbers are assigned)."""
@@ -614,6 +624,9 @@ class Producer:
                         f"({type(error).__name__}); the record may or may not be written"))
                 continue
             for batch, reply in zip(batches, replies, strict=True):
+                if self._request_trace is not None and isinstance(reply, Appended):
+                    self._request_trace.append(SentRequest(reply.base_offset, batch.record_count,
+                                                           request.sent_ns))
                 self._complete(batch, reply)
         self._give_up_on_silent_requests()
 
@@ -627,9 +640,9 @@ class Producer:
         """
         # A second of slack: the leader's own REQUEST_TIMED_OUT, at request.timeout.ms, comes
         # first whenever the leader can answer at all.
-        deadline = time.monotonic() - self.config.request_timeout_ms / 1000 - 1
+        deadline_ns = time.monotonic_ns() - (self.config.request_timeout_ms + 1000) * 1_000_000
         for ref in [ref for ref, request in self._in_flight.items()
-                    if request.sent_at < deadline]:
+                    if request.sent_ns < deadline_ns]:
             for batch in self._in_flight.pop(ref).batches:
                 self.metadata.invalidate(batch.topic)
                 self._retry_or_fail(batch, RequestTimedOutError(

@@ -29,6 +29,7 @@ from rafka.actors.config import BrokerConfig, TopicConfig
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.messages import Appended, FetchedRecords, LeaderAndIsrRequest, ReplicaRole
 from rafka.actors.metrics import ReplicaMetrics
+from rafka.actors.path_trace import PathTrace
 from rafka.actors.server.replication import (
     AcksAllOutcome,
     FetchClock,
@@ -115,6 +116,8 @@ class PartitionReplica:
         self._isr_write: asyncio.Task | None = None
         self.next_maintenance_ms = wall_clock_ms() + self._maintenance_interval_ms()
         self.metrics = ReplicaMetrics(topic, partition, broker_id)
+        # Set while a benchmark traces this partition's path (`rafka.actors.path_trace`).
+        self.path_trace: PathTrace | None = None
 
     # ------------------------------------------------------------------ waiting and waking
 
@@ -235,6 +238,8 @@ class PartitionReplica:
         state = self.leader_state
         if state is not None and state.advance_high_watermark(self.log.log_end_offset):
             self.log.high_watermark = state.high_watermark
+            if self.path_trace is not None:
+                self.path_trace.high_watermark_moved(state.high_watermark)
             self.notify()
 
     async def produce(
@@ -247,14 +252,16 @@ class PartitionReplica:
         `record_ends`: where the producer says each record of a single batch ends
         (`PartitionProduce`)."""
         started = time.perf_counter()
-        reply = await self._produce(records, acks, timeout_ms, kafka_format, record_ends)
+        received_ns = time.monotonic_ns() if self.path_trace is not None else 0
+        reply = await self._produce(records, acks, timeout_ms, kafka_format, record_ends,
+                                    received_ns)
         # Every request is timed, refused ones too, as Kafka's request metrics do.
         self.metrics.produce_latency((time.perf_counter() - started) * 1000)
         return reply
 
     async def _produce(
         self, records: bytes, acks: int, timeout_ms: int, kafka_format: bool,
-        record_ends: bytes | None = None,
+        record_ends: bytes | None = None, received_ns: int = 0,
     ) -> Appended | dict[str, Any]:
         if not isinstance(timeout_ms, (int, float)):
             # Before the append: acks=all would only trip on it afterwards, batch in the log.
@@ -311,6 +318,8 @@ class PartitionReplica:
         # Counted once appended (Kafka's MessagesInPerSec), whatever the acks wait brings; the
         # record count comes from the batch headers, already parsed, never from the records.
         self.metrics.produced(sum(header.record_count for header in headers), len(records))
+        if self.path_trace is not None:
+            self.path_trace.appended(received_ns, info.last_offset)
         self._advance_high_watermark()
         self.notify()
         return await self._acknowledge(
@@ -453,6 +462,8 @@ class PartitionReplica:
             return
         state.record_follower_fetch(follower_id, offset, self.log.log_end_offset, wall_clock_ms(),
                                     clock)
+        if self.path_trace is not None:
+            self.path_trace.follower_at(follower_id, offset)
         self._advance_high_watermark()
         self.maybe_expand_isr()
 
@@ -592,6 +603,8 @@ class PartitionReplica:
         watermark, which is how a follower learns it (as in Kafka)."""
         if fetched.records:
             self.log.append_as_follower(fetched.records)
+            if self.path_trace is not None:
+                self.path_trace.appended_fetched(self.log.log_end_offset)
         self.log.high_watermark = min(fetched.high_watermark, self.log.log_end_offset)
         # The leader's records deleted (DeleteRecords) go here too, as far as this log is known
         # to hold the same records (its high watermark).

@@ -50,6 +50,7 @@ from rafka.actors.messages import (
 )
 from rafka.actors.naming import broker_name, partition_log_dir
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
+from rafka.actors.path_trace import CONSUMER, PathTrace
 from rafka.actors.runtime import run_at_server_priority
 from rafka.actors.server.fetch_session import FetchSession
 from rafka.actors.server.offset_manager import OffsetManager
@@ -422,7 +423,7 @@ class ReplicaHost:
                                                   min_bytes - total)
         self._count_served(((TopicPartition(r.topic, r.partition), r.offset, reply)
                             for r, reply in zip(requests, replies, strict=True)),
-                           started, follower=False)
+                           started, replica_id=CONSUMER)
         if kafka_format:
             return [reply._replace(records=to_kafka(reply.records))
                     if isinstance(reply, FetchedRecords) and reply.records else reply
@@ -498,8 +499,9 @@ class ReplicaHost:
                         return  # an error is news: answer now
                     missing_bytes -= _size(replies[index])
 
-    def _count_served(self, served, started: float, *, follower: bool) -> None:
-        """Metrics of a fetch, from `(partition, fetch offset, reply)` of each partition.
+    def _count_served(self, served, started: float, *, replica_id: int) -> None:
+        """Metrics of a fetch, from `(partition, fetch offset, reply)` of each partition;
+        `replica_id` is the follower's broker id, or `CONSUMER`.
 
         Records served are those from the fetch offset on, read off the reply's offsets, not by
         decoding the batches (exact except across compaction gaps, where it counts the gap).
@@ -507,6 +509,7 @@ class ReplicaHost:
         for each.
         """
         elapsed_ms = (time.perf_counter() - started) * 1000
+        follower = replica_id != CONSUMER
         timed: set[str] = set()
         for tp, fetch_offset, reply in served:
             replica = self.replicas.get(tp)
@@ -518,6 +521,8 @@ class ReplicaHost:
             if reply.records:
                 replica.metrics.fetched(follower, reply.next_offset - fetch_offset,
                                         len(reply.records))
+                if replica.path_trace is not None:
+                    replica.path_trace.answered_read(replica_id, reply.next_offset)
 
     async def replica_fetch(
         self,
@@ -605,7 +610,7 @@ class ReplicaHost:
             session.answered(tp)
         session.woken = False
         self._count_served(((tp, offset, reply) for tp, (offset, reply) in answers.items()),
-                           started, follower=True)
+                           started, replica_id=follower_id)
         return {"error": 0, "partitions": [
             ReplicaFetchAnswer(tp.topic, tp.partition, offset, reply)
             for tp, (offset, reply) in answers.items()]}
@@ -694,6 +699,23 @@ class ReplicaHost:
         """Each replica hosted here (of `topic` only, if given): role, epochs, offsets."""
         return [replica.describe() for tp, replica in sorted(self.replicas.items())
                 if topic is None or tp.topic == topic]
+
+    async def start_tracing_path(self, topic: str, partition: int) -> bool:
+        """Trace the replica's path events (`rafka.actors.path_trace`, for benchmarks), afresh;
+        False if this host holds no such replica."""
+        replica = self.replicas.get(TopicPartition(topic, partition))
+        if replica is None:
+            return False
+        replica.path_trace = PathTrace()
+        return True
+
+    async def stop_tracing_path(self, topic: str, partition: int) -> dict[str, Any] | None:
+        """Stop tracing the replica's path; the events traced since `start_tracing_path`."""
+        replica = self.replicas.get(TopicPartition(topic, partition))
+        if replica is None or replica.path_trace is None:
+            return None
+        traced, replica.path_trace = replica.path_trace, None
+        return traced.events()
 
     async def pid(self) -> int:
         return os.getpid()
