@@ -20,6 +20,8 @@ from ray.autoscaler._private.util import prepare_config, validate_config
 
 FILE = Path(__file__).resolve().parents[2] / "cluster.yaml"
 SCHEMA = Path(ray.autoscaler.__file__).parent / "ray-schema.json"
+# How every node starts its Ray: Ray's `ray`, telling the raylet its agent's ports.
+RAY_START = "python -m rafka.cli.ray_node start"
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,7 @@ def test_every_node_offers_one_broker_slot(config: dict[str, Any]) -> None:
     head = " ".join(config["head_start_ray_commands"])
     workers = " ".join(config["worker_start_ray_commands"])
     for commands in (head, workers):
-        assert "ray start" in commands
+        assert RAY_START in commands
         assert """--resources='{"rafka_broker": 1}'""" in commands
 
 
@@ -65,14 +67,14 @@ def test_a_restarting_node_does_not_wait_for_its_agents_ports(config: dict[str, 
     # Ports left to Ray are found through files the raylet gives up on after 15 s, and a head
     # restarting on a busy machine missed that (cluster.yaml says more).
     for key in ("head_start_ray_commands", "worker_start_ray_commands"):
-        start = next(c for c in config[key] if "ray start" in c)
+        start = next(c for c in config[key] if RAY_START in c)
         ports = [int(start.split(f"{option}=")[1].split()[0])
                  for option in ("--dashboard-agent-grpc-port", "--metrics-export-port",
-                                "--runtime-env-agent-port")]
-        assert len(set(ports)) == 3 and all(20000 <= port < 32768 for port in ports), ports
+                                "--runtime-env-agent-port", "--dashboard-agent-listen-port")]
+        assert len(set(ports)) == 4 and all(20000 <= port < 32768 for port in ports), ports
         # Above the brokers' priority (nice 0), which the setup lets the user's processes take.
-        assert "ray-node -- nice -n -5 ray start" in " ".join(start.split())
-    head = next(c for c in config["head_start_ray_commands"] if "ray start" in c)
+        assert f"ray-node -- nice -n -5 {RAY_START}" in " ".join(start.split())
+    head = next(c for c in config["head_start_ray_commands"] if RAY_START in c)
     assert "--include-dashboard=false" in head
     limits = next(c for c in config["setup_commands"] if "limits.d" in c)
     assert '"$USER - nice -5"' in limits

@@ -199,8 +199,9 @@ def test_the_gcs_down_for_30_s(deployment: Deployment, tmp_path: Path) -> None:
             supervisor.send_signal(signal.SIGCONT)
         resumed_at = time.monotonic()
         runs_before = ray_node_runs(deployment, head)
-        # On this bed (four machines' processes on two cores) the head's Ray may need several
-        # tries to start (docs/deployment.md, "What runs on every node").
+        # Generous: four machines' processes share two cores here. The starts of the head's
+        # Ray are printed: more than one means its raylet gave up on its agent again
+        # (docs/deployment.md, "What runs on every node").
         wait_for_every_isr(deployment, "gcs-down", 360,
                            "the head's broker back in every ISR")
         print(f"{FIGURES} GCS down 30 s: head back in every ISR "
