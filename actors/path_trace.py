@@ -64,7 +64,8 @@ class PathTrace:
     """The events of one replica, in the order they happened (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.appends: list[tuple[int, int, int]] = []          # (received, appended, last)
+        # (received, appended, first offset, last offset)
+        self.appends: list[tuple[int, int, int, int]] = []
         self.reads: list[tuple[int, int, int]] = []            # (replica id, next offset, t)
         self.positions: list[tuple[int, int, int]] = []        # (follower, offset, t)
         self.high_watermarks: list[tuple[int, int]] = []       # (high watermark, t)
@@ -77,11 +78,11 @@ class PathTrace:
         self.overflowed = True
         return False
 
-    def appended(self, received_ns: int, last_offset: int) -> None:
-        """The leader appended a batch ending at `last_offset` from a request that reached it
-        at `received_ns`."""
+    def appended(self, received_ns: int, first_offset: int, last_offset: int) -> None:
+        """The leader appended the records `first_offset` to `last_offset` from a request that
+        reached it at `received_ns`."""
         if self._room(self.appends):
-            self.appends.append((received_ns, time.monotonic_ns(), last_offset))
+            self.appends.append((received_ns, time.monotonic_ns(), first_offset, last_offset))
 
     def answered_read(self, replica_id: int, next_offset: int) -> None:
         """The leader answered a read of `replica_id` (`CONSUMER` for a consumer) with records
@@ -143,8 +144,10 @@ def hop_breakdown(
     record's hops add up to its latency, `polled_ns - due_ns`.
 
     `leader` and `followers` (by broker id) are `PathTrace.events()` of the partition's
-    replicas. The follower a record waited for is the one whose fetch moved the high watermark
-    past it: the last of the followers that had it when the high watermark moved.
+    replicas, whose tracing began before the producer's: a record the producer's trace shows
+    was then seen whole by the replicas. The follower a record waited for is the one whose
+    fetch moved the high watermark past it: the last of the followers that had it when the
+    high watermark moved.
     """
     for events in (leader, *followers.values()):
         if events["overflowed"]:
@@ -161,10 +164,11 @@ def hop_breakdown(
     request_sent = np.where(known, sent[request], -1)
 
     # The leader's append of each record.
-    received, appended, lasts = _columns(leader["appends"], 3)
+    received, appended, firsts, lasts = _columns(leader["appends"], 4)
     append = np.searchsorted(lasts, offset, side="left")
-    leader_received = np.append(received, -1)[append]
-    leader_appended = np.append(appended, -1)[append]
+    traced = np.append(firsts, np.iinfo(np.int64).max)[append] <= offset
+    leader_received = np.where(traced, np.append(received, -1)[append], -1)
+    leader_appended = np.where(traced, np.append(appended, -1)[append], -1)
 
     high_watermark = _first_beyond(*_columns(leader["high_watermarks"], 2), offset)
     reads = leader["reads"]

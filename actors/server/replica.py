@@ -319,7 +319,7 @@ class PartitionReplica:
         # record count comes from the batch headers, already parsed, never from the records.
         self.metrics.produced(sum(header.record_count for header in headers), len(records))
         if self.path_trace is not None:
-            self.path_trace.appended(received_ns, info.last_offset)
+            self.path_trace.appended(received_ns, info.first_offset, info.last_offset)
         self._advance_high_watermark()
         self.notify()
         return await self._acknowledge(

@@ -34,7 +34,7 @@ def two_batches() -> tuple[list[TracedRecord], list[SentRequest], dict, dict[int
                TracedRecord(2, 10 * MS, 10 * MS, 60 * MS)]
     requests = [SentRequest(2, 1, 12 * MS), SentRequest(0, 2, 4 * MS)]  # any order
     leader = events(
-        appends=[(5 * MS, 6 * MS, 1), (13 * MS, 14 * MS, 2)],
+        appends=[(5 * MS, 6 * MS, 0, 1), (13 * MS, 14 * MS, 2, 2)],
         reads=[(2, 2, 7 * MS), (3, 2, 9 * MS), (CONSUMER, 2, 30 * MS),
                (2, 3, 15 * MS), (3, 3, 16 * MS), (CONSUMER, 3, 50 * MS)],
         positions=[(2, 2, 11 * MS), (3, 2, 20 * MS), (2, 3, 17 * MS), (3, 3, 25 * MS)],
@@ -70,6 +70,11 @@ def test_records_the_trace_does_not_show_are_left_out() -> None:
     hops = hop_breakdown(records, requests[:1], leader, followers)
     assert [len(hops[hop]) for hop in HOPS] == [1] * len(HOPS)
     assert float(hops["consumer_fetch_answered"][0]) == 25
+    # The leader's first append was before tracing began: offsets 0 and 1 are not taken for
+    # the next batch's.
+    leader = {**leader, "appends": leader["appends"][1:]}
+    hops = hop_breakdown(records, requests, leader, followers)
+    assert [len(hops[hop]) for hop in HOPS] == [1] * len(HOPS)
 
 
 def test_a_trace_that_dropped_events_is_refused() -> None:
@@ -84,14 +89,14 @@ def test_a_trace_that_dropped_events_is_refused() -> None:
 
 def test_the_recorder_keeps_events_in_order_with_their_times() -> None:
     trace = PathTrace()
-    trace.appended(5, last_offset=9)
+    trace.appended(5, first_offset=7, last_offset=9)
     trace.answered_read(2, next_offset=10)
     trace.follower_at(2, offset=10)
     trace.high_watermark_moved(10)
     trace.appended_fetched(10)
     found = trace.events()
-    (received, appended, last), = found["appends"]
-    assert (received, last) == (5, 9) and appended > received
+    (received, appended, first, last), = found["appends"]
+    assert (received, first, last) == (5, 7, 9) and appended > received
     assert [event[:2] for event in found["reads"]] == [(2, 10)]
     assert [event[:2] for event in found["positions"]] == [(2, 10)]
     times = [found["reads"][0][2], found["positions"][0][2], found["high_watermarks"][0][1],
