@@ -268,14 +268,14 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int,
 def hop_summary(hops: dict[str, np.ndarray], counted: int) -> dict[str, Any]:
     """Each hop's mean, p50 and p99 in ms, over the records the trace showed whole."""
     traced = len(hops[HOPS[0]])
-    summary_ = {"records_traced": traced, "records_counted": counted}
+    found = {"records_traced": traced, "records_counted": counted}
     for hop in HOPS:
         values = hops[hop]
-        summary_[hop] = ({"mean_ms": round(float(values.mean()), 3),
+        found[hop] = ({"mean_ms": round(float(values.mean()), 3),
                           "p50_ms": round(float(np.percentile(values, 50)), 3),
                           "p99_ms": round(float(np.percentile(values, 99)), 3)}
                          if traced else None)
-    return summary_
+    return found
 
 
 def chain_latency(args: argparse.Namespace) -> dict[str, Any]:

@@ -39,7 +39,7 @@ def target_partitions(topic: str, partitions: int, spark_partition: int, first_r
     if partitions <= 0:
         raise ValueError(f"topic {topic!r} has no partitions: create it first")
     rows = first_row + np.arange(row_count, dtype=np.int64)
-    targets = (spark_partition + rows // KEYLESS_RUN) % partitions
+    targets = _keyless_partition(rows, spark_partition, partitions)
     if key_partitions is not None:
         targets = np.where(key_partitions >= 0, key_partitions, targets)
     if explicit is not None:
@@ -66,8 +66,10 @@ def keyless_runs(partitions: int, spark_partition: int, first_row: int,
     return runs
 
 
-def _keyless_partition(row: int, spark_partition: int, partitions: int) -> int:
-    """Where row `row` of a Spark partition goes without key or explicit partition."""
+def _keyless_partition(row: int | np.ndarray, spark_partition: int,
+                       partitions: int) -> int | np.ndarray:
+    """Where row `row` of a Spark partition goes without key or explicit partition (each row's,
+    for an array of rows)."""
     return (spark_partition + row // KEYLESS_RUN) % partitions
 
 

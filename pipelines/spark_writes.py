@@ -136,11 +136,9 @@ def _write_partition(ray_address: str, driver_namespace: str, namespace: str, to
                                           batch.num_rows)]
             else:
                 explicit, given = _explicit_partitions(batch, columns.partition)
+                by_key = None if keys is None else key_partitions(keys, partitions)
                 targets = target_partitions(topic, partitions, spark_partition, first_row,
-                                            batch.num_rows,
-                                            None if keys is None else key_partitions(keys,
-                                                                                     partitions),
-                                            explicit, given)
+                                            batch.num_rows, by_key, explicit, given)
                 groups = list(rows_by_partition(targets).items())
             for target, rows in groups:
                 counts[target] += len(rows)
