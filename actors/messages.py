@@ -172,6 +172,23 @@ class FetchedRecords(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    """Where a `read_committed` reader stops (-1 in a follower's fetch, which does not ask)."""
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
+    """For a `read_committed` read: `(producer_id, first_offset)` of each aborted transaction
+    with records among those sent, as Kafka's Fetch answers them."""
+
+
+class TxnMarker(NamedTuple):
+    """A commit or abort marker the transaction coordinator has a partition's leader write
+    (Kafka's WriteTxnMarkers entry, for one partition)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    coordinator_epoch: int
 
 
 class TableRead(NamedTuple):

@@ -46,6 +46,8 @@ class OffsetAndMetadata(NamedTuple):
     offset: int
     metadata: str = ""
     commit_timestamp: int = -1
+    # The leader epoch of the record at `offset - 1`, as the consumer knew it (-1: unknown).
+    leader_epoch: int = -1
 
 
 def encode_commit(
@@ -56,7 +58,7 @@ def encode_commit(
     if committed is None:
         return key, None
     return key, msgpack.packb([1, committed.offset, committed.metadata,
-                               committed.commit_timestamp])
+                               committed.commit_timestamp, committed.leader_epoch])
 
 
 def decode_commit(
@@ -68,17 +70,26 @@ def decode_commit(
         raise ValueError(f"unknown offset commit key version {version}")
     if value is None:
         return group, topic, partition, None
-    _version, offset, metadata, timestamp = msgpack.unpackb(value)
-    return group, topic, partition, OffsetAndMetadata(offset, metadata, timestamp)
+    # Commits written before the leader epoch was kept have four fields.
+    _version, offset, metadata, timestamp, *leader_epoch = msgpack.unpackb(value)
+    return group, topic, partition, OffsetAndMetadata(offset, metadata, timestamp,
+                                                      *leader_epoch[:1])
 
 
 def ensure_offsets_topic(store: ClusterStore, partitions: int = DEFAULT_OFFSETS_PARTITIONS) -> None:
     """Create `__consumer_offsets` if missing: compacted, replication factor min(3, brokers)."""
+    ensure_internal_topic(store, OFFSETS_TOPIC, partitions, OFFSETS_TOPIC_CONFIG)
+
+
+def ensure_internal_topic(
+    store: ClusterStore, topic: str, partitions: int, config: dict[str, str]
+) -> None:
+    """Create an internal topic (`__…`) if missing, replication factor min(3, brokers)."""
     admin = TopicAdmin(store)
-    if admin.topic_exists(OFFSETS_TOPIC):
+    if admin.topic_exists(topic):
         return
     brokers = len(read_brokers(store))
     if brokers == 0:
         raise BrokerUnavailableError("no broker is registered: start the cluster first")
     with contextlib.suppress(TopicExistsError):  # another member created it first
-        admin.create_topic_auto(OFFSETS_TOPIC, partitions, min(3, brokers), OFFSETS_TOPIC_CONFIG)
+        admin.create_topic_auto(topic, partitions, min(3, brokers), config)

@@ -64,6 +64,7 @@ RECORDS_START = HEADER_SIZE
 # Attributes bits, as in Kafka.
 COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 
 CREATE_TIME = 0
@@ -137,6 +138,10 @@ class BatchHeader(NamedTuple):
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_FLAG_MASK)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
 
     @property
     def last_sequence(self) -> int:
@@ -221,13 +226,15 @@ def build_batch(
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
     timestamp_type: int = CREATE_TIME,
+    transactional: bool = False,
 ) -> bytes:
     """Encode records into one batch with ``base_offset`` 0 and ``leader_epoch`` -1.
 
     Each record is a tuple ``(key, value, timestamp_ms, headers)`` (``timestamp_ms`` None means
     now, ``headers`` None or a sequence of ``(str, bytes)``; ``(key, value)`` is accepted too), or
     an object with ``key``, ``value``, ``timestamp_ms`` and ``headers`` attributes. The leader
-    stamps the real base offset and epoch on append.
+    stamps the real base offset and epoch on append. ``transactional`` marks a batch of a
+    transactional producer's transaction.
     """
     if not records:
         raise ValueError("a batch needs at least one record")
@@ -255,7 +262,8 @@ def build_batch(
         first_ts = normalised[0][2]
         entries = [(i, ts - first_ts, k, v, h) for i, (k, v, ts, h) in enumerate(normalised)]
     max_ts = first_ts + max(map(itemgetter(1), entries))
-    attributes = codec | (TIMESTAMP_TYPE_MASK if timestamp_type else 0)
+    attributes = (codec | (TIMESTAMP_TYPE_MASK if timestamp_type else 0)
+                  | (TRANSACTIONAL_FLAG_MASK if transactional else 0))
     return encode_batch(
         entries,
         base_offset=0,
@@ -336,14 +344,16 @@ def frame_batch(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
 ) -> bytes:
     """One batch of already encoded records, as :func:`build_batch` would make it of the same
     records: ``base_offset`` 0, ``leader_epoch`` -1, CreateTime."""
     if not payload.count:
         raise ValueError("a batch needs at least one record")
     codec = _codec(compression)
+    attributes = codec | (TRANSACTIONAL_FLAG_MASK if transactional else 0)
     return _framed(payload.data, payload.count, base_offset=0,
-                   leader_epoch=NO_PARTITION_LEADER_EPOCH, attributes=codec,
+                   leader_epoch=NO_PARTITION_LEADER_EPOCH, attributes=attributes,
                    last_offset_delta=payload.count - 1,
                    first_timestamp=payload.first_timestamp,
                    max_timestamp=payload.max_timestamp, producer_id=producer_id,
@@ -530,8 +540,9 @@ def validate_batch(
 
     Checks the framing (length not negative, not smaller than the header, not above
     ``max_size`` -- max.message.bytes -- and matching the buffer exactly), magic, CRC, the
-    header's counts, and every record (:func:`_verify_records`): decompressed within
-    ``MAX_DECOMPRESSION_RATIO * max_size`` and decoded, each must be what a consumer can read.
+    header's counts (no control batch: markers come from the coordinator), and every record
+    (:func:`_verify_records`): decompressed within ``MAX_DECOMPRESSION_RATIO * max_size`` and
+    decoded, each must be what a consumer can read.
     ``require_keys`` refuses records without a key (for compacted topics: ``LogConfig.compact``).
     ``record_ends``: where the producer says each record ends (``RecordsPayload.record_ends``);
     where the records are all there, they are checked without decoding them
@@ -560,6 +571,11 @@ def validate_batch(
             f"{len(view) - size} unexpected bytes after the batch (it declares {size} bytes)"
         )
     header = check_batch(view, 0, verify_crc=True, strict=True)
+    if header.is_control:
+        raise InvalidRecordError(
+            "a producer's batch may not be a control batch: only the transaction coordinator "
+            "writes commit and abort markers"
+        )
     if record_ends is None or not _records_end_where_claimed(view, header, record_ends,
                                                              require_keys):
         _verify_records(view, 0, header, MAX_DECOMPRESSION_RATIO * max_size, require_keys)

@@ -1,13 +1,16 @@
 """Log compaction (cleanup.policy=compact): the cleaner, and its per-batch decisions.
 
 :func:`iter_compaction` drives a compaction over what the log hands it: its segment list
-(:class:`~rafka.logstore.local_log.LocalLog`), its producer state and its high watermark. It builds
-an offset map (key -> offset of its newest record) over the committed records, then rewrites each
+(:class:`~rafka.logstore.local_log.LocalLog`), its producer state and its last stable offset (the
+high watermark, or the start of the oldest undecided transaction below it). It builds an
+offset map (key -> offset of its newest record) over the committed records, then rewrites each
 cleanable segment batch by batch with :func:`clean_batch` into a ``.cleaned`` segment that is
 swapped in for it. A record survives if it has no key, or it is the newest for its key and is
-not a tombstone (value None) older than ``delete.retention.ms``. Offsets never change: a rebuilt
-batch keeps its base offset, last_offset_delta, epoch, producer fields and the offset deltas of
-the records it keeps, so the log's offsets have gaps but the next-offset arithmetic is intact.
+not a tombstone (value None) older than ``delete.retention.ms``. The records of aborted
+transactions never count as newest and are removed; markers (control batches) are kept.
+Offsets never change: a rebuilt batch keeps its base offset, last_offset_delta, epoch, producer
+fields and the offset deltas of the records it keeps, so the log's offsets have gaps but the
+next-offset arithmetic is intact.
 
 Contract: the cleaner runs on the log owner's thread, one segment per step; the owner may
 append between steps (only closed segments below the high watermark are rewritten), and a
@@ -17,7 +20,7 @@ The per-batch functions (:func:`clean_batch`, :func:`build_offset_map`) do no fi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import pairwise
 from typing import NamedTuple
 
@@ -32,6 +35,7 @@ from rafka.logstore.batch import (
 from rafka.logstore.local_log import LocalLog
 from rafka.logstore.producer_state import ProducerStateManager
 from rafka.logstore.segment import LogSegment
+from rafka.logstore.transactions import AbortedTransaction, aborted_batch
 
 
 class CleanedBatch(NamedTuple):
@@ -80,13 +84,16 @@ def add_to_offset_map(
     header: BatchHeader,
     *,
     below_offset: int,
+    aborted: Sequence[AbortedTransaction] = (),
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> None:
-    """Record the keys of ``batch`` (offsets below ``below_offset`` only) in ``offset_map``.
+    """Record the keys of ``batch`` (offsets below ``below_offset`` only) in ``offset_map``,
+    unless it is a marker or belongs to one of the ``aborted`` transactions.
 
     Batches must be fed in offset order, so the last offset written for a key is its newest.
     """
-    if header.is_control or header.base_offset >= below_offset:
+    if (header.is_control or header.base_offset >= below_offset
+            or aborted_batch(header, aborted)):
         return
     base = header.base_offset
     for offset_delta, _, key, _, _ in unpack_entries(batch, 0, header, max_decompressed_size):
@@ -95,12 +102,16 @@ def add_to_offset_map(
 
 
 def build_offset_map(
-    batches: Iterable[tuple[BatchHeader, memoryview]], *, below_offset: int
+    batches: Iterable[tuple[BatchHeader, memoryview]],
+    *,
+    below_offset: int,
+    aborted: Sequence[AbortedTransaction] = (),
 ) -> dict[bytes, int]:
-    """Key -> newest offset over ``batches`` (in offset order), ignoring offsets >= below_offset."""
+    """Key -> newest offset over ``batches`` (in offset order), ignoring offsets >= below_offset
+    and the records of ``aborted`` transactions."""
     offset_map: dict[bytes, int] = {}
     for header, view in batches:
-        add_to_offset_map(offset_map, view, header, below_offset=below_offset)
+        add_to_offset_map(offset_map, view, header, below_offset=below_offset, aborted=aborted)
     return offset_map
 
 
@@ -111,9 +122,11 @@ def clean_batch(
     *,
     delete_horizon_ms: int,
     retain_if_empty: bool = False,
+    aborted: Sequence[AbortedTransaction] = (),
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> CleanedBatch:
-    """Decide what is left of one batch after compaction.
+    """Decide what is left of one batch after compaction: nothing of a batch of one of the
+    ``aborted`` transactions, every marker.
 
     ``delete_horizon_ms``: tombstones with a timestamp below it are removed. ``retain_if_empty``
     keeps a batch with no records left, with its header: the log asks for it for the last batch
@@ -125,11 +138,13 @@ def clean_batch(
     if header.is_control:
         return CleanedBatch(batch, False, 0)
     entries = unpack_entries(batch, 0, header, max_decompressed_size)
+    # An aborted transaction's records all go.
+    entries_to_check = [] if aborted_batch(header, aborted) else entries
     base = header.base_offset
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
     first_ts = header.first_timestamp
     kept = []
-    for entry in entries:
+    for entry in entries_to_check:
         offset_delta, timestamp_delta, key, value, _ = entry
         if key is not None:
             offset = base + offset_delta
@@ -172,43 +187,46 @@ def iter_compaction(
     local_log: LocalLog,
     producers: ProducerStateManager,
     *,
-    high_watermark: int,
+    last_stable_offset: int,
     now_ms: int,
 ) -> Iterator[SegmentCleanResult]:
     """Compact ``local_log`` in steps, one cleanable segment per step (see the module docstring).
 
-    Cleanable segments are the closed ones wholly below ``high_watermark`` whose newest record
-    is at least min.compaction.lag.ms old (a prefix of the log). The offset map covers every
-    record below the high watermark, the active segment included, so a newer committed value
+    Cleanable segments are the closed ones wholly below ``last_stable_offset`` whose newest
+    record is at least min.compaction.lag.ms old (a prefix of the log). The offset map covers
+    every committed record below it, the active segment included, so a newer committed value
     anywhere removes older ones. ``producers`` is only read: an idempotent producer's last batch
     is kept, even emptied.
     """
     config = local_log.config
     cleanable = _cleanable_segments(
-        local_log.segments, high_watermark, now_ms - config.min_compaction_lag_ms
+        local_log.segments, last_stable_offset, now_ms - config.min_compaction_lag_ms
     )
     if not cleanable:
         return
     truncations = local_log.truncations
+    aborted = [entry for segment in local_log.segments for entry in segment.txn_index.entries]
     offset_map = build_offset_map(
-        _batches_below(local_log.segments, high_watermark), below_offset=high_watermark
+        _batches_below(local_log.segments, last_stable_offset),
+        below_offset=last_stable_offset,
+        aborted=aborted,
     )
     horizon = now_ms - config.delete_retention_ms
     for segment in cleanable:
         if local_log.truncations != truncations or segment not in local_log.segments:
             return
-        result = _clean_segment(local_log, segment, producers, offset_map, horizon)
+        result = _clean_segment(local_log, segment, producers, offset_map, horizon, aborted)
         if result is not None:
             yield result
 
 
 def _cleanable_segments(
-    segments: Iterable[LogSegment], high_watermark: int, lag_horizon_ms: int
+    segments: Iterable[LogSegment], last_stable_offset: int, lag_horizon_ms: int
 ) -> list[LogSegment]:
-    """The closed segments below the high watermark with no record newer than the horizon."""
+    """The closed segments below the last stable offset with no record newer than the horizon."""
     out = []
     for segment, following in pairwise(segments):
-        if following.base_offset > high_watermark or segment.max_timestamp > lag_horizon_ms:
+        if following.base_offset > last_stable_offset or segment.max_timestamp > lag_horizon_ms:
             break
         out.append(segment)
     return out
@@ -233,6 +251,7 @@ def _clean_segment(
     producers: ProducerStateManager,
     offset_map: dict[bytes, int],
     horizon: int,
+    aborted: Sequence[AbortedTransaction],
 ) -> SegmentCleanResult | None:
     """Rewrite ``segment`` without what compaction removes; None if nothing would go."""
     cleaned: LogSegment | None = None
@@ -251,6 +270,7 @@ def _clean_segment(
                 # idempotent producer's last batch (its sequence state is rebuilt from it).
                 retain_if_empty=header.next_offset == segment.next_offset
                 or (producer is not None and producer.last_offset == header.last_offset),
+                aborted=aborted,
             )
             if not outcome.changed:
                 if cleaned is not None:
@@ -278,6 +298,8 @@ def _clean_segment(
 def _start_cleaned_copy(local_log: LocalLog, segment: LogSegment, upto: int) -> LogSegment:
     """A ``.cleaned`` segment holding ``segment``'s batches before byte ``upto``."""
     cleaned = local_log.new_cleaned_segment(segment)
+    # Markers are never removed, so the aborted transactions stay where they were.
+    cleaned.txn_index.replace(segment.txn_index.entries)
     for position, header in segment.iter_headers(0):
         if position >= upto:
             break

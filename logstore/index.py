@@ -1,7 +1,7 @@
-"""Sparse offset and time indexes of a segment.
+"""The indexes of a segment: the sparse offset and time indexes, and the aborted transactions.
 
-Both are kept in memory (arrays, searched with bisect) and mirrored in append-only files of
-fixed-width big-endian entries:
+The sparse ones are kept in memory (arrays, searched with bisect) and mirrored in append-only
+files of fixed-width big-endian entries:
 
 * ``.index``: relative offset int32 + position int32 -- the base offset of a batch and its byte
   position in the ``.log`` file;
@@ -9,10 +9,15 @@ fixed-width big-endian entries:
   before offset O has a max timestamp <= T", so a lookup for ``t`` may start at the ``O`` of the
   last entry with ``T < t``.
 
-A segment adds one entry to each (at most) per appended batch, once ``index.interval.bytes``
-have been written since the previous entry. The entries are therefore a pure function of the
-batches in the segment; on open the segment recomputes them from its batch headers and rewrites
-a file that differs (missing, truncated, garbled), so index files never need to be trusted.
+``.txnindex`` (:class:`TransactionIndex`, Kafka's) holds the transactions whose abort marker
+is in the segment (:class:`~rafka.logstore.transactions.AbortedTransaction`); it exists only
+for a segment with one.
+
+A segment adds one entry to each sparse index (at most) per appended batch, once
+``index.interval.bytes`` have been written since the previous entry. The entries are therefore
+a pure function of the batches in the segment (and, for ``.txnindex``, of the log before it);
+on open they are recomputed from the batch headers and a file that differs (missing,
+truncated, garbled) is rewritten, so index files never need to be trusted.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ import os
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
 from pathlib import Path
+
+from rafka.logstore.transactions import AbortedTransaction, serialise_aborted
 
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
@@ -209,3 +217,62 @@ class TimeIndex(_Index):
             for t, o in zip(self._timestamps, self._offsets, strict=True)
         )
 
+
+
+class TransactionIndex:
+    """The aborted transactions whose marker is in one segment, in marker order.
+
+    The log adds an entry as it appends an abort marker; opening a log recomputes them from
+    the batches (the file is rewritten if it differs, removed if there is none), as for the
+    other indexes.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._file = _IndexFile(path)
+        self.entries: list[AbortedTransaction] = []
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    def add(self, entry: AbortedTransaction, *, write: bool = True) -> None:
+        self.entries.append(entry)
+        if write:
+            self._file.append(serialise_aborted((entry,)))
+
+    def reset(self) -> None:
+        self.entries = []
+
+    def replace(self, entries: Iterable[AbortedTransaction]) -> None:
+        """Hold exactly ``entries``, on disk too."""
+        self.entries = list(entries)
+        self.sync_file()
+
+    def sync_file(self) -> bool:
+        """Make the file equal to the in-memory entries; True if it had to be rewritten."""
+        expected = serialise_aborted(self.entries)
+        found = self._file.read()
+        if not expected:
+            if found is None:
+                return False
+            self._file.delete()
+            return True
+        if found == expected:
+            return False
+        self._file.replace_content(expected)
+        return True
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def rename(self, path: Path) -> None:
+        if self._file.path.exists():
+            self._file.rename(path)
+        else:
+            self._file.path = path
+
+    def delete(self) -> None:
+        self._file.delete()

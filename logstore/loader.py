@@ -10,8 +10,9 @@ found in them. The passes, in order:
 2. read the checkpoints; a damaged one is ignored with a warning (its value is rebuilt, or a
    safe one used);
 3. walk every segment's batch headers, CRC-checking from the segment holding the recovery point
-   on, and rebuild producer state, leader epochs and any index that does not match; the first
-   damaged batch and everything after it are cut;
+   on, and rebuild producer state (open transactions included), leader epochs and any index
+   that does not match (the aborted transactions too); the first damaged batch and everything
+   after it are cut;
 4. settle the offsets: the log start offset and high watermark within what survived, the leader
    epochs within [log start, log end];
 5. make the result durable: fsync what was recovered, then write the recovery point (now the
@@ -44,10 +45,9 @@ from rafka.logstore.epoch_cache import EpochEntry, LeaderEpochCache
 from rafka.logstore.producer_state import ProducerSnapshot, ProducerStateManager
 from rafka.logstore.segment import (
     CLEANED_SUFFIX,
-    INDEX_SUFFIX,
+    INDEX_SUFFIXES,
     LOG_SUFFIX,
     SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
     LogSegment,
     parse_base_offset,
 )
@@ -158,7 +158,7 @@ class LogLoader:
             name = path.name
             if name.endswith(_LEFTOVER_SUFFIXES):
                 path.unlink()
-            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+            elif name.endswith(INDEX_SUFFIXES):
                 base = parse_base_offset(name)
                 log_file = path.with_name(name.split(".", 1)[0] + LOG_SUFFIX)
                 if base is not None and not log_file.exists():
@@ -202,9 +202,13 @@ class LogLoader:
             checked_from = max(bisect_right(bases, recovery_point) - 1, 0)
         producers = ProducerStateManager()
         snapshots: dict[int, ProducerSnapshot] = {}
+        segment: LogSegment
 
-        def on_batch(header: BatchHeader) -> None:
-            producers.update(header)
+        def on_batch(header: BatchHeader, position: int) -> None:
+            control = segment.read_bytes(position, header.size) if header.is_control else None
+            completed = producers.update(header, control)
+            if completed is not None and completed.aborted:
+                segment.txn_index.add(producers.aborted_entry(completed), write=False)
             if header.leader_epoch >= 0:
                 epochs.assign(header.leader_epoch, header.base_offset)
 

@@ -30,9 +30,8 @@ from rafka.logstore.config import LogConfig
 from rafka.logstore.retention import SegmentSummary
 from rafka.logstore.segment import (
     CLEANED_SUFFIX,
-    INDEX_SUFFIX,
+    INDEX_SUFFIXES,
     LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
     LogSegment,
     segment_file_name,
 )
@@ -101,6 +100,10 @@ class LocalLog:
     def segment_for(self, offset: int) -> LogSegment:
         """The segment that holds ``offset`` (the first one for offsets below it)."""
         return self._segments[self._index_of(offset)]
+
+    def segments_from(self, offset: int) -> Sequence[LogSegment]:
+        """The segment that holds ``offset`` and every later one."""
+        return self._segments[self._index_of(offset) :]
 
     def _index_of(self, offset: int) -> int:
         return max(bisect_right(self._bases, offset) - 1, 0)
@@ -247,14 +250,15 @@ class LocalLog:
     # ----------------------------------------------------------------- truncate and delete
 
     def truncate_to(
-        self, offset: int, *, on_kept_batch: Callable[[BatchHeader], None]
+        self, offset: int, *, on_kept_batch: Callable[[BatchHeader, bytes | None], None]
     ) -> list[int]:
         """Remove every batch whose last offset is >= ``offset``; the base offsets of the
         segments deleted.
 
         ``offset`` must lie in [first segment's base, log end offset). The segment holding it is
         cut at the start of the batch holding it, and ``on_kept_batch`` sees each of that
-        segment's remaining batches (the log replays producer state from them).
+        segment's remaining batches (the log replays producer state from them), with the bytes
+        of each control batch (None for the others: their records are not needed).
         """
         i = self._index_of(offset)
         removed = self._segments[i + 1 :]
@@ -263,7 +267,12 @@ class LocalLog:
         del self._segments[i + 1 :]
         del self._bases[i + 1 :]
         segment = self._segments[i]
-        segment.truncate_to(offset, on_batch=on_kept_batch)
+        segment.truncate_to(
+            offset,
+            on_batch=lambda header, position: on_kept_batch(
+                header, segment.read_bytes(position, header.size) if header.is_control else None
+            ),
+        )
         segment.flush()
         fsync_directory(self.directory)
         self._set_recovery_point(min(self._recovery_point, self.log_end_offset))
@@ -294,7 +303,7 @@ class LocalLog:
 
     def new_cleaned_segment(self, segment: LogSegment) -> LogSegment:
         """An empty ``.cleaned`` segment to rewrite ``segment`` into (same base offset)."""
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
             # A leftover from an interrupted attempt must not be appended to.
             leftover = self.directory / segment_file_name(
                 segment.base_offset, suffix + CLEANED_SUFFIX

@@ -63,6 +63,7 @@ from rafka.logstore.loader import LoadedLog, LogLoader
 from rafka.logstore.local_log import LocalLog
 from rafka.logstore.producer_state import ProducerEntry, SequenceCheck, check_sequence
 from rafka.logstore.retention import SegmentSummary, segments_below_log_start, segments_to_delete
+from rafka.logstore.transactions import AbortedTransaction, collect_aborted
 
 
 class AppendInfo(NamedTuple):
@@ -98,6 +99,7 @@ class FetchData(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int
 
 
 class Log:
@@ -194,6 +196,16 @@ class Log:
     def high_watermark(self, offset: int) -> None:
         """Clamped to [log start offset, log end offset], as Kafka does."""
         self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: where ``read_committed`` consumers stop. The high watermark, or the
+        first offset of an undecided transaction below it (a transaction is decided once its
+        marker is below the high watermark)."""
+        first_unstable = self._producers.first_unstable_offset(self._high_watermark)
+        if first_unstable is None:
+            return self._high_watermark
+        return max(min(first_unstable, self._high_watermark), self._log_start_offset)
 
     @property
     def recovery_point(self) -> int:
@@ -321,7 +333,11 @@ class Log:
         record_count = size = 0
         for header, parts in batches:
             self._local.append(header, parts, now_ms)
-            self._producers.update(header)
+            control = b"".join(map(bytes, parts)) if header.is_control else None
+            completed = self._producers.update(header, control)
+            if completed is not None and completed.aborted:
+                # The marker is in the active segment: its index notes the transaction.
+                self._local.active_segment.txn_index.add(self._producers.aborted_entry(completed))
             if header.leader_epoch >= 0:
                 self.epoch_cache.assign(header.leader_epoch, header.base_offset)
             max_timestamp = max(max_timestamp, header.max_timestamp)
@@ -444,7 +460,19 @@ class Log:
         if offset < self._log_start_offset or offset > end:
             raise self._out_of_range("fetch", offset)
         records, next_offset = self._local.read(offset, max_bytes, max_offset=max_offset)
-        return FetchData(records, next_offset, self._high_watermark, self._log_start_offset, end)
+        return FetchData(records, next_offset, self._high_watermark, self._log_start_offset, end,
+                         self.last_stable_offset)
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTransaction]:
+        """The aborted transactions with records in ``[start_offset, upper_bound)``, for a
+        ``read_committed`` fetch of that range (Kafka's Fetch answers them so the consumer
+        drops those records)."""
+        self._check_open()
+        return collect_aborted(
+            (segment.txn_index.entries for segment in self._local.segments_from(start_offset)),
+            start_offset,
+            upper_bound,
+        )
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The offset :meth:`find_offset_by_timestamp` finds, None if it finds none."""
@@ -498,7 +526,7 @@ class Log:
             return True
         # Producer state at the start of the segment that is cut, then its kept batches replayed.
         kept_base = self._local.segment_for(offset).base_offset
-        self._producers.restore(self._producer_snapshots.get(kept_base, {}))
+        self._producers.restore(self._producer_snapshots.get(kept_base, {}), at_offset=kept_base)
         for base in self._local.truncate_to(offset, on_kept_batch=self._producers.update):
             self._producer_snapshots.pop(base, None)
         end = self.log_end_offset
@@ -598,7 +626,7 @@ class Log:
         """Compact in steps, one segment per step, for cleanup.policy containing "compact".
 
         The cleaner (:func:`rafka.logstore.cleaner.iter_compaction`) rewrites the closed segments
-        below the high watermark whose records are at least min.compaction.lag.ms old. The
+        below the last stable offset whose records are at least min.compaction.lag.ms old. The
         owner may append between steps; a truncation between steps ends the compaction.
         """
         self._check_open()
@@ -607,7 +635,7 @@ class Log:
         yield from cleaner.iter_compaction(
             self._local,
             self._producers,
-            high_watermark=self._high_watermark,
+            last_stable_offset=self.last_stable_offset,
             now_ms=self._now_ms() if now_ms is None else now_ms,
         )
 

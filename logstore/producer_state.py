@@ -7,6 +7,10 @@ producer relies on the latter to keep several in-flight requests in order (docs/
 
 The decision itself, :func:`check_sequence`, is a pure function of the producer's entry and the
 incoming batch, so the leader can call it and a test can drive it without a log.
+
+A transactional producer's entry also holds the first offset of its transaction in this log
+until the transaction's marker (:mod:`rafka.logstore.transactions`); the manager knows which
+transactions are undecided, and so where the last stable offset lies.
 """
 
 from __future__ import annotations
@@ -19,6 +23,12 @@ from typing import NamedTuple
 from rafka.common.sentinels import NO_PRODUCER_ID
 from rafka.common.sequences import increment_sequence
 from rafka.logstore.batch import BatchHeader
+from rafka.logstore.transactions import (
+    AbortedTransaction,
+    CompletedTransaction,
+    ControlType,
+    control_type_of,
+)
 
 # Kafka keeps five: max.in.flight.requests.per.connection is at most 5 with idempotence.
 BATCHES_PER_PRODUCER = 5
@@ -37,14 +47,20 @@ class BatchMetadata(NamedTuple):
 class ProducerEntry:
     """Epoch and recent batches of one producer id."""
 
-    __slots__ = ("batches", "producer_epoch", "producer_id")
+    __slots__ = ("batches", "current_txn_first_offset", "producer_epoch", "producer_id")
 
     def __init__(
-        self, producer_id: int, producer_epoch: int, batches: Iterable[BatchMetadata] = ()
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        batches: Iterable[BatchMetadata] = (),
+        current_txn_first_offset: int | None = None,
     ) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.batches: deque[BatchMetadata] = deque(batches, maxlen=BATCHES_PER_PRODUCER)
+        # The offset of the first batch of its undecided transaction here, if it has one.
+        self.current_txn_first_offset = current_txn_first_offset
 
     @property
     def last_sequence(self) -> int | None:
@@ -62,21 +78,24 @@ class ProducerEntry:
         return None
 
     def copy(self) -> ProducerEntry:
-        return ProducerEntry(self.producer_id, self.producer_epoch, self.batches)
+        return ProducerEntry(
+            self.producer_id, self.producer_epoch, self.batches, self.current_txn_first_offset
+        )
+
+    def _fields(self) -> tuple[int, int, list[BatchMetadata], int | None]:
+        return (self.producer_id, self.producer_epoch, list(self.batches),
+                self.current_txn_first_offset)
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, ProducerEntry)
-            and (self.producer_id, self.producer_epoch, list(self.batches))
-            == (other.producer_id, other.producer_epoch, list(other.batches))
-        )
+        return isinstance(other, ProducerEntry) and self._fields() == other._fields()
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self) -> str:
         return (
             f"ProducerEntry(producer_id={self.producer_id}, "
-            f"producer_epoch={self.producer_epoch}, batches={list(self.batches)})"
+            f"producer_epoch={self.producer_epoch}, batches={list(self.batches)}, "
+            f"current_txn_first_offset={self.current_txn_first_offset})"
         )
 
 
@@ -141,10 +160,16 @@ ProducerSnapshot = dict[int, ProducerEntry]
 
 
 class ProducerStateManager:
-    """The producer entries of one log, updated from batch headers on every append."""
+    """The producer entries of one log, updated from batch headers on every append, and the
+    transactions they have open."""
 
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        # Producer id -> first offset of its undecided transaction.
+        self._ongoing: dict[int, int] = {}
+        # Marker offset -> transaction decided by a marker not yet known to be below the high
+        # watermark (until then a new leader might not have the marker).
+        self._unreplicated: dict[int, CompletedTransaction] = {}
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -156,18 +181,30 @@ class ProducerStateManager:
     def producer_ids(self) -> list[int]:
         return list(self._producers)
 
-    def update(self, header: BatchHeader) -> None:
-        """Account for an appended (stamped) batch; batches without producer id are ignored."""
+    def update(
+        self, header: BatchHeader, batch: bytes | memoryview | None = None
+    ) -> CompletedTransaction | None:
+        """Account for an appended (stamped) batch; batches without producer id are ignored.
+
+        ``batch``, the batch's bytes, is needed for a control batch only (whether its marker
+        commits or aborts). Returns the transaction a marker completed, else None.
+        """
         producer_id = header.producer_id
         if producer_id == NO_PRODUCER_ID or producer_id < 0:
-            return
+            return None
         entry = self._producers.get(producer_id)
         if entry is None or header.producer_epoch > entry.producer_epoch:
-            # A new epoch starts a fresh sequence space.
-            entry = self._producers[producer_id] = ProducerEntry(producer_id, header.producer_epoch)
+            # A new epoch starts a fresh sequence space (a transaction it had open was ended
+            # by the coordinator's marker first, or is ended by this marker).
+            first_offset = entry.current_txn_first_offset if entry is not None else None
+            entry = self._producers[producer_id] = ProducerEntry(
+                producer_id, header.producer_epoch, (), first_offset
+            )
         elif header.producer_epoch < entry.producer_epoch:
             # A fenced epoch cannot follow a newer one in a consistent log: ignore it.
-            return
+            return None
+        if header.is_control:
+            return self._complete(entry, header, control_type_of(header, batch))
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence,
@@ -177,19 +214,81 @@ class ProducerStateManager:
                 header.max_timestamp,
             )
         )
+        if header.is_transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = header.base_offset
+            self._ongoing[producer_id] = header.base_offset
+        return None
+
+    def _complete(
+        self, entry: ProducerEntry, marker: BatchHeader, control_type: ControlType
+    ) -> CompletedTransaction:
+        first_offset = entry.current_txn_first_offset
+        completed = CompletedTransaction(
+            entry.producer_id,
+            marker.base_offset if first_offset is None else first_offset,
+            marker.base_offset,
+            aborted=control_type is ControlType.ABORT,
+        )
+        entry.current_txn_first_offset = None
+        self._ongoing.pop(entry.producer_id, None)
+        self._unreplicated[marker.base_offset] = completed
+        return completed
+
+    # ------------------------------------------------------------------- transactions
+
+    @property
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset, for every undecided transaction."""
+        return dict(self._ongoing)
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction that is undecided, or decided by a marker
+        at or above ``high_watermark``; None if there is none."""
+        for offset in [o for o in self._unreplicated if o < high_watermark]:
+            del self._unreplicated[offset]
+        firsts = [*self._ongoing.values(), *(t.first_offset for t in self._unreplicated.values())]
+        return min(firsts) if firsts else None
+
+    def aborted_entry(self, completed: CompletedTransaction) -> AbortedTransaction:
+        """The index entry of the aborted transaction ``update`` just returned. Its last stable
+        offset, where a fetch may stop looking for aborted transactions, is the first offset of
+        the oldest transaction still open, else the marker's next offset."""
+        return AbortedTransaction(
+            completed.producer_id,
+            completed.first_offset,
+            completed.last_offset,
+            last_stable_offset=min(self._ongoing.values(), default=completed.last_offset + 1),
+        )
+
+    # -------------------------------------------------------------------- snapshots
 
     def snapshot(self) -> ProducerSnapshot:
         """A copy of the state (the log keeps one per segment to rebuild after truncation)."""
         return {pid: entry.copy() for pid, entry in self._producers.items()}
 
-    def restore(self, snapshot: ProducerSnapshot) -> None:
+    def restore(self, snapshot: ProducerSnapshot, *, at_offset: int) -> None:
+        """Go back to the state ``snapshot`` was taken in, at ``at_offset``; the batches from
+        there on are replayed by the caller."""
         self._producers = {pid: entry.copy() for pid, entry in snapshot.items()}
+        self._ongoing = {
+            pid: entry.current_txn_first_offset
+            for pid, entry in self._producers.items()
+            if entry.current_txn_first_offset is not None
+        }
+        self._unreplicated = {
+            offset: completed
+            for offset, completed in self._unreplicated.items()
+            if offset < at_offset
+        }
 
     def clear(self) -> None:
         self._producers = {}
+        self._ongoing = {}
+        self._unreplicated = {}
 
     def evict_below(self, log_start_offset: int) -> int:
-        """Forget producers whose every remembered batch is below the log start offset.
+        """Forget producers whose every remembered batch is below the log start offset, unless
+        a transaction of theirs is still open.
 
         After retention a rebuild from the log would not know them either. Returns how many
         were removed.
@@ -197,7 +296,8 @@ class ProducerStateManager:
         gone = [
             pid
             for pid, entry in self._producers.items()
-            if entry.last_offset is None or entry.last_offset < log_start_offset
+            if (entry.last_offset is None or entry.last_offset < log_start_offset)
+            and entry.current_txn_first_offset is None
         ]
         for pid in gone:
             del self._producers[pid]

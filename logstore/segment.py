@@ -1,8 +1,9 @@
-"""One segment of a partition log: a ``.log`` file of batches and its two sparse indexes.
+"""One segment of a partition log: a ``.log`` file of batches, its two sparse indexes and, if
+it holds an abort marker, its aborted-transactions index.
 
 Files are named by the segment's base offset, 20 digits: ``00000000000000000000.log``,
-``.index``, ``.timeindex``. A segment only appends whole batches, in offset order; positions
-are byte offsets into the ``.log`` file (int32, hence segment.bytes <= 2 GiB).
+``.index``, ``.timeindex``, ``.txnindex``. A segment only appends whole batches, in offset order;
+positions are byte offsets into the ``.log`` file (int32, hence segment.bytes <= 2 GiB).
 
 Reads use ``os.pread`` and writes ``os.pwritev`` on one descriptor, so there is no Python-level
 buffer to flush before a read sees an append. Batches are framed and their headers read only
@@ -29,7 +30,13 @@ from rafka.logstore.batch import (
 from rafka.logstore.checkpoint import fsync_directory
 from rafka.logstore.config import LogConfig
 from rafka.logstore.errors import CorruptRecordError
-from rafka.logstore.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
+from rafka.logstore.index import (
+    OFFSET_ENTRY,
+    TIME_ENTRY,
+    OffsetIndex,
+    TimeIndex,
+    TransactionIndex,
+)
 from rafka.logstore.retention import SegmentSummary
 
 logger = logging.getLogger(__name__)
@@ -37,6 +44,8 @@ logger = logging.getLogger(__name__)
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 # Compaction writes ``<base>.log.cleaned`` (and index files); once complete the log file is
 # renamed ``<base>.log.swap``, which marks the cleaning as done, then over ``<base>.log``.
 CLEANED_SUFFIX = ".cleaned"
@@ -183,6 +192,9 @@ class LogSegment:
             base_offset,
             max(1, max_index_bytes // TIME_ENTRY.size),
         )
+        self.txn_index = TransactionIndex(
+            directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX + suffix)
+        )
         self.offset_index.touch()
         self.time_index.touch()
         self.created_ms = created_ms
@@ -218,6 +230,7 @@ class LogSegment:
         self._bytes_since_index_entry = 0
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
 
     # ------------------------------------------------------------------------------ properties
 
@@ -295,12 +308,14 @@ class LogSegment:
         *,
         verify_crc: bool,
         min_offset: int,
-        on_batch: Callable[[BatchHeader], None] | None = None,
+        on_batch: Callable[[BatchHeader, int], None] | None = None,
     ) -> str | None:
         """Recompute the state from the file, truncating it at the first invalid batch.
 
-        Returns None if the whole file was valid, or what was wrong where it was cut. The index
-        files are rewritten if they do not match the batches.
+        ``on_batch`` sees each valid batch's header and position; it may add the segment's
+        aborted transactions (:attr:`txn_index`), which start empty. Returns None if the whole
+        file was valid, or what was wrong where it was cut. The index files are rewritten if
+        they do not match the batches.
         """
         self._reset_state()
         end = os.fstat(self.fd).st_size
@@ -311,7 +326,7 @@ class LogSegment:
         ):
             self._account(position, header, write_index=False)
             if on_batch is not None:
-                on_batch(header)
+                on_batch(header, position)
         if outcome.error is not None:
             logger.warning(
                 "%s: %s; truncating %d bytes at byte %d",
@@ -323,7 +338,11 @@ class LogSegment:
             os.ftruncate(self.fd, outcome.valid_end)
         rebuilt = [
             name
-            for name, index in (("offset", self.offset_index), ("time", self.time_index))
+            for name, index in (
+                ("offset", self.offset_index),
+                ("time", self.time_index),
+                ("aborted transactions", self.txn_index),
+            )
             if index.sync_file()
         ]
         if rebuilt and self.size:
@@ -418,22 +437,26 @@ class LogSegment:
     # ------------------------------------------------------------------------------ truncation
 
     def truncate_to(
-        self, offset: int, *, on_batch: Callable[[BatchHeader], None] | None = None
+        self, offset: int, *, on_batch: Callable[[BatchHeader, int], None] | None = None
     ) -> int:
-        """Keep only the batches whose last offset is below ``offset``; bytes removed.
+        """Keep only the batches whose last offset is below ``offset``, and the aborted
+        transactions whose marker is; bytes removed.
 
-        ``on_batch`` sees every kept batch (the log replays producer state from them).
+        ``on_batch`` sees every kept batch and its position (the log replays producer state
+        from them).
         """
         found = self.find_position(offset)
         if found is None:
             if on_batch is not None:
-                for _, header in self.iter_headers(0):
-                    on_batch(header)
+                for position, header in self.iter_headers(0):
+                    on_batch(header, position)
             return 0
         position = found[0]
         removed = self.size - position
+        kept_aborted = [e for e in self.txn_index.entries if e.last_offset < offset]
         os.ftruncate(self.fd, position)
         self.load(verify_crc=False, min_offset=-1, on_batch=on_batch)
+        self.txn_index.replace(kept_aborted)
         return removed
 
     # ---------------------------------------------------------------------------- durability
@@ -442,11 +465,13 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close_index_files(self) -> None:
         """Release the index descriptors of a closed segment (reopened if ever needed)."""
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def close(self) -> None:
         if self._fd is not None:
@@ -455,11 +480,12 @@ class LogSegment:
         self.close_index_files()
 
     def delete(self) -> None:
-        """Close and remove the three files (the log first: an orphan index is harmless)."""
+        """Close and remove the files (the log first: an orphan index is harmless)."""
         self.close()
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def replace(self, old: LogSegment) -> None:
         """Take the place of ``old`` (same base offset): the crash-safe end of a compaction.
@@ -474,12 +500,14 @@ class LogSegment:
         os.replace(self.log_path, swap)
         self.log_path = swap
         fsync_directory(self.directory)
-        old_index_path, old_time_index_path = old.offset_index.path, old.time_index.path
+        old_paths = old.offset_index.path, old.time_index.path, old.txn_index.path
         old.close()
         old.offset_index.delete()
         old.time_index.delete()
-        self.offset_index.rename(old_index_path)
-        self.time_index.rename(old_time_index_path)
+        old.txn_index.delete()
+        self.offset_index.rename(old_paths[0])
+        self.time_index.rename(old_paths[1])
+        self.txn_index.rename(old_paths[2])
         os.replace(swap, old.log_path)
         self.log_path = old.log_path
         fsync_directory(self.directory)

@@ -78,10 +78,18 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 
 # Kafka's error code for a version (or API) the broker does not serve.
@@ -108,7 +116,8 @@ class Api:
 
 # From the oldest version that carries v2 record batches (Produce 3, Fetch 4, ListOffsets 1) to
 # the newest that asks nothing rafka lacks (Fetch 13 and Produce 13 name topics by id,
-# FindCoordinator 4 and OffsetFetch 8 batch several groups, OffsetCommit 9 takes member epochs).
+# FindCoordinator 4 and OffsetFetch 8 batch several groups, OffsetCommit 9 takes member epochs,
+# AddPartitionsToTxn 4, EndTxn 4 and TxnOffsetCommit 4 are KIP-890's).
 APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 9),
     Api(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 12),
@@ -127,6 +136,10 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 0, 4),
     Api(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 0, 5),
     Api(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+    Api(ApiKey.AddPartitionsToTxn, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
+    Api(ApiKey.AddOffsetsToTxn, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
+    Api(ApiKey.EndTxn, EndTxnRequest, EndTxnResponse, 0, 3),
+    Api(ApiKey.TxnOffsetCommit, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
     Api(ApiKey.DescribeConfigs, DescribeConfigsRequest, DescribeConfigsResponse, 0, 3),
     Api(ApiKey.AlterConfigs, AlterConfigsRequest, AlterConfigsResponse, 0, 2),
     Api(ApiKey.IncrementalAlterConfigs, IncrementalAlterConfigsRequest,

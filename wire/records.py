@@ -47,8 +47,6 @@ from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, Record
 # The smallest record: length, attributes, timestamp delta, offset delta, key length, value
 # length and header count, one byte each (an empty record at offset delta 0).
 MIN_RECORD_SIZE = 7
-# Attributes bit 4: the batch belongs to a transaction (rafka has none).
-TRANSACTIONAL_FLAG_MASK = 0x10
 # The CRC (uint32) sits just before the bytes it covers.
 _CRC_OFFSET = CRC_COVERAGE_START - 4
 _CRC = struct.Struct(">I")
@@ -139,9 +137,9 @@ def from_kafka(data: bytes | memoryview, max_message_bytes: int, *,
     keys where `require_keys`): the leader need not decode it again.
 
     Raises `RecordTooLargeError` (a bound), `CorruptRecordError` (a wrong CRC, a malformed
-    record, a header that disagrees with its records), `InvalidRecordError` (a transactional
-    or control batch, which producers of rafka cannot send; a null key where keys are
-    required) and `UnsupportedCompressionError`.
+    record, a header that disagrees with its records), `InvalidRecordError` (a control batch,
+    which only the transaction coordinator writes; a null key where keys are required) and
+    `UnsupportedCompressionError`. A transactional producer's batches keep their flag.
     """
     view = memoryview(data)
     if not len(view):
@@ -161,8 +159,10 @@ def from_kafka(data: bytes | memoryview, max_message_bytes: int, *,
         _check_bounds(header, max_message_bytes)
         if crc32c(view[pos + CRC_COVERAGE_START:end]) != header.crc:
             raise CorruptRecordError(f"batch at byte {pos} fails its CRC-32C")
-        if header.attributes & (TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK):
-            raise InvalidRecordError("transactional and control batches are not supported")
+        if header.attributes & CONTROL_FLAG_MASK:
+            raise InvalidRecordError(
+                "a producer's batch may not be a control batch: only the transaction "
+                "coordinator writes commit and abort markers")
         codec = header.attributes & COMPRESSION_CODEC_MASK
         records: bytes | memoryview = view[pos + HEADER_SIZE:end]
         if codec:

@@ -97,7 +97,7 @@ def fetch_committed(
             reply = raise_for(ray.get(manager.fetch_offsets.remote(
                 partition, group, [list(tp) for tp in wanted]),
                 timeout=max(0.1, deadline - time.monotonic())))
-            stored = {TopicPartition(t, p): offset for t, p, offset, _meta in reply["offsets"]}
+            stored = {TopicPartition(t, p): offset for t, p, offset, *_ in reply["offsets"]}
             return {tp: stored.get(tp) for tp in wanted}
         except Exception as error:
             if name is not None:

@@ -42,6 +42,8 @@ from rafka.actors.group.classic_group import (
     SyncResult,
 )
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic, offsets_partition
+from rafka.actors.txn.coordinator import TransactionCoordinator
+from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
 from rafka.common.clock import monotonic_ms
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.errors import CoordinationError
@@ -69,8 +71,10 @@ MEMBERS_WAIT_S = 10.0
 class GroupCoordinator:
     """The classic groups this broker coordinates, and the requests waiting on them."""
 
-    def __init__(self, broker: BrokerView) -> None:
+    def __init__(self, broker: BrokerView, transactions: TransactionCoordinator) -> None:
         self.broker = broker
+        # FindCoordinator for a transactional id is answered here too, from its placement.
+        self.transactions = transactions
         self.groups: dict[str, ClassicGroup] = {}
         self._joins: dict[tuple[str, str], asyncio.Future[JoinResult]] = {}
         self._syncs: dict[tuple[str, str], asyncio.Future[SyncResult]] = {}
@@ -134,7 +138,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------- who coordinates
 
-    async def _partition_of(self, group_id: str) -> int | None:
+    async def partition_of(self, group_id: str) -> int | None:
         """The group's `__consumer_offsets` partition, creating the topic if it is missing."""
         if self._offsets_partitions is None:
             metadata = await self.broker.metadata([OFFSETS_TOPIC])
@@ -152,7 +156,7 @@ class GroupCoordinator:
         for the empty group id (commits and fetches of offsets take it)."""
         if membership and not group_id:
             return ErrorCode.INVALID_GROUP_ID, None
-        partition = await self._partition_of(group_id)
+        partition = await self.partition_of(group_id)
         if partition is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         state = self.broker.replica_states.get(TopicPartition(OFFSETS_TOPIC, partition))
@@ -199,21 +203,28 @@ class GroupCoordinator:
                     future.set_result(result)  # type: ignore[arg-type]
 
     async def find_coordinator(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        error, message, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, \
-            "the coordinator is not available yet", -1, "", -1
-        if version >= 1 and request.key_type != 0:
-            error, message = ErrorCode.UNSUPPORTED_VERSION, (
-                "rafka has no transaction coordinator: transactional.id is not supported (an "
-                "idempotent producer is)")
-        elif (partition := await self._partition_of(request.key)) is not None:
-            metadata = await self.broker.metadata([OFFSETS_TOPIC])
-            leader = metadata["topics"].get(OFFSETS_TOPIC, {}).get(partition, {}).get(
-                "leader", -1)
-            endpoints = metadata["endpoints"].get(leader) or []
-            if endpoints:
-                error, message, node, (host, port) = 0, None, leader, endpoints[0]
-        return {"throttle_time_ms": 0, "error_code": error, "error_message": message,
-                "node_id": node, "host": host, "port": port}
+        """The group's coordinator; for key type 1 (a transactional id, FindCoordinator v1+),
+        its transaction coordinator: the leader of its `__transaction_state` partition."""
+        if version >= 1 and request.key_type == 1:
+            topic, partition = (TRANSACTION_STATE_TOPIC,
+                                await self.transactions.partition_of(request.key))
+        elif version >= 1 and request.key_type != 0:
+            return _coordinator_fields(ErrorCode.INVALID_REQUEST,
+                                       f"key type {request.key_type}: 0 (group) or 1 "
+                                       "(transactional id)")
+        else:
+            topic, partition = OFFSETS_TOPIC, await self.partition_of(request.key)
+        if partition is None:
+            return _coordinator_fields(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                       "the coordinator is not available yet")
+        metadata = await self.broker.metadata([topic])
+        leader = metadata["topics"].get(topic, {}).get(partition, {}).get("leader", -1)
+        endpoints = metadata["endpoints"].get(leader) or []
+        if not endpoints:
+            return _coordinator_fields(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                       "the coordinator is not available yet")
+        host, port = endpoints[0]
+        return _coordinator_fields(ErrorCode.NONE, None, leader, host, port)
 
     # ------------------------------------------------------------------------ membership
 
@@ -407,15 +418,32 @@ class GroupCoordinator:
             # Not the Kafka clients' group if rafka's own consumers are its members.
             error = await self._unless_zookeeper_members(
                 request.group_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        entries = [[topic.name, part.partition_index, part.committed_offset,
-                    part.committed_metadata or ""]
-                   for topic in request.topics for part in topic.partitions]
+        entries = _commit_entries(request)
         if error == 0 and entries:
             error = (await self._ask_offset_manager(request.group_id, "commit_offsets", entries,
                                                     COMMIT_TIMEOUT_MS))["error"]
         response = api.response.OffsetCommitResponseTopic
         return {"throttle_time_ms": 0, "topics": [
             response(name=topic.name, partitions=[response.OffsetCommitResponsePartition(
+                partition_index=part.partition_index, error_code=error)
+                for part in topic.partitions])
+            for topic in request.topics]}
+
+    async def txn_offset_commit(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        """A transactional producer's commit of a group's offsets (Kafka's TxnOffsetCommit):
+        written in its transaction, they count once it commits. The producer has added the
+        group's partition to its transaction (AddOffsetsToTxn) first."""
+        error, _group = await self._coordinates(request.group_id)
+        entries = _commit_entries(request)
+        if error == 0 and entries:
+            error = (await self._ask_offset_manager(
+                request.group_id, "commit_transactional_offsets", request.producer_id,
+                request.producer_epoch, entries, COMMIT_TIMEOUT_MS))["error"]
+            if error == ErrorCode.INVALID_PRODUCER_EPOCH:
+                error = ErrorCode.PRODUCER_FENCED
+        response = api.response.TxnOffsetCommitResponseTopic
+        return {"throttle_time_ms": 0, "topics": [
+            response(name=topic.name, partitions=[response.TxnOffsetCommitResponsePartition(
                 partition_index=part.partition_index, error_code=error)
                 for part in topic.partitions])
             for topic in request.topics]}
@@ -428,7 +456,8 @@ class GroupCoordinator:
         if error == 0:
             reply = await self._ask_offset_manager(request.group_id, "fetch_offsets", wanted)
             error = reply["error"]
-            found = {(t, p): (offset, meta) for t, p, offset, meta in reply.get("offsets", ())}
+            found = {(t, p): (offset, meta, epoch)
+                     for t, p, offset, meta, epoch in reply.get("offsets", ())}
         keys = [tuple(tp) for tp in wanted] if wanted is not None else sorted(found)
         response = api.response.OffsetFetchResponseTopic
         topics: dict[str, list[Any]] = {}
@@ -436,9 +465,10 @@ class GroupCoordinator:
         # or the client would read "nothing committed" and reset its position.
         partition_error = error if version < 2 else 0
         for topic, index in keys:
-            offset, metadata = found.get((topic, index), (-1, ""))
+            offset, metadata, leader_epoch = found.get((topic, index), (-1, "", -1))
             topics.setdefault(topic, []).append(response.OffsetFetchResponsePartition(
-                partition_index=index, committed_offset=offset, committed_leader_epoch=-1,
+                partition_index=index, committed_offset=offset,
+                committed_leader_epoch=leader_epoch,
                 metadata=metadata, error_code=partition_error))
         return {"throttle_time_ms": 0, "error_code": error,
                 "topics": [response(name=name, partitions=parts)
@@ -455,7 +485,7 @@ class GroupCoordinator:
         """Call `method(partition, group_id, *args)` on the host of the group's offset
         manager, here; its reply, with an error a group client reads as "find the coordinator
         again" where the partition moved or its host died."""
-        partition = await self._partition_of(group_id)
+        partition = await self.partition_of(group_id)
         host = (None if partition is None
                 else self.broker.replica_host_for(OFFSETS_TOPIC, partition))
         if host is None:
@@ -497,6 +527,20 @@ def _coordinator_error(code: int) -> int:
     if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
         return ErrorCode.NOT_COORDINATOR
     return code
+
+
+def _commit_entries(request: Any) -> list[list[Any]]:
+    """An OffsetCommit's or TxnOffsetCommit's offsets, as the offset manager takes them: the
+    leader epoch where the version carries one (-1 otherwise, Kafka's "unknown")."""
+    return [[topic.name, part.partition_index, part.committed_offset,
+             part.committed_metadata or "", getattr(part, "committed_leader_epoch", -1)]
+            for topic in request.topics for part in topic.partitions]
+
+
+def _coordinator_fields(error: int, message: str | None, node: int = -1, host: str = "",
+                        port: int = -1) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": error, "error_message": message,
+            "node_id": node, "host": host, "port": port}
 
 
 def _join_fields(api: Api, result: JoinResult) -> dict[str, Any]:

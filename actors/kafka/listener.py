@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -41,6 +40,7 @@ from rafka.actors.group.coordinator import CLIENT_HOST, GroupCoordinator
 from rafka.actors.kafka.admin import KafkaAdminHandler
 from rafka.actors.kafka.limits import ConnectionQuota, RequestMemory
 from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
+from rafka.actors.kafka.transactions import KafkaTransactionHandler
 from rafka.actors.messages import (
     Appended,
     FetchedRecords,
@@ -50,6 +50,8 @@ from rafka.actors.messages import (
     RecordsDeletion,
 )
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
+from rafka.actors.txn.coordinator import TransactionCoordinator
+from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
 from rafka.common.sentinels import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.validation import is_valid_topic_name
@@ -69,6 +71,7 @@ from rafka.wire.records import check_bounds
 
 log = logging.getLogger(__name__)
 
+INTERNAL_TOPICS = frozenset((OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC))
 # Metadata v10+ carries topic ids; rafka names topics only (Kafka's "no id").
 NO_TOPIC_ID = uuid.UUID(int=0)
 
@@ -95,7 +98,9 @@ class KafkaListener:
         self.quota = ConnectionQuota(config.max_connections, config.max_connections_per_ip)
         self.request_memory = RequestMemory(
             None if config.queued_max_request_bytes < 0 else config.queued_max_request_bytes)
-        self.groups = GroupCoordinator(broker)
+        self.transaction_coordinator = TransactionCoordinator(broker)
+        self.groups = GroupCoordinator(broker, self.transaction_coordinator)
+        self.transactions = KafkaTransactionHandler(self.transaction_coordinator, self.groups)
         self.topics = KafkaAdminHandler(broker)
         self.replicas = ReplicaAdminHandler(broker)
         self._handlers: dict[int, Handler] = {
@@ -115,7 +120,11 @@ class KafkaListener:
             ApiKey.DeleteGroups: self.groups.delete_groups,
             ApiKey.CreateTopics: self.topics.create_topics,
             ApiKey.DeleteTopics: self.topics.delete_topics,
-            ApiKey.InitProducerId: self._init_producer_id,
+            ApiKey.InitProducerId: self.transactions.init_producer_id,
+            ApiKey.AddPartitionsToTxn: self.transactions.add_partitions_to_txn,
+            ApiKey.AddOffsetsToTxn: self.transactions.add_offsets_to_txn,
+            ApiKey.EndTxn: self.transactions.end_txn,
+            ApiKey.TxnOffsetCommit: self.groups.txn_offset_commit,
             ApiKey.DescribeConfigs: self.topics.describe_configs,
             ApiKey.AlterConfigs: self.topics.alter_configs,
             ApiKey.IncrementalAlterConfigs: self.topics.incremental_alter_configs,
@@ -144,6 +153,7 @@ class KafkaListener:
 
     async def close(self) -> None:
         await self.groups.close()
+        self.transaction_coordinator.close()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -271,7 +281,7 @@ class KafkaListener:
                 continue
             topics.append(response.MetadataResponseTopic(
                 error_code=0, name=name, topic_id=NO_TOPIC_ID,
-                is_internal=name == OFFSETS_TOPIC,
+                is_internal=name in INTERNAL_TOPICS,
                 partitions=[self._partition_metadata(response, index, state, live)
                             for index, state in sorted(partitions.items())]))
         controller = metadata["controller"]
@@ -292,11 +302,8 @@ class KafkaListener:
     # ------------------------------------------------------------------------- produce
 
     async def _produce(self, api: Api, version: int, request: Any) -> dict[str, Any] | None:
-        if request.transactional_id is not None:
-            errors = {(topic.name, part.index): (ErrorCode.INVALID_REQUEST,
-                                                 "transactions are not supported")
-                      for topic in request.topic_data for part in topic.partition_data}
-            return None if request.acks == 0 else _produce_response(api, errors, {})
+        # A transactional producer's batches carry their flag; the leader takes them as any
+        # idempotent producer's (the client added the partition to its transaction first).
         # The hosts convert each partition's batches: in parallel, and never on this loop,
         # where the controller and every other connection of this broker run. A batch too
         # large for its topic by its headers alone is refused here, without a trip to a host.
@@ -340,26 +347,34 @@ class KafkaListener:
         parts = [PartitionFetch(topic.topic, part.partition, part.fetch_offset,
                                 part.partition_max_bytes)
                  for topic in request.topics for part in topic.partitions]
+        read_committed = request.isolation_level == 1
         replies = await self._each_host(
             parts, lambda host, share: host.fetch.remote(share, request.max_wait_ms,
                                                          request.min_bytes, request.max_bytes,
-                                                         kafka_format=True))
+                                                         kafka_format=True,
+                                                         read_committed=read_committed))
         response = api.response
         topics: dict[str, list[Any]] = {}
         for tp, reply in replies.items():
+            partition_data = response.FetchableTopicResponse.PartitionData
+            aborted: list[Any] = []
             if isinstance(reply, FetchedRecords):
-                error, high_watermark, log_start_offset = (
-                    0, reply.high_watermark, reply.log_start_offset)
+                error, high_watermark, log_start_offset, last_stable_offset = (
+                    0, reply.high_watermark, reply.log_start_offset, reply.last_stable_offset)
                 records = reply.records
+                aborted = [partition_data.AbortedTransaction(producer_id=producer_id,
+                                                             first_offset=first_offset)
+                           for producer_id, first_offset in reply.aborted_transactions]
             else:  # an error: an out-of-range offset still says where the log stands
                 error, high_watermark, log_start_offset, records = (
                     reply["error"], reply.get("high_watermark", -1),
                     reply.get("log_start_offset", -1), b"")
-            topics.setdefault(tp[0], []).append(
-                response.FetchableTopicResponse.PartitionData(
-                    partition_index=tp[1], error_code=error, high_watermark=high_watermark,
-                    last_stable_offset=high_watermark, log_start_offset=log_start_offset,
-                    aborted_transactions=[], preferred_read_replica=-1, records=records))
+                last_stable_offset = -1
+            topics.setdefault(tp[0], []).append(partition_data(
+                partition_index=tp[1], error_code=error, high_watermark=high_watermark,
+                last_stable_offset=last_stable_offset, log_start_offset=log_start_offset,
+                aborted_transactions=aborted if read_committed else None,
+                preferred_read_replica=-1, records=records))
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
                 "responses": [response.FetchableTopicResponse(topic=name, partitions=answers)
                               for name, answers in topics.items()]}
@@ -399,22 +414,6 @@ class KafkaListener:
                 error_code=reply.get("error", 0))))
         return {"throttle_time_ms": 0, "topics": [response(name=name, partitions=parts)
                                                   for name, parts in topics.items()]}
-
-    # ---------------------------------------------------------------- producer ids
-
-    async def _init_producer_id(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        """An idempotent producer's id: random, as rafka's own producers draw theirs (62 bits
-        make a collision unlikely), epoch 0; a producer that asks again with its id (KIP-360)
-        gets the next epoch. Transactions are not served."""
-        if request.transactional_id is not None:
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
-                    "producer_id": -1, "producer_epoch": -1}
-        if request.producer_id >= 0 and request.producer_epoch >= 0:
-            return {"throttle_time_ms": 0, "error_code": 0, "producer_id": request.producer_id,
-                    "producer_epoch": (request.producer_epoch + 1) % 32768}
-        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": secrets.randbits(62),
-                "producer_epoch": 0}
-
 
 def _each_reply(parts: list[Any], answer: Any) -> list[tuple[Any, dict[str, Any]]]:
     """Pair each part of a call to a host with its reply; a host that died or raised answers

@@ -5,6 +5,11 @@ is `rafka.actors.offsets_topic`).
 A commit is a produce request with acks=all to that partition, so it is answered once the ISR
 holds it, as in Kafka; the cache answers fetches and is rebuilt from the log whenever the
 replica becomes leader.
+
+A transactional producer's commit (Kafka's TxnOffsetCommit) is written in a batch of its
+transaction and held aside, per producer, until the transaction's marker reaches this
+partition: a commit marker makes the offsets count, an abort marker drops them. Rebuilding from
+the log does the same with the markers it finds.
 """
 
 from __future__ import annotations
@@ -16,14 +21,44 @@ from rafka.actors.messages import Appended
 from rafka.actors.offsets_topic import OffsetAndMetadata, decode_commit, encode_commit
 from rafka.actors.server.replica import LEADER, PartitionReplica
 from rafka.common.clock import wall_clock_ms
-from rafka.logstore.batch import build_batch, decode_batches
+from rafka.common.sequences import increment_sequence
+from rafka.logstore.batch import BatchHeader, build_batch, decode_records, iter_batches
+from rafka.logstore.transactions import read_marker
 
 
 class OffsetCache:
-    """Every group's committed offsets, as the log of commits says (newest wins)."""
+    """Every group's committed offsets, as the log of commits says (newest wins), and the
+    commits of transactions not yet decided."""
 
     def __init__(self) -> None:
         self._groups: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        # Producer id -> its transaction's commit records (key, value), in log order.
+        self._pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
+
+    def stage(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        """A commit record of a producer's transaction: it counts if the transaction commits."""
+        self._pending.setdefault(producer_id, []).append((key, value))
+
+    def end_transaction(self, producer_id: int, committed: bool) -> None:
+        for key, value in self._pending.pop(producer_id, ()):
+            if committed:
+                self.apply(key, value)
+
+    def load_batches(self, batches: Iterable[tuple[BatchHeader, memoryview]]) -> None:
+        """Replay whole batches in log order: plain commits apply, a transaction's are staged
+        until its marker."""
+        for header, view in batches:
+            if header.is_control:
+                marker = read_marker(view, header)
+                self.end_transaction(header.producer_id, marker.committed)
+                continue
+            for record in decode_records(view, verify_crc=False):
+                if record.key is None:
+                    continue
+                if header.is_transactional:
+                    self.stage(header.producer_id, record.key, record.value)
+                else:
+                    self.apply(record.key, record.value)
 
     def apply(self, key: bytes, value: bytes | None) -> None:
         group, topic, partition, committed = decode_commit(key, value)
@@ -32,15 +67,6 @@ class OffsetCache:
             offsets.pop((topic, partition), None)
         else:
             offsets[(topic, partition)] = committed
-
-    def load(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
-        """Replay commit records (key, value) in log order; returns how many were applied."""
-        applied = 0
-        for key, value in records:
-            if key is not None:
-                self.apply(key, value)
-                applied += 1
-        return applied
 
     def get(
         self, group: str, partitions: Iterable[tuple[str, int]] | None = None
@@ -66,8 +92,7 @@ class OffsetManager:
             data = log.read(offset, 1 << 20)
             if data.next_offset <= offset:
                 break
-            self.cache.load((r.key, r.value) for r in decode_batches(data.records,
-                                                                     min_offset=offset))
+            self.cache.load_batches(iter_batches(data.records))
             offset = data.next_offset
 
     @property
@@ -77,11 +102,40 @@ class OffsetManager:
     async def commit(
         self, group: str, offsets: list[list[Any]], timeout_ms: int = 5000
     ) -> dict[str, Any]:
-        """Store a group's offsets `[[topic, partition, offset, metadata], ...]`."""
+        """Store a group's offsets `[[topic, partition, offset, metadata(, leader epoch)],
+        ...]`."""
         now = wall_clock_ms()
-        return await self._write(group, {
-            (topic, partition): OffsetAndMetadata(offset, metadata or "", now)
-            for topic, partition, offset, metadata in offsets}, timeout_ms)
+        return await self._write(group, _stored(offsets, now), timeout_ms)
+
+    async def commit_transactional(
+        self, group: str, producer_id: int, producer_epoch: int, offsets: list[list[Any]],
+        timeout_ms: int = 5000,
+    ) -> dict[str, Any]:
+        """Store a group's offsets in a producer's transaction (Kafka's TxnOffsetCommit): they
+        count once the transaction commits, and never if it aborts."""
+        if not self.serving:
+            return self.replica.not_leader()
+        now = wall_clock_ms()
+        records = [(*encode_commit(group, topic, partition, committed), now, None)
+                   for (topic, partition), committed in _stored(offsets, now).items()]
+        if not records:
+            return {"error": 0}
+        # The producer's next sequence here, as its own batches would carry it.
+        last = self.replica.log.last_sequence(producer_id)
+        sequence = (increment_sequence(last[1], 1) if last is not None and last[0] == producer_epoch
+                    else 0)
+        batch = build_batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
+                            base_sequence=sequence, transactional=True)
+        reply = await self.replica.produce(batch, acks=-1, timeout_ms=timeout_ms)
+        if not isinstance(reply, Appended):
+            return reply
+        for key, value, _timestamp, _headers in records:
+            self.cache.stage(producer_id, key, value)
+        return {"error": 0}
+
+    def end_transaction(self, producer_id: int, committed: bool) -> None:
+        """The producer's transaction marker is in the log: apply or drop its offsets."""
+        self.cache.end_transaction(producer_id, committed)
 
     async def forget(self, group: str, timeout_ms: int = 5000) -> dict[str, Any]:
         """Remove every offset the group committed (Kafka's DeleteGroups): a tombstone each,
@@ -107,14 +161,22 @@ class OffsetManager:
         return {"error": 0}
 
     def fetch(self, group: str, partitions: list[list[Any]] | None = None) -> dict[str, Any]:
-        """A group's committed offsets, from the cache: `[[topic, partition, offset, meta]]`."""
+        """A group's committed offsets, from the cache:
+        `[[topic, partition, offset, metadata, leader epoch]]`."""
         if not self.serving:
             return self.replica.not_leader()
         found = self.cache.get(group, partitions)
-        return {"error": 0, "offsets": [[topic, partition, committed.offset, committed.metadata]
-                                        for (topic, partition), committed in found.items()]}
+        return {"error": 0, "offsets": [
+            [topic, partition, committed.offset, committed.metadata, committed.leader_epoch]
+            for (topic, partition), committed in found.items()]}
 
     def groups(self) -> dict[str, Any]:
         if not self.serving:
             return self.replica.not_leader()
         return {"error": 0, "groups": self.cache.groups()}
+
+
+def _stored(offsets: list[list[Any]], now_ms: int) -> dict[tuple[str, int], OffsetAndMetadata]:
+    """`[[topic, partition, offset, metadata(, leader epoch)], ...]` as they are stored."""
+    return {(topic, partition): OffsetAndMetadata(offset, metadata or "", now_ms, *epoch[:1])
+            for topic, partition, offset, metadata, *epoch in offsets}

@@ -27,7 +27,13 @@ from typing import Any, Protocol
 
 from rafka.actors.config import BrokerConfig, TopicConfig
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.messages import Appended, FetchedRecords, LeaderAndIsrRequest, ReplicaRole
+from rafka.actors.messages import (
+    Appended,
+    FetchedRecords,
+    LeaderAndIsrRequest,
+    ReplicaRole,
+    TxnMarker,
+)
 from rafka.actors.metrics import ReplicaMetrics
 from rafka.actors.path_trace import PathTrace
 from rafka.actors.server.replication import (
@@ -51,6 +57,7 @@ from rafka.logstore.errors import (
 )
 from rafka.logstore.log import Log, TimestampAndOffset
 from rafka.logstore.producer_state import SequenceOutcome
+from rafka.logstore.transactions import ControlType, build_marker_batch
 from rafka.wire.records import UnsupportedCompressionError, from_kafka
 
 log = logging.getLogger(__name__)
@@ -423,35 +430,71 @@ class PartitionReplica:
         return None
 
     def read(
-        self, offset: int, max_bytes: int, *, follower: bool
+        self, offset: int, max_bytes: int, *, follower: bool, read_committed: bool = False
     ) -> FetchedRecords | dict[str, Any]:
-        """Whole batches from `offset`: up to the high watermark for consumers, up to the log
-        end for followers. Never waits: the host's fetch waits across partitions."""
+        """Whole batches from `offset`: up to the high watermark for consumers (the last stable
+        offset for `read_committed` ones, with the aborted transactions among what is sent),
+        up to the log end for followers. Never waits: the host's fetch waits across
+        partitions."""
         if self.role != LEADER:
             return self.not_leader()
         log_ = self.log
-        if offset == (log_.log_end_offset if follower else log_.high_watermark) and (
-                offset >= log_.log_start_offset):
+        if follower:
+            limit = log_.log_end_offset
+        else:
+            limit = log_.last_stable_offset if read_committed else log_.high_watermark
+        if offset == limit and offset >= log_.log_start_offset:
             # Nothing to read (most fetches of an idle partition): no need to touch the log.
             return self.nothing_at(offset)
         try:
-            data = self.log.read(
-                offset, max_bytes, max_offset=None if follower else self.log.high_watermark)
+            data = log_.read(offset, max_bytes, max_offset=None if follower else limit)
         except OffsetOutOfRangeError as error:
             return error_reply(
                 ErrorCode.OFFSET_OUT_OF_RANGE, str(error),
-                log_start_offset=self.log.log_start_offset,
-                log_end_offset=self.log.log_end_offset,
-                high_watermark=self.log.high_watermark,
+                log_start_offset=log_.log_start_offset,
+                log_end_offset=log_.log_end_offset,
+                high_watermark=log_.high_watermark,
             )
-        return FetchedRecords(data.records, data.next_offset, self.log.high_watermark,
-                              data.log_start_offset, data.log_end_offset)
+        aborted: tuple[tuple[int, int], ...] = ()
+        if read_committed and data.records:
+            aborted = tuple((entry.producer_id, entry.first_offset)
+                            for entry in log_.aborted_transactions(offset, data.next_offset))
+        return FetchedRecords(data.records, data.next_offset, log_.high_watermark,
+                              data.log_start_offset, data.log_end_offset,
+                              -1 if follower else data.last_stable_offset, aborted)
 
     def nothing_at(self, offset: int) -> FetchedRecords:
         """A fetch reply with no records for `offset`, with where the log stands."""
         log_ = self.log
         return FetchedRecords(b"", offset, log_.high_watermark, log_.log_start_offset,
-                              log_.log_end_offset)
+                              log_.log_end_offset, log_.last_stable_offset)
+
+    async def write_marker(self, marker: TxnMarker, timeout_ms: int) -> dict[str, Any]:
+        """Append the coordinator's commit or abort marker for a producer's transaction, as
+        leader; answered once the ISR holds it (Kafka's WriteTxnMarkers). A marker of an
+        epoch older than the producer's here is refused (a newer producer fenced it)."""
+        if self.role != LEADER:
+            return self.not_leader()
+        known = self.log.producer_state(marker.producer_id)
+        if known is not None and marker.producer_epoch < known.producer_epoch:
+            return error_reply(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"marker of producer {marker.producer_id} at epoch {marker.producer_epoch}, "
+                f"but the partition knows epoch {known.producer_epoch}")
+        batch = build_marker_batch(
+            marker.producer_id, marker.producer_epoch,
+            ControlType.COMMIT if marker.committed else ControlType.ABORT,
+            coordinator_epoch=marker.coordinator_epoch, timestamp_ms=wall_clock_ms())
+        if self.leader_state is not None:
+            self.leader_state.before_append(self.log.log_end_offset)
+        try:
+            info = self.log.append_as_leader(batch, self.leader_epoch)
+        except LogStoreError as error:
+            return error_reply(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {error}")
+        self._advance_high_watermark()
+        self.notify()
+        reply = await self._acknowledge(-1, info.first_offset, info.last_offset, -1, timeout_ms)
+        return {"error": 0} if isinstance(reply, Appended) else reply
 
     def record_follower_fetch(
         self, follower_id: int, offset: int, clock: FetchClock | None = None

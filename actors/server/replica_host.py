@@ -47,6 +47,7 @@ from rafka.actors.messages import (
     ReplicaFetchAnswer,
     ReplicaFetchPartition,
     TableRead,
+    TxnMarker,
 )
 from rafka.actors.naming import broker_name, partition_log_dir
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
@@ -397,12 +398,15 @@ class ReplicaHost:
         min_bytes: int = 1,
         max_bytes: int = 52_428_800,
         kafka_format: bool = False,
+        read_committed: bool = False,
     ) -> list[FetchedRecords | dict[str, Any]]:
         """A consumer's fetch: whole batches of each partition from its offset, up to the high
-        watermark; waits up to `max_wait_ms` until `min_bytes` are there in all, waking when
-        a partition's high watermark, role or leader epoch changes. `kafka_format`: the
-        batches converted to Kafka's record format (for a Kafka client), here, in parallel
-        across the hosts rather than on the broker's event loop."""
+        watermark (the last stable offset when `read_committed`, Kafka's
+        isolation.level=read_committed, with the aborted transactions among the batches);
+        waits up to `max_wait_ms` until `min_bytes` are there in all, waking when a
+        partition's high watermark, role or leader epoch changes. `kafka_format`: the batches
+        converted to Kafka's record format (for a Kafka client), here, in parallel across the
+        hosts rather than on the broker's event loop."""
         started = time.perf_counter()
         replicas = [self.replicas.get(TopicPartition(r.topic, r.partition)) for r in requests]
         replies: list[FetchedRecords | dict[str, Any]] = []
@@ -414,13 +418,14 @@ class ReplicaHost:
             elif budget <= 0:  # the rest waits for the next fetch
                 replies.append(replica.nothing_at(request.offset))
             else:
-                replies.append(replica.read(request.offset, request.max_bytes, follower=False))
+                replies.append(replica.read(request.offset, request.max_bytes, follower=False,
+                                            read_committed=read_committed))
                 budget -= _size(replies[-1])
         total = max_bytes - budget
         live = [(index, replica) for index, replica in enumerate(replicas) if replica is not None]
         if total < min_bytes and live and max_wait_ms > 0:
             await self._wait_for_consumer_records(requests, live, replies, max_wait_ms,
-                                                  min_bytes - total)
+                                                  min_bytes - total, read_committed)
         self._count_served(((TopicPartition(r.topic, r.partition), r.offset, reply)
                             for r, reply in zip(requests, replies, strict=True)),
                            started, replica_id=CONSUMER)
@@ -470,6 +475,7 @@ class ReplicaHost:
     async def _wait_for_consumer_records(
         self, requests: list[PartitionFetch], live: list[tuple[int, PartitionReplica]],
         replies: list[FetchedRecords | dict[str, Any]], max_wait_ms: int, missing_bytes: int,
+        read_committed: bool,
     ) -> None:
         """Wait until `missing_bytes` more can be read (or an error is news), reading again
         only the partitions that changed."""
@@ -494,7 +500,7 @@ class ReplicaHost:
                     states[index] = seen(replica)
                     request = requests[index]
                     replies[index] = replica.read(request.offset, request.max_bytes,
-                                                  follower=False)
+                                                  follower=False, read_committed=read_committed)
                     if not isinstance(replies[index], FetchedRecords):
                         return  # an error is news: answer now
                     missing_bytes -= _size(replies[index])
@@ -663,6 +669,28 @@ class ReplicaHost:
                            else _unknown_partition(self.broker_id, query.topic, query.partition))
         return answers
 
+    # ------------------------------------------------------------------- transactions
+
+    async def write_txn_markers(
+        self, markers: list[TxnMarker], timeout_ms: int = 30_000
+    ) -> list[dict[str, Any]]:
+        """The transaction coordinator's markers for partitions this host leads, each answered
+        once its ISR holds it (Kafka's WriteTxnMarkers). A `__consumer_offsets` partition's
+        offset manager then applies or drops the transaction's offsets."""
+
+        async def write(marker: TxnMarker) -> dict[str, Any]:
+            tp = TopicPartition(marker.topic, marker.partition)
+            replica = self.replicas.get(tp)
+            if replica is None:
+                return _unknown_partition(self.broker_id, marker.topic, marker.partition)
+            reply = await replica.write_marker(marker, timeout_ms)
+            manager = self.offset_managers.get(marker.partition)
+            if reply["error"] == 0 and tp.topic == OFFSETS_TOPIC and manager is not None:
+                manager.end_transaction(marker.producer_id, marker.committed)
+            return reply
+
+        return list(await asyncio.gather(*map(write, markers)))
+
     # ------------------------------------------------------------------ offset manager
 
     def _offset_manager(self, partition: int) -> OffsetManager | dict[str, Any]:
@@ -678,6 +706,17 @@ class ReplicaHost:
         if isinstance(manager, dict):
             return manager
         return await manager.commit(group, offsets, timeout_ms)
+
+    async def commit_transactional_offsets(
+        self, partition: int, group: str, producer_id: int, producer_epoch: int,
+        offsets: list[list[Any]], timeout_ms: int = 5000,
+    ) -> dict[str, Any]:
+        """Kafka's TxnOffsetCommit: the offsets count once the producer's transaction commits."""
+        manager = self._offset_manager(partition)
+        if isinstance(manager, dict):
+            return manager
+        return await manager.commit_transactional(group, producer_id, producer_epoch, offsets,
+                                                  timeout_ms)
 
     async def fetch_offsets(
         self, partition: int, group: str, partitions: list[list[Any]] | None = None

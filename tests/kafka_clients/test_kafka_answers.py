@@ -218,15 +218,6 @@ def test_a_kafka_clients_commit_into_a_group_of_rafka_consumers_is_refused(
         member.close()
 
 
-def test_find_coordinator_for_a_transactional_id_says_transactions_are_not_served(
-    kafka_cluster: Cluster,
-) -> None:
-    with KafkaWire(kafka_cluster.bootstrap_servers().split(",")[0]) as wire:
-        answer = wire.ask(FindCoordinatorRequest(key="txn-1", key_type=1), 1)
-    assert answer.error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert "transaction" in answer.error_message
-
-
 # ----------------------------------------------------------------------------- metadata
 
 

@@ -84,7 +84,7 @@ def test_truncate_to_replays_the_kept_batches_and_lowers_the_recovery_point(
     bases = [s.base_offset for s in local.segments]
     target = bases[1] + 7
     kept: list[BatchHeader] = []
-    removed = local.truncate_to(target, on_kept_batch=kept.append)
+    removed = local.truncate_to(target, on_kept_batch=lambda header, _: kept.append(header))
     assert removed == bases[2:]
     # The batch holding the target goes whole.
     assert local.log_end_offset == target - target % 5

@@ -20,6 +20,7 @@ from rafka.logstore.batch import (
     validate_batches,
 )
 from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from rafka.logstore.transactions import ControlType, build_marker_batch
 from rafka.wire.records import UnsupportedCompressionError, check_bounds, from_kafka, to_kafka
 
 CODECS = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
@@ -134,10 +135,26 @@ def test_an_old_message_format_is_refused() -> None:
         from_kafka(bytes(batch), DEFAULT_MAX_DECOMPRESSED_SIZE)
 
 
-def test_transactions_are_refused() -> None:
-    with pytest.raises(InvalidRecordError, match="transactional"):
-        from_kafka(kafka_batch(producer=(7, 0, 0), transactional=True),
-                   DEFAULT_MAX_DECOMPRESSED_SIZE)
+def test_a_transactional_batch_keeps_its_flag_and_a_marker_goes_to_kafka_as_it_is() -> None:
+    converted = from_kafka(kafka_batch(producer=(7, 0, 0), transactional=True),
+                           DEFAULT_MAX_DECOMPRESSED_SIZE)
+    [header] = validate_batches(converted, 1 << 20, require_keys=False)
+    assert header.is_transactional and not header.is_control
+    marker = build_marker_batch(7, 0, ControlType.ABORT, coordinator_epoch=4,
+                                timestamp_ms=1_700_000_000_000)
+    kafka_marker = DefaultRecordBatch(to_kafka(marker))
+    assert kafka_marker.validate_crc()
+    assert kafka_marker.is_control_batch and kafka_marker.is_transactional
+    [record] = list(kafka_marker)
+    assert record.abort and record.value == b"\x00\x00\x00\x00\x00\x04"  # version, epoch
+
+
+def test_a_producer_cannot_send_a_marker() -> None:
+    batch = bytearray(kafka_batch(producer=(7, 0, 0), transactional=True))
+    batch[22] |= 0x20  # attributes: control; the CRC must then be made right again
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    with pytest.raises(InvalidRecordError, match="coordinator"):
+        from_kafka(bytes(batch), DEFAULT_MAX_DECOMPRESSED_SIZE)
 
 
 def test_snappy_is_refused_by_name() -> None:

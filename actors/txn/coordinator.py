@@ -1,0 +1,368 @@
+"""Kafka's transaction coordinator, on the broker that leads a transactional id's partition of
+`__transaction_state`: InitProducerId with a transactional id, AddPartitionsToTxn,
+AddOffsetsToTxn and EndTxn, for Kafka clients (through the listener) and rafka's own producers.
+
+Each transactional id's state (`actors/txn/transaction_state.py`, pure) lives in memory for the
+partitions this broker leads, and every change is first written to the partition with acks=all:
+a coordinator that lost its leadership cannot write, so it cannot act (its replica refuses the
+append). When a broker becomes a partition's leader it loads the partition's records (the
+newest per id wins) before it answers for those ids, and finishes every transaction it finds
+being ended.
+
+Ending a transaction: the prepared state (PrepareCommit or PrepareAbort) is written, the client
+is answered, and the markers go to the leader of every partition in the transaction (each
+answered once its ISR holds it; retried, against fresh metadata, until they are all written);
+then the Complete state is written. Until then the producer's next transaction waits
+(CONCURRENT_TRANSACTIONS). A transaction left Ongoing past its transaction.timeout.ms is
+aborted by the coordinator with the producer's epoch bumped, which fences the producer.
+The coordinator epoch carried in the markers is the partition's leader epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+from rafka.actors.broker_view import BrokerView
+from rafka.actors.errors import ErrorCode
+from rafka.actors.messages import (
+    Appended,
+    FetchedRecords,
+    PartitionFetch,
+    PartitionProduce,
+    TxnMarker,
+)
+from rafka.actors.naming import cluster_namespace
+from rafka.actors.offsets_topic import ensure_internal_topic
+from rafka.actors.txn import transaction_state as txn
+from rafka.actors.txn.transaction_state import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionMetadata,
+    Transition,
+)
+from rafka.common.clock import wall_clock_ms
+from rafka.common.topic_partition import TopicPartition
+from rafka.logstore.batch import build_batch, decode_batches
+
+log = logging.getLogger(__name__)
+
+# How often expired transactions are looked for.
+TICK_S = 1.0
+WRITE_TIMEOUT_MS = 10_000
+# Between rounds of markers that could not all be written (a leader moving, say).
+MARKER_RETRY_S = 0.2
+# The largest producer id drawn (rafka's producers draw theirs at random too, under 2**62).
+_PRODUCER_ID_BITS = 62
+
+
+def new_producer_id() -> int:
+    return secrets.randbits(_PRODUCER_ID_BITS)
+
+
+@dataclass
+class _Partition:
+    """The transactional ids of one `__transaction_state` partition this broker leads."""
+
+    leader_epoch: int
+    transactions: dict[str, TransactionMetadata] = field(default_factory=dict)
+
+
+class TransactionCoordinator:
+    """The transactional ids of the `__transaction_state` partitions this broker leads."""
+
+    def __init__(self, broker: BrokerView) -> None:
+        self.broker = broker
+        self._partition_count: int | None = None
+        self._partitions: dict[int, _Partition] = {}
+        self._loading: dict[int, asyncio.Lock] = {}
+        # One request at a time per transactional id, as Kafka's coordinator locks its state.
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._endings: dict[str, asyncio.Task] = {}
+        self._hosts: dict[str, Any] = {}
+        self._ticker: asyncio.Task | None = None
+
+    # ----------------------------------------------------------------- where an id lives
+
+    async def partition_of(self, transactional_id: str) -> int | None:
+        """The id's `__transaction_state` partition, creating the topic if it is missing (None
+        until it has partitions: the client asks again)."""
+        if self._partition_count is None:
+            metadata = await self.broker.metadata([TRANSACTION_STATE_TOPIC])
+            partitions = metadata["topics"].get(TRANSACTION_STATE_TOPIC)
+            if not partitions:
+                assert self.broker.store is not None
+                await asyncio.to_thread(
+                    ensure_internal_topic, self.broker.store, TRANSACTION_STATE_TOPIC,
+                    txn.DEFAULT_TRANSACTION_STATE_PARTITIONS, txn.TRANSACTION_STATE_TOPIC_CONFIG)
+                return None
+            self._partition_count = len(partitions)
+        return txn.transaction_state_partition(transactional_id, self._partition_count)
+
+    async def _coordinating(self, transactional_id: str
+                            ) -> tuple[ErrorCode, int, _Partition | None]:
+        """`(NONE, partition, its state)` if this broker coordinates the id (the partition
+        loaded first if this broker just became its leader), else `(error, -1, None)`."""
+        self._start_ticker()
+        partition = await self.partition_of(transactional_id)
+        if partition is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, None
+        state = self.broker.replica_states.get(TopicPartition(TRANSACTION_STATE_TOPIC, partition))
+        if state is None or state.leader != self.broker.broker_id:
+            self._partitions.pop(partition, None)
+            return ErrorCode.NOT_COORDINATOR, -1, None
+        loaded = self._partitions.get(partition)
+        if loaded is None or loaded.leader_epoch != state.leader_epoch:
+            async with self._loading.setdefault(partition, asyncio.Lock()):
+                loaded = self._partitions.get(partition)
+                if loaded is None or loaded.leader_epoch != state.leader_epoch:
+                    loaded = await self._load(partition, state.leader_epoch)
+        if loaded is None:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1, None
+        return ErrorCode.NONE, partition, loaded
+
+    async def _load(self, partition: int, leader_epoch: int) -> _Partition | None:
+        """Read the partition's records, as its new leader; None if they cannot all be read
+        yet (the replica is not leader yet, or its high watermark is below its log end)."""
+        host = self.broker.replica_host_for(TRANSACTION_STATE_TOPIC, partition)
+        if host is None:
+            return None
+        loaded = _Partition(leader_epoch)
+        offset = 0
+        while True:
+            [reply] = await host.fetch.remote(
+                [PartitionFetch(TRANSACTION_STATE_TOPIC, partition, offset, 1 << 20)])
+            if not isinstance(reply, FetchedRecords):
+                start = reply.get("log_start_offset", -1)
+                if reply["error"] == ErrorCode.OFFSET_OUT_OF_RANGE and start > offset:
+                    offset = start
+                    continue
+                return None
+            for record in decode_batches(reply.records, min_offset=offset):
+                if record.key is None or record.value is None:
+                    continue
+                try:
+                    metadata = txn.decode_state(record.key, record.value)
+                except ValueError as error:
+                    log.warning("skipping record %d of %s-%d: %s", record.offset,
+                                TRANSACTION_STATE_TOPIC, partition, error)
+                    continue
+                loaded.transactions[metadata.transactional_id] = metadata
+            before, offset = offset, reply.next_offset
+            if offset >= reply.high_watermark:
+                if reply.high_watermark < reply.log_end_offset:
+                    return None  # the rest is not known to be committed yet: ask again
+                break
+            if offset <= before:
+                return None
+        self._partitions[partition] = loaded
+        log.info("broker %d coordinates %d transactional ids of %s-%d (leader epoch %d)",
+                 self.broker.broker_id, len(loaded.transactions), TRANSACTION_STATE_TOPIC,
+                 partition, leader_epoch)
+        for metadata in loaded.transactions.values():
+            if metadata.state.preparing:
+                self._finish_later(partition, metadata)
+        return loaded
+
+    def _lock(self, transactional_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(transactional_id, asyncio.Lock())
+
+    async def _write(self, partition: int, loaded: _Partition, metadata: TransactionMetadata
+                     ) -> ErrorCode:
+        """Store the id's new state (acks=all), then hold it in memory."""
+        key, value = txn.encode_state(metadata)
+        host = self.broker.replica_host_for(TRANSACTION_STATE_TOPIC, partition)
+        if host is None:
+            return ErrorCode.NOT_COORDINATOR
+        batch = build_batch([(key, value, wall_clock_ms(), None)])
+        try:
+            [reply] = await host.produce.remote(
+                [PartitionProduce(TRANSACTION_STATE_TOPIC, partition, batch)], -1,
+                WRITE_TIMEOUT_MS)
+        except ray.exceptions.RayError as error:
+            log.warning("could not write %s's state: %r", metadata.transactional_id, error)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not isinstance(reply, Appended):
+            if reply["error"] in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                  ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                self._partitions.pop(partition, None)
+                return ErrorCode.NOT_COORDINATOR
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self._partitions.get(partition) is not loaded:
+            return ErrorCode.NOT_COORDINATOR  # the partition moved while this was written
+        loaded.transactions[metadata.transactional_id] = metadata
+        return ErrorCode.NONE
+
+    async def _apply(self, transactional_id: str, decide: Any) -> tuple[ErrorCode, Any]:
+        """Run one request on the id's state: `decide(current, partition)` returns a
+        Transition; its new state is written before the request is answered. Returns the
+        answer's error and the state after it."""
+        error, partition, loaded = await self._coordinating(transactional_id)
+        if loaded is None:
+            return error, None
+        async with self._lock(transactional_id):
+            current = loaded.transactions.get(transactional_id)
+            transition: Transition = decide(current)
+            if transition.new is None:
+                return transition.error, current
+            written = await self._write(partition, loaded, transition.new)
+            if written:
+                return written, None
+            if transition.new.state.preparing:
+                self._finish_later(partition, transition.new)
+            return transition.error, transition.new
+
+    # ------------------------------------------------------------------------ requests
+
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int,
+        expected: tuple[int, int] | None = None,
+    ) -> tuple[ErrorCode, int, int]:
+        """`(error, producer_id, producer_epoch)` for a transactional producer starting."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, -1, -1
+        error, metadata = await self._apply(transactional_id, lambda current: (
+            txn.init_producer_id(current, transactional_id, timeout_ms, wall_clock_ms(),
+                                 new_producer_id, expected=expected)))
+        if error or metadata is None:
+            return error, -1, -1
+        return ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch
+
+    async def add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+    ) -> ErrorCode:
+        wanted = list(partitions)
+        error, _ = await self._apply(transactional_id, lambda current: txn.add_partitions(
+            current, producer_id, producer_epoch, wanted, wall_clock_ms()))
+        return error
+
+    async def end_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+    ) -> ErrorCode:
+        error, _ = await self._apply(transactional_id, lambda current: txn.end_transaction(
+            current, producer_id, producer_epoch, commit, wall_clock_ms()))
+        return error
+
+    async def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        """The id's state as this coordinator holds it (None if it has none, or is not its
+        coordinator)."""
+        _error, _partition, loaded = await self._coordinating(transactional_id)
+        return None if loaded is None else loaded.transactions.get(transactional_id)
+
+    # ------------------------------------------------------------------------- markers
+
+    def _finish_later(self, partition: int, metadata: TransactionMetadata) -> None:
+        running = self._endings.get(metadata.transactional_id)
+        if running is not None and not running.done():
+            return
+        self._endings[metadata.transactional_id] = asyncio.ensure_future(
+            self._finish(partition, metadata))
+
+    async def _finish(self, partition: int, prepared: TransactionMetadata) -> None:
+        """Have every marker of a prepared end written, then write the Complete state."""
+        transactional_id = prepared.transactional_id
+        loaded = self._partitions.get(partition)
+        while loaded is not None:
+            coordinator_epoch = loaded.leader_epoch
+            markers = [TxnMarker(topic, index, prepared.producer_id, prepared.producer_epoch,
+                                 prepared.committing, coordinator_epoch)
+                       for topic, index in sorted(prepared.partitions)]
+            try:
+                if await self._write_markers(markers):
+                    break
+            except Exception as error:  # a host gone mid-call: the next round finds another
+                log.warning("markers of %s: %r; retrying", transactional_id, error)
+            await asyncio.sleep(MARKER_RETRY_S)
+            if self._partitions.get(partition) is not loaded:
+                return  # not the coordinator any more: the new one finishes it
+        else:
+            return
+        async with self._lock(transactional_id):
+            if self._partitions.get(partition) is not loaded:
+                return
+            if loaded.transactions.get(transactional_id) != prepared:
+                return
+            await self._write(partition, loaded, txn.complete(prepared, wall_clock_ms()))
+
+    async def _write_markers(self, markers: list[TxnMarker]) -> bool:
+        """One round: each marker to its partition's leader; True if every one is written (or
+        needs no writing any more: its topic is gone, or a newer epoch fenced it)."""
+        if not markers:
+            return True
+        metadata = await self.broker.metadata(sorted({m.topic for m in markers}))
+        by_host: dict[str, list[TxnMarker]] = {}
+        pending = False
+        for marker in markers:
+            described = metadata["topics"].get(marker.topic)
+            if described is None:
+                continue  # the topic was deleted: nothing to end there
+            host = described.get(marker.partition, {}).get("leader_host")
+            if host is None:
+                pending = True
+                continue
+            by_host.setdefault(host, []).append(marker)
+        namespace = cluster_namespace(self.broker.cluster_name)
+        for name, share in by_host.items():
+            handle = self._hosts.get(name)
+            if handle is None:
+                handle = self._hosts[name] = await asyncio.to_thread(
+                    ray.get_actor, name, namespace=namespace)
+            try:
+                replies = await handle.write_txn_markers.remote(share, WRITE_TIMEOUT_MS)
+            except ray.exceptions.RayError:
+                self._hosts.pop(name, None)
+                pending = True
+                continue
+            for reply in replies:
+                if reply["error"] not in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH,
+                                          ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    pending = True
+        return not pending
+
+    # ---------------------------------------------------------------------- expiry
+
+    def _start_ticker(self) -> None:
+        if self._ticker is None or self._ticker.done():
+            self._ticker = asyncio.ensure_future(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                await self._abort_expired()
+            except Exception:  # keep ticking: one bad round must not end expiry
+                log.exception("transaction expiry failed")
+
+    async def _abort_expired(self) -> None:
+        now = wall_clock_ms()
+        for partition, loaded in list(self._partitions.items()):
+            state = self.broker.replica_states.get(
+                TopicPartition(TRANSACTION_STATE_TOPIC, partition))
+            if state is None or state.leader != self.broker.broker_id:
+                self._partitions.pop(partition, None)
+                continue
+            for transactional_id, metadata in list(loaded.transactions.items()):
+                if not metadata.expired(now):
+                    continue
+                async with self._lock(transactional_id):
+                    current = loaded.transactions.get(transactional_id)
+                    if current is None or not current.expired(now):
+                        continue
+                    log.info("aborting %s's transaction: open for longer than its "
+                             "transaction.timeout.ms (%d ms)", transactional_id,
+                             current.timeout_ms)
+                    aborting = txn.expire(current, now, new_producer_id)
+                    if await self._write(partition, loaded, aborting) == ErrorCode.NONE:
+                        self._finish_later(partition, aborting)
+
+    def close(self) -> None:
+        for task in [self._ticker, *self._endings.values()]:
+            if task is not None:
+                task.cancel()
+        self._endings.clear()
