@@ -8,12 +8,15 @@ broker imports them, never the reverse).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rafka.actors.config import BrokerConfig
 from rafka.actors.messages import LeaderAndIsrRequest
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.store import ClusterStore
+
+if TYPE_CHECKING:
+    from rafka.actors.txn.coordinator import TransactionCoordinator
 
 
 class BrokerView(Protocol):
@@ -28,6 +31,8 @@ class BrokerView(Protocol):
     """The last LeaderAndIsr applied for each partition this broker holds a replica of."""
     data_dir: Path
     """Where this broker's logs are (Kafka's one `log.dirs` entry)."""
+    transactions: TransactionCoordinator
+    """The transaction coordinator of the `__transaction_state` partitions it leads."""
 
     def replica_host_for(self, topic: str, partition: int) -> Any:
         """The actor handle of the host holding this broker's replica, None if it holds none."""

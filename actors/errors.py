@@ -179,6 +179,52 @@ class CommitFailedError(RafkaError):
     """An offset commit did not complete: the group rebalanced or the commit timed out."""
 
 
+# ------------------------------------------------------------------------- transactions
+
+
+class ProducerFencedError(InvalidProducerEpochError):
+    """A newer instance of this transactional producer (the same transactional.id) started,
+    or its transaction timed out: this one is fenced. Close it."""
+
+
+class InvalidTxnStateError(RafkaError):
+    """A transaction request out of turn (Kafka: INVALID_TXN_STATE), e.g. committing what was
+    not begun, or a commit the coordinator already took for an abort."""
+
+
+class InvalidProducerIdMappingError(RafkaError):
+    """The transactional id is not this producer id's (Kafka: INVALID_PRODUCER_ID_MAPPING):
+    call init_transactions."""
+
+
+class InvalidTransactionTimeoutError(RafkaError, ValueError):
+    """transaction.timeout.ms is outside (0, transaction.max.timeout.ms]."""
+
+
+class ConcurrentTransactionsError(RafkaError):
+    """The producer's previous transaction is still being ended: ask again shortly."""
+
+    retriable = True
+
+
+class CoordinatorLoadInProgressError(RafkaError):
+    """The coordinator is loading its state (it just became the coordinator): ask again."""
+
+    retriable = True
+
+
+class CoordinatorNotAvailableError(RafkaError):
+    """No coordinator now (being created or moving): find it again."""
+
+    retriable = True
+
+
+class NotCoordinatorError(RafkaError):
+    """The broker asked is not the coordinator any more: find it again."""
+
+    retriable = True
+
+
 _ERRORS: dict[ErrorCode, type[Exception]] = {
     ErrorCode.OFFSET_OUT_OF_RANGE: OffsetOutOfRangeError,
     ErrorCode.CORRUPT_MESSAGE: CorruptRecordError,
@@ -196,6 +242,14 @@ _ERRORS: dict[ErrorCode, type[Exception]] = {
     ErrorCode.UNKNOWN_LEADER_EPOCH: UnknownLeaderEpochError,
     ErrorCode.OFFSET_NOT_AVAILABLE: OffsetNotAvailableError,
     ErrorCode.INVALID_RECORD: InvalidRecordError,
+    ErrorCode.PRODUCER_FENCED: ProducerFencedError,
+    ErrorCode.INVALID_TXN_STATE: InvalidTxnStateError,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: InvalidProducerIdMappingError,
+    ErrorCode.INVALID_TRANSACTION_TIMEOUT: InvalidTransactionTimeoutError,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ConcurrentTransactionsError,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: CoordinatorLoadInProgressError,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: CoordinatorNotAvailableError,
+    ErrorCode.NOT_COORDINATOR: NotCoordinatorError,
 }
 
 _CODES = {error: code for code, error in _ERRORS.items()}

@@ -244,6 +244,8 @@ class ProducerStateManager:
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the oldest transaction that is undecided, or decided by a marker
         at or above ``high_watermark``; None if there is none."""
+        if not self._ongoing and not self._unreplicated:
+            return None  # every read of a log without transactions asks: answer it at once
         for offset in [o for o in self._unreplicated if o < high_watermark]:
             del self._unreplicated[offset]
         firsts = [*self._ongoing.values(), *(t.first_offset for t in self._unreplicated.values())]

@@ -195,22 +195,22 @@ def aborted_batch(header: BatchHeader, aborted: Sequence[AbortedTransaction]) ->
 
 
 def committed_batches(
-    batches: Iterable[tuple[BatchHeader, memoryview]], aborted: Iterable[AbortedTransaction]
+    batches: Iterable[tuple[BatchHeader, memoryview]],
+    aborted: Iterable[AbortedTransaction | tuple[int, int]],
 ) -> Iterator[tuple[BatchHeader, memoryview]]:
     """The data batches of one ``read_committed`` fetch, without those of ``aborted``
-    transactions (what the fetch answered) and without markers.
+    transactions (what the fetch answered: entries, or Fetch's ``(producer_id,
+    first_offset)`` pairs) and without markers.
 
     As Kafka's consumer does: an aborted transaction applies to its producer's transactional
     batches from its first offset until the producer's abort marker.
     """
-    pending = sorted(aborted, key=lambda entry: entry.first_offset)
+    pending = sorted((first_offset, producer_id) for producer_id, first_offset, *_ in aborted)
     next_pending = 0
     aborting: set[int] = set()
     for header, view in batches:
-        while next_pending < len(pending) and pending[next_pending].first_offset <= (
-            header.last_offset
-        ):
-            aborting.add(pending[next_pending].producer_id)
+        while next_pending < len(pending) and pending[next_pending][0] <= header.last_offset:
+            aborting.add(pending[next_pending][1])
             next_pending += 1
         if header.is_control:
             if control_type_of(header, view) is ControlType.ABORT:

@@ -250,8 +250,10 @@ class RecordAccumulator:
         self.max_in_flight = max_in_flight
         self.enable_idempotence = enable_idempotence
         self.sequences = SequenceTracker()
-        # The producer epoch of each partition bumped since (KIP-360); 0 where absent.
+        # The producer epoch of each partition bumped since (KIP-360); `_base_epoch` where
+        # absent: 0, or the epoch a transactional producer's coordinator gave it.
         self._epochs: dict[TopicPartitionKey, int] = {}
+        self._base_epoch = 0
         # Insertion-ordered, so ready() answers partitions in a stable order; a partition with
         # nothing queued is dropped from it, so ready() only walks partitions with work.
         self._queues: dict[TopicPartitionKey, deque[PendingBatch]] = {}
@@ -531,10 +533,19 @@ class RecordAccumulator:
         self._buffered_bytes += batch.size_bytes - BATCH_OVERHEAD_BYTES
 
     def producer_epoch(self, topic: str, partition: int) -> int:
-        """The epoch the partition's batches carry: 0 until a bump, -1 without idempotence."""
+        """The epoch the partition's batches carry: 0 (or the one `start_epoch` gave) until a
+        bump, -1 without idempotence."""
         if not self.enable_idempotence:
             return -1
-        return self._epochs.get((topic, partition), 0)
+        return self._epochs.get((topic, partition), self._base_epoch)
+
+    def start_epoch(self, epoch: int) -> None:
+        """Every partition under `epoch`, numbered from 0 (a transactional producer's id and
+        epoch, from its coordinator). Only while nothing is queued or in flight."""
+        assert not self.has_pending(), "start_epoch with batches queued or in flight"
+        self._base_epoch = epoch
+        self._epochs.clear()
+        self.sequences.reset_all()
 
     def lost_producer_state(self, batch: PendingBatch, expected_sequence: int | None) -> bool:
         """Whether the leader's OUT_OF_ORDER_SEQUENCE_NUMBER for ``batch`` means it lacks
@@ -555,7 +566,7 @@ class RecordAccumulator:
     def bump_epoch(self, topic: str, partition: int) -> int:
         """Give the partition its next producer epoch and number it from 0 again; returns the
         epoch. Only while nothing of the partition is in flight (see ``reset_sequences``)."""
-        epoch = self._epochs.get((topic, partition), 0) + 1
+        epoch = self._epochs.get((topic, partition), self._base_epoch) + 1
         if epoch > MAX_PRODUCER_EPOCH:
             raise ValueError(
                 f"{topic}-{partition} ran out of producer epochs ({MAX_PRODUCER_EPOCH}): "

@@ -156,10 +156,24 @@ class ProducerConfig:
     partitioner: Callable[[bytes | None, int], int] | None = setting(
         "partitioner.class", Type.OBJECT, None, nullable=True, validator=_partitioner,
         doc="A callable(key, num_partitions) -> partition; None: Kafka's default partitioner.")
+    transactional_id: str | None = setting(
+        "transactional.id", Type.STRING, None, nullable=True,
+        doc="The id a transactional producer keeps across restarts (fencing older instances); "
+            "None: not transactional.")
+    transaction_timeout_ms: int = setting(
+        "transaction.timeout.ms", Type.INT, 60_000, minimum=1,
+        doc="How long a transaction may stay open before the coordinator aborts it.")
 
     def __post_init__(self) -> None:
         self.CONFIG_DEF.normalise(self)
+        if self.transactional_id == "":
+            raise InvalidConfigError("transactional.id", "", "a non-empty string, or None")
         conflict = _idempotence_conflict(self)
+        if self.transactional_id is not None and (
+                self.enable_idempotence is False or conflict is not None):
+            key, value, allowed = conflict or ("enable.idempotence", False, "true (or unset)")
+            raise InvalidConfigError(key, value, f"{allowed} when transactional.id is set: a "
+                                                 "transactional producer is idempotent")
         if self.enable_idempotence is None:
             object.__setattr__(self, "enable_idempotence", conflict is None)
         elif self.enable_idempotence and conflict:
@@ -238,6 +252,11 @@ class ConsumerConfig:
         "partition.assignment.strategy", Type.OBJECT, "range", validator=_assignment_strategy,
         doc="How the group leader shares partitions: a strategy's name or an assignor.")
     # Kafka 0.9+ keeps offsets in the __consumer_offsets topic; "zookeeper" is the 0.8 store.
+    isolation_level: str = setting(
+        "isolation.level", Type.STRING, "read_uncommitted",
+        choices=("read_uncommitted", "read_committed"),
+        doc="read_committed: only records of committed transactions (and of no transaction), "
+            "up to the last stable offset.")
     offsets_storage: str = setting(
         "offsets.storage", Type.STRING, "kafka", choices=("kafka", "zookeeper"),
         doc="Where committed offsets are kept.")

@@ -36,7 +36,8 @@ from rafka.actors.errors import (
 from rafka.actors.messages import FetchedRecords, OffsetQuery, PartitionFetch
 from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from rafka.common.topic_partition import TopicPartition
-from rafka.logstore.batch import decode_batches
+from rafka.logstore.batch import decode_batches, iter_batches
+from rafka.logstore.transactions import committed_batches
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class Consumer:
 
     def __init__(self, namespace: str, **config: Any) -> None:
         self.config = ConsumerConfig.from_kwargs(**config)
+        self._read_committed = self.config.isolation_level == "read_committed"
         self.metadata = MetadataCache(
             namespace, max_age_s=self.config.metadata_max_age_ms / 1000)
         # The next offset to hand to the caller (Kafka's position), and the next to fetch, which
@@ -286,6 +288,7 @@ class Consumer:
                 config.fetch_max_wait_ms,
                 config.fetch_min_bytes,
                 config.fetch_max_bytes,
+                read_committed=self._read_committed,
             )
             self._in_flight[ref] = (name, parts)
             for tp, _position in parts:
@@ -338,7 +341,12 @@ class Consumer:
         fetched: FetchedRecords = reply
         if not fetched.records:
             return
-        records = decode_batches(fetched.records, min_offset=position,
+        batches = fetched.records
+        if fetched.aborted_transactions:
+            # Only the batches of committed transactions (and of none) reach poll().
+            batches = b"".join(view for _header, view in committed_batches(
+                iter_batches(batches), fetched.aborted_transactions))
+        records = decode_batches(batches, min_offset=position,
                                  topic_partition=tp, record_type=ConsumerRecord)
         # After the last batch, not the last record: compaction leaves gaps at batch ends.
         self._completed.append(_CompletedFetch(tp, records, fetched.next_offset))

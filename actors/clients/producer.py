@@ -7,6 +7,12 @@ carrying the batches of every partition led there) with several requests in flig
 what fails. With idempotence (the default) each batch carries the producer id and a
 per-partition sequence number, so a retry is never appended twice and the leader appends a
 partition's batches in order, whatever order Ray delivers them in.
+
+With a `transactional_id`, the producer is Kafka's transactional producer
+(`init_transactions`, `begin_transaction`, `send_offsets_to_transaction`,
+`commit_transaction`, `abort_transaction`): its id and epoch come from its transaction
+coordinator (`actors/clients/transactions.py`), its batches carry the transactional flag, and
+the sender adds each partition to the transaction before the first batch it sends there.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import secrets
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import groupby, repeat
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
@@ -33,11 +39,13 @@ from rafka.actors.clients.accumulator import (
 from rafka.actors.clients.config import ProducerConfig
 from rafka.actors.clients.metadata import MetadataCache
 from rafka.actors.clients.partitioner import StickyPartitioner, choose_partition
+from rafka.actors.clients.transactions import TransactionManager
 from rafka.actors.errors import (
     BrokerUnavailableError,
     BufferExhaustedError,
     CorruptRecordError,
     InvalidRecordError,
+    InvalidTxnStateError,
     OutOfOrderSequenceError,
     RafkaError,
     RecordTooLargeError,
@@ -46,6 +54,7 @@ from rafka.actors.errors import (
     is_retriable,
 )
 from rafka.actors.messages import Appended, PartitionProduce
+from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
 from rafka.actors.path_trace import SentRequest
 from rafka.common.clock import wall_clock_ms
 from rafka.logstore.batch import build_batch, check_headers, frame_batch
@@ -231,8 +240,15 @@ class Producer:
         self._sticky = StickyPartitioner()
         # Kafka asks a broker for a producer id (InitProducerId); a random 62-bit id is unique
         # enough among the producers of one cluster and needs no round trip.
-        # Its epoch is per partition, in the accumulator.
+        # Its epoch is per partition, in the accumulator. A transactional producer's id and
+        # epoch are its coordinator's, from init_transactions.
         self.producer_id = secrets.randbits(62) if self.config.enable_idempotence else -1
+        self.transactions: TransactionManager | None = None
+        if self.config.transactional_id is not None:
+            self.producer_id = -1
+            self.transactions = TransactionManager(
+                namespace, self.metadata.broker_ids, self.config.transactional_id,
+                self.config.transaction_timeout_ms, self.config.max_block_ms)
         self._lock = threading.Lock()
         self._wakeup = threading.Condition(self._lock)
         # Signalled when queued bytes leave the accumulator (buffer.memory back-pressure).
@@ -431,6 +447,73 @@ class Producer:
             self._wakeup.notify()
         return SentRecords(topic, now, spans, None)
 
+    # ---------------------------------------------------------------------- transactions
+
+    def _transactional(self, operation: str) -> TransactionManager:
+        if self.transactions is None:
+            raise InvalidTxnStateError(
+                f"{operation} needs a transactional producer: set transactional_id")
+        return self.transactions
+
+    def init_transactions(self) -> None:
+        """Take this transactional id's producer id and a new epoch from its coordinator,
+        fencing every older instance (and aborting the transaction one left open). Once,
+        before the first transaction."""
+        transactions = self._transactional("init_transactions")
+        self.flush()
+        producer_id, epoch = transactions.init()
+        with self._lock:
+            self.producer_id = producer_id
+            self._accumulator.start_epoch(epoch)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: what is sent until it is committed or aborted is part of it."""
+        self._transactional("begin_transaction").begin()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int],
+                                    group_id: str) -> None:
+        """Commit a consumer group's offsets (`{(topic, partition): next offset}`) in the
+        current transaction: they count if it commits, never if it aborts (the consume-
+        transform-produce loop)."""
+        transactions = self._transactional("send_offsets_to_transaction")
+        transactions.add_offsets(group_id)
+        partition = offsets_partition(group_id, self.metadata.partition_count(OFFSETS_TOPIC))
+        entries = [[topic, index, offset, ""] for (topic, index), offset in offsets.items()]
+        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        while True:
+            try:
+                _name, host = self.metadata.leader_host(OFFSETS_TOPIC, partition, wait_s=1)
+                reply = ray.get(host.commit_transactional_offsets.remote(
+                    partition, group_id, transactions.producer_id, transactions.producer_epoch,
+                    entries), timeout=self.config.request_timeout_ms / 1000)
+                error = error_for(reply)
+            except Exception as failure:
+                if not is_retriable(failure):
+                    raise
+                error = failure
+            if error is None:
+                return
+            if not is_retriable(error) or time.monotonic() > deadline:
+                transactions.fail(error)
+                raise error
+            self.metadata.invalidate(OFFSETS_TOPIC)
+            time.sleep(0.05)
+
+    def commit_transaction(self) -> None:
+        """Send what is queued, then commit: every record of the transaction becomes visible
+        to read_committed consumers, and its offsets count. Raises if a send of it failed
+        (abort it then)."""
+        transactions = self._transactional("commit_transaction")
+        self.flush()
+        transactions.end(commit=True)
+
+    def abort_transaction(self) -> None:
+        """Drop the transaction: its records stay in the log but no read_committed consumer
+        sees them, and its offsets never count."""
+        transactions = self._transactional("abort_transaction")
+        self.flush()
+        transactions.end(commit=False)
+
     def _partition_count(self, topic: str) -> int:
         """The topic's partition count, waiting up to max.block.ms for a broker to answer, as
         Kafka's send waits for metadata: during a failover every broker may be restarting."""
@@ -560,6 +643,8 @@ class Producer:
 
     def _send(self, batches: list[PendingBatch]) -> None:
         """One produce request per leader host, carrying every batch led there."""
+        if self.transactions is not None:
+            batches = self._added_to_transaction(batches)
         requests: dict[str, tuple[Any, list[PendingBatch], list[PartitionProduce]]] = {}
         for batch in batches:
             try:
@@ -587,6 +672,18 @@ class Producer:
                 continue
             self._in_flight[ref] = _Request(name, carried, sent_ns)
 
+    def _added_to_transaction(self, batches: list[PendingBatch]) -> list[PendingBatch]:
+        """The batches that may go: their partitions added to the transaction first (Kafka's
+        AddPartitionsToTxn, on the sender thread); the others fail with why."""
+        assert self.transactions is not None
+        try:
+            self.transactions.add_partitions({(b.topic, b.partition) for b in batches})
+        except Exception as error:
+            for batch in batches:
+                self._fail(batch, error)
+            return []
+        return batches
+
     def _encode(self, batch: PendingBatch) -> bytes:
         """The record batch that carries `batch` now (its sequence numbers are assigned)."""
         framing = {
@@ -594,6 +691,7 @@ class Producer:
             "producer_id": self.producer_id,
             "producer_epoch": self._accumulator.producer_epoch(batch.topic, batch.partition),
             "base_sequence": batch.base_sequence if batch.base_sequence is not None else -1,
+            "transactional": self.transactions is not None,
         }
         if batch.payload is not None:
             return frame_batch(batch.payload, **framing)
@@ -704,6 +802,8 @@ class Producer:
 
     def _fail(self, batch: PendingBatch, error: BaseException, *,
               release_sequences: bool = False) -> None:
+        if self.transactions is not None:
+            self.transactions.fail(error)
         with self._lock:
             self._accumulator.on_completed(batch)
             if release_sequences:

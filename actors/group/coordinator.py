@@ -42,7 +42,6 @@ from rafka.actors.group.classic_group import (
     SyncResult,
 )
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic, offsets_partition
-from rafka.actors.txn.coordinator import TransactionCoordinator
 from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
 from rafka.common.clock import monotonic_ms
 from rafka.common.topic_partition import TopicPartition
@@ -71,10 +70,8 @@ MEMBERS_WAIT_S = 10.0
 class GroupCoordinator:
     """The classic groups this broker coordinates, and the requests waiting on them."""
 
-    def __init__(self, broker: BrokerView, transactions: TransactionCoordinator) -> None:
+    def __init__(self, broker: BrokerView) -> None:
         self.broker = broker
-        # FindCoordinator for a transactional id is answered here too, from its placement.
-        self.transactions = transactions
         self.groups: dict[str, ClassicGroup] = {}
         self._joins: dict[tuple[str, str], asyncio.Future[JoinResult]] = {}
         self._syncs: dict[tuple[str, str], asyncio.Future[SyncResult]] = {}
@@ -207,7 +204,7 @@ class GroupCoordinator:
         its transaction coordinator: the leader of its `__transaction_state` partition."""
         if version >= 1 and request.key_type == 1:
             topic, partition = (TRANSACTION_STATE_TOPIC,
-                                await self.transactions.partition_of(request.key))
+                                await self.broker.transactions.partition_of(request.key))
         elif version >= 1 and request.key_type != 0:
             return _coordinator_fields(ErrorCode.INVALID_REQUEST,
                                        f"key type {request.key_type}: 0 (group) or 1 "

@@ -50,7 +50,6 @@ from rafka.actors.messages import (
     RecordsDeletion,
 )
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
-from rafka.actors.txn.coordinator import TransactionCoordinator
 from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
 from rafka.common.sentinels import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from rafka.common.topic_partition import TopicPartition
@@ -98,9 +97,8 @@ class KafkaListener:
         self.quota = ConnectionQuota(config.max_connections, config.max_connections_per_ip)
         self.request_memory = RequestMemory(
             None if config.queued_max_request_bytes < 0 else config.queued_max_request_bytes)
-        self.transaction_coordinator = TransactionCoordinator(broker)
-        self.groups = GroupCoordinator(broker, self.transaction_coordinator)
-        self.transactions = KafkaTransactionHandler(self.transaction_coordinator, self.groups)
+        self.groups = GroupCoordinator(broker)
+        self.transactions = KafkaTransactionHandler(broker.transactions)
         self.topics = KafkaAdminHandler(broker)
         self.replicas = ReplicaAdminHandler(broker)
         self._handlers: dict[int, Handler] = {
@@ -153,7 +151,6 @@ class KafkaListener:
 
     async def close(self) -> None:
         await self.groups.close()
-        self.transaction_coordinator.close()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):

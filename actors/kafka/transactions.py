@@ -9,8 +9,6 @@ import secrets
 from typing import Any
 
 from rafka.actors.errors import ErrorCode
-from rafka.actors.group.coordinator import GroupCoordinator
-from rafka.actors.offsets_topic import OFFSETS_TOPIC
 from rafka.actors.txn.coordinator import TransactionCoordinator
 from rafka.wire.protocol import Api
 
@@ -21,9 +19,8 @@ _PRODUCER_ID_BITS = 62
 class KafkaTransactionHandler:
     """The transaction APIs of one broker's Kafka listener."""
 
-    def __init__(self, coordinator: TransactionCoordinator, groups: GroupCoordinator) -> None:
+    def __init__(self, coordinator: TransactionCoordinator) -> None:
         self.coordinator = coordinator
-        self.groups = groups
 
     async def init_producer_id(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         """A transactional producer's id and bumped epoch from its coordinator. Without a
@@ -61,14 +58,9 @@ class KafkaTransactionHandler:
             for topic in request.v3_and_below_topics]}
 
     async def add_offsets_to_txn(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        """The group's `__consumer_offsets` partition joins the transaction, so that the
-        offsets the producer then commits (TxnOffsetCommit) end with it."""
-        partition = await self.groups.partition_of(request.group_id)
-        if partition is None:
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
-        error = await self.coordinator.add_partitions(
+        error = await self.coordinator.add_offsets(
             request.transactional_id, request.producer_id, request.producer_epoch,
-            [(OFFSETS_TOPIC, partition)])
+            request.group_id)
         return {"throttle_time_ms": 0, "error_code": error}
 
     async def end_txn(self, api: Api, version: int, request: Any) -> dict[str, Any]:

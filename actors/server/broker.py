@@ -40,6 +40,8 @@ from rafka.actors.naming import broker_name, partition_log_dir, replica_host_nam
 from rafka.actors.runtime import run_at_server_priority
 from rafka.actors.server.metadata_cache import NO_CONTROLLER_EPOCH, MetadataCache
 from rafka.actors.server.replica_host import ReplicaHostActor
+from rafka.actors.txn.coordinator import TransactionCoordinator
+from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
 from rafka.common.sentinels import NO_LEADER, UNDEFINED_EPOCH
 from rafka.common.topic_partition import TopicPartition
 from rafka.common.waiting import wait_until_async
@@ -123,6 +125,9 @@ class Broker:
         self._fenced_while_cut_off = False
         self._unfencing: asyncio.Future | None = None
         self.kafka_listener: KafkaListener | None = None
+        # The transactional ids of the `__transaction_state` partitions this broker leads, for
+        # Kafka clients (through the listener) and rafka's producers (the methods below).
+        self.transactions = TransactionCoordinator(self)
         # What metadata requests are answered from: the controller keeps it current. Until it
         # is filled (at start, from ZooKeeper), metadata requests wait.
         self.metadata_cache = MetadataCache()
@@ -169,6 +174,7 @@ class Broker:
         await asyncio.to_thread(store.start)
         await asyncio.to_thread(store.ensure_layout)
         self.store = store
+        self.transactions.start()
         self._granted_session_timeout_ms = store.session_timeout_ms
         store.add_session_listener(lambda event: self._call_soon(self._on_session, event))
         endpoints = await self._start_kafka_listener()
@@ -332,6 +338,7 @@ class Broker:
             watch.cancel()
         if self.kafka_listener is not None:
             await self.kafka_listener.close()
+        self.transactions.close()
         if self.controller is not None:
             self.controller.stop()
             self.controller = None
@@ -623,6 +630,46 @@ class Broker:
         session_id, password = self.store.client.client_id or (None, None)
         return {"servers": self.store.base_address.servers, "session_id": session_id,
                 "password": password}
+
+    # ------------------------------------------------------------------ transactions
+    # The transaction coordinator's requests for rafka's producers; each answer is a dict with
+    # Kafka's `error` code, as Kafka's answers are.
+
+    async def find_transaction_coordinator(self, transactional_id: str) -> dict[str, Any]:
+        """`coordinator`: the broker that leads the id's `__transaction_state` partition."""
+        partition = await self.transactions.partition_of(transactional_id)
+        if partition is None:
+            return error_reply(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               "creating __transaction_state: ask again")
+        found = self.metadata_cache.metadata([TRANSACTION_STATE_TOPIC])["topics"]
+        leader = found.get(TRANSACTION_STATE_TOPIC, {}).get(partition, {}).get("leader", -1)
+        if leader < 0:
+            return error_reply(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               f"{TRANSACTION_STATE_TOPIC}-{partition} has no leader yet")
+        return {"error": 0, "coordinator": leader}
+
+    async def init_transactions(self, transactional_id: str, timeout_ms: int,
+                                expected: tuple[int, int] | None = None) -> dict[str, Any]:
+        error, producer_id, epoch = await self.transactions.init_producer_id(
+            transactional_id, timeout_ms, expected)
+        return {"error": error, "producer_id": producer_id, "producer_epoch": epoch}
+
+    async def add_partitions_to_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int,
+        partitions: list[tuple[str, int]],
+    ) -> dict[str, Any]:
+        return {"error": await self.transactions.add_partitions(
+            transactional_id, producer_id, producer_epoch, [tuple(p) for p in partitions])}
+
+    async def add_offsets_to_transaction(self, transactional_id: str, producer_id: int,
+                                         producer_epoch: int, group_id: str) -> dict[str, Any]:
+        return {"error": await self.transactions.add_offsets(
+            transactional_id, producer_id, producer_epoch, group_id)}
+
+    async def end_transaction(self, transactional_id: str, producer_id: int,
+                              producer_epoch: int, commit: bool) -> dict[str, Any]:
+        return {"error": await self.transactions.end_transaction(
+            transactional_id, producer_id, producer_epoch, commit)}
 
     async def replica_host_of(self, topic: str, partition: int) -> str:
         """The name of the replica host that holds (or would hold) this broker's replica."""

@@ -39,7 +39,12 @@ from rafka.actors.messages import (
     TxnMarker,
 )
 from rafka.actors.naming import cluster_namespace
-from rafka.actors.offsets_topic import ensure_internal_topic
+from rafka.actors.offsets_topic import (
+    OFFSETS_TOPIC,
+    ensure_internal_topic,
+    ensure_offsets_topic,
+    offsets_partition,
+)
 from rafka.actors.txn import transaction_state as txn
 from rafka.actors.txn.transaction_state import (
     TRANSACTION_STATE_TOPIC,
@@ -108,14 +113,19 @@ class TransactionCoordinator:
                             ) -> tuple[ErrorCode, int, _Partition | None]:
         """`(NONE, partition, its state)` if this broker coordinates the id (the partition
         loaded first if this broker just became its leader), else `(error, -1, None)`."""
-        self._start_ticker()
         partition = await self.partition_of(transactional_id)
         if partition is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, None
+        error, loaded = await self._led(partition)
+        return error, partition, loaded
+
+    async def _led(self, partition: int) -> tuple[ErrorCode, _Partition | None]:
+        """The partition's state if this broker leads it, loaded first where it just became
+        its leader; else NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while it loads."""
         state = self.broker.replica_states.get(TopicPartition(TRANSACTION_STATE_TOPIC, partition))
         if state is None or state.leader != self.broker.broker_id:
             self._partitions.pop(partition, None)
-            return ErrorCode.NOT_COORDINATOR, -1, None
+            return ErrorCode.NOT_COORDINATOR, None
         loaded = self._partitions.get(partition)
         if loaded is None or loaded.leader_epoch != state.leader_epoch:
             async with self._loading.setdefault(partition, asyncio.Lock()):
@@ -123,8 +133,8 @@ class TransactionCoordinator:
                 if loaded is None or loaded.leader_epoch != state.leader_epoch:
                     loaded = await self._load(partition, state.leader_epoch)
         if loaded is None:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1, None
-        return ErrorCode.NONE, partition, loaded
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+        return ErrorCode.NONE, loaded
 
     async def _load(self, partition: int, leader_epoch: int) -> _Partition | None:
         """Read the partition's records, as its new leader; None if they cannot all be read
@@ -135,8 +145,12 @@ class TransactionCoordinator:
         loaded = _Partition(leader_epoch)
         offset = 0
         while True:
-            [reply] = await host.fetch.remote(
-                [PartitionFetch(TRANSACTION_STATE_TOPIC, partition, offset, 1 << 20)])
+            try:
+                [reply] = await host.fetch.remote(
+                    [PartitionFetch(TRANSACTION_STATE_TOPIC, partition, offset, 1 << 20)])
+            except ray.exceptions.RayError as error:
+                log.warning("could not read %s-%d: %r", TRANSACTION_STATE_TOPIC, partition, error)
+                return None
             if not isinstance(reply, FetchedRecords):
                 start = reply.get("log_start_offset", -1)
                 if reply["error"] == ErrorCode.OFFSET_OUT_OF_RANGE and start > offset:
@@ -242,6 +256,21 @@ class TransactionCoordinator:
             current, producer_id, producer_epoch, wanted, wall_clock_ms()))
         return error
 
+    async def add_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+    ) -> ErrorCode:
+        """AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction,
+        so that the offsets the producer then commits in it (TxnOffsetCommit) end with it."""
+        metadata = await self.broker.metadata([OFFSETS_TOPIC])
+        partitions = metadata["topics"].get(OFFSETS_TOPIC)
+        if not partitions:
+            assert self.broker.store is not None
+            await asyncio.to_thread(ensure_offsets_topic, self.broker.store)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # it has leaders in a moment
+        return await self.add_partitions(
+            transactional_id, producer_id, producer_epoch,
+            [(OFFSETS_TOPIC, offsets_partition(group_id, len(partitions)))])
+
     async def end_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
     ) -> ErrorCode:
@@ -325,9 +354,12 @@ class TransactionCoordinator:
                     pending = True
         return not pending
 
-    # ---------------------------------------------------------------------- expiry
+    # ------------------------------------------------------- leadership and expiry
 
-    def _start_ticker(self) -> None:
+    def start(self) -> None:
+        """Look, every TICK_S, for partitions this broker came to lead (loaded at once, so that
+        what their old coordinator began ends without waiting for a client) and for
+        transactions past their timeout."""
         if self._ticker is None or self._ticker.done():
             self._ticker = asyncio.ensure_future(self._tick())
 
@@ -335,9 +367,13 @@ class TransactionCoordinator:
         while True:
             await asyncio.sleep(TICK_S)
             try:
+                for tp, state in list(self.broker.replica_states.items()):
+                    if (tp.topic == TRANSACTION_STATE_TOPIC
+                            and state.leader == self.broker.broker_id):
+                        await self._led(tp.partition)
                 await self._abort_expired()
-            except Exception:  # keep ticking: one bad round must not end expiry
-                log.exception("transaction expiry failed")
+            except Exception:  # keep ticking: one bad round must not end recovery or expiry
+                log.exception("the transaction coordinator's round failed")
 
     async def _abort_expired(self) -> None:
         now = wall_clock_ms()

@@ -26,6 +26,7 @@ from kafka.structs import OffsetAndMetadata
 
 from rafka import Cluster
 from rafka.actors.errors import ErrorCode
+from tests.support.faults import host_pids, paused
 from tests.support.kafka_clients import PARTITIONS, new_topic
 from tests.support.kafka_wire import KafkaWire
 from tests.support.waiting import wait_until
@@ -311,3 +312,37 @@ def test_aiokafkas_transactions(kafka_cluster: Cluster) -> None:
         return found
 
     assert sorted(asyncio.run(scenario())) == sorted(COMMITTED)
+
+
+# ------------------------------------------------------------------ the coordinator dies
+
+
+def test_a_new_coordinator_finishes_the_commit_its_dead_predecessor_began(start_cluster) -> None:
+    """The coordinator's broker is killed after EndTxn is answered and before every marker is
+    written (one partition leader's hosts are paused meanwhile): the broker that takes over
+    its `__transaction_state` partition loads the prepared commit and writes the markers."""
+    cluster = start_cluster(3, kafka_listeners="PLAINTEXT://127.0.0.1:0")
+    topic = new_topic(cluster, "txn-coordinator-dies")
+    transactional_id = f"txn-{uuid.uuid4().hex}"
+    producer = transactional_producer(cluster, transactional_id)
+    with KafkaWire(cluster.bootstrap_servers().split(",")[0]) as wire:
+        coordinator = wire.ask(FindCoordinatorRequest(key=transactional_id, key_type=1),
+                               1).node_id
+    leaders = {p["partition"]: p["leader"] for p in cluster.describe_topic(topic)["partitions"]}
+    stalled = next(leader for leader in leaders.values() if leader != coordinator)
+    sent = [b"record-%d" % i for i in range(30)]
+    try:
+        producer.begin_transaction()
+        for i, value in enumerate(sent):
+            producer.send(topic, value=value, partition=i % PARTITIONS)
+        producer.flush()
+        with paused(host_pids(cluster, stalled)):
+            producer.commit_transaction()  # answered once PrepareCommit is stored
+            cluster.kill_broker(coordinator)
+    finally:
+        producer.close(timeout=5)
+    assert values(consume_all(cluster, topic, "read_committed", len(sent), wait_s=90)) == sorted(
+        sent)
+    # The id's next producer starts at once: the transaction is complete, not pending.
+    successor = transactional_producer(cluster, transactional_id)
+    successor.close(timeout=5)

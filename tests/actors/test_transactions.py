@@ -1,0 +1,129 @@
+"""Transactions with rafka's own clients: a transactional producer commits and aborts across
+partitions, a read_committed consumer sees exactly what was committed, offsets sent to a
+transaction count only if it commits, a newer instance fences the older one, and misuse gets
+Kafka's errors."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from rafka import Cluster
+from rafka.actors.errors import InvalidConfigError, InvalidTxnStateError, ProducerFencedError
+
+PARTITIONS = 3
+
+
+def read_values(cluster: Cluster, topic: str, isolation_level: str, expected: int,
+                timeout_s: float = 30.0) -> list[bytes]:
+    """Every value a consumer from the start reads, once `expected` are in and a poll more
+    brings nothing."""
+    consumer = cluster.consumer([topic], auto_offset_reset="earliest",
+                                isolation_level=isolation_level)
+    found: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            records = consumer.poll(500)
+            found += [r.value for r in records]
+            if len(found) >= expected and not records:
+                break
+    finally:
+        consumer.close()
+    return sorted(found)
+
+
+def new_topic(cluster: Cluster, name: str) -> str:
+    cluster.create_topic(name, partitions=PARTITIONS, replication_factor=3,
+                         config={"min.insync.replicas": 2})
+    return name
+
+
+def test_a_transactional_producer_commits_and_aborts_across_partitions(cluster: Cluster) -> None:
+    topic = new_topic(cluster, "payments")
+    producer = cluster.producer(transactional_id=f"payer-{uuid.uuid4().hex}")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(30):
+            producer.send(topic, b"kept-%d" % i, partition=i % PARTITIONS)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        for i in range(30):
+            producer.send(topic, b"dropped-%d" % i, partition=i % PARTITIONS)
+        producer.abort_transaction()
+    finally:
+        producer.close()
+    kept = sorted(b"kept-%d" % i for i in range(30))
+    assert read_values(cluster, topic, "read_committed", 30) == kept
+    assert read_values(cluster, topic, "read_uncommitted", 60) == sorted(
+        kept + [b"dropped-%d" % i for i in range(30)])
+
+
+def test_offsets_sent_to_a_transaction_count_only_when_it_commits(cluster: Cluster) -> None:
+    source, sink = new_topic(cluster, "source"), new_topic(cluster, "sink")
+    group = f"transformer-{uuid.uuid4().hex[:8]}"
+    producer = cluster.producer(transactional_id=f"transformer-{uuid.uuid4().hex}")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(sink, b"out-1", partition=0)
+        producer.send_offsets_to_transaction({(source, 0): 10, (source, 1): 4}, group)
+        producer.abort_transaction()
+        assert cluster.committed_offsets(group, [(source, 0)]) == {(source, 0): None}
+        producer.begin_transaction()
+        producer.send(sink, b"out-2", partition=0)
+        producer.send_offsets_to_transaction({(source, 0): 12}, group)
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    assert cluster.committed_offsets(group, [(source, 0), (source, 1)]) == {
+        (source, 0): 12, (source, 1): None}
+    assert read_values(cluster, sink, "read_committed", 1) == [b"out-2"]
+
+
+def test_a_newer_instance_fences_the_older_and_aborts_what_it_left_open(
+    cluster: Cluster,
+) -> None:
+    topic = new_topic(cluster, "ledger")
+    transactional_id = f"ledger-{uuid.uuid4().hex}"
+    zombie = cluster.producer(transactional_id=transactional_id)
+    successor = cluster.producer(transactional_id=transactional_id)
+    try:
+        zombie.init_transactions()
+        zombie.begin_transaction()
+        zombie.send(topic, b"zombie", partition=0).result(30)
+        successor.init_transactions()
+        successor.begin_transaction()
+        successor.send(topic, b"successor", partition=0)
+        successor.commit_transaction()
+        with pytest.raises(ProducerFencedError):
+            zombie.send(topic, b"zombie-again", partition=1)
+            zombie.commit_transaction()
+    finally:
+        zombie.close()
+        successor.close()
+    assert read_values(cluster, topic, "read_committed", 1) == [b"successor"]
+
+
+def test_misuse_gets_kafkas_errors(cluster: Cluster) -> None:
+    with pytest.raises(InvalidConfigError, match="acks"):
+        cluster.producer(transactional_id="t", acks=1)
+    plain = cluster.producer()
+    with pytest.raises(InvalidTxnStateError, match="transactional_id"):
+        plain.begin_transaction()
+    plain.close()
+    producer = cluster.producer(transactional_id=f"misuse-{uuid.uuid4().hex}")
+    try:
+        with pytest.raises(InvalidTxnStateError, match="UNINITIALIZED"):
+            producer.begin_transaction()
+        producer.init_transactions()
+        with pytest.raises(InvalidTxnStateError, match="READY"):
+            producer.commit_transaction()
+        producer.begin_transaction()
+        with pytest.raises(InvalidTxnStateError, match="IN_TRANSACTION"):
+            producer.begin_transaction()
+    finally:
+        producer.close()
