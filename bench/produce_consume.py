@@ -18,6 +18,9 @@ median of the runs:
 * ``produce_rf1``: ``send_batch`` (chunks of ``--chunk`` values) to an RF 1 topic, ``acks=1``.
 * ``produce_rf3``: the same to an RF 3 topic with ``min.insync.replicas=2``, ``acks=all``.
 * ``send_rf1`` / ``send_rf3``: one ``send()`` per record, same topics and acks.
+* ``send_txn_rf3``: as ``send_rf3``, from a transactional producer, in transactions of
+  ``--transaction-records`` (1,000) records, each committed before the next begins (timed to the
+  last commit): what transactions cost beside the idempotent producer of ``send_rf3``.
 * ``consume``: one consumer reading from the beginning everything ``produce_rf1`` wrote (if that
   phase is not selected, the records are produced first, untimed).
 * ``kafka_clients``: one RF 3 topic written by rafka's producer (one ``send()`` per record,
@@ -85,8 +88,8 @@ from rafka.actors.clients.accumulator import BATCH_OVERHEAD_BYTES, RECORD_OVERHE
 from rafka.actors.clients.config import ConsumerConfig, ProducerConfig  # noqa: E402
 from rafka.logstore.batch import build_batch  # noqa: E402
 
-ALL_PHASES = ("baseline", "produce_rf1", "produce_rf3", "send_rf1", "send_rf3", "consume",
-              "latency", "kafka_clients")
+ALL_PHASES = ("baseline", "produce_rf1", "produce_rf3", "send_rf1", "send_rf3", "send_txn_rf3",
+              "consume", "latency", "kafka_clients")
 
 TARGETS = {
     "produce_batch_rf1_acks1": 500_000,
@@ -376,12 +379,16 @@ class Bench:
     # -- produce ------------------------------------------------------------------------------
 
     def produce(self, topic: str, acks: Any, per_record: bool, records: int,
-                profile: bool) -> dict[str, Any]:
+                profile: bool, transaction_records: int | None = None) -> dict[str, Any]:
         value = self.value
         values = [value] * records
-        producer = self.cluster.producer(acks=acks, **self.producer_config)
+        transactional = {} if transaction_records is None else {
+            "transactional_id": f"bench-{topic}-{os.getpid()}"}
+        producer = self.cluster.producer(acks=acks, **self.producer_config, **transactional)
         try:
             producer.metadata.partitions(topic)  # metadata before the clock starts
+            if transaction_records is not None:
+                producer.init_transactions()
             chunk = self.args.chunk
             # --partitioning round-robin: an explicit partition per batch's worth of records
             # (per send_batch chunk), chosen before the clock starts; sticky: keyless records,
@@ -401,7 +408,16 @@ class Bench:
                               profile) as meter:
                 started = time.perf_counter()
                 send = producer.send
-                if per_record and targets is not None:
+                if transaction_records is not None:
+                    for i in range(records):
+                        if not i % transaction_records:
+                            if i:
+                                producer.commit_transaction()
+                            producer.begin_transaction()
+                        future = send(topic, value)
+                        if not i % KEEP:
+                            kept.append(future)
+                elif per_record and targets is not None:
                     for i, target in enumerate(targets):
                         future = send(topic, value, partition=target)
                         if not i % KEEP:
@@ -420,6 +436,8 @@ class Bench:
                         future = futures[-1]
                 kept.append(future)  # the last record
                 queued = time.perf_counter()
+                if transaction_records is not None:
+                    producer.commit_transaction()
                 producer.flush()
                 elapsed = time.perf_counter() - started
             failed = sum(1 for f in kept if f.exception(0) is not None)
@@ -687,11 +705,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 ("produce_rf3", "produce_batch_rf3_acksall", 3, "all", False, args.records),
                 ("send_rf1", "send_per_record_rf1_acks1", 1, 1, True, args.send_records),
                 ("send_rf3", "send_per_record_rf3_acksall", 3, "all", True, args.send_records),
+                ("send_txn_rf3", "send_transactional_rf3_acksall", 3, "all", True,
+                 args.send_records),
             ]:
                 if phase in phases:
                     topic = bench.topic(f"{phase.replace('_', '-')}-{rep}", rf)
                     timed(key, bench.produce, topic, acks, per_record=per_record,
-                          records=records, profile=profile)
+                          records=records, profile=profile,
+                          transaction_records=args.transaction_records
+                          if phase == "send_txn_rf3" else None)
                     bench.drop(topic)
             if "produce_rf3" in phases and args.compare_partitions:
                 many = args.compare_partitions
@@ -735,6 +757,7 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
         (many, None),
         ("send_per_record_rf1_acks1", TARGETS["send_per_record_rf1_acks1"]),
         ("send_per_record_rf3_acksall", None),
+        ("send_transactional_rf3_acksall", None),
         ("consume_rf1", TARGETS["consume_rf1"]),
         ("rafka_send_per_record_rf3_acksall_same_topic", None),
         ("kafka_produce_rf3_acksall", None),
@@ -897,6 +920,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="records each client writes in the kafka_clients phase")
     parser.add_argument("--send-records", type=int, default=500_000,
                         help="records per per-record send() run")
+    parser.add_argument("--transaction-records", type=int, default=1000,
+                        help="records per transaction in send_txn_rf3")
     parser.add_argument("--record-size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--compare-partitions", type=int, default=0, metavar="N",
