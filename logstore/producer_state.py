@@ -26,8 +26,8 @@ from rafka.logstore.batch import BatchHeader
 from rafka.logstore.transactions import (
     AbortedTransaction,
     CompletedTransaction,
-    ControlType,
-    control_type_of,
+    TransactionMarker,
+    marker_of,
 )
 
 # Kafka keeps five: max.in.flight.requests.per.connection is at most 5 with idempotence.
@@ -47,7 +47,8 @@ class BatchMetadata(NamedTuple):
 class ProducerEntry:
     """Epoch and recent batches of one producer id."""
 
-    __slots__ = ("batches", "current_txn_first_offset", "producer_epoch", "producer_id")
+    __slots__ = ("batches", "coordinator_epoch", "current_txn_first_offset", "producer_epoch",
+                 "producer_id")
 
     def __init__(
         self,
@@ -55,12 +56,16 @@ class ProducerEntry:
         producer_epoch: int,
         batches: Iterable[BatchMetadata] = (),
         current_txn_first_offset: int | None = None,
+        coordinator_epoch: int = -1,
     ) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.batches: deque[BatchMetadata] = deque(batches, maxlen=BATCHES_PER_PRODUCER)
         # The offset of the first batch of its undecided transaction here, if it has one.
         self.current_txn_first_offset = current_txn_first_offset
+        # The newest transaction coordinator epoch of its markers here: a marker of an older
+        # coordinator (one that lost `__transaction_state` and sends late) is refused.
+        self.coordinator_epoch = coordinator_epoch
 
     @property
     def last_sequence(self) -> int | None:
@@ -79,12 +84,13 @@ class ProducerEntry:
 
     def copy(self) -> ProducerEntry:
         return ProducerEntry(
-            self.producer_id, self.producer_epoch, self.batches, self.current_txn_first_offset
+            self.producer_id, self.producer_epoch, self.batches, self.current_txn_first_offset,
+            self.coordinator_epoch,
         )
 
-    def _fields(self) -> tuple[int, int, list[BatchMetadata], int | None]:
+    def _fields(self) -> tuple[int, int, list[BatchMetadata], int | None, int]:
         return (self.producer_id, self.producer_epoch, list(self.batches),
-                self.current_txn_first_offset)
+                self.current_txn_first_offset, self.coordinator_epoch)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ProducerEntry) and self._fields() == other._fields()
@@ -95,7 +101,8 @@ class ProducerEntry:
         return (
             f"ProducerEntry(producer_id={self.producer_id}, "
             f"producer_epoch={self.producer_epoch}, batches={list(self.batches)}, "
-            f"current_txn_first_offset={self.current_txn_first_offset})"
+            f"current_txn_first_offset={self.current_txn_first_offset}, "
+            f"coordinator_epoch={self.coordinator_epoch})"
         )
 
 
@@ -196,15 +203,17 @@ class ProducerStateManager:
         if entry is None or header.producer_epoch > entry.producer_epoch:
             # A new epoch starts a fresh sequence space (a transaction it had open was ended
             # by the coordinator's marker first, or is ended by this marker).
-            first_offset = entry.current_txn_first_offset if entry is not None else None
+            first_offset, coordinator_epoch = (
+                (entry.current_txn_first_offset, entry.coordinator_epoch) if entry is not None
+                else (None, -1))
             entry = self._producers[producer_id] = ProducerEntry(
-                producer_id, header.producer_epoch, (), first_offset
+                producer_id, header.producer_epoch, (), first_offset, coordinator_epoch
             )
         elif header.producer_epoch < entry.producer_epoch:
             # A fenced epoch cannot follow a newer one in a consistent log: ignore it.
             return None
         if header.is_control:
-            return self._complete(entry, header, control_type_of(header, batch))
+            return self._complete(entry, header, marker_of(header, batch))
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence,
@@ -220,18 +229,19 @@ class ProducerStateManager:
         return None
 
     def _complete(
-        self, entry: ProducerEntry, marker: BatchHeader, control_type: ControlType
+        self, entry: ProducerEntry, header: BatchHeader, marker: TransactionMarker
     ) -> CompletedTransaction:
         first_offset = entry.current_txn_first_offset
         completed = CompletedTransaction(
             entry.producer_id,
-            marker.base_offset if first_offset is None else first_offset,
-            marker.base_offset,
-            aborted=control_type is ControlType.ABORT,
+            header.base_offset if first_offset is None else first_offset,
+            header.base_offset,
+            aborted=not marker.committed,
         )
         entry.current_txn_first_offset = None
+        entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
         self._ongoing.pop(entry.producer_id, None)
-        self._unreplicated[marker.base_offset] = completed
+        self._unreplicated[header.base_offset] = completed
         return completed
 
     # ------------------------------------------------------------------- transactions

@@ -114,15 +114,19 @@ def parse_marker(key: bytes | None, value: bytes | None) -> TransactionMarker:
     return TransactionMarker(ControlType(control_type), coordinator_epoch)
 
 
-def control_type_of(header: BatchHeader, batch: memoryview | bytes | None) -> ControlType:
-    """Whether a control batch commits or aborts (ABORT if its record cannot be read: a
-    reader that cannot tell must not count its transaction's records as committed)."""
+UNREADABLE_MARKER = TransactionMarker(ControlType.ABORT, -1)
+
+
+def marker_of(header: BatchHeader, batch: memoryview | bytes | None) -> TransactionMarker:
+    """The marker of a control batch; an abort of no coordinator epoch if its record cannot
+    be read (a reader that cannot tell must not count its transaction's records as
+    committed)."""
     if batch is None:
-        return ControlType.ABORT
+        return UNREADABLE_MARKER
     try:
-        return read_marker(batch, header).control_type
+        return read_marker(batch, header)
     except CorruptRecordError:
-        return ControlType.ABORT
+        return UNREADABLE_MARKER
 
 
 # ------------------------------------------------------------------------- what the log keeps
@@ -213,7 +217,7 @@ def committed_batches(
             aborting.add(pending[next_pending][1])
             next_pending += 1
         if header.is_control:
-            if control_type_of(header, view) is ControlType.ABORT:
+            if not marker_of(header, view).committed:
                 aborting.discard(header.producer_id)
             continue
         if header.is_transactional and header.producer_id in aborting:

@@ -471,8 +471,10 @@ class PartitionReplica:
 
     async def write_marker(self, marker: TxnMarker, timeout_ms: int) -> dict[str, Any]:
         """Append the coordinator's commit or abort marker for a producer's transaction, as
-        leader; answered once the ISR holds it (Kafka's WriteTxnMarkers). A marker of an
-        epoch older than the producer's here is refused (a newer producer fenced it)."""
+        leader; answered once the ISR holds it (Kafka's WriteTxnMarkers). A marker of a
+        producer epoch older than the producer's here is refused (a newer producer fenced it),
+        and so is one of an older coordinator than the producer's last marker here (a
+        coordinator that lost `__transaction_state`, sending late)."""
         if self.role != LEADER:
             return self.not_leader()
         known = self.log.producer_state(marker.producer_id)
@@ -481,6 +483,11 @@ class PartitionReplica:
                 ErrorCode.INVALID_PRODUCER_EPOCH,
                 f"marker of producer {marker.producer_id} at epoch {marker.producer_epoch}, "
                 f"but the partition knows epoch {known.producer_epoch}")
+        if known is not None and marker.coordinator_epoch < known.coordinator_epoch:
+            return error_reply(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"marker of coordinator epoch {marker.coordinator_epoch}, but a coordinator of "
+                f"epoch {known.coordinator_epoch} wrote this producer's last one here")
         batch = build_marker_batch(
             marker.producer_id, marker.producer_epoch,
             ControlType.COMMIT if marker.committed else ControlType.ABORT,

@@ -21,9 +21,10 @@ The coordinator epoch carried in the markers is the partition's leader epoch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,9 @@ log = logging.getLogger(__name__)
 # How often expired transactions are looked for.
 TICK_S = 1.0
 WRITE_TIMEOUT_MS = 10_000
+# How long a request waits for the previous transaction's markers before it is answered
+# CONCURRENT_TRANSACTIONS (the client asks again).
+ENDING_WAIT_S = 5.0
 # Between rounds of markers that could not all be written (a leader moving, say).
 MARKER_RETRY_S = 0.2
 # The largest producer id drawn (rafka's producers draw theirs at random too, under 2**62).
@@ -212,13 +216,25 @@ class TransactionCoordinator:
         loaded.transactions[metadata.transactional_id] = metadata
         return ErrorCode.NONE
 
-    async def _apply(self, transactional_id: str, decide: Any) -> tuple[ErrorCode, Any]:
-        """Run one request on the id's state: `decide(current, partition)` returns a
-        Transition; its new state is written before the request is answered. Returns the
-        answer's error and the state after it."""
+    async def _apply(
+        self, transactional_id: str,
+        decide: Callable[[TransactionMetadata | None], Transition],
+    ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        """Run one request on the id's state: `decide(current)` returns a Transition; its new
+        state is written before the request is answered. Returns the answer's error and the
+        state after it.
+
+        A request that finds the previous transaction being ended waits for that (up to
+        ENDING_WAIT_S) rather than answering CONCURRENT_TRANSACTIONS at once: the producer's
+        next transaction then starts the moment the last one is complete, not a client's
+        retry backoff later."""
         error, partition, loaded = await self._coordinating(transactional_id)
         if loaded is None:
             return error, None
+        ending = self._endings.get(transactional_id)
+        if ending is not None and not ending.done():
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(ending), ENDING_WAIT_S)
         async with self._lock(transactional_id):
             current = loaded.transactions.get(transactional_id)
             transition: Transition = decide(current)
@@ -349,6 +365,8 @@ class TransactionCoordinator:
                 pending = True
                 continue
             for reply in replies:
+                if reply["error"] == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
+                    return False  # a newer coordinator has it: this one will see it moved
                 if reply["error"] not in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH,
                                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                     pending = True

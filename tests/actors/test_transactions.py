@@ -1,7 +1,7 @@
 """Transactions with rafka's own clients: a transactional producer commits and aborts across
 partitions, a read_committed consumer sees exactly what was committed, offsets sent to a
 transaction count only if it commits, a newer instance fences the older one, and misuse gets
-Kafka's errors."""
+Kafka's errors. And the partition leader's checks of the coordinator's markers."""
 
 from __future__ import annotations
 
@@ -9,9 +9,16 @@ import time
 import uuid
 
 import pytest
+import ray
 
 from rafka import Cluster
-from rafka.actors.errors import InvalidConfigError, InvalidTxnStateError, ProducerFencedError
+from rafka.actors.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+)
+from rafka.actors.messages import TxnMarker
 
 PARTITIONS = 3
 
@@ -127,3 +134,23 @@ def test_misuse_gets_kafkas_errors(cluster: Cluster) -> None:
             producer.begin_transaction()
     finally:
         producer.close()
+
+
+def test_a_marker_from_an_older_coordinator_is_refused(cluster: Cluster) -> None:
+    """A coordinator that lost `__transaction_state` may still send markers it prepared; once
+    a newer coordinator's marker for the producer is in the partition, they are refused
+    (Kafka's TRANSACTION_COORDINATOR_FENCED), so a late one cannot end a later transaction."""
+    topic = new_topic(cluster, "markers")
+    leader = cluster.describe_topic(topic)["partitions"][0]["leader"]
+    host = cluster.replica_hosts(topic, 0)[leader]
+
+    def write(**fields: object) -> int:
+        marker = TxnMarker(topic, 0, producer_id=77, producer_epoch=0, committed=True,
+                           coordinator_epoch=5)._replace(**fields)
+        [reply] = ray.get(host.write_txn_markers.remote([marker]), timeout=60)
+        return reply["error"]
+
+    assert write() == 0
+    assert write(coordinator_epoch=4, committed=False) == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert write(coordinator_epoch=6) == 0
+    assert write(producer_epoch=-1, coordinator_epoch=7) == ErrorCode.INVALID_PRODUCER_EPOCH

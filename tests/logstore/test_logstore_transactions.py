@@ -223,6 +223,8 @@ def test_reopening_rebuilds_open_transactions_and_the_txnindex(tmp_path: Path) -
         assert reopened.last_stable_offset == lso
         assert reopened.aborted_transactions(0, 4) == aborted
         assert reopened.producer_state(OTHER).current_txn_first_offset == 4
+        # The coordinator epoch of PRODUCER's abort marker, for fencing late markers.
+        assert reopened.producer_state(PRODUCER).coordinator_epoch == 3
         reopened.close()
         assert txn_index.stat().st_size == 34
 
