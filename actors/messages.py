@@ -107,11 +107,14 @@ class EpochQuery(NamedTuple):
 
 
 class OffsetQuery(NamedTuple):
-    """ListOffsets for one partition: EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or a timestamp."""
+    """ListOffsets for one partition: EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or a timestamp;
+    `read_committed`: as a read_committed consumer sees the partition (up to its last stable
+    offset, not its high watermark)."""
 
     topic: str
     partition: int
     timestamp_ms: int
+    read_committed: bool = False
 
 
 class ProducerQuery(NamedTuple):

@@ -188,7 +188,7 @@ def aborted_batch(header: BatchHeader, aborted: Sequence[AbortedTransaction]) ->
     A producer has one transaction open at a time, so its batch is aborted if an aborted
     transaction of the same producer spans its offset.
     """
-    if not header.attributes & TRANSACTIONAL_FLAG_MASK or header.is_control:
+    if not header.is_transactional or header.is_control:
         return False
     offset = header.base_offset
     return any(

@@ -181,7 +181,8 @@ class Consumer:
             try:
                 name, host = self.metadata.leader_host(tp.topic, tp.partition, wait_s=10)
                 reply = ray.get(host.list_offsets.remote(
-                    [OffsetQuery(tp.topic, tp.partition, timestamp_ms)]), timeout=30)[0]
+                    [OffsetQuery(tp.topic, tp.partition, timestamp_ms, self._read_committed)]),
+                    timeout=30)[0]
                 return raise_for(reply)["offset"]
             except Exception as error:
                 if name is not None:

@@ -769,9 +769,13 @@ class Producer:
 
     def _out_of_order(self, batch: PendingBatch, expected_sequence: int | None) -> bool:
         """The leader cannot append `batch` before the sequence it expects: whether to retry
-        it. Yes; and where the leader lost this producer's state, under a new epoch."""
+        it. Yes; and where the leader lost this producer's state, under a new epoch. Not for a
+        transactional producer, whose epoch is its coordinator's: the batch fails, and with it
+        the transaction (Kafka's abortable error)."""
         with self._lock:
             if self._accumulator.lost_producer_state(batch, expected_sequence):
+                if self.transactions is not None:
+                    return False
                 self._epoch_bumps.add((batch.topic, batch.partition))
         return True
 

@@ -379,7 +379,8 @@ class KafkaListener:
     # -------------------------------------------------------------------- list offsets
 
     async def _list_offsets(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        queries = [OffsetQuery(topic.name, part.partition_index, part.timestamp)
+        read_committed = version >= 2 and request.isolation_level == 1
+        queries = [OffsetQuery(topic.name, part.partition_index, part.timestamp, read_committed)
                    for topic in request.topics for part in topic.partitions]
         replies = await self._each_host(
             queries, lambda host, share: host.list_offsets.remote(share))

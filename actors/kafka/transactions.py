@@ -8,8 +8,8 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from rafka.actors.broker_view import TransactionCoordinatorView
 from rafka.actors.errors import ErrorCode
-from rafka.actors.txn.coordinator import TransactionCoordinator
 from rafka.wire.protocol import Api
 
 # An idempotent producer's id is drawn at random, as rafka's own producers draw theirs.
@@ -19,7 +19,7 @@ _PRODUCER_ID_BITS = 62
 class KafkaTransactionHandler:
     """The transaction APIs of one broker's Kafka listener."""
 
-    def __init__(self, coordinator: TransactionCoordinator) -> None:
+    def __init__(self, coordinator: TransactionCoordinatorView) -> None:
         self.coordinator = coordinator
 
     async def init_producer_id(self, api: Api, version: int, request: Any) -> dict[str, Any]:

@@ -577,20 +577,21 @@ class PartitionReplica:
         found_epoch, end_offset = self.log.end_offset_for_epoch(epoch)
         return {"error": 0, "leader_epoch": found_epoch, "end_offset": end_offset}
 
-    def list_offsets(self, timestamp_ms: int) -> dict:
+    def list_offsets(self, timestamp_ms: int, read_committed: bool = False) -> dict:
         """Kafka's ListOffsets: EARLIEST_TIMESTAMP the log start, LATEST_TIMESTAMP the high
-        watermark (what a consumer can read), MAX_TIMESTAMP the record with the largest
-        timestamp, else the first record at or after the timestamp; each with its `timestamp`
-        (-1 for the log's ends) and the `leader_epoch` it was written in. A record not yet
-        below the high watermark is not answered (`offset` None), as in Kafka."""
+        watermark (what a consumer can read; the last stable offset for a read_committed
+        one), MAX_TIMESTAMP the record with the largest timestamp, else the first record at
+        or after the timestamp; each with its `timestamp` (-1 for the log's ends) and the
+        `leader_epoch` it was written in. A record not yet below that bound is not answered
+        (`offset` None), as in Kafka."""
         if self.role != LEADER:
             return self.not_leader()
+        bound = self.log.last_stable_offset if read_committed else self.log.high_watermark
         if timestamp_ms == LATEST_TIMESTAMP:
-            found = TimestampAndOffset(NO_TIMESTAMP, self.log.high_watermark,
-                                       self.leader_epoch)
+            found = TimestampAndOffset(NO_TIMESTAMP, bound, self.leader_epoch)
         else:
             found = self.log.find_offset_by_timestamp(timestamp_ms)
-        if found is not None and found.offset >= self.log.high_watermark \
+        if found is not None and found.offset >= bound \
                 and timestamp_ms != EARLIEST_TIMESTAMP:
             if self.high_watermark_lags():
                 return error_reply(

@@ -648,7 +648,8 @@ class ReplicaHost:
     async def list_offsets(self, queries: list[OffsetQuery]) -> list[dict[str, Any]]:
         """Kafka's ListOffsets for several partitions led here."""
         return self._answer_each(queries,
-                                 lambda replica, query: replica.list_offsets(query.timestamp_ms))
+                                 lambda replica, query: replica.list_offsets(
+                                     query.timestamp_ms, query.read_committed))
 
     async def delete_records(self, deletions: list[RecordsDeletion]) -> list[dict[str, Any]]:
         """Kafka's DeleteRecords for several partitions led here."""

@@ -336,8 +336,9 @@ class TransactionCoordinator:
             await self._write(partition, loaded, txn.complete(prepared, wall_clock_ms()))
 
     async def _write_markers(self, markers: list[TxnMarker]) -> bool:
-        """One round: each marker to its partition's leader; True if every one is written (or
-        needs no writing any more: its topic is gone, or a newer epoch fenced it)."""
+        """One round: each marker to its partition's leader, every leader host at once; True
+        if every one is written, or needs no writing any more (its topic is gone, or a newer
+        producer epoch fenced it)."""
         if not markers:
             return True
         metadata = await self.broker.metadata(sorted({m.topic for m in markers}))
@@ -352,25 +353,32 @@ class TransactionCoordinator:
                 pending = True
                 continue
             by_host.setdefault(host, []).append(marker)
-        namespace = cluster_namespace(self.broker.cluster_name)
-        for name, share in by_host.items():
-            handle = self._hosts.get(name)
-            if handle is None:
-                handle = self._hosts[name] = await asyncio.to_thread(
-                    ray.get_actor, name, namespace=namespace)
-            try:
-                replies = await handle.write_txn_markers.remote(share, WRITE_TIMEOUT_MS)
-            except ray.exceptions.RayError:
-                self._hosts.pop(name, None)
+        answers = await asyncio.gather(
+            *(self._markers_to(name, share) for name, share in by_host.items()))
+        for replies in answers:
+            if replies is None:
                 pending = True
                 continue
             for reply in replies:
                 if reply["error"] == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
                     return False  # a newer coordinator has it: this one will see it moved
-                if reply["error"] not in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH,
-                                          ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                    pending = True
+                if reply["error"] not in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH):
+                    pending = True  # not the leader any more, say: the next round
         return not pending
+
+    async def _markers_to(self, name: str, markers: list[TxnMarker]
+                          ) -> list[dict[str, Any]] | None:
+        """The replies of one leader host to its markers; None if it could not be asked."""
+        handle = self._hosts.get(name)
+        try:
+            if handle is None:
+                handle = self._hosts[name] = await asyncio.to_thread(
+                    ray.get_actor, name, namespace=cluster_namespace(self.broker.cluster_name))
+            return await handle.write_txn_markers.remote(markers, WRITE_TIMEOUT_MS)
+        except (ValueError, ray.exceptions.RayError) as error:  # gone, or not there yet
+            log.info("could not write markers on %s: %r", name, error)
+            self._hosts.pop(name, None)
+            return None
 
     # ------------------------------------------------------- leadership and expiry
 

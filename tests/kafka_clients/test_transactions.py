@@ -105,7 +105,19 @@ def test_a_read_committed_consumer_waits_for_the_transaction_to_end(
         producer.send(topic, value=b"in-transaction", partition=0)
         producer.flush()
         plain.send(topic, value=b"after-it", partition=0).get(timeout=30)
-        # The open transaction holds the last stable offset before both records.
+        # The open transaction holds the last stable offset before both records: that is
+        # where "latest" is for read_committed consumers, Kafka's and rafka's.
+        tp = TopicPartition(topic, 0)
+        for isolation_level, latest in (("read_committed", 0), ("read_uncommitted", 2)):
+            consumer = KafkaConsumer(bootstrap_servers=kafka_cluster.bootstrap_servers(),
+                                     isolation_level=isolation_level)
+            try:
+                assert consumer.end_offsets([tp]) == {tp: latest}
+            finally:
+                consumer.close()
+            ours = kafka_cluster.consumer(isolation_level=isolation_level)
+            assert ours.end_offsets([(topic, 0)])[(topic, 0)] == latest
+            ours.close()
         assert consume_all(kafka_cluster, topic, "read_committed", 1, wait_s=3) == []
         assert values(consume_all(kafka_cluster, topic, "read_uncommitted", 2)) == [
             b"after-it", b"in-transaction"]

@@ -307,3 +307,20 @@ def test_compaction_leaves_an_undecided_transaction_alone(tmp_path: Path) -> Non
     log.high_watermark = log.log_end_offset
     assert log.last_stable_offset == 0
     assert log.compact(now_ms=T0 + 10**9).segments_cleaned == 0
+
+
+def test_records_deleted_under_an_open_transaction_move_the_stable_offset_with_them(
+    tmp_path: Path,
+) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(txn_batch(PRODUCER, b"open-1"), 0)
+    log.append_as_leader(plain_batch(b"a", b"b"), 0)
+    log.high_watermark = log.log_end_offset
+    assert log.last_stable_offset == 0
+    log.delete_records_before(2)
+    # Nothing below the log start can be read: the stable offset is no lower.
+    assert log.last_stable_offset == 2
+    assert log.producer_state(PRODUCER).current_txn_first_offset == 0  # still open
+    log.append_as_leader(marker(PRODUCER, ControlType.ABORT), 0)
+    log.high_watermark = log.log_end_offset
+    assert log.last_stable_offset == log.log_end_offset == 4
