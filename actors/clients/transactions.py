@@ -107,8 +107,11 @@ class TransactionManager:
             except Exception:
                 continue
             if error_for(reply) is None:
-                self._coordinator = ray.get_actor(broker_name(reply["coordinator"]),
-                                                  namespace=self.namespace)
+                try:
+                    self._coordinator = ray.get_actor(broker_name(reply["coordinator"]),
+                                                      namespace=self.namespace)
+                except ValueError:  # being started again: the next round finds it
+                    continue
                 return self._coordinator
         raise CoordinatorNotAvailableError(
             f"no broker named the transaction coordinator of {self.transactional_id!r}")
