@@ -42,8 +42,6 @@ RESULTS_ENV = "RAFKA_UPSTREAM_RESULTS"
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rafka-upstream"
 
 # Reasons a test is left out.
-TRANSACTIONS = ("transactions: not yet run against rafka's transaction coordinator (aiokafka's "
-                "suite needs its source, which this machine lacks)")
 KRAFT = "KRaft-only API (DescribeQuorum, DescribeTopicPartitions, ListConfigResources)"
 NOT_SERVED = "an API rafka does not serve (docs/kafka-protocol.md)"
 SNAPPY = "snappy: rafka refuses it with UNSUPPORTED_COMPRESSION_TYPE"
@@ -114,7 +112,9 @@ SUITES: dict[str, Suite] = {
         needs=("pytest_asyncio", "pytest_mock", "docker"),
         files=tuple(AK + f for f in ("test_admin.py", "test_client.py", "test_conn.py",
                                      "test_consumer.py", "test_coordinator.py",
-                                     "test_pep492.py", "test_producer.py", "test_sender.py")),
+                                     "test_pep492.py", "test_producer.py", "test_sender.py",
+                                     "test_transactional_producer.py",
+                                     "test_transactional_consumer.py")),
         ci=tuple(AK + t for t in (
             "test_conn.py::ConnIntegrationTest::test_global_loop_for_create_conn",
             "test_conn.py::ConnIntegrationTest::test_basic_connection_load_meta",
@@ -124,9 +124,6 @@ SUITES: dict[str, Suite] = {
         )),
         left_out={AK + k: v for k, v in {
             "test_consumer.py::TestConsumerIntegration::test_compress_decompress_snappy": SNAPPY,
-            # Its sender is built with a TransactionManager (a transactional id).
-            "test_sender.py::TestSender::test_sender_maybe_wait_for_pid_on_failure":
-                TRANSACTIONS,
         }.items()},
     ),
 }
