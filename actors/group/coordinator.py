@@ -419,12 +419,8 @@ class GroupCoordinator:
         if error == 0 and entries:
             error = (await self._ask_offset_manager(request.group_id, "commit_offsets", entries,
                                                     COMMIT_TIMEOUT_MS))["error"]
-        response = api.response.OffsetCommitResponseTopic
-        return {"throttle_time_ms": 0, "topics": [
-            response(name=topic.name, partitions=[response.OffsetCommitResponsePartition(
-                partition_index=part.partition_index, error_code=error)
-                for part in topic.partitions])
-            for topic in request.topics]}
+        topic = api.response.OffsetCommitResponseTopic
+        return _commit_answer(request, error, topic, topic.OffsetCommitResponsePartition)
 
     async def txn_offset_commit(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         """A transactional producer's commit of a group's offsets (Kafka's TxnOffsetCommit):
@@ -438,12 +434,8 @@ class GroupCoordinator:
                 request.producer_epoch, entries, COMMIT_TIMEOUT_MS))["error"]
             if error == ErrorCode.INVALID_PRODUCER_EPOCH:
                 error = ErrorCode.PRODUCER_FENCED
-        response = api.response.TxnOffsetCommitResponseTopic
-        return {"throttle_time_ms": 0, "topics": [
-            response(name=topic.name, partitions=[response.TxnOffsetCommitResponsePartition(
-                partition_index=part.partition_index, error_code=error)
-                for part in topic.partitions])
-            for topic in request.topics]}
+        topic = api.response.TxnOffsetCommitResponseTopic
+        return _commit_answer(request, error, topic, topic.TxnOffsetCommitResponsePartition)
 
     async def offset_fetch(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         error, _group = await self._coordinates(request.group_id)
@@ -532,6 +524,16 @@ def _commit_entries(request: Any) -> list[list[Any]]:
     return [[topic.name, part.partition_index, part.committed_offset,
              part.committed_metadata or "", getattr(part, "committed_leader_epoch", -1)]
             for topic in request.topics for part in topic.partitions]
+
+
+def _commit_answer(request: Any, error: int, topic_type: Any, partition_type: Any
+                   ) -> dict[str, Any]:
+    """An OffsetCommit's or TxnOffsetCommit's answer: `error` for every partition asked."""
+    return {"throttle_time_ms": 0, "topics": [
+        topic_type(name=topic.name, partitions=[
+            partition_type(partition_index=part.partition_index, error_code=error)
+            for part in topic.partitions])
+        for topic in request.topics]}
 
 
 def _coordinator_fields(error: int, message: str | None, node: int = -1, host: str = "",

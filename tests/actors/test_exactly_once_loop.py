@@ -12,7 +12,6 @@ import os
 import random
 import signal
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from rafka import Cluster
 from rafka.actors.clients.consumer import Consumer
 from rafka.actors.clients.group_consumer import fetch_committed
 from rafka.actors.clients.producer import Producer
+from tests.support.cluster import read_values
 
 PARTITIONS = 3
 INPUT = 600
@@ -77,23 +77,6 @@ def run_until_killed(loop: Any, die: str | None, kill_after_s: float | None) -> 
         for step in range(200):
             ray.get(loop.step.remote(25, die if step == 2 else None), timeout=120)
         raise AssertionError("the loop was not killed")
-
-
-def read_values(cluster: Cluster, topic: str, isolation_level: str, expected: int
-                ) -> list[bytes]:
-    consumer = cluster.consumer([topic], auto_offset_reset="earliest",
-                                isolation_level=isolation_level)
-    found: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            records = consumer.poll(500)
-            found += [r.value for r in records]
-            if len(found) >= expected and not records:
-                break
-    finally:
-        consumer.close()
-    return found
 
 
 def test_each_input_records_output_is_read_once_whatever_kills_the_loop(

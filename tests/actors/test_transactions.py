@@ -5,7 +5,6 @@ Kafka's errors. And the partition leader's checks of the coordinator's markers."
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -19,27 +18,14 @@ from rafka.actors.errors import (
     ProducerFencedError,
 )
 from rafka.actors.messages import TxnMarker
+from tests.support.cluster import read_values
 
 PARTITIONS = 3
 
 
-def read_values(cluster: Cluster, topic: str, isolation_level: str, expected: int,
-                timeout_s: float = 30.0) -> list[bytes]:
-    """Every value a consumer from the start reads, once `expected` are in and a poll more
-    brings nothing."""
-    consumer = cluster.consumer([topic], auto_offset_reset="earliest",
-                                isolation_level=isolation_level)
-    found: list[bytes] = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            records = consumer.poll(500)
-            found += [r.value for r in records]
-            if len(found) >= expected and not records:
-                break
-    finally:
-        consumer.close()
-    return sorted(found)
+def sorted_values(cluster: Cluster, topic: str, isolation_level: str, expected: int
+                  ) -> list[bytes]:
+    return sorted(read_values(cluster, topic, isolation_level, expected))
 
 
 def new_topic(cluster: Cluster, name: str) -> str:
@@ -64,8 +50,8 @@ def test_a_transactional_producer_commits_and_aborts_across_partitions(cluster: 
     finally:
         producer.close()
     kept = sorted(b"kept-%d" % i for i in range(30))
-    assert read_values(cluster, topic, "read_committed", 30) == kept
-    assert read_values(cluster, topic, "read_uncommitted", 60) == sorted(
+    assert sorted_values(cluster, topic, "read_committed", 30) == kept
+    assert sorted_values(cluster, topic, "read_uncommitted", 60) == sorted(
         kept + [b"dropped-%d" % i for i in range(30)])
 
 
@@ -88,7 +74,7 @@ def test_offsets_sent_to_a_transaction_count_only_when_it_commits(cluster: Clust
         producer.close()
     assert cluster.committed_offsets(group, [(source, 0), (source, 1)]) == {
         (source, 0): 12, (source, 1): None}
-    assert read_values(cluster, sink, "read_committed", 1) == [b"out-2"]
+    assert sorted_values(cluster, sink, "read_committed", 1) == [b"out-2"]
 
 
 def test_a_newer_instance_fences_the_older_and_aborts_what_it_left_open(
@@ -112,7 +98,7 @@ def test_a_newer_instance_fences_the_older_and_aborts_what_it_left_open(
     finally:
         zombie.close()
         successor.close()
-    assert read_values(cluster, topic, "read_committed", 1) == [b"successor"]
+    assert sorted_values(cluster, topic, "read_committed", 1) == [b"successor"]
 
 
 def test_misuse_gets_kafkas_errors(cluster: Cluster) -> None:

@@ -1,5 +1,6 @@
 """Test clusters: the brokers' config, names of a test's own, a cluster a whole module shares,
-a partition's state as the cluster describes it, and what a topic holds."""
+a partition's state as the cluster describes it, and what a topic holds (to each kind of
+consumer)."""
 
 from __future__ import annotations
 
@@ -74,3 +75,22 @@ def stored_count(cluster: Cluster, topic: str, partitions: int) -> int:
         return sum(consumer.end_offsets([(topic, p) for p in range(partitions)]).values())
     finally:
         consumer.close()
+
+
+def read_values(cluster: Cluster, topic: str, isolation_level: str, expected: int,
+                timeout_s: float = 60.0) -> list[bytes]:
+    """Every value a consumer of `isolation_level` reads from the start, once `expected` are in
+    and a poll more brings nothing, in the order read."""
+    consumer = cluster.consumer([topic], auto_offset_reset="earliest",
+                                isolation_level=isolation_level)
+    found: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            records = consumer.poll(500)
+            found += [r.value for r in records]
+            if len(found) >= expected and not records:
+                break
+    finally:
+        consumer.close()
+    return found
