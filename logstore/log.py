@@ -134,6 +134,8 @@ class Log:
         self._high_watermark = loaded.high_watermark
         self._persisted_high_watermark = loaded.checkpointed_high_watermark
         self._high_watermark_lock = threading.Lock()
+        # Whether the last retention run left segments only the high watermark kept.
+        self.retention_awaits_high_watermark = False
         self._producers = loaded.producers
         # Producer state as it was at each segment's base offset, to rebuild after truncation
         # by replaying one segment's headers instead of the whole log.
@@ -560,16 +562,21 @@ class Log:
         moves to the first remaining offset. Any policy deletes the segments below the log
         start offset."""
         self._check_open()
+        self.retention_awaits_high_watermark = False
         if not self.config.delete:
             return self._delete_segments_below_log_start()
-        count = segments_to_delete(
-            self._local.summaries(),
+        summaries = self._local.summaries()
+        policy = dict(
             now_ms=self._now_ms() if now_ms is None else now_ms,
             retention_ms=self.config.retention_ms,
             retention_bytes=self.config.retention_bytes,
             log_start_offset=self._log_start_offset,
-            high_watermark=self._high_watermark,
         )
+        count = segments_to_delete(summaries, high_watermark=self._high_watermark, **policy)
+        # A follower learns the high watermark a fetch after its log end: what the policy
+        # wants gone but the high watermark still holds goes at a retry, not an interval later.
+        self.retention_awaits_high_watermark = count < segments_to_delete(
+            summaries, high_watermark=self.log_end_offset, **policy)
         if count:
             self._drop_oldest(count)
         return count

@@ -68,6 +68,9 @@ LEADER, FOLLOWER, OFFLINE = ReplicaRole.LEADER, ReplicaRole.FOLLOWER, ReplicaRol
 # two calls of one producer out of order) before answering OUT_OF_ORDER_SEQUENCE_NUMBER.
 REORDER_WAIT_S = 2.0
 
+# How soon retention runs again when the high watermark alone kept segments it would delete.
+RETENTION_RETRY_MS = 1_000
+
 # DeleteRecords' offset for "every record below the high watermark".
 HIGH_WATERMARK_OFFSET = -1
 
@@ -692,6 +695,9 @@ class PartitionReplica:
         self.log.maybe_flush()
         if self.config.log.delete:
             self.log.delete_old_segments()
+            if self.log.retention_awaits_high_watermark:
+                self.next_maintenance_ms = min(self.next_maintenance_ms,
+                                               now + RETENTION_RETRY_MS)
         if self.config.log.compact:
             self.log.compact()
 

@@ -141,3 +141,16 @@ def test_below_the_log_start_ignores_time_and_size() -> None:
     assert segments_below_log_start(segs, log_start_offset=10) == 1
     # The active segment stays, even when the log start offset is at the log end.
     assert segments_below_log_start(segs, log_start_offset=30) == 2
+
+
+def test_retention_says_when_the_high_watermark_alone_keeps_segments(tmp_path: Path) -> None:
+    clock = FakeClock(T0)
+    log = _filled_log(tmp_path / "t-0", clock, retention_ms=-1, retention_bytes=3000)
+    end = log.log_end_offset
+    log.high_watermark = 0  # a follower yet to hear of the leader's high watermark
+    assert log.delete_old_segments() == 0
+    assert log.retention_awaits_high_watermark
+    log.high_watermark = end
+    assert log.delete_old_segments() > 0
+    assert not log.retention_awaits_high_watermark
+    log.close()
