@@ -55,6 +55,21 @@ def quiet_ray() -> dict[str, object]:
     return {"logging_level": level, "log_to_driver": not quiet()}
 
 
+def log_actor_lines() -> None:
+    """In a broker's or replica host's process: rafka's lines at RAFKA_LOG_LEVEL, when that is
+    info or debug, to the process's stderr (Ray's `worker-*.err`, forwarded to the driver that
+    asks for it), with their time. Without a handler Python prints only warnings and errors
+    (its last-resort handler), without a time, and a post-mortem has no info lines to read."""
+    level = log_level()
+    logger = logging.getLogger("rafka")
+    if level > logging.INFO or logger.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+
+
 def quiet_ray_data() -> None:
     """Ray Data prints a banner per dataset it runs ("Running Dataset ..."): only when asked."""
     from ray.data import DataContext

@@ -40,6 +40,7 @@ from rafka.actors.controller.events import (
     ControllerEvent,
     DeletionsRequested,
     IsrChangesNotified,
+    LeaderAndIsrResend,
     MetadataResync,
     PreferredLeaderCheck,
     ReassignmentCheck,
@@ -90,7 +91,8 @@ log = logging.getLogger(__name__)
 # the broker comes back (Ray keeps one caller's calls to an actor in order), and a broker that
 # registers anew is told everything again.
 BROKER_ANSWER_TIMEOUT_S = 5.0
-# How often brokers an UpdateMetadata did not reach are sent everything again.
+# How often brokers an UpdateMetadata did not reach are sent everything again, and brokers
+# that did not apply a LeaderAndIsr are sent it again.
 METADATA_RESYNC_S = 2.0
 
 
@@ -166,6 +168,7 @@ class Controller:
             ReassignmentsRequested: self._on_reassignments,
             ReassignmentCheck: self._on_reassignment_check,
             MetadataResync: self._on_metadata_resync,
+            LeaderAndIsrResend: self._on_leader_and_isr_resend,
         }
         self._loop = asyncio.get_running_loop()
         self._tasks: list[asyncio.Task] = []
@@ -201,6 +204,10 @@ class Controller:
         self._assignment_versions: dict[str, int] = {}
         # Brokers an UpdateMetadata did not reach: they are sent everything next.
         self._metadata_behind: set[int] = set()
+        # The partitions whose LeaderAndIsr each broker did not apply (its actor restarted
+        # under the call, a host failed, it was not registered yet): sent again until applied,
+        # as Kafka's controller channel retries a request until its broker answers or leaves.
+        self._leader_and_isr_behind: dict[int, set[TopicPartition]] = {}
 
     # ------------------------------------------------------------------------ life cycle
 
@@ -454,11 +461,13 @@ class Controller:
 
     async def _send_leader_and_isr(
         self, partitions: set[TopicPartition], brokers: set[int] | None = None, *,
-        update_metadata: bool = True,
+        update_metadata: bool = True, wait: bool = True,
     ) -> None:
         """LeaderAndIsr for `partitions` to their live replicas (or only to `brokers`), and
         with it (unless told not to) UpdateMetadata of them to every live broker, as Kafka's
-        controller sends them together."""
+        controller sends them together. Waits (unless told not to) for the answers, at most
+        `BROKER_ANSWER_TIMEOUT_S`; a broker that does not apply its part, even later, is
+        sent it again (`_leader_and_isr_answered`)."""
         requests: dict[int, list[dict[str, Any]]] = {}
         for tp in partitions:
             if tp not in self.states or tp.topic not in self.assignments or (
@@ -481,15 +490,50 @@ class Controller:
                     requests.setdefault(replica, []).append(request)
         calls = {}
         for broker, batch in requests.items():
+            sent = {TopicPartition(r["topic"], r["partition"]) for r in batch}
             handle = self.broker_handles.get(broker)
             if handle is None:
+                self._leader_and_isr_behind.setdefault(broker, set()).update(sent)
                 continue
-            calls[broker] = handle.leader_and_isr.remote(self.epoch, batch)
+            calls[broker] = asyncio.ensure_future(handle.leader_and_isr.remote(self.epoch, batch))
+            calls[broker].add_done_callback(functools.partial(
+                self._leader_and_isr_answered, broker, self.live[broker].epoch, sent))
         if update_metadata and partitions:
             self._update_metadata(partitions)
+        if not wait:
+            return
         for reply in (await answers_of(calls, "LeaderAndIsr")).values():
             if isinstance(reply, BaseException) or reply.get("error") or reply.get("failed"):
                 log.warning("LeaderAndIsr not applied everywhere: %r", reply)
+
+    def _leader_and_isr_answered(self, broker: int, broker_epoch: int | None,
+                                 sent: set[TopicPartition], call: asyncio.Future) -> None:
+        """A broker's answer to LeaderAndIsr, whenever it comes: what it did not apply is
+        sent again at the next resend, unless the broker registered anew meanwhile (it is
+        then sent everything it holds) or the answer says this controller is stale."""
+        if call.cancelled():
+            return
+        failure = call.exception()
+        reply = None if failure is not None else call.result()
+        if reply is not None and not reply.get("error") and not reply.get("failed"):
+            return
+        if reply is not None and reply.get("error") == ErrorCode.STALE_CONTROLLER_EPOCH:
+            return
+        info = self.live.get(broker)
+        if info is None or info.epoch != broker_epoch:
+            return
+        log.info("controller %d: broker %d did not apply LeaderAndIsr of %d partitions (%r): "
+                 "sending it again", self.broker_id, broker, len(sent), failure or reply)
+        self._leader_and_isr_behind.setdefault(broker, set()).update(sent)
+
+    async def _on_leader_and_isr_resend(self, _event: LeaderAndIsrResend) -> None:
+        behind, self._leader_and_isr_behind = self._leader_and_isr_behind, {}
+        for broker, partitions in sorted(behind.items()):
+            if broker in self.live:
+                # Not waited for: a broker that still does not answer must not hold up the
+                # controller's events; its failure brings it back here.
+                await self._send_leader_and_isr(partitions & set(self.states), {broker},
+                                                update_metadata=False, wait=False)
 
     def _update_metadata(self, partitions: set[TopicPartition] | None = None,
                          deleted: tuple[str, ...] = ()) -> None:
@@ -541,6 +585,8 @@ class Controller:
             await asyncio.sleep(METADATA_RESYNC_S)
             if self._metadata_behind:
                 self.events.put_nowait(MetadataResync())
+            if self._leader_and_isr_behind:
+                self.events.put_nowait(LeaderAndIsrResend())
 
     async def _on_metadata_resync(self, _event: MetadataResync) -> None:
         self._metadata_behind &= set(self.live)
@@ -559,6 +605,7 @@ class Controller:
             return
         for broker in dead | born:  # a broker registered anew may be another actor
             self.broker_handles.drop(broker)
+            self._leader_and_isr_behind.pop(broker, None)  # a new one is told everything
         log.info("controller %d: brokers %s; dead %s, new %s", self.broker_id,
                  sorted(brokers), sorted(dead), sorted(born))
         # Each partition's write is conditional on its own version, so they go to ZooKeeper

@@ -60,6 +60,11 @@ class MetadataResync:
 
 
 @dataclass(frozen=True)
+class LeaderAndIsrResend:
+    """Time to send LeaderAndIsr again to the brokers that failed to apply one."""
+
+
+@dataclass(frozen=True)
 class PreferredLeaderCheck:
     """Time to give leadership back to preferred replicas (auto.leader.rebalance)."""
 
@@ -78,4 +83,5 @@ class ReassignmentCheck:
 
 ControllerEvent = (BrokersChanged | TopicsChanged | AssignmentChanged | TopicConfigChanged
                    | DeletionsRequested | IsrChangesNotified | PreferredLeaderCheck
-                   | ReassignmentsRequested | ReassignmentCheck | MetadataResync)
+                   | ReassignmentsRequested | ReassignmentCheck | MetadataResync
+                   | LeaderAndIsrResend)

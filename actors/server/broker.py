@@ -30,6 +30,7 @@ from rafka.actors.config import BrokerConfig
 from rafka.actors.controller.controller import Controller
 from rafka.actors.controller.recovery import RecoveryPolicy
 from rafka.actors.errors import ErrorCode, error_reply
+from rafka.actors.logs import log_actor_lines
 from rafka.actors.messages import (
     IsrChange,
     LeaderAndIsrRequest,
@@ -91,6 +92,7 @@ class Broker:
         zk_credentials: ClusterCredentials | str | None = None,
     ) -> None:
         run_at_server_priority()
+        log_actor_lines()
         self.broker_id = broker_id
         self.cluster_name = cluster_name
         self.namespace = namespace
@@ -413,9 +415,9 @@ class Broker:
         """Whether this broker is registered in its current session, waiting up to `timeout_s`.
 
         The controller learns of a registration from its watch on `/brokers/ids`, which can
-        fire before the registering thread has seen its own znode and marked it ours; the
-        controller does not send its LeaderAndIsr twice, so refusing it then would leave the
-        replicas fenced (the broker cut off from ZooKeeper and back never rejoined an ISR).
+        fire before the registering thread has seen its own znode and marked it ours; refusing
+        its LeaderAndIsr then would leave the replicas fenced until the controller's next
+        resend (`Controller._leader_and_isr_answered`).
         """
         try:
             return await wait_until_async(

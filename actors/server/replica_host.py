@@ -34,6 +34,7 @@ from ray.exceptions import ActorDiedError
 
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import ErrorCode, error_reply
+from rafka.actors.logs import log_actor_lines
 from rafka.actors.messages import (
     EpochQuery,
     FetchedRecords,
@@ -117,6 +118,7 @@ class ReplicaHost:
         namespace: str,
     ) -> None:
         run_at_server_priority()
+        log_actor_lines()
         self.name = name
         self.broker_id = broker_id
         self.data_dir = Path(data_dir)

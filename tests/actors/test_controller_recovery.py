@@ -13,13 +13,20 @@ from rafka.actors.controller import controller as controller_module
 from rafka.actors.controller.controller import Controller
 from rafka.actors.controller.events import PreferredLeaderCheck
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
+from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.errors import (
     ControllerMovedError,
     StaleVersionError,
     ZooKeeperAuthError,
     ZooKeeperUnavailableError,
 )
-from rafka.coordination.models import ControllerFence
+from rafka.coordination.models import (
+    BrokerInfo,
+    ControllerFence,
+    PartitionState,
+    TopicAssignment,
+    Versioned,
+)
 
 POLICY = RecoveryPolicy(give_up_after_s=6.0)
 LOST = ZooKeeperUnavailableError("connection loss")
@@ -259,3 +266,66 @@ def test_a_silent_broker_does_not_hold_the_controller(monkeypatch: pytest.Monkey
     assert "broker 1 did not answer LeaderAndIsr" in str(answers[1])
     assert isinstance(answers[2], RuntimeError)
     assert not silent.cancelled()  # still on its way, should the broker come back
+
+
+class RestartingBroker:
+    """Broker handles whose broker's actor restarts under the first LeaderAndIsr it is sent:
+    Ray fails that call ("The actor was restarted") once `restarted` is set. The broker
+    applies every LeaderAndIsr after it."""
+
+    def __init__(self) -> None:
+        self.sent: list[list[dict[str, Any]]] = []
+        self.restarted = asyncio.Event()
+        self.leader_and_isr = self
+
+    def get(self, _broker_id: int) -> RestartingBroker:
+        return self
+
+    def drop(self, _broker_id: int) -> None: ...
+
+    def remote(self, _controller_epoch: int, partitions: list[dict[str, Any]]
+               ) -> Awaitable[dict[str, Any]]:
+        self.sent.append(partitions)
+        first = len(self.sent) == 1
+
+        async def answer() -> dict[str, Any]:
+            if first:
+                await self.restarted.wait()
+                raise RuntimeError("The actor is temporarily unavailable: the actor was restarted")
+            return {"error": 0, "failed": {}}
+
+        return answer()
+
+
+@pytest.mark.parametrize("registered_anew", [False, True])
+def test_a_leader_and_isr_a_broker_did_not_apply_is_sent_again(
+        monkeypatch: pytest.MonkeyPatch, registered_anew: bool) -> None:
+    """Kafka's controller channel retries a request until its broker answers: a follower that
+    never hears of its partition never fetches, and never comes back into the ISR. A broker
+    registered anew meanwhile (a new broker epoch) is told everything it holds by the
+    BrokersChanged that says so instead."""
+    monkeypatch.setattr(controller_module, "METADATA_RESYNC_S", 0.02)
+    monkeypatch.setattr(controller_module, "BROKER_ANSWER_TIMEOUT_S", 0.05)
+    broker = RestartingBroker()
+    tp = TopicPartition("orders", 0)
+
+    async def scenario(controller: Controller, _election: StandInElection) -> None:
+        await until(lambda: controller.initializations == 1)  # type: ignore[attr-defined]
+        controller.broker_handles = broker  # type: ignore[assignment]
+        controller.live = {2: BrokerInfo(2, "broker-2", "n3", epoch=7)}
+        controller.assignments = {"orders": TopicAssignment({0: (1, 2)})}
+        controller.states = {tp: Versioned(PartitionState(1, 4, (1,), FENCE.epoch), 12)}
+        await controller._send_leader_and_isr({tp}, update_metadata=False)
+        if registered_anew:
+            controller.live = {2: BrokerInfo(2, "broker-2", "n3", epoch=8)}
+        broker.restarted.set()
+        await asyncio.sleep(0.3)
+
+    run_controller(scenario)
+    if registered_anew:
+        assert len(broker.sent) == 1
+    else:
+        assert len(broker.sent) == 2
+        again = broker.sent[1][0]
+        assert (again["topic"], again["partition"], again["leader"], again["leader_epoch"],
+                again["zk_version"]) == ("orders", 0, 1, 4, 12)

@@ -10,6 +10,7 @@ The tests share one deployment, in order; each leaves every broker back in every
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -97,8 +98,13 @@ def wait_for_every_isr(deployment: Deployment, topic: str, timeout_s: float, wha
     (their Ray's supervisors among them) said last."""
     try:
         wait_until(lambda: every_broker_in_every_isr(deployment, topic), timeout_s, what)
-    except AssertionError as error:
-        raise AssertionError(f"{error}\n{deployment.logs()}") from None
+    except AssertionError:
+        # Printed, not put in the message: pytest's short summary, the last lines CI shows,
+        # then still names every failed test.
+        with contextlib.suppress(Exception):
+            print(json.dumps(describe(deployment, topic)))
+        print(deployment.logs())
+        raise
 
 
 def ray_node_runs(deployment: Deployment, node: str) -> int:
