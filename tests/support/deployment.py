@@ -50,11 +50,8 @@ ENVIRONMENT = Path(sys.prefix)
 # (the bed runs as root, which may raise a priority anyway).
 _INSTALLS = ("apt-get", "pip install", "-m venv", "/etc/security/limits.d")
 RAY_PORT = 6379
-# The client node waits for the GCS as long as the cluster's workers do, and finds half-open
-# connections as soon (cluster.yaml).
-CLIENT_PATIENCE = {"RAY_gcs_rpc_server_reconnect_timeout_s": "600",
-                   "RAY_grpc_client_keepalive_time_ms": "10000",
-                   "RAY_grpc_client_keepalive_timeout_ms": "10000"}
+# The client node waits for the GCS as long as the cluster's workers do (cluster.yaml).
+CLIENT_PATIENCE = {"RAY_gcs_rpc_server_reconnect_timeout_s": "600"}
 ZOOKEEPER_PORT = 2181
 # Errors that say a record was not written: a send's error is its last attempt's, so only an
 # error the producer does not retry (it fails the first attempt, and no attempt came before)
