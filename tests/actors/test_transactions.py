@@ -19,6 +19,7 @@ from rafka.actors.errors import (
 )
 from rafka.actors.messages import TxnMarker
 from tests.support.cluster import read_values
+from tests.support.waiting import wait_until
 
 PARTITIONS = 3
 
@@ -72,8 +73,10 @@ def test_offsets_sent_to_a_transaction_count_only_when_it_commits(cluster: Clust
         producer.commit_transaction()
     finally:
         producer.close()
-    assert cluster.committed_offsets(group, [(source, 0), (source, 1)]) == {
-        (source, 0): 12, (source, 1): None}
+    # EndTxn is answered once the commit is decided; the markers that make the offsets count
+    # follow, as in Kafka.
+    wait_until(lambda: cluster.committed_offsets(group, [(source, 0), (source, 1)]) == {
+        (source, 0): 12, (source, 1): None}, 30, "the committed transaction's offsets")
     assert sorted_values(cluster, sink, "read_committed", 1) == [b"out-2"]
 
 

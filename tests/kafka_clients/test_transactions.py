@@ -148,7 +148,9 @@ def test_offsets_committed_in_a_transaction_count_only_if_it_commits(
         producer.commit_transaction()
     finally:
         producer.close(timeout=10)
-    assert committed_offset(kafka_cluster, group, tp) == 17
+    # EndTxn is answered once the commit is decided; the markers follow, as in Kafka.
+    wait_until(lambda: committed_offset(kafka_cluster, group, tp) == 17, 30,
+               "the committed transaction's offset")
 
 
 def committed_offset(cluster: Cluster, group: str, tp: TopicPartition) -> int | None:
