@@ -52,7 +52,7 @@ from rafka.logstore.producer_state import (
     SequenceOutcome,
     check_sequence,
 )
-from rafka.logstore.retention import SegmentSummary, segments_to_delete
+from rafka.logstore.retention import RetentionDecision, SegmentSummary, decide_retention
 
 __all__ = [
     "CREATE_TIME",
@@ -76,6 +76,7 @@ __all__ = [
     "ProducerEntry",
     "Record",
     "RecordTooLargeError",
+    "RetentionDecision",
     "SegmentCleanResult",
     "SegmentSummary",
     "SequenceCheck",
@@ -83,11 +84,11 @@ __all__ = [
     "UnexpectedAppendOffsetError",
     "build_batch",
     "check_sequence",
+    "decide_retention",
     "decode_batches",
     "decode_records",
     "iter_batches",
     "read_header",
-    "segments_to_delete",
     "stamp_batch",
     "validate_batch",
     "validate_batches",

@@ -62,7 +62,7 @@ from rafka.logstore.errors import (
 from rafka.logstore.loader import LoadedLog, LogLoader
 from rafka.logstore.local_log import LocalLog
 from rafka.logstore.producer_state import ProducerEntry, SequenceCheck, check_sequence
-from rafka.logstore.retention import SegmentSummary, segments_below_log_start, segments_to_delete
+from rafka.logstore.retention import SegmentSummary, decide_retention, segments_below_log_start
 from rafka.logstore.transactions import AbortedTransaction, collect_aborted
 
 
@@ -565,18 +565,14 @@ class Log:
         self.retention_awaits_high_watermark = False
         if not self.config.delete:
             return self._delete_segments_below_log_start()
-        summaries = self._local.summaries()
-        policy = dict(
+        count, self.retention_awaits_high_watermark = decide_retention(
+            self._local.summaries(),
             now_ms=self._now_ms() if now_ms is None else now_ms,
             retention_ms=self.config.retention_ms,
             retention_bytes=self.config.retention_bytes,
             log_start_offset=self._log_start_offset,
+            high_watermark=self._high_watermark,
         )
-        count = segments_to_delete(summaries, high_watermark=self._high_watermark, **policy)
-        # A follower learns the high watermark a fetch after its log end: what the policy
-        # wants gone but the high watermark still holds goes at a retry, not an interval later.
-        self.retention_awaits_high_watermark = count < segments_to_delete(
-            summaries, high_watermark=self.log_end_offset, **policy)
         if count:
             self._drop_oldest(count)
         return count

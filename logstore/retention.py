@@ -4,7 +4,7 @@ The log hands in a summary per segment, oldest first, the last one active. Delet
 are always a prefix (oldest first, as in Kafka), and never include the active segment or a
 segment holding offsets at or above the high watermark (that data may not be replicated yet).
 
-Two decisions, for two intents: :func:`segments_to_delete` applies a delete policy's limits
+Two decisions, for two intents: :func:`decide_retention` applies a delete policy's limits
 (retention.ms, retention.bytes) together with the log start offset; :func:`segments_below_log_start`
 only finds what the log start offset already hides from consumers (DeleteRecords, a retention a
 crash interrupted, or a compact-only log), whatever the policy.
@@ -25,7 +25,15 @@ class SegmentSummary(NamedTuple):
     max_timestamp: int
 
 
-def segments_to_delete(
+class RetentionDecision(NamedTuple):
+    # How many of the oldest segments to delete.
+    delete: int
+    # Whether the next segment would go too, but for offsets at or above the high watermark
+    # (a follower learns the high watermark a fetch after its log end: worth a retry soon).
+    awaits_high_watermark: bool
+
+
+def decide_retention(
     segments: Sequence[SegmentSummary],
     *,
     now_ms: int,
@@ -33,8 +41,8 @@ def segments_to_delete(
     retention_bytes: int,
     log_start_offset: int,
     high_watermark: int,
-) -> int:
-    """How many of the oldest ``segments`` to delete.
+) -> RetentionDecision:
+    """Which of the oldest ``segments`` to delete.
 
     A segment goes when all of these hold for it and for every older one:
 
@@ -48,16 +56,16 @@ def segments_to_delete(
     count = 0
     for i, segment in enumerate(segments[:-1]):
         end = segments[i + 1].base_offset
-        if end > high_watermark:
-            break
         below_start = end <= log_start_offset
         expired = retention_ms >= 0 and now_ms - segment.max_timestamp > retention_ms
         oversized = retention_bytes >= 0 and total - segment.size >= retention_bytes
         if not (below_start or expired or oversized):
             break
+        if end > high_watermark:
+            return RetentionDecision(count, awaits_high_watermark=True)
         total -= segment.size
         count += 1
-    return count
+    return RetentionDecision(count, awaits_high_watermark=False)
 
 
 def segments_below_log_start(segments: Sequence[SegmentSummary], *, log_start_offset: int) -> int:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rafka.logstore import Log, OffsetOutOfRangeError, SegmentSummary, segments_to_delete
+from rafka.logstore import Log, OffsetOutOfRangeError, SegmentSummary, decide_retention
 from rafka.logstore.retention import segments_below_log_start
 from tests.support.logstore import T0, FakeClock, batch_of, read_all, small_config
 
@@ -31,7 +31,7 @@ def decide(segments: list[SegmentSummary], **kwargs: int) -> int:
         "high_watermark": 10**9,
     }
     args.update(kwargs)
-    return segments_to_delete(segments, **args)
+    return decide_retention(segments, **args).delete
 
 
 def test_time_retention_deletes_an_old_prefix_never_the_active_segment() -> None:
