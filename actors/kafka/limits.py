@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 
 class ConnectionQuota:
@@ -59,10 +57,9 @@ class RequestMemory:
         self.peak = 0
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []
 
-    @asynccontextmanager
-    async def reserve(self, size: int) -> AsyncIterator[None]:
-        """Hold `size` bytes (at most the capacity: the listener refuses larger frames) while
-        the body is inside the block."""
+    async def acquire(self, size: int) -> None:
+        """Wait until `size` bytes (at most the capacity: the listener refuses larger frames)
+        fit, and hold them until `release(size)`."""
         if self.capacity is not None and (self._waiting or self.in_use + size > self.capacity):
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiting.append((size, future))
@@ -70,7 +67,7 @@ class RequestMemory:
                 await future
             except asyncio.CancelledError:
                 if future.done() and not future.cancelled():
-                    self._give_back(size)  # granted just as it was cancelled
+                    self.release(size)  # granted just as it was cancelled
                 else:
                     self._waiting.remove((size, future))
                     self._grant()
@@ -78,12 +75,9 @@ class RequestMemory:
         else:
             self.in_use += size
         self.peak = max(self.peak, self.in_use)
-        try:
-            yield
-        finally:
-            self._give_back(size)
 
-    def _give_back(self, size: int) -> None:
+    def release(self, size: int) -> None:
+        """Give back bytes `acquire` granted."""
         self.in_use -= size
         self._grant()
 

@@ -8,11 +8,13 @@ again. Metadata comes from the broker's metadata cache (kept by the controller, 
 from ZooKeeper per request), with each broker's address from the `endpoints` of its
 registration.
 
-As in Kafka, a connection's requests are answered one at a time and in order (Kafka mutes a
-connection while its request is in flight), so a partition's appends keep the order its
-producer sent them in. Working on several at once was tried and measured (docs/kafka-protocol.md,
-"How fast"): Ray runs an async actor's calls in any order, so two produce requests of one
-connection were appended out of order. A produce with acks=0 gets no answer, a frame larger
+A connection's requests are answered in the order they came, as Kafka answers them, and read
+up to five ahead of the answer due next. Each waits for the ones before it, so a partition's
+appends keep the order its producer sent them in (Ray runs an async actor's calls in any order,
+so two produce requests handed to a host together could be appended either way round), except
+a produce whose batches are all an idempotent producer's: the leader puts those in sequence
+order itself, so a client with five in flight keeps five at work (docs/kafka-protocol.md,
+"How fast"). A produce with acks=0 gets no answer, a frame larger
 than socket.request.max.bytes or one that does not decode closes the connection, and a
 request for an API or version rafka does not serve is answered with UNSUPPORTED_VERSION.
 Connections and queued request bytes are bounded (`actors/kafka/limits.py`), and a batch too
@@ -66,7 +68,7 @@ from rafka.wire.protocol import (
     read_request,
     unsupported_response,
 )
-from rafka.wire.records import check_bounds
+from rafka.wire.records import check_bounds, from_idempotent_producer
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,10 @@ INTERNAL_TOPICS = frozenset((OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC))
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 Handler = Callable[[Api, int, Any], Awaitable[dict[str, Any] | None]]
+# How many of a connection's requests are read ahead of the one whose answer is next: the
+# default max.in.flight.requests.per.connection of Kafka's clients, and the most an idempotent
+# producer keeps out.
+REQUESTS_READ_AHEAD = 5
 
 
 class KafkaListener:
@@ -180,43 +186,107 @@ class KafkaListener:
         assert task is not None
         self._connections.add(task)
         CLIENT_HOST.set(f"/{ip}" if ip else "")
+        # Requests read and not yet answered, in the order they came; None: no more.
+        answers: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(
+            REQUESTS_READ_AHEAD)
+        working: set[asyncio.Task[bytes | None]] = set()
+        replier = asyncio.create_task(self._reply_in_order(answers, writer, peer))
         try:
-            while True:
-                size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
-                if not 0 <= size <= self.max_request_bytes:
-                    log.warning("closing the connection of %s: a frame of %d bytes (at most "
-                                "socket.request.max.bytes=%d)", peer, size,
-                                self.max_request_bytes)
-                    return
-                async with self.request_memory.reserve(size):
-                    response = await self._answer(await reader.readexactly(size))
-                if response is not None:
-                    writer.write(response)
-                    await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # the client went away, whole frame or not
-        except MalformedRequestError as error:
-            log.warning("closing the connection of %s: %s", peer, error)
+            await self._read_requests(reader, answers, working, peer)
+            await answers.put(None)  # what was read is answered before the connection closes
+            await replier
         except Exception:  # a bug: this connection closes, the others go on
             log.exception("closing the connection of %s after an unexpected error", peer)
         finally:
+            replier.cancel()
+            for request in working:
+                request.cancel()
             self._connections.discard(task)
             self.quota.release(ip)
             writer.close()
 
-    async def _answer(self, frame: bytes) -> bytes | None:
-        try:
-            api, version, request = read_request(frame)
-        except UnsupportedRequestError as error:
-            log.info("answering %s with UNSUPPORTED_VERSION", error)
-            return unsupported_response(error)
-        correlation_id = request.header.correlation_id
-        if api.key == ApiKey.ApiVersions:
-            return api_versions_response(version, correlation_id)
-        fields = await self._handlers[api.key](api, version, request)
+    async def _read_requests(self, reader: asyncio.StreamReader,
+                             answers: asyncio.Queue[asyncio.Task[bytes | None] | None],
+                             working: set[asyncio.Task[bytes | None]], peer: Any) -> None:
+        """Read a connection's requests and start answering each, until the client closes it or
+        sends what closes it. Up to REQUESTS_READ_AHEAD are read ahead of the one whose answer
+        is next (Kafka's clients keep up to max.in.flight.requests.per.connection out), and
+        each waits for the requests before it unless order cannot matter to it
+        (`_may_overlap`): a partition's appends keep the order its producer sent them in."""
+        last_in_order: asyncio.Task[bytes | None] | None = None
+        while True:
+            try:
+                size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return  # the client went away
+            if not 0 <= size <= self.max_request_bytes:
+                log.warning("closing the connection of %s: a frame of %d bytes (at most "
+                            "socket.request.max.bytes=%d)", peer, size, self.max_request_bytes)
+                return
+            await self.request_memory.acquire(size)
+            try:
+                request = _parse(await reader.readexactly(size))
+            except BaseException as error:
+                self.request_memory.release(size)
+                if isinstance(error, (asyncio.IncompleteReadError, ConnectionError)):
+                    return  # the client went away mid-frame
+                if isinstance(error, MalformedRequestError):
+                    log.warning("closing the connection of %s: %s", peer, error)
+                    return
+                raise
+            in_order = not _may_overlap(request)
+            if in_order:
+                before = list(working)
+            else:
+                before = [] if last_in_order is None or last_in_order.done() \
+                    else [last_in_order]
+            answer = asyncio.create_task(self._answer(request, before))
+            working.add(answer)
+            answer.add_done_callback(working.discard)
+            # A callback, not the task's own `finally`: it also runs for a task cancelled
+            # before it started.
+            answer.add_done_callback(lambda _done, size=size: self.request_memory.release(size))
+            if in_order:
+                last_in_order = answer
+            await answers.put(answer)
+
+    @staticmethod
+    async def _reply_in_order(answers: asyncio.Queue[asyncio.Task[bytes | None] | None],
+                              writer: asyncio.StreamWriter, peer: Any) -> None:
+        """Write each answer in the order its request came. Once the connection cannot be
+        written to, the rest are still waited for (their work is under way) and dropped."""
+        broken = False
+        while (answer := await answers.get()) is not None:
+            try:
+                response = await answer
+            except Exception:  # a bug: this connection closes, the others go on
+                if not broken:
+                    log.exception("closing the connection of %s after an unexpected error",
+                                  peer)
+                broken = True
+                writer.close()
+                continue
+            if response is None or broken:
+                continue
+            try:
+                writer.write(response)
+                await writer.drain()
+            except ConnectionError:
+                broken = True  # the client went away; the reader sees it too
+
+    async def _answer(self, request: tuple[Api, int, Any] | bytes,
+                      before: list[asyncio.Task[bytes | None]]) -> bytes | None:
+        """The response to `request` (None for a produce with acks=0), once the requests in
+        `before` are answered."""
+        if before:
+            await asyncio.wait(before)
+        if isinstance(request, bytes):
+            return request
+        api, version, body = request
+        fields = await self._handlers[api.key](api, version, body)
         if fields is None:
             return None
-        return encode_response(api, version, correlation_id, **fields)
+        return encode_response(api, version, body.header.correlation_id, **fields)
 
     async def _each_host(self, parts: list[Any], call: Callable[[Any, list[Any]], Any],
                          ) -> dict[tuple[str, int], dict[str, Any]]:
@@ -412,6 +482,36 @@ class KafkaListener:
                 error_code=reply.get("error", 0))))
         return {"throttle_time_ms": 0, "topics": [response(name=name, partitions=parts)
                                                   for name, parts in topics.items()]}
+
+
+def _parse(frame: bytes) -> tuple[Api, int, Any] | bytes:
+    """`(api, version, request)` from a frame, or the answer already known without a handler
+    (ApiVersions, or UNSUPPORTED_VERSION for an API or version not served). Raises
+    `MalformedRequestError` for a frame that does not decode."""
+    try:
+        api, version, request = read_request(frame)
+    except UnsupportedRequestError as error:
+        log.info("answering %s with UNSUPPORTED_VERSION", error)
+        return unsupported_response(error)
+    if api.key == ApiKey.ApiVersions:
+        return api_versions_response(version, request.header.correlation_id)
+    return api, version, request
+
+
+def _may_overlap(request: tuple[Api, int, Any] | bytes) -> bool:
+    """Whether a request may be worked on while its connection's earlier ones still are: an
+    answer known already (it goes out in order all the same), or a produce whose every batch is
+    an idempotent producer's, which the leader appends in sequence order whatever order the
+    requests reach it in (a batch ahead of its turn waits there for those before it). Kafka's
+    idempotent clients keep five such requests out per connection; answering them one at a
+    time would leave four idle."""
+    if isinstance(request, bytes):
+        return True
+    api, _version, body = request
+    return api.key == ApiKey.Produce and all(
+        part.records and from_idempotent_producer(part.records)
+        for topic in body.topic_data for part in topic.partition_data)
+
 
 def _each_reply(parts: list[Any], answer: Any) -> list[tuple[Any, dict[str, Any]]]:
     """Pair each part of a call to a host with its reply; a host that died or raised answers

@@ -27,10 +27,11 @@ def test_request_bytes_wait_for_room_and_are_let_in_in_order() -> None:
         release_first = asyncio.Event()
 
         async def request(name: str, size: int, until: asyncio.Event | None = None) -> None:
-            async with memory.reserve(size):
-                order.append(name)
-                if until is not None:
-                    await until.wait()
+            await memory.acquire(size)
+            order.append(name)
+            if until is not None:
+                await until.wait()
+            memory.release(size)
 
         first = asyncio.create_task(request("first", 80, release_first))
         await asyncio.sleep(0)
@@ -54,19 +55,20 @@ def test_a_request_cancelled_while_waiting_gives_its_place_to_the_next() -> None
         release = asyncio.Event()
 
         async def hold() -> None:
-            async with memory.reserve(90):
-                held.set()
-                await release.wait()
+            await memory.acquire(90)
+            held.set()
+            await release.wait()
+            memory.release(90)
 
         holder = asyncio.create_task(hold())
         await held.wait()
-        waiter = asyncio.create_task(memory.reserve(50).__aenter__())
+        waiter = asyncio.create_task(memory.acquire(50))
         await asyncio.sleep(0)
         waiter.cancel()
         await asyncio.gather(waiter, return_exceptions=True)
         async def small() -> None:
-            async with memory.reserve(10):
-                pass
+            await memory.acquire(10)
+            memory.release(10)
         await asyncio.wait_for(small(), 1)  # the cancelled one no longer blocks the queue
         release.set()
         await holder
@@ -78,7 +80,7 @@ def test_a_request_cancelled_while_waiting_gives_its_place_to_the_next() -> None
 def test_no_capacity_means_no_bound() -> None:
     async def scenario() -> int:
         memory = RequestMemory(None)
-        async with memory.reserve(10**12):
-            return memory.in_use
+        await memory.acquire(10**12)
+        return memory.in_use
 
     assert asyncio.run(scenario()) == 10**12

@@ -26,12 +26,13 @@ from kafka.protocol.consumer import (
     OffsetFetchRequest,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 from kafka.structs import OffsetAndMetadata
 
 from rafka import Cluster
 from rafka.actors.errors import ErrorCode
+from tests.support.cluster import read_values
 from tests.support.kafka_clients import new_topic
 from tests.support.kafka_wire import KafkaWire
 from tests.support.waiting import wait_until
@@ -429,6 +430,43 @@ def test_requests_sent_ahead_on_one_connection_are_answered_and_appended_in_orde
     finally:
         consumer.close()
     assert values == [b"%d" % i for i in range(12)]
+
+
+def test_an_idempotent_producers_requests_sent_ahead_are_worked_on_together(
+    kafka_cluster: Cluster,
+) -> None:
+    """An idempotent producer's produce requests are not held behind one another: batches sent
+    ahead of their turn on one connection (sequences 1 to 4, then 0) wait at the leader for the
+    one before them, which reaches it meanwhile, and all are appended in sequence order. Worked
+    on one at a time, the first would wait for a batch that never comes and be refused
+    (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+    topic = new_topic(kafka_cluster, "idempotent-in-flight")
+    leader = kafka_cluster.describe_topic(topic)["partitions"][0]["leader"]
+    with KafkaWire(address_of(kafka_cluster, leader)) as wire:
+        producer = wire.ask(InitProducerIdRequest(transactional_id=None,
+                                                  transaction_timeout_ms=60_000), 1)
+        assert producer.error_code == 0
+
+        def produce(sequence: int) -> ProduceRequest:
+            batch = MemoryRecordsBuilder(2, 0, 1 << 16, producer_id=producer.producer_id,
+                                         producer_epoch=producer.producer_epoch,
+                                         base_sequence=sequence)
+            batch.append(0, None, b"%d" % sequence, [])
+            batch.close()
+            return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=30_000,
+                                  topic_data=[ProduceRequest.TopicProduceData(
+                                      name=topic, partition_data=[
+                                          ProduceRequest.TopicProduceData.PartitionProduceData(
+                                              index=0, records=bytes(batch.buffer()))])])
+
+        order = [1, 2, 3, 4, 0]
+        sent = [wire.send(produce(sequence), 9) for sequence in order]
+        answers = [wire.receive(ProduceRequest.API_KEY, 9) for _ in sent]
+    assert [answer.header.correlation_id for answer in answers] == sent
+    parts = [answer.responses[0].partition_responses[0] for answer in answers]
+    assert [(part.error_code, part.base_offset) for part in parts] == [
+        (0, sequence) for sequence in order]
+    assert read_values(kafka_cluster, topic, "read_uncommitted", 5) == [b"%d" % i for i in range(5)]
 
 
 def test_kafka_admin_moves_a_replica_lists_moves_and_describes_log_dirs(

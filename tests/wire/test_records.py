@@ -21,7 +21,13 @@ from rafka.logstore.batch import (
 )
 from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from rafka.logstore.transactions import ControlType, build_marker_batch
-from rafka.wire.records import UnsupportedCompressionError, check_bounds, from_kafka, to_kafka
+from rafka.wire.records import (
+    UnsupportedCompressionError,
+    check_bounds,
+    from_idempotent_producer,
+    from_kafka,
+    to_kafka,
+)
 
 CODECS = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
 RECORDS = [
@@ -92,16 +98,35 @@ def test_several_batches_and_a_partial_one_at_the_end() -> None:
 HEADERS = st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)), max_size=3)
 
 
+# Lengths of one varint byte and of two (64 bytes and more, read by their own inline path), and
+# past two (8 KiB and more).
+FIELDS = st.none() | st.binary(max_size=40) | st.binary(min_size=60, max_size=300) \
+    | st.sampled_from([b"x" * 4095, b"y" * 4096, b"z" * 9000])
+
+
 @settings(max_examples=60)
-@given(st.lists(st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=40),
-                          st.integers(0, 2**41), HEADERS),
-                min_size=1, max_size=20))
+@given(st.lists(st.tuples(FIELDS, FIELDS, st.integers(0, 2**41), HEADERS),
+                min_size=1, max_size=150))
 def test_any_records_make_the_round_trip(records) -> None:
     stored = stamp_batch(from_kafka(kafka_batch(records), DEFAULT_MAX_DECOMPRESSED_SIZE), 5, 0)
     assert decode_records(stored) == as_consumer_sees(records, 5)
     back = [(r.offset, r.timestamp, r.key, r.value, list(r.headers))
             for r in DefaultRecordBatch(to_kafka(stored))]
     assert back == [(5 + d, ts, k, v, h) for d, (k, v, ts, h) in enumerate(records)]
+
+
+def test_an_idempotent_producers_batches_are_told_from_their_headers() -> None:
+    """What lets the listener work on several of a connection's produce requests at once."""
+    idempotent = kafka_batch(producer=(7, 0, 0))
+    transactional = kafka_batch(producer=(7, 0, 3), transactional=True)
+    plain = kafka_batch()
+    assert from_idempotent_producer(idempotent)
+    assert from_idempotent_producer(idempotent + transactional)
+    assert not from_idempotent_producer(plain)
+    assert not from_idempotent_producer(idempotent + plain)
+    assert not from_idempotent_producer(idempotent + idempotent[:30])  # a partial batch
+    assert not from_idempotent_producer(idempotent[:-1])
+    assert not from_idempotent_producer(b"")
 
 
 # --------------------------------------------------------------------------- bad input
@@ -112,6 +137,25 @@ def test_a_flipped_byte_fails_the_crc() -> None:
     batch[-3] ^= 0xFF
     with pytest.raises(CorruptRecordError, match="CRC-32C"):
         from_kafka(bytes(batch), DEFAULT_MAX_DECOMPRESSED_SIZE)
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_a_changed_byte_under_a_right_crc_is_refused_or_read_whole(data) -> None:
+    """Whatever one byte of the records becomes (the CRC made right again, as a buggy client
+    would send it), the batch is refused as corrupt or invalid, or read as whole records: never
+    another error, and never records that run into each other."""
+    records = [(None, b"v" * 100, 1_700_000_000_000 + 70 * i, []) for i in range(70)] + [
+        (b"key", b"w" * 5000, 1_700_000_000_000, [("h", b"x")])]
+    batch = bytearray(kafka_batch(records))
+    where = data.draw(st.integers(61, len(batch) - 1))
+    batch[where] = data.draw(st.integers(0, 255))
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    try:
+        converted = from_kafka(bytes(batch), DEFAULT_MAX_DECOMPRESSED_SIZE)
+    except (CorruptRecordError, InvalidRecordError):
+        return
+    assert len(decode_records(stamp_batch(converted, 0, 0))) == len(records)
 
 
 def test_a_truncated_batch_a_lying_length_and_no_batch_are_refused() -> None:
