@@ -235,8 +235,15 @@ def test_the_head_node_killed_then_booted(deployment: Deployment, tmp_path: Path
     assert max(gaps.values()) <= 15, gaps
 
 
-def test_a_node_cut_off_for_60_s_comes_back_by_itself(deployment: Deployment,
-                                                      tmp_path: Path) -> None:
+# Longer than Ray's health check allows a silent node (5 checks of 3 s + 10 s: 65 s), so that
+# Ray always declares the node dead and the path under test is always the same: its raylet told
+# to exit at the heal, `rafka supervise` starting it again, Ray restarting the broker there. A
+# 60 s cut raced the fifth check and took either path (7 s or 64 s back).
+CUT_OFF_S = 80
+
+
+def test_a_node_cut_off_past_rays_health_check_comes_back_by_itself(deployment: Deployment,
+                                                                    tmp_path: Path) -> None:
     victim = deployment.cluster_nodes[1]
     with BedClient(deployment, "cut-off", tmp_path / "client",
                    partitions=PARTITIONS) as client:
@@ -244,17 +251,21 @@ def test_a_node_cut_off_for_60_s_comes_back_by_itself(deployment: Deployment,
         led_by_victim = partitions_led_on(client, deployment, victim)
         deployment.bed.isolate(victim)
         try:
-            time.sleep(60)
+            time.sleep(CUT_OFF_S)
         finally:
             deployment.bed.heal()
         healed_at = time.monotonic()
         wait_for_every_isr(deployment, "cut-off", 120,
                            f"{victim}'s broker back in every ISR, with no command typed")
         back_after_s = time.monotonic() - healed_at
-        print(f"{FIGURES} cut off 60 s: back in every ISR {back_after_s:.1f} s after the heal")
+        print(f"{FIGURES} cut off {CUT_OFF_S} s: back in every ISR {back_after_s:.1f} s "
+              "after the heal")
         time.sleep(3)
-    gaps = assert_nothing_lost(client, "node cut off 60 s")
-    assert back_after_s <= 60
+    gaps = assert_nothing_lost(client, f"node cut off {CUT_OFF_S} s")
+    # 46 s here on a quiet machine: Ray back on the node 10 s after the heal, the broker's worker
+    # process 15 s importing at Ray's nice 15, the broker and its replica host 11 s, catching up
+    # 10 s (docs/deployment.md). 64.6 s in CI, amid the rest of the suite.
+    assert back_after_s <= 90
     # Its partitions move once its session expires; a producer's request to it waits
     # request.timeout.ms (30 s) first. Writes to the others wait for the ISR to drop it.
     assert max((gaps[p] for p in led_by_victim), default=0) <= 45, (led_by_victim, gaps)
