@@ -51,6 +51,9 @@ class BrokerView(Protocol):
     config: BrokerConfig
     raw_config: dict[str, Any]
     """The settings as given, before defaults: what DescribeConfigs reports as set."""
+    dynamic_config: dict[str, str]
+    """The dynamic settings (`DYNAMIC_BROKER_SETTINGS`) this broker applied last, which take
+    precedence over `raw_config`."""
     store: ClusterStore | None
     """The broker's ZooKeeper session; None before the broker has started."""
     replica_states: dict[TopicPartition, LeaderAndIsrRequest]

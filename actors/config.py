@@ -69,6 +69,13 @@ def _listener(text: str) -> str:
     return str(parse_listener(text))
 
 
+# The settings a broker takes while it runs, each broker its own (Kafka's per-broker dynamic
+# configs, KIP-226): AlterConfigs on a broker resource stores them in ZooKeeper
+# (`rafka.coordination.broker_config`) and the broker applies them (actors/server/broker.py);
+# they take precedence over the settings it was started with. The others are fixed at start.
+DYNAMIC_BROKER_SETTINGS = frozenset({"advertised.listeners"})
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """A broker's settings. Defaults follow Kafka's, except where noted."""

@@ -26,6 +26,8 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG = "/config"
 TOPIC_CONFIGS = "/config/topics"
+BROKER_CONFIGS = "/config/brokers"
+"""Kafka's per-broker dynamic settings (KIP-226): `<id>` holds `{"version": 1, "config": {...}}`."""
 ADMIN = "/admin"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
@@ -41,6 +43,7 @@ PERSISTENT_PATHS = (
     BROKER_IDS,
     TOPICS,
     TOPIC_CONFIGS,
+    BROKER_CONFIGS,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
     CONSUMERS,
@@ -71,6 +74,10 @@ def partition_path(topic: str, partition: int) -> str:
 
 def partition_state_path(topic: str, partition: int) -> str:
     return f"{partition_path(topic, partition)}/state"
+
+
+def broker_config_path(broker_id: int) -> str:
+    return f"{BROKER_CONFIGS}/{validate_broker_id(broker_id)}"
 
 
 def topic_config_path(topic: str) -> str:

@@ -176,7 +176,9 @@ class BrokersWatch(ChildrenWatch[dict[int, BrokerInfo]]):
     """The live brokers, `{id: BrokerInfo}`, each with its broker epoch (registration czxid).
 
     A broker that re-registers (a bounce, or after its session expired) shows up with a new
-    epoch even when the set of ids did not change, as Kafka's controller needs (KIP-380).
+    epoch even when the set of ids did not change, as Kafka's controller needs (KIP-380). A
+    registration whose content changes (a broker's new advertised listener) is delivered too:
+    each registration is watched, as Kafka's controller watches each for BrokerModifications.
     """
 
     def __init__(self, store: ClusterStore, callback: Callback[dict[int, BrokerInfo]]) -> None:
@@ -184,15 +186,17 @@ class BrokersWatch(ChildrenWatch[dict[int, BrokerInfo]]):
 
     def _read(self, watcher: ZooKeeperWatcher) -> tuple[Any, Hashable]:
         brokers: dict[int, BrokerInfo] = {}
+        versions: dict[int, int] = {}
         for name in self._children(watcher):
             try:
-                data, stat = self.store.get(f"{layout.BROKER_IDS}/{name}")
+                data, stat = self.store.get(f"{layout.BROKER_IDS}/{name}", watcher)
                 brokers[int(name)] = BrokerInfo.from_json(decode(data), epoch=stat.czxid)
+                versions[int(name)] = stat.version
             except ZNodeMissingError:
                 continue  # it left in between; the children watch fires again
             except (ValueError, KeyError, TypeError):
                 log.warning("ignoring malformed broker registration %s/%s", layout.BROKER_IDS, name)
-        identity = tuple(sorted((b, info.epoch) for b, info in brokers.items()))
+        identity = tuple(sorted((b, info.epoch, versions[b]) for b, info in brokers.items()))
         return brokers, identity
 
 
@@ -252,6 +256,13 @@ class ClusterWatches:
     ) -> Watch[Any]:
         """A topic's config overrides."""
         path = layout.topic_config_path(topic)
+        return DataWatch(self.store, path, callback, _config).start()
+
+    def watch_broker_config(
+        self, broker_id: int, callback: Callback[Versioned[dict[str, str]] | None]
+    ) -> Watch[Any]:
+        """A broker's dynamic settings (`rafka.coordination.broker_config`)."""
+        path = layout.broker_config_path(broker_id)
         return DataWatch(self.store, path, callback, _config).start()
 
     def watch_group_members(self, group: str, callback: Callback[set[str]]) -> Watch[Any]:

@@ -602,6 +602,8 @@ class Controller:
         dead = {b for b, info in old.items() if b not in brokers or brokers[b].epoch != info.epoch}
         born = {b for b, info in brokers.items() if b not in old or old[b].epoch != info.epoch}
         if not dead and not born:
+            if brokers != old:  # a registration changed (a new advertised listener)
+                self._update_metadata(set())
             return
         for broker in dead | born:  # a broker registered anew may be another actor
             self.broker_handles.drop(broker)

@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rafka.actors.broker_view import BrokerView
-from rafka.actors.config import BrokerConfig, TopicConfig
+from rafka.actors.config import DYNAMIC_BROKER_SETTINGS, BrokerConfig, TopicConfig
 from rafka.actors.errors import ErrorCode
 from rafka.actors.topics import alter_topic_config, create_topic
 from rafka.common.config import ConfigKey, InvalidConfigError, Type
 from rafka.common.waiting import Deadline, wait_until_async
 from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.broker_config import alter_broker_config, read_broker_config
 from rafka.coordination.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -35,7 +36,7 @@ from rafka.coordination.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from rafka.coordination.validation import validate_topic_name
+from rafka.coordination.validation import validate_broker_id, validate_topic_name
 from rafka.wire.protocol import Api
 
 _ERRORS: list[tuple[type[Exception], int]] = [
@@ -50,6 +51,7 @@ _ERRORS: list[tuple[type[Exception], int]] = [
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 # DescribeConfigs' config types (Kafka's ConfigType), by rafka's setting types.
@@ -268,11 +270,9 @@ class KafkaAdminHandler:
         return {"throttle_time_ms": 0, "results": results}
 
     async def alter_configs(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        """Replace a topic's overrides with those given (Kafka's AlterConfigs: what is not
-        named goes back to its default)."""
-        async def changes(resource: Any) -> dict[str, str | None]:
-            current = (await asyncio.to_thread(self.admin.read_config,
-                                               resource.resource_name)).value
+        """Replace a topic's overrides, or a broker's dynamic settings, with those given
+        (Kafka's AlterConfigs: what is not named goes back to its default)."""
+        def changes(resource: Any, current: dict[str, str]) -> dict[str, str | None]:
             return {**dict.fromkeys(current), **{entry.name: entry.value
                                                  for entry in resource.configs}}
 
@@ -280,41 +280,71 @@ class KafkaAdminHandler:
 
     async def incremental_alter_configs(self, api: Api, version: int,
                                         request: Any) -> dict[str, Any]:
-        """Set or delete the overrides named, keeping the others (KIP-339)."""
-        async def changes(resource: Any) -> dict[str, str | None]:
+        """Set or delete the settings named, keeping the others (KIP-339)."""
+        def changes(resource: Any, current: dict[str, str]) -> dict[str, str | None]:
             updates: dict[str, str | None] = {}
             for entry in resource.configs:
                 if entry.config_operation not in (SET, DELETE):
                     raise InvalidConfigError(
                         f"{entry.name}: operation {entry.config_operation} (APPEND or SUBTRACT) "
-                        f"is for list settings, and no topic setting is one: use SET")
+                        f"is for list settings, and rafka changes none: use SET")
                 updates[entry.name] = entry.value if entry.config_operation == SET else None
             return updates
 
         return await self._alter(api, request, changes)
 
     async def _alter(self, api: Api, request: Any,
-                     changes: Callable[[Any], Awaitable[dict[str, str | None]]],
+                     changes: Callable[[Any, dict[str, str]], dict[str, str | None]],
                      ) -> dict[str, Any]:
+        """Each resource's `changes(resource, its settings now)`, applied (with
+        `validate_only`, checked only)."""
         result = api.response.AlterConfigsResourceResponse
         results = []
         for resource in request.resources:
             error, message = 0, None
             try:
-                if resource.resource_type != TOPIC_RESOURCE:
+                if resource.resource_type == TOPIC_RESOURCE:
+                    current = (await asyncio.to_thread(self.admin.read_config,
+                                                       resource.resource_name)).value
+                    await asyncio.to_thread(alter_topic_config, self.broker.store,
+                                            resource.resource_name,
+                                            changes(resource, current),
+                                            validate_only=request.validate_only)
+                elif resource.resource_type == BROKER_RESOURCE:
+                    await self._alter_broker(resource, changes, request.validate_only)
+                else:
                     raise ValueError(
                         f"resource type {resource.resource_type} {resource.resource_name!r}: "
-                        "only topics' configs change; a broker's settings are fixed when it "
-                        "starts")
-                await asyncio.to_thread(alter_topic_config, self.broker.store,
-                                        resource.resource_name, await changes(resource),
-                                        validate_only=request.validate_only)
+                        "only topics' and brokers' settings change")
             except Exception as failure:
                 error, message = _error_of(failure)
             results.append(result(error_code=error, error_message=message,
                                   resource_type=resource.resource_type,
                                   resource_name=resource.resource_name))
         return {"throttle_time_ms": 0, "responses": results}
+
+    async def _alter_broker(self, resource: Any,
+                            changes: Callable[[Any, dict[str, str]], dict[str, str | None]],
+                            validate_only: bool) -> None:
+        """A broker's dynamic settings (`DYNAMIC_BROKER_SETTINGS`), stored in ZooKeeper for
+        the broker to apply (Kafka's per-broker dynamic configs; rafka has no cluster-wide
+        ones)."""
+        name = resource.resource_name
+        dynamic = ", ".join(sorted(DYNAMIC_BROKER_SETTINGS))
+        if not name.isdigit():
+            raise ValueError(f"broker {name!r}: name the broker by its id; {dynamic} is set per "
+                             "broker, and rafka has no cluster-wide broker settings")
+        broker_id = validate_broker_id(int(name))
+        current = (await asyncio.to_thread(read_broker_config, self.broker.store,
+                                           broker_id)).value
+        updates = changes(resource, current)
+        if fixed := sorted(set(updates) - DYNAMIC_BROKER_SETTINGS):
+            raise ValueError(f"cannot change {', '.join(fixed)} while a broker runs: only "
+                             f"{dynamic} can; the others are set when the broker starts")
+        BrokerConfig.from_dict({key: value for key, value in updates.items()
+                                if value is not None})  # InvalidConfigError: a bad value
+        if not validate_only:
+            await asyncio.to_thread(alter_broker_config, self.broker.store, broker_id, updates)
 
     async def _configs(self, resource_type: int, name: str) -> list[DescribedConfig]:
         """Every setting of a topic, or of this broker, with its source and its default."""
@@ -329,15 +359,19 @@ class KafkaAdminHandler:
                                     _text(defaults[key]), read_only=False)
                     for key, value in sorted(settings.items())]
         if resource_type == BROKER_RESOURCE and name in ("", str(self.broker.broker_id)):
-            given = self.broker.raw_config
+            given, dynamic = self.broker.raw_config, self.broker.dynamic_config
             settings = self.broker.config.to_dict()
             if self.advertised_listener is not None:  # what clients are told, as bound
                 settings["advertised.listeners"] = self.advertised_listener
             defaults = BrokerConfig().to_dict()
-            # A broker's settings are fixed when it starts: read-only, as Kafka's static ones.
+            # Only the dynamic settings change while a broker runs; the others are read-only,
+            # as Kafka's static ones.
             return [DescribedConfig(BrokerConfig.CONFIG_DEF[key], _text(value),
-                                    STATIC_BROKER_CONFIG if key in given else DEFAULT_CONFIG,
-                                    _text(defaults[key]), read_only=True)
+                                    DYNAMIC_BROKER_CONFIG if key in dynamic
+                                    else STATIC_BROKER_CONFIG if key in given
+                                    else DEFAULT_CONFIG,
+                                    _text(defaults[key]),
+                                    read_only=key not in DYNAMIC_BROKER_SETTINGS)
                     for key, value in sorted(settings.items())
                     if key in BrokerConfig.CONFIG_DEF]
         raise ValueError(f"resource type {resource_type} {name!r} is not described here: ask "

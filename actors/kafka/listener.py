@@ -145,15 +145,26 @@ class KafkaListener:
         self._server = await asyncio.start_server(self._serve, self.listener.host,
                                                   self.listener.port)
         self.groups.start()
-        port = self._server.sockets[0].getsockname()[1]
-        if self.advertised is None:
-            self.advertised = Listener(self.listener.host, port)
-        elif self.advertised.port == 0:
-            self.advertised = Listener(self.advertised.host, port)
-        self.topics.advertised_listener = str(self.advertised)
+        self.advertise(self.advertised)
         log.info("broker %d serves Kafka's protocol on %s:%d (advertised %s)",
-                 self.broker.broker_id, self.listener.host, port, self.advertised)
+                 self.broker.broker_id, self.listener.host, self.bound_port, self.advertised)
+        assert self.advertised is not None
         return self.advertised
+
+    @property
+    def bound_port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def advertise(self, advertised: Listener | None) -> None:
+        """Tell clients `advertised` from now on: None is the listener as bound, and port 0
+        the port it bound (a dynamic advertised.listeners changes it while the broker runs)."""
+        if advertised is None:
+            advertised = Listener(self.listener.host, self.bound_port)
+        elif advertised.port == 0:
+            advertised = Listener(advertised.host, self.bound_port)
+        self.advertised = advertised
+        self.topics.advertised_listener = str(advertised)
 
     async def close(self) -> None:
         await self.groups.close()

@@ -47,6 +47,7 @@ from rafka.common.sentinels import NO_LEADER, UNDEFINED_EPOCH
 from rafka.common.topic_partition import TopicPartition
 from rafka.common.waiting import wait_until_async
 from rafka.coordination import layout
+from rafka.coordination.broker_config import read_broker_config
 from rafka.coordination.election import ControllerElection
 from rafka.coordination.errors import (
     BrokerIdInUseError,
@@ -54,7 +55,7 @@ from rafka.coordination.errors import (
     StaleVersionError,
     ZNodeExistsError,
 )
-from rafka.coordination.models import BrokerInfo, PartitionState, TopicAssignment
+from rafka.coordination.models import BrokerInfo, PartitionState, TopicAssignment, Versioned
 from rafka.coordination.partition_state import PartitionStateStore
 from rafka.coordination.registration import BrokerRegistration, read_brokers
 from rafka.coordination.security import ClusterCredentials, as_credentials
@@ -100,6 +101,10 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.raw_config = dict(config or {})
         self.config = BrokerConfig.from_dict(self.raw_config)
+        self.dynamic_config: dict[str, str] = {}
+        # What clients are told without a dynamic advertised.listeners: the setting given, or
+        # None for the listener as bound.
+        self._static_advertised: Listener | None = None
         self.zk_address = self.config.zookeeper_connect or zk_address
         # Not part of `config`, which is described and printed.
         self.zk_credentials = as_credentials(zk_credentials)
@@ -138,6 +143,10 @@ class Broker:
         self.peers = BrokerHandles(namespace)
         self._peer_epochs: dict[int, int] = {}
         self._peer_watch: Any = None
+        # This broker's dynamic settings in ZooKeeper, and the registration update the last
+        # change of its advertised listener made.
+        self._config_watch: Any = None
+        self._registration_update: asyncio.Future | None = None
         self._warming: asyncio.Future | None = None
         if _was_restarted():
             # Ray restarted this actor (its process or its node died): nobody will call
@@ -179,6 +188,10 @@ class Broker:
         self.transactions.start()
         self._granted_session_timeout_ms = store.session_timeout_ms
         store.add_session_listener(lambda event: self._call_soon(self._on_session, event))
+        # Read before the listener starts, so the registration says the address to advertise
+        # from the first; the watch below keeps it current.
+        self.dynamic_config = (await asyncio.to_thread(
+            read_broker_config, store, self.broker_id)).value
         endpoints = await self._start_kafka_listener()
         info = BrokerInfo(
             node_id=self.broker_id,
@@ -214,6 +227,8 @@ class Broker:
         self._metadata_filled.set()
         self._peer_watch = ClusterWatches(store).watch_brokers(
             lambda brokers: self._call_soon(self._on_brokers, brokers))
+        self._config_watch = ClusterWatches(store).watch_broker_config(
+            self.broker_id, lambda config: self._call_soon(self._on_dynamic_config, config))
         self.election = ControllerElection(
             store,
             self.broker_id,
@@ -233,14 +248,45 @@ class Broker:
         if advertised is None and listener.host in ("0.0.0.0", "::"):
             # Bound to every interface: clients are told this node's address.
             advertised = Listener(ray.util.get_node_ip_address(), listener.port)
+        self._static_advertised = advertised
         # Imported here, not at the top: Kafka's protocol schemas (kafka-python) cost every
         # process that imports them about 8 MB, and the replica hosts and clients, which
         # import this module through the package, never serve Kafka's protocol.
         from rafka.actors.kafka.listener import KafkaListener
 
-        self.kafka_listener = KafkaListener(self, listener, advertised,
+        self.kafka_listener = KafkaListener(self, listener, self._advertised(),
                                             self.config.socket_request_max_bytes)
         return (str(await self.kafka_listener.start()),)
+
+    def _advertised(self) -> Listener | None:
+        """What Kafka clients are told: the dynamic advertised.listeners if one is set (and
+        valid), else the setting the broker started with; None: the listener as bound."""
+        dynamic = self.dynamic_config.get("advertised.listeners")
+        if dynamic:
+            try:
+                return parse_listener(dynamic)
+            except ValueError as error:  # written to ZooKeeper by hand, past AlterConfigs
+                log.warning("broker %d: ignoring the dynamic advertised.listeners %r: %s",
+                            self.broker_id, dynamic, error)
+        return self._static_advertised
+
+    def _on_dynamic_config(self, versioned: Versioned[dict[str, str]] | None) -> None:
+        """Apply this broker's dynamic settings (`DYNAMIC_BROKER_SETTINGS`). A new advertised
+        listener goes into the registration; the controller sees it there and tells every
+        broker (UpdateMetadata), and clients find it in their next Metadata."""
+        self.dynamic_config = dict(versioned.value) if versioned is not None else {}
+        if self.kafka_listener is None or self.registration is None:
+            return
+        before = self.kafka_listener.advertised
+        self.kafka_listener.advertise(self._advertised())
+        if self.kafka_listener.advertised == before:
+            return
+        log.info("broker %d advertises %s to Kafka clients (was %s)", self.broker_id,
+                 self.kafka_listener.advertised, before)
+        info = dataclasses.replace(self.registration.info,
+                                   endpoints=(str(self.kafka_listener.advertised),))
+        self._registration_update = asyncio.ensure_future(
+            asyncio.to_thread(self.registration.update_info, info))
 
     def replica_host_for(self, topic: str, partition: int) -> Any:
         """The host of this broker's replica of the partition, None if it holds none."""

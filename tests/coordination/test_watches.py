@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -10,10 +11,11 @@ import pytest
 
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import TopicAdmin
+from rafka.coordination.broker_config import alter_broker_config, read_broker_config
 from rafka.coordination.election import ControllerElection
 from rafka.coordination.embedded import ZooKeeperAddress
 from rafka.coordination.groups import GroupStore
-from rafka.coordination.models import BrokerInfo, PartitionState
+from rafka.coordination.models import BrokerInfo, PartitionState, Versioned
 from rafka.coordination.partition_state import PartitionStateStore
 from rafka.coordination.registration import BrokerRegistration
 from rafka.coordination.store import ClusterStore
@@ -61,6 +63,38 @@ def test_brokers_joining_and_leaving(store: ClusterStore, make_store: Callable[.
     expire_session(other_store)
     assert seen.wait_for(lambda brokers: 2 in brokers and brokers[2].epoch != epoch)
     assert all(name.startswith("rafka-zk-events") for name in seen.threads)
+
+
+def test_a_registration_that_changes_is_delivered_with_its_epoch_unchanged(
+    store: ClusterStore,
+) -> None:
+    """A broker that advertises a new address rewrites its registration: watchers see the new
+    endpoints, and the same broker epoch (it did not bounce)."""
+    seen = Seen()
+    ClusterWatches(store).watch_brokers(seen)
+    registration = BrokerRegistration(store, broker(1)).register()
+    assert seen.wait_for(lambda brokers: set(brokers) == {1})
+    epoch = seen.last[1].epoch
+    registration.update_info(dataclasses.replace(registration.info,
+                                                 endpoints=("PLAINTEXT://elsewhere:9092",)))
+    assert seen.wait_for(lambda brokers: brokers[1].endpoints == ("PLAINTEXT://elsewhere:9092",))
+    assert seen.last[1].epoch == epoch
+
+
+def test_a_brokers_dynamic_settings_are_kept_merged_and_watched(store: ClusterStore) -> None:
+    seen = Seen()
+    ClusterWatches(store).watch_broker_config(4, seen)
+    assert seen.wait_for(lambda value: value is None)
+    assert read_broker_config(store, 4) == Versioned({}, -1)
+    alter_broker_config(store, 4, {"advertised.listeners": "PLAINTEXT://a:1"})
+    assert seen.wait_for(lambda value: value is not None
+                         and value.value == {"advertised.listeners": "PLAINTEXT://a:1"})
+    alter_broker_config(store, 4, {"other.setting": 5})
+    assert read_broker_config(store, 4).value == {"advertised.listeners": "PLAINTEXT://a:1",
+                                                  "other.setting": "5"}
+    alter_broker_config(store, 4, {"advertised.listeners": None, "other.setting": None})
+    assert seen.wait_for(lambda value: value is not None and value.value == {})
+    assert read_broker_config(store, 5).value == {}  # another broker's are its own
 
 
 def test_broker_ids_only(store: ClusterStore) -> None:

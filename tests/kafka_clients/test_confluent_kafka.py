@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
 )
 
 from rafka import Cluster
+from rafka.coordination.broker_config import alter_broker_config
 from tests.support.kafka_clients import (
     PARTITIONS,
     MemberThread,
@@ -199,7 +200,7 @@ def test_confluent_kafkas_admin_client_changes_a_topics_config_live(
     assert "replication factor 3" in refused.value.args[0].str()
     broker = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[ConfigEntry(
         "replica.lag.time.max.ms", "1", incremental_operation=AlterConfigOpType.SET)])
-    with pytest.raises(KafkaException, match="fixed when it starts"):
+    with pytest.raises(KafkaException, match="while a broker runs"):
         admin.incremental_alter_configs([broker])[broker].result(timeout=30)
     assert kafka_cluster.describe_topic(topic)["config"] == {"min.insync.replicas": "2"}
 
@@ -209,6 +210,86 @@ def test_confluent_kafkas_admin_client_changes_a_topics_config_live(
         future = admin.alter_configs([replaced])[replaced]
     future.result(timeout=30)
     assert kafka_cluster.describe_topic(topic)["config"] == {"retention.ms": "3600000"}
+
+
+def test_a_brokers_advertised_listener_changes_while_it_runs(kafka_cluster: Cluster) -> None:
+    """advertised.listeners is a per-broker dynamic setting (KIP-226): set on one broker, every
+    broker's Metadata soon names the new address, DescribeConfigs says where it came from, and
+    clients reach the broker there; deleted, the broker advertises the address it started with.
+    Another setting, and a value that is no listener, are refused."""
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers()})
+    brokers = admin.list_topics(timeout=30).brokers
+    broker_id = min(brokers)
+    started_with = (brokers[broker_id].host, brokers[broker_id].port)
+    moved = ("localhost", started_with[1])
+    assert moved != started_with
+    moved_listener = f"PLAINTEXT://localhost:{started_with[1]}"
+
+    def change(name: str, value: str | None) -> None:
+        operation = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+        resource = ConfigResource(ResourceType.BROKER, str(broker_id), incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=operation)])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+    def advertised_everywhere(address: tuple[str, int]) -> bool:
+        """Whether every broker's Metadata names `address` for the broker changed."""
+        for other in brokers.values():
+            client = AdminClient({"bootstrap.servers": f"{other.host}:{other.port}"})
+            found = client.list_topics(timeout=10).brokers[broker_id]
+            if (found.host, found.port) != address:
+                return False
+        return True
+
+    def described() -> tuple[str, bool, str]:
+        resource = ConfigResource(ResourceType.BROKER, str(broker_id))
+        entry = admin.describe_configs([resource])[resource].result(timeout=30)[
+            "advertised.listeners"]
+        return entry.value, entry.is_read_only, entry.source
+
+    try:
+        change("advertised.listeners", moved_listener)
+        wait_until(lambda: advertised_everywhere(moved), 30,
+                   "every broker's metadata naming the new address")
+        assert described() == (moved_listener, False, 2)  # DYNAMIC_BROKER_CONFIG
+        topic = new_topic(kafka_cluster, "through-a-moved-listener")
+        producer = _producer(kafka_cluster)
+        outcomes: list[object] = []
+        for partition in range(PARTITIONS):
+            producer.produce(topic, value=b"%d" % partition, partition=partition,
+                             on_delivery=lambda error, _m: outcomes.append(error))
+        assert producer.flush(60) == 0 and outcomes == [None] * PARTITIONS
+
+        with pytest.raises(KafkaException, match="while a broker runs") as fixed:
+            change("listeners", "PLAINTEXT://127.0.0.1:0")
+        assert fixed.value.args[0].name() == "INVALID_REQUEST"
+        with pytest.raises(KafkaException, match="not PLAINTEXT://host:port") as invalid:
+            change("advertised.listeners", "nowhere")
+        assert invalid.value.args[0].name() == "INVALID_CONFIG"
+
+        change("advertised.listeners", None)
+        wait_until(lambda: advertised_everywhere(started_with), 30,
+                   "every broker's metadata naming the address it started with")
+        assert described()[1:] == (False, 5)  # DEFAULT_CONFIG: the listener, as bound
+    finally:
+        alter_broker_config(kafka_cluster.store, broker_id, {"advertised.listeners": None})
+
+
+def test_a_dynamic_advertised_listener_outlives_a_restart(start_cluster) -> None:
+    """Kept in ZooKeeper (/config/brokers/<id>), a dynamic setting is applied again by the
+    broker restarted, before it registers; port 0 stands for the port it bound."""
+    cluster = start_cluster(1, kafka_listeners="PLAINTEXT://127.0.0.1:0")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers()})
+    [broker_id] = admin.list_topics(timeout=30).brokers
+    resource = ConfigResource(ResourceType.BROKER, str(broker_id), incremental_configs=[
+        ConfigEntry("advertised.listeners", "PLAINTEXT://localhost:0",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    cluster.stop_broker(broker_id)
+    cluster.start_broker(broker_id)
+    restarted = AdminClient({"bootstrap.servers": cluster.bootstrap_servers()})
+    found = restarted.list_topics(timeout=30).brokers[broker_id]
+    assert found.host == "localhost"
+    assert cluster.bootstrap_servers() == f"localhost:{found.port}"  # its registration
 
 
 class _StaticMember:

@@ -86,6 +86,7 @@ SUITES: dict[str, Suite] = {
             "test_consumer_integration.py::test_heartbeat_thread",
             "test_admin_integration.py::test_create_delete_topics",
             "test_admin_integration.py::test_describe_configs_topic_resource_returns_configs",
+            "test_admin_integration.py::test_describe_configs_broker_resource_returns_configs",
             "test_admin_integration.py::test_list_partition_offsets",
             "test_producer_integration.py::test_idempotent_producer_max_in_flight[5]",
             "test_producer_integration.py::test_transactional_producer_messages",
