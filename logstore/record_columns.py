@@ -8,13 +8,16 @@ with Arrow's compute kernels, which run in C. The bytes are exactly those
 ``[offset_delta, timestamp_delta, key, value, headers]`` in its smallest encoding (what
 ``msgpack.packb`` writes), so no reader, leader or follower can tell the two apart.
 
-Every record of one payload has the same timestamp and no headers; records with headers go
-through ``build_batch``.
+Every record of one payload has the same timestamp.
 
-How: a record is ``[0x95, offset_delta, 0x00] [key header] key [value header] value [0x90]``.
-The bracketed parts come from tables of every form they can take (the first part by offset
-delta, a header by length), picked by Arrow's ``take``; then ``binary_join_element_wise``
-joins each record's parts, and the joined strings' buffer is the records, end to end.
+How: a record is ``[0x95, offset_delta, 0x00] [key header] key [value header] value
+[headers]``. The bracketed parts come from tables of every form they can take (the first part
+by offset delta, a header by length), picked by Arrow's ``take``; then
+``binary_join_element_wise`` joins each record's parts, and the joined strings' buffer is the
+records, end to end. Without headers the last part is ``0x90`` (an empty array); with them
+(Spark's ``array<struct<key, value>>`` column), each header is joined the same way as
+``[0x92] [name header] name [value header] value``, and each record's headers by
+``binary_join`` over the list, behind the array's header.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import pyarrow.compute as pc
 from rafka.logstore.batch import RecordsPayload
 from rafka.logstore.record_check import array_header
 
-__all__ = ["binary_buffers", "binary_lengths", "encode_binary_records", "is_binary_column"]
+__all__ = ["binary_buffers", "binary_lengths", "encode_binary_records", "header_lengths",
+           "is_binary_column", "is_headers_column"]
 
 # Offset deltas and lengths below this are looked up in tables; larger ones (a batch of more
 # than 65,536 records, a key or value above 64 KiB) are encoded one by one, and are too few
@@ -39,6 +43,7 @@ _TABLE_SIZE = 1 << 16
 _NIL_AT = _TABLE_SIZE  # the bin-header table's last entry: msgpack's nil, for a None
 _NIL = msgpack.packb(None)
 _RECORD_END = b"\x90"  # each record's headers: an empty array
+_HEADER_START = b"\x92"  # a header: an array of its name and value
 
 
 def is_binary_column(column: object) -> bool:
@@ -46,6 +51,33 @@ def is_binary_column(column: object) -> bool:
     return isinstance(column, pa.Array) and (
         pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
         or pa.types.is_string(column.type) or pa.types.is_large_string(column.type))
+
+
+def is_headers_column(column: object) -> bool:
+    """Whether ``column`` holds records' headers as Spark's Kafka sink takes them: an Arrow
+    list of structs of a string ``key`` and a binary or string ``value``."""
+    if not isinstance(column, pa.Array) or not (pa.types.is_list(column.type)
+                                                or pa.types.is_large_list(column.type)):
+        return False
+    pair = column.type.value_type
+    if not pa.types.is_struct(pair) or {pair.field(i).name for i in range(pair.num_fields)} != {
+            "key", "value"}:
+        return False
+    key, value = pair.field("key").type, pair.field("value").type
+    return ((pa.types.is_string(key) or pa.types.is_large_string(key))
+            and (pa.types.is_binary(value) or pa.types.is_large_binary(value)
+                 or pa.types.is_string(value) or pa.types.is_large_string(value)))
+
+
+def header_lengths(headers: pa.Array, overhead_per_header: int = 0) -> np.ndarray:
+    """The bytes of each record's headers (a column `is_headers_column` accepts): its names'
+    and values' lengths, and ``overhead_per_header`` for each (int64)."""
+    names, values, counts = _header_fields(headers)
+    running = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum(binary_lengths(names) + binary_lengths(values) + overhead_per_header,
+              out=running[1:])
+    ends = np.cumsum(counts)
+    return running[ends] - running[ends - counts]
 
 
 def binary_buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -75,12 +107,14 @@ def _valid(column: pa.Array) -> np.ndarray:
 
 
 def encode_binary_records(values: pa.Array, keys: pa.Array | None, timestamp_ms: int,
-                          run_ends: Sequence[int] | None = None) -> list[RecordsPayload]:
-    """The records ``(keys[i], values[i])``, all stamped ``timestamp_ms`` and without headers,
-    encoded as :func:`~rafka.logstore.batch.build_batch` encodes them, one payload per run of
-    records: records ``0 .. run_ends[0]``, then up to ``run_ends[1]``, and so on (None: one run
-    of them all). Keys and values are Arrow binary or string arrays (None: no record has a
-    key); a null is a None.
+                          run_ends: Sequence[int] | None = None, *,
+                          headers: pa.Array | None = None) -> list[RecordsPayload]:
+    """The records ``(keys[i], values[i], headers[i])``, all stamped ``timestamp_ms``, encoded
+    as :func:`~rafka.logstore.batch.build_batch` encodes them, one payload per run of records:
+    records ``0 .. run_ends[0]``, then up to ``run_ends[1]``, and so on (None: one run of them
+    all). Keys and values are Arrow binary or string arrays (None: no record has a key); a null
+    is a None. Headers are a column `is_headers_column` accepts (None: no record has any; a
+    null list: none for that record); a header's value may be null, its name may not.
 
     One call for many runs costs less than a call per run: each kernel call has a cost of its
     own, that of a few dozen records."""
@@ -89,6 +123,8 @@ def encode_binary_records(values: pa.Array, keys: pa.Array | None, timestamp_ms:
         raise ValueError("a batch needs at least one record")
     if keys is not None and len(keys) != count:
         raise ValueError(f"{len(keys)} keys for {count} values")
+    if headers is not None and len(headers) != count:
+        raise ValueError(f"{len(headers)} records' headers for {count} values")
     if type(timestamp_ms) is not int:
         raise TypeError(f"timestamp_ms must be an int in ms, got {timestamp_ms!r}")
     ends = np.array([count] if run_ends is None else run_ends, dtype=np.int64)
@@ -105,7 +141,9 @@ def encode_binary_records(values: pa.Array, keys: pa.Array | None, timestamp_ms:
         keys = _as(keys, binary)
         parts = [_as(_record_starts(offset_deltas), binary), _as(_bin_headers(keys), binary),
                  keys]
-    parts += [_as(_bin_headers(values), binary), values, pa.scalar(_RECORD_END, binary)]
+    record_headers = None if headers is None else _record_headers(headers, binary)
+    parts += [_as(_bin_headers(values), binary), values,
+              pa.scalar(_RECORD_END, binary) if record_headers is None else record_headers]
     # Each run's array header goes in front of its first record, so that a run's bytes lie
     # end to end in the joined buffer and are handed on without a copy.
     parts.insert(0, _run_headers(starts, ends, count, binary))
@@ -117,9 +155,11 @@ def encode_binary_records(values: pa.Array, keys: pa.Array | None, timestamp_ms:
     payloads = []
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
         first, last = int(record_offsets[start]), int(record_offsets[end])
-        record_ends = (record_offsets[start + 1:end + 1] - first).astype("<u4")
+        # The leader's check by record ends knows records without headers only.
+        record_ends = None if record_headers is not None else (
+            record_offsets[start + 1:end + 1] - first).astype("<u4").tobytes()
         payloads.append(RecordsPayload(data[first:last], end - start, timestamp_ms,
-                                       timestamp_ms, record_ends.tobytes()))
+                                       timestamp_ms, record_ends))
     return payloads
 
 
@@ -133,6 +173,59 @@ def _run_headers(starts: np.ndarray, ends: np.ndarray, count: int,
     np.cumsum(lengths, out=offsets[1:])
     return pa.Array.from_buffers(binary, count, [None, pa.py_buffer(offsets),
                                                  pa.py_buffer(b"".join(headers))])
+
+
+def _record_headers(headers: pa.Array, binary: pa.DataType) -> pa.Array | None:
+    """Each record's headers as msgpack writes them, an array of ``[name, value]`` arrays;
+    None if no record has any (every record then ends with an empty array)."""
+    if not is_headers_column(headers):
+        raise TypeError(f"headers must be an Arrow list of structs of a string key and a binary "
+                        f"or string value (Spark's array<struct<key, value>>), got "
+                        f"{getattr(headers, 'type', type(headers).__name__)}")
+    names, values, counts = _header_fields(headers)
+    if not len(names):
+        return None
+    if names.null_count:
+        raise ValueError("a record header has no name (a null key): Kafka's headers are named")
+    names, values = _as(names, binary), _as(values, binary)
+    pairs = pc.binary_join_element_wise(
+        pa.scalar(_HEADER_START, binary), _as(_str_headers(names), binary), names,
+        _as(_bin_headers(values), binary), values, pa.scalar(b"", binary),
+        null_handling="replace", null_replacement=b"")
+    offsets = np.zeros(len(counts) + 1, dtype=_offset_type(binary))
+    np.cumsum(counts, out=offsets[1:])
+    list_type = pa.large_list(binary) if _offset_type(binary) is np.int64 else pa.list_(binary)
+    per_record = pa.Array.from_buffers(list_type, len(counts), [None, pa.py_buffer(offsets)],
+                                       children=[pairs])
+    joined = pc.binary_join(per_record, pa.scalar(b"", binary))
+    return pc.binary_join_element_wise(_as(_array_headers(counts), binary), joined,
+                                       pa.scalar(b"", binary))
+
+
+def _header_fields(headers: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    """Every record's headers one after the other, as names and values, and how many each
+    record has (a null list: none)."""
+    counts = pc.list_value_length(headers).fill_null(0).to_numpy().astype(np.int64)
+    # Both flatten()s heed a slice and nulls: a null list's items are left out, a null pair's
+    # name and value are null.
+    pairs = headers.flatten()
+    fields = dict(zip([field.name for field in pairs.type], pairs.flatten(), strict=True))
+    return fields["key"], fields["value"], counts
+
+
+def _array_headers(counts: np.ndarray) -> pa.Array:
+    """msgpack's header of an array of each count of items."""
+    if counts.max(initial=0) >= 16:
+        return pa.array([array_header(count) for count in counts.tolist()], pa.binary())
+    return _array_header_table().take(pa.array(counts))
+
+
+def _str_headers(column: pa.Array) -> pa.Array:
+    """msgpack's header of each string (a str of its length): a header's name."""
+    lengths = binary_lengths(column)
+    if lengths.max(initial=0) >= _TABLE_SIZE:
+        return pa.array([_str_header(length) for length in lengths.tolist()], pa.binary())
+    return _str_header_table().take(pa.array(lengths))
 
 
 def _is_large(column: pa.Array) -> bool:
@@ -193,6 +286,27 @@ def _bin_header(length: int) -> bytes:
     if length < 1 << 16:
         return b"\xc5" + length.to_bytes(2, "big")
     return b"\xc6" + length.to_bytes(4, "big")
+
+
+def _str_header(length: int) -> bytes:
+    """msgpack's header of a str of ``length`` bytes."""
+    if length < 32:
+        return bytes((0xA0 | length,))
+    if length < 1 << 8:
+        return b"\xd9" + length.to_bytes(1, "big")
+    if length < 1 << 16:
+        return b"\xda" + length.to_bytes(2, "big")
+    return b"\xdb" + length.to_bytes(4, "big")
+
+
+@cache
+def _str_header_table() -> pa.Array:
+    return pa.array([_str_header(length) for length in range(_TABLE_SIZE)], pa.binary())
+
+
+@cache
+def _array_header_table() -> pa.Array:
+    return pa.array([array_header(count) for count in range(16)], pa.binary())
 
 
 @cache

@@ -41,7 +41,6 @@ from pyspark.sql.types import (
 )
 
 from rafka.actors.clients.column_partitions import key_partitions
-from rafka.actors.clients.producer import SentRecords
 from rafka.actors.clients.sequenced_producer import SequencedProducer
 from rafka.actors.errors import RafkaError
 from rafka.pipelines.sink_plan import (
@@ -129,7 +128,7 @@ def _write_partition(ray_address: str, driver_namespace: str, namespace: str, to
         for batch in batches:
             values = batch.column(columns.value)
             keys = batch.column(columns.key) if columns.key else None
-            headers = _headers(batch.column(columns.headers)) if columns.headers else None
+            headers = batch.column(columns.headers) if columns.headers else None
             if keys is None and columns.partition is None:  # slices, not a partition per row
                 groups = [(target, range(start, stop)) for target, start, stop
                           in keyless_runs(partitions, spark_partition, first_row,
@@ -147,14 +146,9 @@ def _write_partition(ray_address: str, driver_namespace: str, namespace: str, to
                 rows = rows[skipped:]
                 if not len(rows):
                     continue
-                if headers is not None:
-                    sent += _send_with_headers(producer, topic, target, _pick(values, rows),
-                                               None if keys is None else _pick(keys, rows),
-                                               [headers[i] for i in rows])
-                else:
-                    sent.append(producer.send_columns(
-                        topic, _pick(values, rows), None if keys is None else _pick(keys, rows),
-                        partition=target))
+                sent.append(producer.send_columns(
+                    topic, _pick(values, rows), None if keys is None else _pick(keys, rows),
+                    partition=target, headers=None if headers is None else _pick(headers, rows)))
             first_row += batch.num_rows
         short = ", ".join(f"{already[p]} records to {topic}-{p}, where this attempt has "
                           f"{counts[p]} rows" for p, left in sorted(to_skip.items()) if left)
@@ -165,10 +159,7 @@ def _write_partition(ray_address: str, driver_namespace: str, namespace: str, to
                 "computed; make it deterministic (sortWithinPartitions after a shuffle)")
         producer.flush(timeout_s)
         for outcome in sent:  # raises the first failure
-            if isinstance(outcome, SentRecords):
-                outcome.partition_counts(timeout_s)
-            else:
-                outcome.result(timeout_s)
+            outcome.partition_counts(timeout_s)
     finally:
         producer.close(timeout_s)
     yield pa.RecordBatch.from_pydict(
@@ -192,28 +183,3 @@ def _pick(column: pa.Array, rows: range | np.ndarray) -> pa.Array:
     if isinstance(rows, range):
         return column.slice(rows.start, len(rows))
     return column.take(pa.array(rows, pa.int64()))
-
-
-def _send_with_headers(producer: SequencedProducer, topic: str, partition: int,
-                       values: pa.Array, keys: pa.Array | None,
-                       headers: list[list[tuple[str, bytes | None]]]) -> list[Any]:
-    """Records with headers, one `send` each: columns carry no headers (the rare case)."""
-    values_bytes = _as_bytes(values)
-    keys_bytes = _as_bytes(keys) if keys is not None else [None] * len(values_bytes)
-    return [producer.send(topic, value, key, partition=partition, headers=pairs)
-            for value, key, pairs in zip(values_bytes, keys_bytes, headers, strict=True)]
-
-
-def _headers(column: pa.Array) -> list[list[tuple[str, bytes | None]]]:
-    """Spark's headers column (key string, value binary or string) as each record's pairs."""
-    return [[(pair["key"], pair["value"].encode() if isinstance(pair["value"], str)
-              else pair["value"]) for pair in row or ()]
-            for row in column.to_pylist()]
-
-
-def _as_bytes(column: pa.Array) -> list[bytes | None]:
-    """Binary values as they are; strings as UTF-8 (the types `_check_types` lets through)."""
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        column = column.cast(pa.binary() if pa.types.is_string(column.type)
-                             else pa.large_binary())
-    return column.to_pylist()

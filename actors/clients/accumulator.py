@@ -54,6 +54,7 @@ from rafka.logstore.batch import HEADER_SIZE, RecordsPayload
 
 __all__ = [
     "BATCH_OVERHEAD_BYTES",
+    "HEADER_OVERHEAD_BYTES",
     "RECORD_OVERHEAD_BYTES",
     "AppendResult",
     "PendingBatch",
@@ -69,6 +70,8 @@ BATCH_OVERHEAD_BYTES = HEADER_SIZE
 # A record's msgpack framing: the 5-element array, offset and timestamp deltas, and the key,
 # value and header-array length prefixes. An estimate: exactness would cost an encode per record.
 RECORD_OVERHEAD_BYTES = 16
+# A header's: its 2-element array and its name's and value's length prefixes.
+HEADER_OVERHEAD_BYTES = 4
 # A producer epoch is an int16 in the batch header.
 MAX_PRODUCER_EPOCH = 0x7FFF
 _END_OF_TIME = 2**63  # a "now" after every backoff
@@ -99,7 +102,7 @@ def _payload_size(key: bytes | None, value: bytes | None) -> int:
 
 
 def _headers_size(headers: Headers) -> int:
-    return sum(len(name) + (len(value) if value is not None else 0) + 4
+    return sum(len(name) + (len(value) if value is not None else 0) + HEADER_OVERHEAD_BYTES
                for name, value in headers)
 
 

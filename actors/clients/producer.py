@@ -30,6 +30,7 @@ import numpy as np
 import ray
 
 from rafka.actors.clients.accumulator import (
+    HEADER_OVERHEAD_BYTES,
     RECORD_OVERHEAD_BYTES,
     PendingBatch,
     RecordAccumulator,
@@ -392,20 +393,24 @@ class Producer:
         return SentRecords(topic, now, spans, order)
 
     def send_columns(self, topic: str, values: pa.Array, keys: pa.Array | None = None, *,
-                     partition: int) -> SentRecords:
+                     partition: int, headers: pa.Array | None = None) -> SentRecords:
         """Queue records given as Arrow columns, all to `partition`: the columnar form of
         `send_batch`, for pipelines (a Spark task's or a Ray Data block's columns).
 
         Keys and values are Arrow binary or string arrays of one length (a null is a None;
-        `keys` None: no record has a key). The records are encoded into batches here, in
-        Arrow's C kernels (`rafka.logstore.record_columns`), with no Python object per record;
-        their timestamp is now. Blocks for `buffer.memory` as `send` does.
+        `keys` None: no record has a key). `headers`, if any record has some, is a list of
+        structs of a string `key` and a binary or string `value` per record (Spark's
+        `array<struct<key, value>>`). The records are encoded into batches here, in Arrow's C
+        kernels (`rafka.logstore.record_columns`), with no Python object per record; their
+        timestamp is now. Blocks for `buffer.memory` as `send` does.
         """
         # pyarrow takes a third of a second to import: only columnar senders pay for it.
         from rafka.logstore.record_columns import (
             binary_lengths,
             encode_binary_records,
+            header_lengths,
             is_binary_column,
+            is_headers_column,
         )
 
         if self._closed:
@@ -417,6 +422,12 @@ class Producer:
                                 "first (e.g. pyarrow.compute.cast(column, pyarrow.binary()))")
         if keys is not None and len(keys) != len(values):
             raise ValueError(f"{len(keys)} keys for {len(values)} values")
+        if headers is not None and not is_headers_column(headers):
+            raise TypeError("headers must be an Arrow list of structs of a string key and a "
+                            "binary or string value, as Spark's array<struct<key, value>>, "
+                            f"got {getattr(headers, 'type', type(headers).__name__)}")
+        if headers is not None and len(headers) != len(values):
+            raise ValueError(f"{len(headers)} records' headers for {len(values)} values")
         partition = choose_partition(topic, None, self._partition_count(topic),
                                      partition=partition)
         now = wall_clock_ms()
@@ -425,6 +436,8 @@ class Producer:
         payload_sizes = binary_lengths(values)
         if keys is not None:
             payload_sizes = payload_sizes + binary_lengths(keys)
+        if headers is not None:
+            payload_sizes = payload_sizes + header_lengths(headers, HEADER_OVERHEAD_BYTES)
         largest = int(payload_sizes.max())
         if largest > self.config.max_request_size:
             raise RecordTooLargeError(
@@ -434,7 +447,7 @@ class Producer:
         record_sizes = payload_sizes + RECORD_OVERHEAD_BYTES
         run_ends = batch_run_ends(record_sizes, self.config.batch_size)
         run_sizes = np.add.reduceat(record_sizes, [0, *run_ends[:-1]]).tolist()
-        payloads = encode_binary_records(values, keys, now, run_ends)
+        payloads = encode_binary_records(values, keys, now, run_ends, headers=headers)
         spans: list[_Span] = []
         position = 0
         with self._lock:

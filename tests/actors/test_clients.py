@@ -139,6 +139,26 @@ def test_send_columns_writes_arrow_columns_in_order_beside_send(shared: Cluster)
     assert [r.value for r in stored if r.partition == 0] == [b"s1", b"s2"]
 
 
+def test_send_columns_carries_each_records_headers(shared: Cluster) -> None:
+    topic = topic_name()
+    shared.create_topic(topic, partitions=1, replication_factor=2)
+    producer = shared.producer(acks="all", batch_size=2048)
+    headers = [None if i % 3 == 0 else [("trace", b"t%d" % i), ("empty", None)][: i % 3]
+               for i in range(500)]
+    spark_headers = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    column = pa.array([None if row is None else [{"key": k, "value": v} for k, v in row]
+                       for row in headers], spark_headers)
+    sent = producer.send_columns(topic, pa.array([b"v%d" % i for i in range(500)]),
+                                 partition=0, headers=column)
+    producer.flush()
+    producer.close()
+
+    assert sent.partition_counts(0) == {0: 500}
+    stored = sorted(consume_all(shared, topic, 500), key=lambda r: r.offset)
+    assert [(r.value, list(r.headers)) for r in stored] == [
+        (b"v%d" % i, list(row or ())) for i, row in enumerate(headers)]
+
+
 def test_send_columns_refuses_what_it_cannot_send(shared: Cluster) -> None:
     topic = topic_name()
     shared.create_topic(topic, partitions=1, replication_factor=1)
@@ -151,6 +171,11 @@ def test_send_columns_refuses_what_it_cannot_send(shared: Cluster) -> None:
         producer.send_columns(topic, pa.array([b"a", b"b"]), pa.array([b"k"]), partition=0)
     with pytest.raises(RecordTooLargeError, match=r"max\.request\.size=1000"):
         producer.send_columns(topic, pa.array([b"x" * 1001]), partition=0)
+    with pytest.raises(RecordTooLargeError, match=r"max\.request\.size=1000"):
+        producer.send_columns(topic, pa.array([b"x"]), partition=0, headers=pa.array(
+            [[{"key": "big", "value": b"y" * 1000}]]))
+    with pytest.raises(TypeError, match="list of structs of a string key"):
+        producer.send_columns(topic, pa.array([b"a"]), partition=0, headers=pa.array([["k"]]))
     with pytest.raises(UnknownTopicError):
         producer.send_columns(topic_name(), pa.array([b"a"]), partition=0)
     with pytest.raises(ValueError, match="partition"):

@@ -21,7 +21,12 @@ from rafka.logstore.batch import (
 )
 from rafka.logstore.errors import CorruptRecordError, InvalidRecordError
 from rafka.logstore.record_check import records_end_where_claimed
-from rafka.logstore.record_columns import binary_lengths, encode_binary_records
+from rafka.logstore.record_columns import (
+    binary_lengths,
+    encode_binary_records,
+    header_lengths,
+    is_headers_column,
+)
 
 # Lengths around msgpack's bin 8 / bin 16 boundaries, and empty and null strings.
 maybe_bytes = st.one_of(
@@ -99,6 +104,90 @@ def test_bad_input_is_refused_with_a_typed_error(values, keys, timestamp, run_en
                                                  match) -> None:
     with pytest.raises(error, match=match):
         encode_binary_records(values, keys, timestamp, run_ends)
+
+
+# ----------------------------------------------------------------------------------- headers
+
+SPARK_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+# Names around msgpack's fixstr / str 8 / str 16 boundaries, multi-byte characters among them.
+header_names = st.one_of(st.text(max_size=3), st.integers(28, 36).map(lambda n: "n" * n),
+                         st.integers(250, 260).map(lambda n: "é" * (n // 2)))
+record_headers = st.one_of(
+    st.none(),
+    st.lists(st.tuples(header_names, maybe_bytes), max_size=3),
+    st.integers(14, 18).map(lambda n: [(f"h{i}", b"v") for i in range(n)]),  # fixarray's end
+)
+
+
+def headers_column(rows: list[list[tuple[str, bytes | None]] | None],
+                   type_: pa.DataType = SPARK_HEADERS) -> pa.Array:
+    return pa.array([None if row is None else [{"key": k, "value": v} for k, v in row]
+                     for row in rows], type_)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), count=st.integers(1, 40), keyed=st.booleans(), large=st.booleans(),
+       sliced=st.booleans())
+def test_records_with_headers_encode_to_the_bytes_build_batch_writes(data, count, keyed, large,
+                                                                     sliced) -> None:
+    values = data.draw(st.lists(maybe_bytes, min_size=count, max_size=count))
+    keys = data.draw(st.lists(maybe_bytes, min_size=count, max_size=count)) if keyed else None
+    rows = data.draw(st.lists(record_headers, min_size=count, max_size=count))
+    cut = data.draw(st.integers(1, count)) if count > 1 else count
+    binary = pa.large_binary() if large else pa.binary()
+    column = headers_column(rows)
+    if sliced:  # a slice of a longer column, as a Spark batch's rows picked for one partition
+        column = headers_column([[("before", b"x")], *rows, None]).slice(1, count)
+
+    payloads = encode_binary_records(pa.array(values, binary),
+                                     None if keys is None else pa.array(keys, pa.binary()),
+                                     1_700_000_000_000, sorted({cut, count}), headers=column)
+
+    start = 0
+    for payload, end in zip(payloads, sorted({cut, count}), strict=True):
+        records = [(None if keys is None else keys[i], values[i], 1_700_000_000_000, rows[i])
+                   for i in range(start, end)]
+        assert frame_batch(payload) == build_batch(records)
+        batch = frame_batch(payload)
+        validate_batch(batch, 1 << 20, record_ends=payload.record_ends)
+        assert [list(r.headers) for r in decode_records(batch)] == [
+            list(rows[i] or ()) for i in range(start, end)]
+        start = end
+    assert header_lengths(column, 4).tolist() == [
+        sum(len(name.encode()) + len(value or b"") + 4 for name, value in row or ())
+        for row in rows]
+
+
+def test_headers_with_string_values_and_none_at_all_encode_as_without() -> None:
+    strings = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
+    [with_strings] = encode_binary_records(
+        pa.array([b"a", b"b"]), None, 5, headers=headers_column([[("n", "é")], None], strings))
+    assert with_strings.data == msgpack.packb(
+        [(0, 0, None, b"a", [("n", "é".encode())]), (1, 0, None, b"b", ())], use_bin_type=True)
+    assert with_strings.record_ends is None  # the leader decodes records with headers
+    [empty] = encode_binary_records(pa.array([b"a", b"b"]), None, 5,
+                                    headers=headers_column([[], None]))
+    [without] = encode_binary_records(pa.array([b"a", b"b"]), None, 5)
+    assert empty == without  # the same bytes, and the same claim of where records end
+
+
+@pytest.mark.parametrize(("headers", "error", "match"), [
+    (pa.array([["k"]]), TypeError, "list of structs of a string key"),
+    (pa.array([[{"key": 1, "value": b"v"}]]), TypeError, "list of structs of a string key"),
+    (headers_column([[("k", b"v")]]), ValueError, "1 records' headers for 2 values"),
+    (pa.array([[{"key": None, "value": b"v"}]], SPARK_HEADERS), ValueError, "no name"),
+    (pa.array([[None]], SPARK_HEADERS), ValueError, "no name"),
+])
+def test_bad_headers_are_refused_with_a_typed_error(headers, error, match) -> None:
+    count = 2 if "2 values" in match else 1
+    with pytest.raises(error, match=match):
+        encode_binary_records(pa.array([b"a"] * count), None, 5, headers=headers)
+
+
+def test_only_spark_shaped_headers_columns_are_taken() -> None:
+    assert is_headers_column(headers_column([[("k", b"v")]]))
+    assert not is_headers_column(pa.array([b"k"]))
+    assert not is_headers_column([("k", b"v")])
 
 
 # ----------------------------------------------------------------- the leader's check by ends
