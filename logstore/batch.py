@@ -264,19 +264,10 @@ def build_batch(
     max_ts = first_ts + max(map(itemgetter(1), entries))
     attributes = (codec | (TIMESTAMP_TYPE_MASK if timestamp_type else 0)
                   | (TRANSACTIONAL_FLAG_MASK if transactional else 0))
-    return encode_batch(
-        entries,
-        base_offset=0,
-        leader_epoch=NO_PARTITION_LEADER_EPOCH,
-        attributes=attributes,
-        last_offset_delta=len(entries) - 1,
-        first_timestamp=first_ts,
-        max_timestamp=max_ts,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        codec=codec,
-    )
+    return encode_batch(entries, new_header(
+        attributes=attributes, last_offset_delta=len(entries) - 1, first_timestamp=first_ts,
+        max_timestamp=max_ts, producer_id=producer_id, producer_epoch=producer_epoch,
+        base_sequence=base_sequence))
 
 
 def _entry_types_ok(entries: list[tuple[Any, ...]]) -> bool:
@@ -293,31 +284,35 @@ def _codec(name: str) -> int:
     return _compression.codec_id(name)
 
 
-def encode_batch(
-    entries: Sequence[Sequence[Any]],
+def new_header(
     *,
-    base_offset: int,
-    leader_epoch: int,
     attributes: int,
     last_offset_delta: int,
     first_timestamp: int,
     max_timestamp: int,
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-    codec: int,
-) -> bytes:
-    """Low-level encoder: ``entries`` are ``(offset_delta, timestamp_delta, key, value, headers)``.
+    base_offset: int = 0,
+    leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+) -> BatchHeader:
+    """The header of a batch about to be encoded: a producer's by default (base offset 0, no
+    leader epoch, no producer id). Its length, CRC and record count are the encoder's to fill
+    in (:func:`encode_batch`)."""
+    return BatchHeader(base_offset, 0, leader_epoch, MAGIC, 0, attributes, last_offset_delta,
+                       first_timestamp, max_timestamp, producer_id, producer_epoch,
+                       base_sequence, 0)
 
-    Used by :func:`build_batch` and by the cleaner, which rebuilds batches keeping their
-    original offset deltas.
+
+def encode_batch(entries: Sequence[Sequence[Any]], header: BatchHeader) -> bytes:
+    """Low-level encoder: ``entries`` are ``(offset_delta, timestamp_delta, key, value, headers)``,
+    under ``header`` (:func:`new_header`, or a batch's own header kept), whose length, CRC and
+    record count are computed and whose attributes name the codec.
+
+    Used by :func:`build_batch`, by the cleaner, which rebuilds batches keeping their
+    original offset deltas, and by the Kafka-format reader, which keeps a batch's header.
     """
-    payload = msgpack.packb(entries, use_bin_type=True)
-    return _framed(payload, len(entries), base_offset=base_offset, leader_epoch=leader_epoch,
-                   attributes=attributes, last_offset_delta=last_offset_delta,
-                   first_timestamp=first_timestamp, max_timestamp=max_timestamp,
-                   producer_id=producer_id, producer_epoch=producer_epoch,
-                   base_sequence=base_sequence, codec=codec)
+    return _framed(msgpack.packb(entries, use_bin_type=True), len(entries), header)
 
 
 class RecordsPayload(NamedTuple):
@@ -350,48 +345,33 @@ def frame_batch(
     records: ``base_offset`` 0, ``leader_epoch`` -1, CreateTime."""
     if not payload.count:
         raise ValueError("a batch needs at least one record")
-    codec = _codec(compression)
-    attributes = codec | (TRANSACTIONAL_FLAG_MASK if transactional else 0)
-    return _framed(payload.data, payload.count, base_offset=0,
-                   leader_epoch=NO_PARTITION_LEADER_EPOCH, attributes=attributes,
-                   last_offset_delta=payload.count - 1,
-                   first_timestamp=payload.first_timestamp,
-                   max_timestamp=payload.max_timestamp, producer_id=producer_id,
-                   producer_epoch=producer_epoch, base_sequence=base_sequence, codec=codec)
+    attributes = _codec(compression) | (TRANSACTIONAL_FLAG_MASK if transactional else 0)
+    return _framed(payload.data, payload.count, new_header(
+        attributes=attributes, last_offset_delta=payload.count - 1,
+        first_timestamp=payload.first_timestamp, max_timestamp=payload.max_timestamp,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence))
 
 
-def _framed(
-    payload: bytes | memoryview,
-    record_count: int,
-    *,
-    base_offset: int,
-    leader_epoch: int,
-    attributes: int,
-    last_offset_delta: int,
-    first_timestamp: int,
-    max_timestamp: int,
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-    codec: int,
-) -> bytes:
-    """The header and CRC around the records' bytes, compressed first when ``codec`` says."""
+def _framed(payload: bytes | memoryview, record_count: int, header: BatchHeader) -> bytes:
+    """The header and CRC around the records' bytes, compressed first when the header's
+    attributes say."""
+    codec = header.attributes & COMPRESSION_CODEC_MASK
     if codec:
         payload = _compression.compress(codec, payload)
     try:
         tail = _AFTER_CRC.pack(
-            attributes,
-            last_offset_delta,
-            first_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
+            header.attributes,
+            header.last_offset_delta,
+            header.first_timestamp,
+            header.max_timestamp,
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
             record_count,
         )
         crc = zlib.crc32(payload, zlib.crc32(tail))
         head = _BEFORE_CRC_END.pack(
-            base_offset, MIN_LENGTH + len(payload), leader_epoch, MAGIC, crc
+            header.base_offset, MIN_LENGTH + len(payload), header.leader_epoch, MAGIC, crc
         )
     except struct.error as exc:
         raise ValueError(f"a batch header field is out of range: {exc}") from None

@@ -164,19 +164,7 @@ def clean_batch(
         max_ts = first_ts + max(e[1] for e in kept)
     else:
         max_ts = header.max_timestamp
-    data = encode_batch(
-        kept,
-        base_offset=header.base_offset,
-        leader_epoch=header.leader_epoch,
-        attributes=header.attributes,
-        last_offset_delta=header.last_offset_delta,
-        first_timestamp=first_ts,
-        max_timestamp=max_ts,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        codec=header.compression,
-    )
+    data = encode_batch(kept, header._replace(first_timestamp=first_ts, max_timestamp=max_ts))
     return CleanedBatch(data, True, removed)
 
 

@@ -28,13 +28,12 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
-from rafka.common.sentinels import NO_SEQUENCE
 from rafka.logstore.batch import (
     CONTROL_FLAG_MASK,
-    NO_PARTITION_LEADER_EPOCH,
     TRANSACTIONAL_FLAG_MASK,
     BatchHeader,
     encode_batch,
+    new_header,
     unpack_entries,
 )
 from rafka.logstore.errors import CorruptRecordError
@@ -73,19 +72,10 @@ def build_marker_batch(
     """A marker batch (base offset 0, no leader epoch) for the leader to append."""
     key = _MARKER_KEY.pack(MARKER_VERSION, int(control_type))
     value = _MARKER_VALUE.pack(MARKER_VERSION, coordinator_epoch)
-    return encode_batch(
-        [(0, 0, key, value, ())],
-        base_offset=0,
-        leader_epoch=NO_PARTITION_LEADER_EPOCH,
-        attributes=CONTROL_FLAG_MASK | TRANSACTIONAL_FLAG_MASK,
-        last_offset_delta=0,
-        first_timestamp=timestamp_ms,
-        max_timestamp=timestamp_ms,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=NO_SEQUENCE,
-        codec=0,
-    )
+    return encode_batch([(0, 0, key, value, ())], new_header(
+        attributes=CONTROL_FLAG_MASK | TRANSACTIONAL_FLAG_MASK, last_offset_delta=0,
+        first_timestamp=timestamp_ms, max_timestamp=timestamp_ms, producer_id=producer_id,
+        producer_epoch=producer_epoch))
 
 
 def read_marker(batch: memoryview | bytes, header: BatchHeader) -> TransactionMarker:

@@ -172,19 +172,7 @@ def from_kafka(data: bytes | memoryview, max_message_bytes: int, *,
             records = compression.decompress(codec, records, max_message_bytes)
         entries = _read_records(records, header.record_count)
         _check_records(header, entries, require_keys)
-        converted.append(encode_batch(
-            entries,
-            base_offset=header.base_offset,
-            leader_epoch=header.leader_epoch,
-            attributes=header.attributes,
-            last_offset_delta=header.last_offset_delta,
-            first_timestamp=header.first_timestamp,
-            max_timestamp=header.max_timestamp,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            codec=codec,
-        ))
+        converted.append(encode_batch(entries, header))
         pos = end
     return b"".join(converted)
 

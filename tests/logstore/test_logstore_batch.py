@@ -35,6 +35,7 @@ from rafka.logstore.batch import (
     decode_columns,
     encode_batch,
     frame_whole_batches,
+    new_header,
     split_batches,
 )
 from tests.support.logstore import SMALL, T0, batch_of
@@ -182,19 +183,9 @@ def test_validate_rejects_inconsistent_counts() -> None:
 
 
 def _raw_batch(entries: list, *, max_ts: int = T0, count: int | None = None) -> bytes:
-    return encode_batch(
-        entries,
-        base_offset=0,
-        leader_epoch=-1,
-        attributes=0,
-        last_offset_delta=(count or len(entries)) - 1,
-        first_timestamp=T0,
-        max_timestamp=max_ts,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        codec=0,
-    )
+    return encode_batch(entries, new_header(
+        attributes=0, last_offset_delta=(count or len(entries)) - 1, first_timestamp=T0,
+        max_timestamp=max_ts))
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ from rafka.actors.errors import (
     raise_for,
 )
 from rafka.common.config import InvalidConfigError
-from rafka.logstore.batch import build_batch, encode_batch
+from rafka.logstore.batch import build_batch, encode_batch, new_header
 from rafka.logstore.checkpoint import (
     HIGH_WATERMARK_FILE,
     LOG_START_OFFSET_FILE,
@@ -481,9 +481,8 @@ def batches_with_a_bad_later_record(draw: st.DrawFn) -> bytes:
     # A record-shaped replacement keeps its place's offset delta: only the drawn flaw is wrong.
     entries[at] = (at, *bad[1:]) if isinstance(bad, tuple) else bad
     codec = draw(st.sampled_from([0, 1, 3, 4]))  # none, gzip, lz4, zstd
-    return encode_batch(entries, base_offset=0, leader_epoch=-1, attributes=codec,
-                        last_offset_delta=count - 1, first_timestamp=T0, max_timestamp=T0,
-                        producer_id=-1, producer_epoch=-1, base_sequence=-1, codec=codec)
+    return encode_batch(entries, new_header(attributes=codec, last_offset_delta=count - 1,
+                                            first_timestamp=T0, max_timestamp=T0))
 
 
 def test_malformed_batches_sent_straight_to_a_leader(cluster: Cluster, unharmed) -> None:
