@@ -355,24 +355,17 @@ def frame_batch(
 def _framed(payload: bytes | memoryview, record_count: int, header: BatchHeader) -> bytes:
     """The header and CRC around the records' bytes, compressed first when the header's
     attributes say."""
-    codec = header.attributes & COMPRESSION_CODEC_MASK
+    base_offset, _, leader_epoch, _, _, attributes, *_ = header
+    codec = attributes & COMPRESSION_CODEC_MASK
     if codec:
         payload = _compression.compress(codec, payload)
     try:
-        tail = _AFTER_CRC.pack(
-            header.attributes,
-            header.last_offset_delta,
-            header.first_timestamp,
-            header.max_timestamp,
-            header.producer_id,
-            header.producer_epoch,
-            header.base_sequence,
-            record_count,
-        )
+        # The header's fields from attributes to base_sequence, in the order the bytes after
+        # the CRC hold them, then the count.
+        tail = _AFTER_CRC.pack(*header[5:12], record_count)
         crc = zlib.crc32(payload, zlib.crc32(tail))
-        head = _BEFORE_CRC_END.pack(
-            header.base_offset, MIN_LENGTH + len(payload), header.leader_epoch, MAGIC, crc
-        )
+        head = _BEFORE_CRC_END.pack(base_offset, MIN_LENGTH + len(payload), leader_epoch, MAGIC,
+                                    crc)
     except struct.error as exc:
         raise ValueError(f"a batch header field is out of range: {exc}") from None
     return b"".join((head, tail, payload))
