@@ -33,8 +33,8 @@ import pyarrow.compute as pc
 from rafka.logstore.batch import RecordsPayload
 from rafka.logstore.record_check import array_header
 
-__all__ = ["binary_buffers", "binary_lengths", "encode_binary_records", "header_lengths",
-           "is_binary_column", "is_headers_column"]
+__all__ = ["binary_buffers", "binary_lengths", "check_headers_column", "encode_binary_records",
+           "header_lengths", "is_binary_column"]
 
 # Offset deltas and lengths below this are looked up in tables; larger ones (a batch of more
 # than 65,536 records, a key or value above 64 KiB) are encoded one by one, and are too few
@@ -53,9 +53,16 @@ def is_binary_column(column: object) -> bool:
         or pa.types.is_string(column.type) or pa.types.is_large_string(column.type))
 
 
-def is_headers_column(column: object) -> bool:
-    """Whether ``column`` holds records' headers as Spark's Kafka sink takes them: an Arrow
-    list of structs of a string ``key`` and a binary or string ``value``."""
+def check_headers_column(column: object) -> None:
+    """``TypeError`` unless ``column`` holds records' headers as Spark's Kafka sink takes them:
+    an Arrow list of structs of a string ``key`` and a binary or string ``value``."""
+    if not _is_headers_column(column):
+        raise TypeError("headers must be an Arrow list of structs of a string key and a binary "
+                        "or string value (Spark's array<struct<key, value>>), got "
+                        f"{getattr(column, 'type', type(column).__name__)}")
+
+
+def _is_headers_column(column: object) -> bool:
     if not isinstance(column, pa.Array) or not (pa.types.is_list(column.type)
                                                 or pa.types.is_large_list(column.type)):
         return False
@@ -70,7 +77,7 @@ def is_headers_column(column: object) -> bool:
 
 
 def header_lengths(headers: pa.Array, overhead_per_header: int = 0) -> np.ndarray:
-    """The bytes of each record's headers (a column `is_headers_column` accepts): its names'
+    """The bytes of each record's headers (a column `check_headers_column` accepts): its names'
     and values' lengths, and ``overhead_per_header`` for each (int64)."""
     names, values, counts = _header_fields(headers)
     running = np.zeros(len(names) + 1, dtype=np.int64)
@@ -113,7 +120,7 @@ def encode_binary_records(values: pa.Array, keys: pa.Array | None, timestamp_ms:
     as :func:`~rafka.logstore.batch.build_batch` encodes them, one payload per run of records:
     records ``0 .. run_ends[0]``, then up to ``run_ends[1]``, and so on (None: one run of them
     all). Keys and values are Arrow binary or string arrays (None: no record has a key); a null
-    is a None. Headers are a column `is_headers_column` accepts (None: no record has any; a
+    is a None. Headers are a column `check_headers_column` accepts (None: no record has any; a
     null list: none for that record); a header's value may be null, its name may not.
 
     One call for many runs costs less than a call per run: each kernel call has a cost of its
@@ -178,10 +185,7 @@ def _run_headers(starts: np.ndarray, ends: np.ndarray, count: int,
 def _record_headers(headers: pa.Array, binary: pa.DataType) -> pa.Array | None:
     """Each record's headers as msgpack writes them, an array of ``[name, value]`` arrays;
     None if no record has any (every record then ends with an empty array)."""
-    if not is_headers_column(headers):
-        raise TypeError(f"headers must be an Arrow list of structs of a string key and a binary "
-                        f"or string value (Spark's array<struct<key, value>>), got "
-                        f"{getattr(headers, 'type', type(headers).__name__)}")
+    check_headers_column(headers)
     names, values, counts = _header_fields(headers)
     if not len(names):
         return None

@@ -407,10 +407,10 @@ class Producer:
         # pyarrow takes a third of a second to import: only columnar senders pay for it.
         from rafka.logstore.record_columns import (
             binary_lengths,
+            check_headers_column,
             encode_binary_records,
             header_lengths,
             is_binary_column,
-            is_headers_column,
         )
 
         if self._closed:
@@ -422,12 +422,10 @@ class Producer:
                                 "first (e.g. pyarrow.compute.cast(column, pyarrow.binary()))")
         if keys is not None and len(keys) != len(values):
             raise ValueError(f"{len(keys)} keys for {len(values)} values")
-        if headers is not None and not is_headers_column(headers):
-            raise TypeError("headers must be an Arrow list of structs of a string key and a "
-                            "binary or string value, as Spark's array<struct<key, value>>, "
-                            f"got {getattr(headers, 'type', type(headers).__name__)}")
-        if headers is not None and len(headers) != len(values):
-            raise ValueError(f"{len(headers)} records' headers for {len(values)} values")
+        if headers is not None:
+            check_headers_column(headers)
+            if len(headers) != len(values):
+                raise ValueError(f"{len(headers)} records' headers for {len(values)} values")
         partition = choose_partition(topic, None, self._partition_count(topic),
                                      partition=partition)
         now = wall_clock_ms()

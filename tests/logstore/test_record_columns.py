@@ -23,9 +23,9 @@ from rafka.logstore.errors import CorruptRecordError, InvalidRecordError
 from rafka.logstore.record_check import records_end_where_claimed
 from rafka.logstore.record_columns import (
     binary_lengths,
+    check_headers_column,
     encode_binary_records,
     header_lengths,
-    is_headers_column,
 )
 
 # Lengths around msgpack's bin 8 / bin 16 boundaries, and empty and null strings.
@@ -185,9 +185,10 @@ def test_bad_headers_are_refused_with_a_typed_error(headers, error, match) -> No
 
 
 def test_only_spark_shaped_headers_columns_are_taken() -> None:
-    assert is_headers_column(headers_column([[("k", b"v")]]))
-    assert not is_headers_column(pa.array([b"k"]))
-    assert not is_headers_column([("k", b"v")])
+    check_headers_column(headers_column([[("k", b"v")]]))
+    for column in (pa.array([b"k"]), [("k", b"v")], pa.array([[{"name": "k", "value": b"v"}]])):
+        with pytest.raises(TypeError, match="Spark's array<struct<key, value>>"):
+            check_headers_column(column)
 
 
 # ----------------------------------------------------------------- the leader's check by ends
