@@ -240,6 +240,11 @@ def test_the_head_node_killed_then_booted(deployment: Deployment, tmp_path: Path
 # to exit at the heal, `rafka supervise` starting it again, Ray restarting the broker there. A
 # 60 s cut raced the fifth check and took either path (7 s or 64 s back).
 CUT_OFF_S = 80
+# How long its broker may take to be back in every ISR after the heal. 46 s on a quiet machine:
+# Ray back on the node 10 s after the heal, the broker's worker process 15 s importing at Ray's
+# nice 15, the broker and its replica host 11 s, catching up 10 s (docs/deployment.md); CI's
+# machine, amid the rest of the suite, runs it about 1.4 times slower.
+BACK_WITHIN_S = 120
 
 
 def test_a_node_cut_off_past_rays_health_check_comes_back_by_itself(deployment: Deployment,
@@ -255,17 +260,13 @@ def test_a_node_cut_off_past_rays_health_check_comes_back_by_itself(deployment: 
         finally:
             deployment.bed.heal()
         healed_at = time.monotonic()
-        wait_for_every_isr(deployment, "cut-off", 120,
+        wait_for_every_isr(deployment, "cut-off", BACK_WITHIN_S,
                            f"{victim}'s broker back in every ISR, with no command typed")
         back_after_s = time.monotonic() - healed_at
         print(f"{FIGURES} cut off {CUT_OFF_S} s: back in every ISR {back_after_s:.1f} s "
               "after the heal")
         time.sleep(3)
     gaps = assert_nothing_lost(client, f"node cut off {CUT_OFF_S} s")
-    # 46 s here on a quiet machine: Ray back on the node 10 s after the heal, the broker's worker
-    # process 15 s importing at Ray's nice 15, the broker and its replica host 11 s, catching up
-    # 10 s (docs/deployment.md). 64.6 s in CI, amid the rest of the suite.
-    assert back_after_s <= 90
     # Its partitions move once its session expires; a producer's request to it waits
     # request.timeout.ms (30 s) first. Writes to the others wait for the ISR to drop it.
     assert max((gaps[p] for p in led_by_victim), default=0) <= 45, (led_by_victim, gaps)
