@@ -22,7 +22,7 @@ records, end to end. Without headers the last part is ``0x90`` (an empty array);
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 
 import msgpack
@@ -219,17 +219,20 @@ def _header_fields(headers: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
 
 def _array_headers(counts: np.ndarray) -> pa.Array:
     """msgpack's header of an array of each count of items."""
-    if counts.max(initial=0) >= 16:
-        return pa.array([array_header(count) for count in counts.tolist()], pa.binary())
-    return _array_header_table().take(pa.array(counts))
+    return _looked_up(counts, _array_header_table(), array_header)
 
 
 def _str_headers(column: pa.Array) -> pa.Array:
     """msgpack's header of each string (a str of its length): a header's name."""
-    lengths = binary_lengths(column)
-    if lengths.max(initial=0) >= _TABLE_SIZE:
-        return pa.array([_str_header(length) for length in lengths.tolist()], pa.binary())
-    return _str_header_table().take(pa.array(lengths))
+    return _looked_up(binary_lengths(column), _str_header_table(), _str_header)
+
+
+def _looked_up(numbers: np.ndarray, table: pa.Array, encode: Callable[[int], bytes]) -> pa.Array:
+    """``encode(n)`` for each of ``numbers``: picked from ``table`` (``encode`` of 0, 1, ...)
+    when every one is in it, else encoded one by one (too rare to cost anything)."""
+    if numbers.max(initial=0) >= len(table):
+        return pa.array([encode(n) for n in numbers.tolist()], pa.binary())
+    return table.take(pa.array(numbers))
 
 
 def _is_large(column: pa.Array) -> bool:
@@ -265,18 +268,13 @@ def _bin_headers(column: pa.Array) -> pa.Array:
 
 def _record_starts(offset_deltas: np.ndarray) -> pa.Array:
     """Each record's first bytes: its 5-element array, offset delta and timestamp delta 0."""
-    if offset_deltas.max() >= _TABLE_SIZE:
-        return pa.array([_record_start(delta) for delta in offset_deltas.tolist()],
-                        pa.binary())
-    return _record_start_table().take(pa.array(offset_deltas))
+    return _looked_up(offset_deltas, _record_start_table(), _record_start)
 
 
 def _keyless_record_starts(offset_deltas: np.ndarray) -> pa.Array:
     """`_record_starts` followed by a nil key."""
-    if offset_deltas.max() >= _TABLE_SIZE:
-        return pa.array([_record_start(delta) + _NIL for delta in offset_deltas.tolist()],
-                        pa.binary())
-    return _keyless_record_start_table().take(pa.array(offset_deltas))
+    return _looked_up(offset_deltas, _keyless_record_start_table(),
+                      lambda delta: _record_start(delta) + _NIL)
 
 
 def _record_start(offset_delta: int) -> bytes:

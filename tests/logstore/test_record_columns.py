@@ -171,15 +171,14 @@ def test_headers_with_string_values_and_none_at_all_encode_as_without() -> None:
     assert empty == without  # the same bytes, and the same claim of where records end
 
 
-@pytest.mark.parametrize(("headers", "error", "match"), [
-    (pa.array([["k"]]), TypeError, "list of structs of a string key"),
-    (pa.array([[{"key": 1, "value": b"v"}]]), TypeError, "list of structs of a string key"),
-    (headers_column([[("k", b"v")]]), ValueError, "1 records' headers for 2 values"),
-    (pa.array([[{"key": None, "value": b"v"}]], SPARK_HEADERS), ValueError, "no name"),
-    (pa.array([[None]], SPARK_HEADERS), ValueError, "no name"),
+@pytest.mark.parametrize(("count", "headers", "error", "match"), [
+    (1, pa.array([["k"]]), TypeError, "list of structs of a string key"),
+    (1, pa.array([[{"key": 1, "value": b"v"}]]), TypeError, "list of structs of a string key"),
+    (2, headers_column([[("k", b"v")]]), ValueError, "1 records' headers for 2 values"),
+    (1, pa.array([[{"key": None, "value": b"v"}]], SPARK_HEADERS), ValueError, "no name"),
+    (1, pa.array([[None]], SPARK_HEADERS), ValueError, "no name"),
 ])
-def test_bad_headers_are_refused_with_a_typed_error(headers, error, match) -> None:
-    count = 2 if "2 values" in match else 1
+def test_bad_headers_are_refused_with_a_typed_error(count, headers, error, match) -> None:
     with pytest.raises(error, match=match):
         encode_binary_records(pa.array([b"a"] * count), None, 5, headers=headers)
 
