@@ -12,6 +12,8 @@ What it times (medians of `--repeat` runs, each materialised with persist().coun
 * `parquet_read`: Spark's own Parquet reader over the same rows.
 * `create_dataframe`: `spark.createDataFrame` of the same rows from the driver.
 * `ray_data`: the topic into a materialised Ray Dataset (no Spark).
+* `ray_data_read_kafka`: the same through the front door: Ray Data's own `ray.data.read_kafka`
+  (confluent-kafka in its read tasks) against the broker's Kafka listener, materialised.
 * `write_topic`: the rows' values written to a topic created for each run (untimed, as
   Parquet's directory), beside `parquet_write`, Spark writing the same rows to Parquet, and
   `python_handoff`, Spark handing the same rows as Arrow batches to its Python workers
@@ -20,8 +22,8 @@ What it times (medians of `--repeat` runs, each materialised with persist().coun
   by key as Java's producer would.
 
 Ratios: `read_topic_vs_arrow_handoff` (issue 24's target is 0.8), `write_topic_vs_parquet_write`
-(also 0.8), `python_handoff_vs_parquet_write`, `write_topic_vs_python_handoff` and
-`read_topic_vs_create_dataframe`.
+(also 0.8), `python_handoff_vs_parquet_write`, `write_topic_vs_python_handoff`,
+`read_topic_vs_create_dataframe` and `ray_data_read_kafka_vs_ray_data`.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; medians reported")
     parser.add_argument("--phases", default="read_topic,arrow_handoff,parquet_read,"
-                        "create_dataframe,ray_data,write_topic,write_topic_keyed,parquet_write,"
+                        "create_dataframe,ray_data,ray_data_read_kafka,write_topic,write_topic_keyed,parquet_write,"
                         "python_handoff")
     parser.add_argument("--plot", help="write a bar chart to this PNG file")
     args = parser.parse_args()
@@ -102,7 +104,9 @@ def main() -> None:
 
     init_ray(log_to_driver=False)
     scratch = tempfile.mkdtemp(prefix="rafka-bench-pipeline-")
-    cluster = Cluster.start(brokers=1, name="bench-pipeline", data_dir=scratch + "/data")
+    cluster = Cluster.start(brokers=1, name="bench-pipeline", data_dir=scratch + "/data",
+                            kafka_listeners="PLAINTEXT://127.0.0.1:0"
+                            if "ray_data_read_kafka" in phases else None)
     spark = start_spark("rafka-bench", configs={"spark.ui.enabled": "false",
                                                  "spark.ui.showConsoleProgress": "false"})
     seconds: dict[str, list[float]] = {}
@@ -122,6 +126,10 @@ def main() -> None:
 
         def ray_data() -> int:
             return pipeline_topics.read_dataset(cluster, "bench").materialize().count()
+
+        def ray_data_read_kafka() -> int:
+            return ray.data.read_kafka("bench", bootstrap_servers=cluster.bootstrap_servers()
+                                       ).materialize().count()
 
         written = iter(range(10_000))
         out_topics: list[str] = []
@@ -163,6 +171,7 @@ def main() -> None:
             "create_dataframe": lambda: materialised_count(
                 spark.createDataFrame(rows, SPARK_SCHEMA)),
             "ray_data": ray_data,
+            "ray_data_read_kafka": ray_data_read_kafka,
             "write_topic": write,
             "write_topic_keyed": write_keyed,
             "parquet_write": parquet_write,
@@ -189,6 +198,7 @@ def main() -> None:
     for name, (numerator, denominator) in {
         "read_topic_vs_arrow_handoff": ("read_topic", "arrow_handoff"),
         "read_topic_vs_create_dataframe": ("read_topic", "create_dataframe"),
+        "ray_data_read_kafka_vs_ray_data": ("ray_data_read_kafka", "ray_data"),
         "write_topic_vs_parquet_write": ("write_topic", "parquet_write"),
         "write_topic_keyed_vs_parquet_write": ("write_topic_keyed", "parquet_write"),
         "python_handoff_vs_parquet_write": ("python_handoff", "parquet_write"),

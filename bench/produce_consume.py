@@ -535,8 +535,10 @@ class Bench:
         group), timed to the message that completes the count."""
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+        options = dict(option.split("=", 1) for option in self.args.kafka_consumer_option)
         consumer = Consumer({"bootstrap.servers": self.cluster.bootstrap_servers(),
-                             "group.id": f"bench-{topic}", "enable.auto.commit": False})
+                             "group.id": f"bench-{topic}", "enable.auto.commit": False,
+                             **options})
         partitions = len(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         count = nbytes = 0
@@ -934,6 +936,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitioning", choices=["sticky", "round-robin"], default="sticky",
                         help="sticky: keyless records, the producer chooses (default); "
                              "round-robin: an explicit partition per chunk / batch of records")
+    parser.add_argument("--kafka-consumer-option", action="append", default=[],
+                        metavar="NAME=VALUE",
+                        help="a librdkafka setting for the Kafka consumer phase (repeatable), "
+                        "e.g. fetch.queue.backoff.ms=10; librdkafka's defaults otherwise")
     parser.add_argument("--linger-ms", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--max-in-flight", type=int, default=None)

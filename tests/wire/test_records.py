@@ -15,6 +15,8 @@ from rafka.logstore.batch import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Record,
     decode_records,
+    encode_batch,
+    new_header,
     read_header,
     stamp_batch,
     validate_batches,
@@ -113,6 +115,30 @@ def test_any_records_make_the_round_trip(records) -> None:
     back = [(r.offset, r.timestamp, r.key, r.value, list(r.headers))
             for r in DefaultRecordBatch(to_kafka(stored))]
     assert back == [(5 + d, ts, k, v, h) for d, (k, v, ts, h) in enumerate(records)]
+
+
+@settings(max_examples=60)
+@given(st.lists(st.tuples(FIELDS, FIELDS, st.integers(-2**40, 2**40), HEADERS),
+                min_size=1, max_size=60),
+       st.integers(0, 1_000), st.sampled_from(sorted(CODECS.values())))
+def test_a_compacted_batch_reaches_a_kafka_consumer_with_each_records_own_offset_and_time(
+        records, first_offset_delta, codec) -> None:
+    """The cleaner keeps a batch's header and drops records: the first one left may be neither
+    the batch's first offset nor its first timestamp. A Kafka consumer still reads each record
+    at its own offset and timestamp."""
+    first_timestamp = 1_700_000_000_000
+    entries = [(first_offset_delta + 3 * index, delta, key, value, tuple(headers))
+               for index, (key, value, delta, headers) in enumerate(records)]
+    header = new_header(attributes=codec, last_offset_delta=entries[-1][0],
+                        first_timestamp=first_timestamp,
+                        max_timestamp=first_timestamp + max(entry[1] for entry in entries))
+    stored = stamp_batch(encode_batch(entries, header), 1_000, 2)
+    [batch] = [DefaultRecordBatch(to_kafka(stored))]
+    assert batch.validate_crc()
+    assert (batch.base_offset, batch.leader_epoch, batch.compression_type) == (1_000, 2, codec)
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch] == [
+        (1_000 + offset_delta, first_timestamp + delta, key, value, list(headers))
+        for offset_delta, delta, key, value, headers in entries]
 
 
 def test_an_idempotent_producers_batches_are_told_from_their_headers() -> None:
