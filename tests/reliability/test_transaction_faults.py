@@ -122,8 +122,14 @@ def read_to_the_end(cluster: Cluster) -> list[bytes]:
     committed = cluster.consumer(isolation_level="read_committed")
     everything = cluster.consumer(isolation_level="read_uncommitted")
     try:
-        wait_until(lambda: committed.end_offsets(partitions) == everything.end_offsets(
-            partitions), 90, "every transaction to end")
+        try:
+            wait_until(lambda: committed.end_offsets(partitions) == everything.end_offsets(
+                partitions), 90, "every transaction to end")
+        except AssertionError as timeout:
+            # Which partition a transaction hangs on, for whoever reads the failure.
+            raise AssertionError(
+                f"{timeout}: last stable offsets {committed.end_offsets(partitions)}, high "
+                f"watermarks {everything.end_offsets(partitions)}") from None
         ends = committed.end_offsets(partitions)
     finally:
         everything.close()
@@ -190,6 +196,10 @@ def test_transactions_stay_whole_under_faults(start_cluster) -> None:
         stop.set()
         for thread in (*writers, reader):
             thread.join(60)
+    # Shown with a failure of the final read, as the verdict's line below is not reached.
+    print("RAFKA-TXN-FAULTS-BEFORE-THE-FINAL-READ", json.dumps({
+        "faults": faults, "transactions": len(history.transactions),
+        "writer_errors": [error for w in writers for error in w.errors][-20:]}))
     history.final_read = read_to_the_end(cluster)
     verdict = check_transactions(history)
     outcomes = {o.value: sum(t.outcome is o for t in history.transactions) for o in Outcome}
