@@ -92,7 +92,9 @@ class TransactionCoordinator:
         self._loading: dict[int, asyncio.Lock] = {}
         # One request at a time per transactional id, as Kafka's coordinator locks its state.
         self._locks: dict[str, asyncio.Lock] = {}
-        self._endings: dict[str, asyncio.Task] = {}
+        # Each id's ending (markers, then Complete), with the load of its partition it began
+        # under: an ending stops once that load is replaced, and the new load starts its own.
+        self._endings: dict[str, tuple[_Partition, asyncio.Future]] = {}
         self._hosts: dict[str, Any] = {}
         self._ticker: asyncio.Task | None = None
 
@@ -231,7 +233,7 @@ class TransactionCoordinator:
         error, partition, loaded = await self._coordinating(transactional_id)
         if loaded is None:
             return error, None
-        ending = self._endings.get(transactional_id)
+        _began_under, ending = self._endings.get(transactional_id, (None, None))
         if ending is not None and not ending.done():
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(ending), ENDING_WAIT_S)
@@ -303,17 +305,25 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------------- markers
 
     def _finish_later(self, partition: int, metadata: TransactionMetadata) -> None:
-        running = self._endings.get(metadata.transactional_id)
-        if running is not None and not running.done():
-            return
-        self._endings[metadata.transactional_id] = asyncio.ensure_future(
-            self._finish(partition, metadata))
-
-    async def _finish(self, partition: int, prepared: TransactionMetadata) -> None:
-        """Have every marker of a prepared end written, then write the Complete state."""
-        transactional_id = prepared.transactional_id
+        """End a prepared transaction in the background, unless an ending of it under the
+        partition's current load is running already. One begun under an earlier load (this
+        broker lost the partition and led it again) gives up when it sees the new load, so it
+        does not count: were it waited for, nobody would end the transaction."""
         loaded = self._partitions.get(partition)
-        while loaded is not None:
+        if loaded is None:
+            return
+        began_under, running = self._endings.get(metadata.transactional_id, (None, None))
+        if running is not None and not running.done() and began_under is loaded:
+            return
+        self._endings[metadata.transactional_id] = (loaded, asyncio.ensure_future(
+            self._finish(partition, loaded, metadata)))
+
+    async def _finish(self, partition: int, loaded: _Partition,
+                      prepared: TransactionMetadata) -> None:
+        """Have every marker of a prepared end written, then write the Complete state, while
+        `loaded` is this broker's load of the partition."""
+        transactional_id = prepared.transactional_id
+        while True:
             coordinator_epoch = loaded.leader_epoch
             markers = [TxnMarker(topic, index, prepared.producer_id, prepared.producer_epoch,
                                  prepared.committing, coordinator_epoch)
@@ -325,9 +335,7 @@ class TransactionCoordinator:
                 log.warning("markers of %s: %r; retrying", transactional_id, error)
             await asyncio.sleep(MARKER_RETRY_S)
             if self._partitions.get(partition) is not loaded:
-                return  # not the coordinator any more: the new one finishes it
-        else:
-            return
+                return  # loaded again, here or by another broker: that load finishes it
         async with self._lock(transactional_id):
             if self._partitions.get(partition) is not loaded:
                 return
@@ -424,7 +432,7 @@ class TransactionCoordinator:
                         self._finish_later(partition, aborting)
 
     def close(self) -> None:
-        for task in [self._ticker, *self._endings.values()]:
+        for task in [self._ticker, *(ending for _loaded, ending in self._endings.values())]:
             if task is not None:
                 task.cancel()
         self._endings.clear()
