@@ -96,8 +96,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; medians reported")
     parser.add_argument("--phases", default="read_topic,arrow_handoff,parquet_read,"
-                        "create_dataframe,ray_data,ray_data_read_kafka,write_topic,write_topic_keyed,parquet_write,"
-                        "python_handoff")
+                        "create_dataframe,ray_data,ray_data_read_kafka,write_topic,"
+                        "write_topic_keyed,parquet_write,python_handoff")
     parser.add_argument("--plot", help="write a bar chart to this PNG file")
     args = parser.parse_args()
     phases = args.phases.split(",")

@@ -52,7 +52,8 @@ MIN_RECORD_SIZE = 7
 # The CRC (uint32) sits just before the bytes it covers.
 _CRC_OFFSET = CRC_COVERAGE_START - 4
 _CRC = struct.Struct(">I")
-# No record is left out of a batch for its size: the batch is already as large as it is.
+# The builder refuses a record that would take its batch past this size. Here the records are
+# a stored batch already, so none may be refused.
 _UNBOUNDED = sys.maxsize
 
 
