@@ -5,6 +5,7 @@ Kafka's errors. And the partition leader's checks of the coordinator's markers."
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -18,7 +19,13 @@ from rafka.actors.errors import (
     ProducerFencedError,
 )
 from rafka.actors.messages import TxnMarker
-from tests.support.cluster import read_values
+from rafka.actors.txn.coordinator import TICK_S
+from rafka.actors.txn.transaction_state import (
+    TRANSACTION_STATE_TOPIC,
+    transaction_state_partition,
+)
+from tests.support.cluster import partition_state, read_values
+from tests.support.faults import host_pids, paused
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3
@@ -143,3 +150,53 @@ def test_a_marker_from_an_older_coordinator_is_refused(cluster: Cluster) -> None
     assert write(coordinator_epoch=4, committed=False) == ErrorCode.TRANSACTION_COORDINATOR_FENCED
     assert write(coordinator_epoch=6) == 0
     assert write(producer_epoch=-1, coordinator_epoch=7) == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_a_coordinator_that_leads_its_partition_again_ends_what_it_had_prepared(
+    cluster: Cluster,
+) -> None:
+    """A coordinator loses its `__transaction_state` partition and leads it again while an
+    ending it began is still waiting on a marker (the partition's leader is paused). Its new
+    load of the partition must end the transaction itself: the old ending gives up once it
+    sees the new load, and if nobody else ends it the transaction stays prepared for good, and
+    the producer's next one is refused CONCURRENT_TRANSACTIONS."""
+    transactional_id = f"regained-{uuid.uuid4().hex}"
+    producer = cluster.producer(transactional_id=transactional_id, max_block_ms=20_000)
+    try:
+        producer.init_transactions()
+        state_partition = transaction_state_partition(
+            transactional_id, cluster.partition_count(TRANSACTION_STATE_TOPIC))
+        coordinator = partition_state(cluster, TRANSACTION_STATE_TOPIC, state_partition)["leader"]
+        stand_in, held_by = sorted({0, 1, 2} - {coordinator})
+        cluster.create_topic("held", partitions=1, replication_factor=1)
+        # The partition the markers go to lives on a broker that holds no replica of the
+        # coordinator's partition, so pausing it stalls the markers and nothing else.
+        cluster.reassign_partitions({("held", 0): [held_by],
+                                     (TRANSACTION_STATE_TOPIC, state_partition):
+                                         [coordinator, stand_in]})
+        producer.begin_transaction()
+        producer.send("held", b"first", partition=0).result(30)
+
+        def lead(broker: int) -> None:
+            others = [b for b in (coordinator, stand_in) if b != broker]
+            cluster.reassign_partitions(
+                {(TRANSACTION_STATE_TOPIC, state_partition): [broker, *others]})
+            cluster.elect_preferred_leaders()
+            wait_until(lambda: partition_state(cluster, TRANSACTION_STATE_TOPIC,
+                                               state_partition)["leader"] == broker,
+                       30, f"broker {broker} to lead {TRANSACTION_STATE_TOPIC}-"
+                       f"{state_partition}")
+
+        with paused(host_pids(cluster, held_by)):
+            producer.commit_transaction()  # answered once prepared; its markers now wait
+            lead(stand_in)
+            lead(coordinator)
+            # The coordinator looks for partitions it came to lead every TICK_S, and loads
+            # them; the ending begun before is still waiting on the paused host.
+            time.sleep(3 * TICK_S)
+        producer.begin_transaction()
+        producer.send("held", b"second", partition=0)
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    assert read_values(cluster, "held", "read_committed", 2) == [b"first", b"second"]
