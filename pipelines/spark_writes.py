@@ -4,9 +4,10 @@
 a `SequencedProducer` under a producer id derived from the write's id and the partition's
 index (`pipelines.sink_plan`). Before sending, it asks the leaders how many records earlier
 attempts of the same partition wrote to each Kafka partition, skips that many, and sends the
-rest with the sequence numbers that follow. So a task Spark runs again (its executor died, the
-write failed midway) or a whole write run again under the same `write_id` (its driver died)
-adds only what is missing: every row is stored once.
+rest with the sequence numbers that follow (the first attempt of a write whose id was made for
+it skips the asking: there is nothing before it). So a task Spark runs again (its executor
+died, the write failed midway) or a whole write run again under the same `write_id` (its driver
+died) adds only what is missing: every row is stored once.
 
 This holds if every attempt gives each Spark partition the same rows in the same order: true
 of a DataFrame read from topics (`read_topic`, a stream's batch) and what narrow
@@ -75,13 +76,15 @@ class SinkColumns(NamedTuple):
 
 
 def write_frame(df: DataFrame, namespace: str, topic: str, write_id: str,
-                columns: SinkColumns, *, acks: Any, timeout_s: float) -> dict[int, int]:
+                columns: SinkColumns, *, acks: Any, timeout_s: float,
+                new_write_id: bool = False) -> dict[int, int]:
     """Write every row of `df` to `topic` once (see the module docstring); returns how many
-    records of the write each Kafka partition holds."""
+    records of the write each Kafka partition holds. `new_write_id`: the id was made for this
+    call, so no earlier attempt can have written under it."""
     _check_types(df, columns)
     context = ray.get_runtime_context()
     write = partial(_write_partition, context.gcs_address, context.namespace, namespace,
-                    topic, write_id, columns, acks, timeout_s)
+                    topic, write_id, new_write_id, columns, acks, timeout_s)
     counts: Counter[int] = Counter()
     for row in df.select(*columns.names()).mapInArrow(write, WRITTEN_SCHEMA).collect():
         counts[row["partition"]] += row["records"]
@@ -110,16 +113,27 @@ def _check_types(df: DataFrame, columns: SinkColumns) -> None:
 
 
 def _write_partition(ray_address: str, driver_namespace: str, namespace: str, topic: str,
-                     write_id: str, columns: SinkColumns, acks: Any, timeout_s: float,
-                     batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                     write_id: str, new_write_id: bool, columns: SinkColumns, acks: Any,
+                     timeout_s: float, batches: Iterator[pa.RecordBatch],
+                     ) -> Iterator[pa.RecordBatch]:
     """In a Spark task's Python worker: write this Spark partition's rows, after those an
     earlier attempt of it wrote; yield how many rows went to each Kafka partition."""
     prepare_task(ray_address, driver_namespace)
-    spark_partition = TaskContext.get().partitionId()
+    task = TaskContext.get()
+    spark_partition = task.partitionId()
     producer = SequencedProducer(namespace, sink_producer_id(write_id, spark_partition),
                                  acks=acks)
     try:
-        already = producer.resume(topic, timeout_s)
+        # A task's first attempt, under an id made for this write, has nothing before it:
+        # the leaders need not be asked (10-25 ms a task). Spark numbers attempts from 0
+        # again when it runs a stage again (a shuffle's output lost), and PySpark does not
+        # say which stage attempt this is. Such an attempt sends from sequence 0; the
+        # leaders' sequence check keeps it from storing a record twice, the task fails
+        # where its numbers meet an earlier attempt's, and Spark's next attempt asks.
+        if new_write_id and task.attemptNumber() == 0:
+            already = producer.start_fresh(topic)
+        else:
+            already = producer.resume(topic, timeout_s)
         partitions = len(already)
         to_skip = dict(already)
         counts: Counter[int] = Counter()

@@ -283,4 +283,4 @@ def write_topic(
         raise UnknownTopicError(f"topic {topic!r} does not exist: create it first")
     columns = SinkColumns(key_col, value_col, partition_col, headers_col)
     return write_frame(df, cluster.namespace, topic, write_id or uuid.uuid4().hex, columns,
-                       acks=acks, timeout_s=timeout_s)
+                       acks=acks, timeout_s=timeout_s, new_write_id=write_id is None)

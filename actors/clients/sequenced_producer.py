@@ -65,6 +65,12 @@ class SequencedProducer(Producer):
         super().__init__(namespace, **config)
         self.producer_id = producer_id
 
+    def start_fresh(self, topic: str) -> dict[int, int]:
+        """For a producer id no attempt can have written under yet (a write's first attempt,
+        under an id made for it): every partition of `topic` starts at sequence 0, as `resume`
+        would find, without asking the leaders."""
+        return dict.fromkeys(range(self._partition_count(topic)), 0)
+
     def resume(self, topic: str, timeout_s: float = 120.0) -> dict[int, int]:
         """How many records earlier attempts under this producer id wrote to each partition
         of `topic`, once the leaders have committed them; the partitions' sequence numbers

@@ -14,6 +14,7 @@ from rafka.actors.clients.sequenced_producer import (
     SequencedProducer,
     derive_producer_id,
 )
+from rafka.actors.errors import RafkaError
 from tests.support.cluster import cluster_of_its_own, stored_records
 
 
@@ -23,12 +24,14 @@ def shared(zookeeper, ray_session, tmp_path_factory):
 
 
 def attempt(cluster: Cluster, producer_id: int, topic: str, records: dict[int, list[bytes]],
-            resumed: threading.Barrier | None = None, **config) -> dict[int, int]:
+            resumed: threading.Barrier | None = None, fresh: bool = False,
+            **config) -> dict[int, int]:
     """One attempt at writing `records` (per partition): resume, send the rest, flush.
-    `resumed`: waited on after resuming (to start attempts' sends together)."""
+    `resumed`: waited on after resuming (to start attempts' sends together). `fresh`: start
+    at sequence 0 without asking the leaders, as a write's first attempt does."""
     producer = SequencedProducer(cluster.namespace, producer_id, acks="all", **config)
     try:
-        written = producer.resume(topic)
+        written = producer.start_fresh(topic) if fresh else producer.resume(topic)
         if resumed is not None:
             resumed.wait(30)
         sent = [producer.send_batch(topic, values[written[partition]:], partition=partition)
@@ -62,6 +65,29 @@ def test_a_later_attempt_sends_only_what_the_earlier_ones_did_not(shared: Cluste
     assert attempt(shared, producer_id, topic, partial, batch_size=1024) == {0: 0, 1: 0, 2: 0}
     assert attempt(shared, producer_id, topic, records) == {0: 321, 1: 7, 2: 0}
     assert attempt(shared, producer_id, topic, records) == {0: 500, 1: 120, 2: 0}
+    stored = stored_records(shared, topic, sum(map(len, records.values())))
+    for partition, values in records.items():
+        assert [r.value for r in stored if r.partition == partition] == values
+
+
+def test_an_attempt_that_starts_fresh_after_another_stored_records_stores_none_twice(
+    shared: Cluster,
+) -> None:
+    """A write's first attempt does not ask the leaders. Should another attempt have begun
+    before it after all (Spark runs a stage again, and numbers its attempts from 0 again), the
+    leaders' sequence check refuses what is stored already: the attempt fails, and the next,
+    which asks, writes the rest."""
+    topic = f"fresh-{uuid.uuid4().hex[:6]}"
+    shared.create_topic(topic, partitions=2, replication_factor=2)
+    producer_id = derive_producer_id(topic)
+    records = {0: [f"a{i}".encode() for i in range(500)],
+               1: [f"b{i}".encode() for i in range(40)]}
+    partial = {0: records[0][:321], 1: records[1][:40]}
+    assert attempt(shared, producer_id, topic, partial, batch_size=1024,
+                   fresh=True) == {0: 0, 1: 0}
+    with pytest.raises(RafkaError, match="sequence"):
+        attempt(shared, producer_id, topic, records, fresh=True)
+    assert attempt(shared, producer_id, topic, records) == {0: 321, 1: 40}
     stored = stored_records(shared, topic, sum(map(len, records.values())))
     for partition, values in records.items():
         assert [r.value for r in stored if r.partition == partition] == values
