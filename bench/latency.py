@@ -18,6 +18,9 @@ What it does (issue 26, point 1):
   when each arrived. rafka's path has four such hops: producer to leader host, the follower's
   fetch answered, the follower's next fetch moving the high watermark, the consumer's fetch
   answered.
+* A second floor, what point 4's "plain sockets" would start from: the same records through
+  `--hops` actors of the same kind that pass them on over TCP (loopback, TCP_NODELAY, a length
+  before each frame of the records due), with no Ray call on the path.
 
 Reports p50, p99, p99.9 and max (ms) of each, the five worst 100 ms windows (by due time, from
 the end of the warm-up), and each rafka run's p99 over the chain's.
@@ -32,9 +35,11 @@ p99 are printed under `hops`; the means add up to the mean latency.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
+import socket
 import struct
 import subprocess
 import sys
@@ -54,6 +59,8 @@ from rafka.actors.runtime import init_ray
 
 # Each record's first bytes: when it was due, and when the producer got to it (monotonic ns).
 STAMPS = struct.Struct("<qq")
+# Before each frame of the socket floor: its length.
+FRAME_LENGTH = struct.Struct("<I")
 REPO = Path(__file__).resolve().parent.parent
 CHAIN_NAME = "bench-latency-hop"
 
@@ -175,6 +182,72 @@ class Hop:
 
     async def taken(self) -> tuple[bytes, bytes]:
         return self.dues.tobytes(), self.latencies.tobytes()
+
+
+def socket_chain_process(port: int, rate: int, total: int, record_size: int) -> None:
+    connection = socket.create_connection(("127.0.0.1", port))
+    connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send(payloads: list[bytes]) -> None:
+        body = b"".join(payloads)
+        connection.sendall(FRAME_LENGTH.pack(len(body)) + body)
+
+    # Every record due goes in one frame, as the Ray chain's source sends what is due as one
+    # call: there is no limit of calls in flight to wait for.
+    send_at_rate(send, rate, total, record_size, wait_for_room=lambda: None)
+    connection.close()
+    print("DONE 0", flush=True)
+
+
+@ray.remote(num_cpus=0)
+class SocketHop:
+    """One hop of the socket floor: reads frames of records from its listener and writes
+    each to the next hop's; the last keeps each record's latency."""
+
+    def __init__(self, record_size: int) -> None:
+        self.record_size = record_size
+        self.next_hop: asyncio.StreamWriter | None = None
+        self.dues = array("q")
+        self.latencies = array("d")
+
+    async def listen(self, next_port: int | None) -> int:
+        """Connect to the next hop (None: this is the last), listen; returns the port."""
+        if next_port is not None:
+            _reader, self.next_hop = await asyncio.open_connection("127.0.0.1", next_port)
+            _no_delay(self.next_hop)
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Pass on whatever bytes have come, as they come (a hop between two others need not
+        find the frames: it forwards what is there in one write, as a replication stream
+        would); the last hop reads the frames."""
+        _no_delay(writer)
+        if self.next_hop is not None:
+            while data := await reader.read(1 << 20):
+                self.next_hop.write(data)
+            return
+        while True:
+            try:
+                head = await reader.readexactly(4)  # FRAME_LENGTH (a Struct won't pickle)
+                body = await reader.readexactly(int.from_bytes(head, "little"))
+            except asyncio.IncompleteReadError:
+                return
+            now = time.monotonic_ns()
+            for at in range(0, len(body), self.record_size):
+                due = int.from_bytes(body[at:at + 8], "little", signed=True)
+                self.dues.append(due)
+                self.latencies.append((now - due) / 1e6)
+
+    async def arrived(self) -> int:
+        return len(self.latencies)
+
+    async def taken(self) -> tuple[bytes, bytes]:
+        return self.dues.tobytes(), self.latencies.tobytes()
+
+
+def _no_delay(writer: asyncio.StreamWriter) -> None:
+    writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def start_sender(args: list[str]) -> tuple[subprocess.Popen, int]:
@@ -309,7 +382,39 @@ def chain_latency(args: argparse.Namespace) -> dict[str, Any]:
     return summary(list(zip(dues, latencies, strict=True)), total, counted_from)
 
 
+def socket_chain_latency(args: argparse.Namespace) -> dict[str, Any]:
+    total = int(args.rate * (args.warmup + args.seconds))
+    size = max(args.record_size, STAMPS.size)
+    hops = [SocketHop.remote(size) for _ in range(args.hops)]
+    port = None
+    for hop in reversed(hops):
+        port = ray.get(hop.listen.remote(port))
+    last = hops[-1]
+    sender, start = start_sender(["socket_chain", str(port), str(args.rate), str(total),
+                                  str(size)])
+    try:
+        finish_sender(sender)
+        deadline = time.monotonic() + 60
+        while (arrived := ray.get(last.arrived.remote())) < total:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{arrived} of {total} records arrived")
+            time.sleep(0.1)
+        dues, latencies = (array(code, raw) for code, raw in
+                           zip("qd", ray.get(last.taken.remote()), strict=True))
+    finally:
+        if sender.poll() is None:
+            sender.kill()
+        for hop in hops:
+            ray.kill(hop)
+    counted_from = start + int(args.warmup * 1e9)
+    return summary(list(zip(dues, latencies, strict=True)), total, counted_from)
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "socket_chain":
+        port, rate, total, size = (int(value) for value in sys.argv[2:])
+        socket_chain_process(port, rate, total, size)
+        return
     if len(sys.argv) > 1 and sys.argv[1] in ("producer", "chain"):
         role, rest = sys.argv[1], sys.argv[2:]
         if role == "producer":
@@ -348,12 +453,15 @@ def main() -> None:
             results[f"rafka_linger_{linger}"] = rafka_latency(cluster, topic, linger, args)
         results[f"ray_chain_{args.hops}_hops"] = {
             **chain_latency(args), "in_flight": args.chain_in_flight}
+        results[f"socket_chain_{args.hops}_hops"] = socket_chain_latency(args)
     finally:
         cluster.shutdown()
         shutil.rmtree(scratch, ignore_errors=True)
     floor = results[f"ray_chain_{args.hops}_hops"]["p99_ms"]
+    sockets = results[f"socket_chain_{args.hops}_hops"]["p99_ms"]
     for key in [key for key in results if key.startswith("rafka_linger_")]:
         results[f"{key}_p99_vs_ray_chain"] = round(results[key]["p99_ms"] / floor, 2)
+        results[f"{key}_p99_vs_socket_chain"] = round(results[key]["p99_ms"] / sockets, 2)
     print(json.dumps(results, indent=2))
     if args.plot:
         plot(results, args.plot)
