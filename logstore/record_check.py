@@ -28,6 +28,22 @@ _NIL = 0xC0
 _POSITIVE_FIXINT_END = 0x80
 
 
+def _width_table(widths: dict[int, int]) -> np.ndarray:
+    """By a form's first byte, how many bytes of length or value follow it (-1: not a form
+    recognised here). One lookup per record instead of a comparison per form."""
+    table = np.full(256, -1, dtype=np.int64)
+    for marker, width in widths.items():
+        table[marker] = width
+    return table
+
+
+# Positive fixint (the value in the marker itself), uint 8, 16 and 32.
+_UINT_WIDTHS = _width_table({**dict.fromkeys(range(_POSITIVE_FIXINT_END), 0),
+                             0xCC: 1, 0xCD: 2, 0xCE: 4})
+# nil, bin 8, 16 and 32.
+_BIN_OR_NIL_WIDTHS = _width_table({_NIL: 0, 0xC4: 1, 0xC5: 2, 0xC6: 4})
+
+
 def records_end_where_claimed(records: memoryview, count: int, record_ends: bytes, *,
                               require_keys: bool = False) -> tuple[bool, int]:
     """Whether ``records`` (a batch's msgpack array, uncompressed) holds ``count`` records
@@ -75,18 +91,15 @@ def _uint(data: np.ndarray, at: np.ndarray, last: int) -> tuple[np.ndarray, np.n
                                                                     np.ndarray]:
     """The unsigned int at each position (positive fixint, uint 8, 16 or 32): its value,
     where it ends, and whether it is one of those forms."""
-    marker = data[np.minimum(at, last)].astype(np.int64)
-    widths = np.select([marker < _POSITIVE_FIXINT_END, marker == 0xCC, marker == 0xCD,
-                        marker == 0xCE], [0, 1, 2, 4], -1)
+    marker = data[np.minimum(at, last)]
+    widths = _UINT_WIDTHS[marker]
     value = np.where(widths == 0, marker, _big_endian(data, at + 1, widths, last))
     return value, at + 1 + np.maximum(widths, 0), widths >= 0
 
 
 def _bin_or_nil(data: np.ndarray, at: np.ndarray, last: int) -> tuple[np.ndarray, np.ndarray]:
     """Where the bin or nil at each position ends, and whether it is one."""
-    marker = data[np.minimum(at, last)]
-    widths = np.select([marker == _NIL, marker == 0xC4, marker == 0xC5, marker == 0xC6],
-                       [0, 1, 2, 4], -1)
+    widths = _BIN_OR_NIL_WIDTHS[data[np.minimum(at, last)]]
     lengths = _big_endian(data, at + 1, widths, last)
     return at + 1 + np.maximum(widths, 0) + lengths, widths >= 0
 
