@@ -201,12 +201,13 @@ def socket_chain_process(port: int, rate: int, total: int, record_size: int) -> 
 
 @ray.remote(num_cpus=0)
 class SocketHop:
-    """One hop of the socket floor: reads frames of records from its listener and writes
-    each to the next hop's; the last keeps each record's latency."""
+    """One hop of the socket floor: passes the bytes that reach its listener on to the next
+    hop's; the last reads the frames and keeps each record's latency."""
 
     def __init__(self, record_size: int) -> None:
         self.record_size = record_size
         self.next_hop: asyncio.StreamWriter | None = None
+        self.server: asyncio.Server | None = None
         self.dues = array("q")
         self.latencies = array("d")
 
