@@ -157,15 +157,32 @@ def chain_process(ray_address: str, namespace: str, rate: int, total: int,
     print("DONE 0", flush=True)
 
 
+class ArrivalLog:
+    """What the last hop of a floor keeps: each record's due time and latency."""
+
+    def __init__(self) -> None:
+        self.dues = array("q")
+        self.latencies = array("d")
+
+    def keep(self, due: int, now: int) -> None:
+        self.dues.append(due)
+        self.latencies.append((now - due) / 1e6)
+
+    async def arrived(self) -> int:
+        return len(self.latencies)
+
+    async def taken(self) -> tuple[bytes, bytes]:
+        return self.dues.tobytes(), self.latencies.tobytes()
+
+
 @ray.remote(num_cpus=0)
-class Hop:
+class Hop(ArrivalLog):
     """One hop of the floor's chain: passes each call's payloads to the next hop and answers
     when it has; the last hop keeps each payload's latency."""
 
     def __init__(self, next_hop: Any) -> None:
+        super().__init__()
         self.next_hop = next_hop
-        self.dues = array("q")
-        self.latencies = array("d")
 
     async def relay(self, payloads: list[bytes]) -> None:
         if self.next_hop is not None:
@@ -173,15 +190,8 @@ class Hop:
             return
         now = time.monotonic_ns()
         for payload in payloads:
-            due = struct.unpack_from("<q", payload)[0]  # STAMPS' first (a Struct won't pickle)
-            self.dues.append(due)
-            self.latencies.append((now - due) / 1e6)
-
-    async def arrived(self) -> int:
-        return len(self.latencies)
-
-    async def taken(self) -> tuple[bytes, bytes]:
-        return self.dues.tobytes(), self.latencies.tobytes()
+            # STAMPS' first (a Struct won't pickle)
+            self.keep(struct.unpack_from("<q", payload)[0], now)
 
 
 def socket_chain_process(port: int, rate: int, total: int, record_size: int) -> None:
@@ -200,16 +210,15 @@ def socket_chain_process(port: int, rate: int, total: int, record_size: int) -> 
 
 
 @ray.remote(num_cpus=0)
-class SocketHop:
+class SocketHop(ArrivalLog):
     """One hop of the socket floor: passes the bytes that reach its listener on to the next
     hop's; the last reads the frames and keeps each record's latency."""
 
     def __init__(self, record_size: int) -> None:
+        super().__init__()
         self.record_size = record_size
         self.next_hop: asyncio.StreamWriter | None = None
         self.server: asyncio.Server | None = None
-        self.dues = array("q")
-        self.latencies = array("d")
 
     async def listen(self, next_port: int | None) -> int:
         """Connect to the next hop (None: this is the last), listen; returns the port."""
@@ -236,15 +245,7 @@ class SocketHop:
                 return
             now = time.monotonic_ns()
             for at in range(0, len(body), self.record_size):
-                due = int.from_bytes(body[at:at + 8], "little", signed=True)
-                self.dues.append(due)
-                self.latencies.append((now - due) / 1e6)
-
-    async def arrived(self) -> int:
-        return len(self.latencies)
-
-    async def taken(self) -> tuple[bytes, bytes]:
-        return self.dues.tobytes(), self.latencies.tobytes()
+                self.keep(int.from_bytes(body[at:at + 8], "little", signed=True), now)
 
 
 def _no_delay(writer: asyncio.StreamWriter) -> None:
@@ -362,25 +363,9 @@ def chain_latency(args: argparse.Namespace) -> dict[str, Any]:
     last = hops[0]
     ray.get([hop.arrived.remote() for hop in hops])  # all started
     context = ray.get_runtime_context()
-    sender, start = start_sender(["chain", context.gcs_address, context.namespace,
-                                  str(args.rate), str(total), str(args.record_size),
-                                  str(args.chain_in_flight)])
-    try:
-        finish_sender(sender)
-        deadline = time.monotonic() + 60
-        while (arrived := ray.get(last.arrived.remote())) < total:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{arrived} of {total} payloads arrived")
-            time.sleep(0.1)
-        dues, latencies = (array(code, raw) for code, raw in
-                           zip("qd", ray.get(last.taken.remote()), strict=True))
-    finally:
-        if sender.poll() is None:
-            sender.kill()
-        for hop in hops:
-            ray.kill(hop)
-    counted_from = start + int(args.warmup * 1e9)
-    return summary(list(zip(dues, latencies, strict=True)), total, counted_from)
+    return measure_chain(args, hops, last, total, [
+        "chain", context.gcs_address, context.namespace, str(args.rate), str(total),
+        str(args.record_size), str(args.chain_in_flight)])
 
 
 def socket_chain_latency(args: argparse.Namespace) -> dict[str, Any]:
@@ -390,9 +375,15 @@ def socket_chain_latency(args: argparse.Namespace) -> dict[str, Any]:
     port = None
     for hop in reversed(hops):
         port = ray.get(hop.listen.remote(port))
-    last = hops[-1]
-    sender, start = start_sender(["socket_chain", str(port), str(args.rate), str(total),
-                                  str(size)])
+    return measure_chain(args, hops, hops[-1], total, [
+        "socket_chain", str(port), str(args.rate), str(total), str(size)])
+
+
+def measure_chain(args: argparse.Namespace, hops: list[Any], last: Any, total: int,
+                  sender_args: list[str]) -> dict[str, Any]:
+    """Run a floor's sending process, wait until its `last` hop has every record, and
+    summarise their latencies; the hops are killed whatever happens."""
+    sender, start = start_sender(sender_args)
     try:
         finish_sender(sender)
         deadline = time.monotonic() + 60
