@@ -101,6 +101,17 @@ class BrokerConfig:
     replica_fetch_backoff_ms: int = setting(
         "replica.fetch.backoff.ms", Type.INT, 200, minimum=0,
         doc="How long a follower waits after a failed fetch before the next.")
+    replica_socket_timeout_ms: int = setting(
+        "replica.socket.timeout.ms", Type.INT, 30_000, minimum=0,
+        doc="How long a follower waits for its leader's answer beyond "
+            "replica.fetch.wait.max.ms before it drops the connection and makes a new one.")
+    # Not Kafka's: how a follower's fetches reach the leader's host. "tcp", a connection each
+    # follower host keeps to each leader host (actors/server/replication_stream.py); "ray", an
+    # actor call per fetch, as rafka replicated before. docs/latency.md has the figures.
+    replica_fetch_transport: str = setting(
+        "replica.fetch.transport", Type.STRING, "tcp", choices=("tcp", "ray"),
+        doc="How a follower's fetches reach its leader: tcp (a kept connection) or ray "
+            "(an actor call each).")
     # Kafka's default is 18 s; brokers on one Ray cluster can afford a faster failure detector.
     zookeeper_session_timeout_ms: int = setting(
         "zookeeper.session.timeout.ms", Type.INT, 6_000, minimum=0,

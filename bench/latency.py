@@ -428,30 +428,44 @@ def main() -> None:
                         help="the floor's calls in flight: its source sends what is due as "
                              "one call when fewer are (a call per record is more than Ray's "
                              "actors take here: about 550 calls/s through 4 hops)")
+    parser.add_argument("--replica-transports", default="tcp",
+                        help="replica.fetch.transport values, comma-separated: a cluster "
+                             "each, in turn, with every --lingers run on each")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="how many times to go through the transports, alternating")
     parser.add_argument("--plot", help="write a chart of the percentiles to this PNG file")
     args = parser.parse_args()
 
     init_ray(log_to_driver=False)
-    scratch = tempfile.mkdtemp(prefix="rafka-bench-latency-")
-    cluster = Cluster.start(brokers=3, name=f"bench-latency-{os.getpid()}",
-                            data_dir=scratch + "/data")
+    transports = args.replica_transports.split(",")
     results: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
                                "record_size": args.record_size, "replication_factor": 3,
                                "acks": "all"}
-    try:
-        for linger in (int(value) for value in args.lingers.split(",")):
-            topic = f"latency-linger-{linger}"
-            cluster.create_topic(topic, partitions=1, replication_factor=3)
-            results[f"rafka_linger_{linger}"] = rafka_latency(cluster, topic, linger, args)
-        results[f"ray_chain_{args.hops}_hops"] = {
-            **chain_latency(args), "in_flight": args.chain_in_flight}
-        results[f"socket_chain_{args.hops}_hops"] = socket_chain_latency(args)
-    finally:
-        cluster.shutdown()
-        shutil.rmtree(scratch, ignore_errors=True)
+    for round_ in range(args.rounds):
+        for transport in transports:
+            scratch = tempfile.mkdtemp(prefix="rafka-bench-latency-")
+            cluster = Cluster.start(brokers=3, name=f"bench-latency-{os.getpid()}-{transport}",
+                                    data_dir=scratch + "/data",
+                                    broker_config={"replica.fetch.transport": transport})
+            try:
+                for linger in (int(value) for value in args.lingers.split(",")):
+                    topic = f"latency-linger-{linger}"
+                    cluster.create_topic(topic, partitions=1, replication_factor=3)
+                    key = f"rafka_linger_{linger}"
+                    if len(transports) > 1:
+                        key = f"rafka_{transport}_linger_{linger}"
+                    if args.rounds > 1:
+                        key += f"_round_{round_ + 1}"
+                    results[key] = rafka_latency(cluster, topic, linger, args)
+            finally:
+                cluster.shutdown()
+                shutil.rmtree(scratch, ignore_errors=True)
+    results[f"ray_chain_{args.hops}_hops"] = {
+        **chain_latency(args), "in_flight": args.chain_in_flight}
+    results[f"socket_chain_{args.hops}_hops"] = socket_chain_latency(args)
     floor = results[f"ray_chain_{args.hops}_hops"]["p99_ms"]
     sockets = results[f"socket_chain_{args.hops}_hops"]["p99_ms"]
-    for key in [key for key in results if key.startswith("rafka_linger_")]:
+    for key in [key for key in results if key.startswith("rafka_") and "_vs_" not in key]:
         results[f"{key}_p99_vs_ray_chain"] = round(results[key]["p99_ms"] / floor, 2)
         results[f"{key}_p99_vs_socket_chain"] = round(results[key]["p99_ms"] / sockets, 2)
     print(json.dumps(results, indent=2))

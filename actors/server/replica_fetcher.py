@@ -5,6 +5,9 @@ partition the two hosts share, each with its own fetch offset and leader epoch, 
 replica fetcher threads do per pair of brokers; the leader host answers as soon as any of them
 has records, or after `replica.fetch.wait.max.ms`. The request lists only the partitions whose
 fetch state changed, in a fetch session the leader keeps (`rafka.actors.server.fetch_session`).
+It goes over a TCP connection the fetcher keeps to the leader host
+(`rafka.actors.server.replication_stream`), or, with `replica.fetch.transport=ray`, as an actor
+call; the rarer calls (truncation's epoch queries, waking a waiting fetch) are actor calls.
 
 A partition that starts following (a new leader epoch) first truncates where the leader's epochs
 say (KIP-101, with KIP-279's extra rounds, `rafka.actors.server.replication.follower_truncation`),
@@ -29,6 +32,7 @@ from rafka.actors.errors import ErrorCode
 from rafka.actors.messages import EpochQuery, FetchedRecords, ReplicaFetchPartition
 from rafka.actors.server.replica import FOLLOWER, PartitionReplica
 from rafka.actors.server.replication import follower_truncation
+from rafka.actors.server.replication_stream import LeaderConnection
 from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.errors import LogStoreError
 
@@ -78,6 +82,16 @@ class ReplicaFetcher:
         # that it is listed at once rather than after replica.fetch.wait.max.ms.
         self._waiting = False
         self._woken = False
+        # The kept connection to the leader host (replica.fetch.transport=tcp), or None to
+        # fetch by actor calls.
+        self._connection = (LeaderConnection(config.replica_socket_timeout_ms / 1000)
+                            if config.replica_fetch_transport == "tcp" else None)
+        self._answer_timeout_s = (config.replica_fetch_wait_max_ms
+                                  + config.replica_socket_timeout_ms) / 1000
+        # An answer holds at most the response's bytes, and one batch beyond it per partition
+        # (a partition's first batch always goes): a generous bound on a frame.
+        self._max_answer_bytes = max(4 * config.replica_fetch_response_max_bytes,
+                                     64 * 1024 * 1024)
 
     def add(self, replica: PartitionReplica) -> None:
         """Follow `replica`'s partition at its current leader epoch (truncating first)."""
@@ -111,8 +125,17 @@ class ReplicaFetcher:
         self.partitions.clear()
         if self._task is not None:
             self._task.cancel()
+        if self._connection is not None:
+            self._connection.close()
 
     async def _run(self) -> None:
+        try:
+            await self._fetch_while_following()
+        finally:
+            if self._connection is not None:
+                self._connection.close()  # nothing left to fetch from this leader host
+
+    async def _fetch_while_following(self) -> None:
         backoff_s = self.config.replica_fetch_backoff_ms / 1000
         while self.partitions or self._removed:
             try:
@@ -124,17 +147,16 @@ class ReplicaFetcher:
                     await asyncio.sleep(backoff_s)  # all truncating or backing off
                     continue
                 self._waiting, self._woken = True, False
+                arguments = (self.broker_id, self.session_id, self._full, listing, removed,
+                              self.config.replica_fetch_wait_max_ms,
+                              self.config.replica_fetch_max_bytes,
+                              self.config.replica_fetch_response_max_bytes)
                 try:
-                    reply = await leader.replica_fetch.remote(
-                        self.broker_id,
-                        self.session_id,
-                        self._full,
-                        listing,
-                        removed,
-                        self.config.replica_fetch_wait_max_ms,
-                        self.config.replica_fetch_max_bytes,
-                        self.config.replica_fetch_response_max_bytes,
-                    )
+                    if self._connection is None:
+                        reply = await leader.replica_fetch.remote(*arguments)
+                    else:
+                        reply = await self._connection.fetch(
+                            leader, arguments, self._answer_timeout_s, self._max_answer_bytes)
                 finally:
                     self._waiting = False
             except asyncio.CancelledError:

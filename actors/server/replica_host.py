@@ -58,6 +58,7 @@ from rafka.actors.server.fetch_session import FetchSession
 from rafka.actors.server.offset_manager import OffsetManager
 from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica
 from rafka.actors.server.replica_fetcher import ReplicaFetcher
+from rafka.actors.server.replication_stream import ReplicationListener
 from rafka.common.clock import wall_clock_ms
 from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.batch import decode_columns
@@ -132,6 +133,10 @@ class ReplicaHost:
         self.sessions: dict[tuple[int, int], FetchSession] = {}
         self.session_watchers: dict[TopicPartition, set[FetchSession]] = {}
         self._wake_sessions = _WakeSessions(self.session_watchers)
+        # Where follower hosts send their fetches when they keep a connection
+        # (replica.fetch.transport=tcp): this node's address, as other nodes reach it.
+        self._replication = ReplicationListener(ray.util.get_node_ip_address(),
+                                                self.replica_fetch)
         self._handles: dict[str, Any] = {}
         # This host's broker, reached when an ISR changes: looked up and called once now,
         # while Ray's GCS answers, so that an ISR shrinks while it does not (its head
@@ -267,6 +272,7 @@ class ReplicaHost:
         """Stop serving every replica and close their logs (controlled shutdown)."""
         if self._maintenance is not None:
             self._maintenance.cancel()
+        await self._replication.close()
         for fetcher in self.fetchers.values():
             fetcher.stop()
         self.fetchers.clear()
@@ -622,6 +628,11 @@ class ReplicaHost:
         return {"error": 0, "partitions": [
             ReplicaFetchAnswer(tp.topic, tp.partition, offset, reply)
             for tp, (offset, reply) in answers.items()]}
+
+    async def replication_address(self) -> tuple[str, int, bytes]:
+        """Where this host answers follower hosts' fetches over TCP, and the token their
+        connection must open with (only callers of this actor learn it)."""
+        return await self._replication.start()
 
     async def wake_session(self, follower_id: int, session_id: int) -> None:
         """The follower has a new partition to list: answer its waiting fetch now."""

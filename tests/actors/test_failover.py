@@ -21,7 +21,7 @@ from rafka.actors.errors import (
 )
 from rafka.logstore.batch import build_batch, decode_batches
 from tests.support.cluster import partition_state
-from tests.support.faults import expire_broker_session
+from tests.support.faults import expire_broker_session, host_pids, wait_until_exited
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
 from tests.support.workloads import Workload, check_acknowledged, read_everything
@@ -142,7 +142,11 @@ def test_kip101_a_returning_leader_truncates_to_the_new_leaders_log(
         leader_replica = ReplicaOnHost(cluster, "ledger", 0, old_leader)
         lost = build_batch([(None, f"unreplicated-{i}".encode(), 0, None) for i in range(5)])
         assert raise_for(leader_replica.produce(lost, 1)).base_offset == 20
+        leader_pids = host_pids(cluster, old_leader)
         cluster.kill_broker(old_leader)
+        # Until its processes are gone the old leader would still answer the follower's
+        # next fetch, as a dying Kafka broker may, and the follower would keep the records.
+        wait_until_exited(leader_pids)
     finally:
         os.kill(pid, signal.SIGCONT)
 

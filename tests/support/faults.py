@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import ray
 from kazoo.client import KazooClient
@@ -59,3 +60,19 @@ def paused(pids: list[int]) -> Iterator[None]:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
+
+
+def exited(pid: int) -> bool:
+    """Whether a process is gone, or a zombie that no longer runs."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def wait_until_exited(pids: list[int], timeout_s: float = 30.0) -> None:
+    """Ray forgets a killed actor's name before its process is gone, and a replica host's
+    process answers its TCP port until then: a test that needs it silent waits for this."""
+    wait_until(lambda: all(exited(pid) for pid in pids), timeout_s,
+               f"processes {pids} to exit")

@@ -1,0 +1,138 @@
+"""The replication stream's I/O: a leader host's port that answers followers' fetches, and a
+follower host's connection to it.
+
+Each follower host keeps one connection to each leader host it fetches from
+(`LeaderConnection`, used by `rafka.actors.server.replica_fetcher`), and sends its fetches
+there one after another; the leader host's `ReplicationListener` hands each to the host's
+`replica_fetch` (the same call Ray would make) and writes the answer back as soon as it is
+ready. Frames and their checks are in `rafka.actors.server.fetch_frames`. A connection that
+opens with a wrong token, or sends anything that is not a fetch, is closed; nothing it sent is
+acted on.
+
+Where the network fails silently (a cut, a paused host), a fetch's answer is waited for at most
+`replica.socket.timeout.ms` beyond the fetch's own wait, then the connection is dropped and made
+again: no fetch waits on a dead connection for longer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import secrets
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rafka.actors.server import fetch_frames
+from rafka.actors.server.fetch_frames import FetchRequest, FrameError
+
+log = logging.getLogger(__name__)
+
+# How long a new connection has to say who it is.
+HELLO_TIMEOUT_S = 10.0
+
+
+async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
+    """The next frame's body (IncompleteReadError at the end of the stream)."""
+    header = await reader.readexactly(fetch_frames.LENGTH.size)
+    return await reader.readexactly(fetch_frames.frame_length(header, limit))
+
+
+def no_delay(writer: asyncio.StreamWriter) -> None:
+    """Small frames go at once: a fetch's answer is often a few hundred bytes."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class ReplicationListener:
+    """Serves `fetch` (a host's `replica_fetch`) to follower hosts on `host`, any free port."""
+
+    def __init__(self, host: str, fetch: Callable[..., Awaitable[dict[str, Any]]]) -> None:
+        self.host = host
+        self._fetch = fetch
+        self.token = secrets.token_bytes(16)
+        self.port: int | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> tuple[str, int, bytes]:
+        """Listening, if not yet: where, and the token a connection must open with."""
+        if self._server is None:
+            self._server = await asyncio.start_server(self._serve, self.host, 0)
+            self.port = self._server.sockets[0].getsockname()[1]
+        return self.host, self.port, self.token
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for writer in list(self._connections):
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        no_delay(writer)
+        self._connections.add(writer)
+        peer = writer.get_extra_info("peername")
+        try:
+            token = fetch_frames.read_hello(await asyncio.wait_for(
+                read_frame(reader, fetch_frames.MAX_REQUEST_BYTES), HELLO_TIMEOUT_S))
+            if not hmac.compare_digest(token, self.token):
+                raise FrameError("a wrong token")
+            while True:
+                request: FetchRequest = fetch_frames.read_fetch_request(
+                    await read_frame(reader, fetch_frames.MAX_REQUEST_BYTES))
+                reply = await self._fetch(*request)
+                writer.write(fetch_frames.fetch_answer(reply))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
+            pass  # the follower went (or never spoke): it connects again when it needs to
+        except FrameError as error:
+            log.warning("closing a replication connection from %s: %s", peer, error)
+        finally:
+            self._connections.discard(writer)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+class LeaderConnection:
+    """A follower host's connection to one leader host; made on the first fetch, and again
+    after any failure."""
+
+    def __init__(self, connect_timeout_s: float) -> None:
+        self.connect_timeout_s = connect_timeout_s
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def fetch(self, leader: Any, arguments: tuple[Any, ...], timeout_s: float,
+                    max_answer_bytes: int) -> dict[str, Any]:
+        """`leader.replica_fetch(*arguments)` over the connection; raises OSError,
+        asyncio.TimeoutError, IncompleteReadError or FrameError when it fails (the connection
+        is then dropped), Ray's errors when the leader host cannot tell where it listens."""
+        try:
+            if self._writer is None:
+                await self._connect(leader)
+            self._writer.write(fetch_frames.fetch_request(*arguments))
+            await self._writer.drain()
+            body = await asyncio.wait_for(read_frame(self._reader, max_answer_bytes),
+                                          timeout_s)
+            return fetch_frames.read_fetch_answer(body)
+        except BaseException:
+            self.close()
+            raise
+
+    async def _connect(self, leader: Any) -> None:
+        host, port, token = await leader.replication_address.remote()
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
+                                                self.connect_timeout_s)
+        no_delay(writer)
+        writer.write(fetch_frames.hello(token))
+        self._reader, self._writer = reader, writer
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None

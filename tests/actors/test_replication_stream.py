@@ -1,0 +1,120 @@
+"""Followers' fetches over the connections they keep to their leaders' hosts
+(`replica.fetch.transport=tcp`, `actors/server/replication_stream.py`), against a real cluster:
+replication works over either transport, the port admits nobody without the host's token, and a
+follower that hears nothing from its leader for `replica.socket.timeout.ms` drops the connection
+and makes a new one."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import psutil
+import pytest
+import ray
+
+from rafka.actors.errors import raise_for
+from rafka.actors.messages import ReplicaFetchPartition
+from rafka.actors.server import fetch_frames
+from rafka.logstore.batch import build_batch
+from tests.support.faults import paused
+from tests.support.replicas import ReplicaOnHost
+from tests.support.waiting import wait_until
+
+
+def replicas_of(cluster, topic: str, partition: int) -> list[ReplicaOnHost]:
+    leader = ReplicaOnHost(cluster, topic, partition)
+    replicas = cluster.describe_topic(topic)["partitions"][partition]["replicas"]
+    return [leader, *(ReplicaOnHost(cluster, topic, partition, broker)
+                      for broker in replicas if broker != leader.broker)]
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ray"])
+def test_followers_replicate_over_either_transport(start_cluster, transport: str) -> None:
+    cluster = start_cluster(3, broker_config={"replica.fetch.transport": transport})
+    cluster.create_topic("both-ways", partitions=2, replication_factor=3)
+    producer = cluster.producer(acks="all")
+    for i in range(300):
+        producer.send("both-ways", value=f"record-{i}".encode(), partition=i % 2)
+    producer.flush()
+    producer.close()
+    for partition in range(2):
+        replicas = replicas_of(cluster, "both-ways", partition)
+        wait_until(lambda replicas=replicas: all(
+            (facts := replica.describe())["log_end_offset"] == facts["high_watermark"] == 150
+            for replica in replicas), 30, f"every replica of partition {partition} at 150")
+        assert sorted(replicas[0].describe()["isr"]) == sorted(r.broker for r in replicas)
+
+
+def closed_by_peer(connection: socket.socket) -> bool:
+    """Whether the other end closed (a reset when it left what we sent unread); a timeout
+    raises: an answer or silence is not a close."""
+    try:
+        return connection.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_a_stranger_on_the_replication_port_learns_nothing_and_moves_nothing(
+        start_cluster) -> None:
+    cluster = start_cluster(3)
+    cluster.create_topic("guarded", partitions=1, replication_factor=3)
+    leader, *followers = replicas_of(cluster, "guarded", 0)
+    host, port, token = ray.get(leader.host.replication_address.remote(), timeout=30)
+    epoch = leader.describe()["leader_epoch"]
+    # What a stranger would send to move the high watermark: each follower's fetch, at the
+    # leader's log end, at the right epoch.
+    forged = b"".join(
+        fetch_frames.fetch_request(follower.broker, 1, True,
+                                   [ReplicaFetchPartition("guarded", 0, 5, epoch, 0)],
+                                   [], 0, 1 << 20, 1 << 20)
+        for follower in followers)
+    attempts = {
+        "no hello": forged,
+        "a wrong token": fetch_frames.hello(bytes(len(token))) + forged,
+        "garbage": b"\x00\x00\x00\x05\xc1\xc1\xc1\xc1\xc1" + forged,
+        "an oversized frame": (2**31).to_bytes(4, "big") + forged,
+    }
+    with paused([follower.pid() for follower in followers]):
+        time.sleep(1.0)  # the followers' fetches in flight come back (200 ms waits)
+        records = build_batch([(None, f"unreplicated-{i}".encode(), 0, None) for i in range(5)])
+        assert raise_for(leader.produce(records, acks=1)).base_offset == 0
+        for what, sent in attempts.items():
+            with socket.create_connection((host, port), timeout=10) as connection:
+                connection.sendall(sent)
+                assert closed_by_peer(connection), f"{what}: the connection stays open"
+        time.sleep(0.5)
+        facts = leader.describe()
+        assert (facts["log_end_offset"], facts["high_watermark"]) == (5, 0)
+        assert sorted(facts["isr"]) == sorted([leader.broker, *(f.broker for f in followers)])
+    wait_until(lambda: leader.describe()["high_watermark"] == 5, 30,
+               "the followers, resumed, to move the high watermark")
+
+
+def connections_to(pid: int, port: int) -> set[int]:
+    """The local ports of `pid`'s established TCP connections to `port`."""
+    return {connection.laddr.port
+            for connection in psutil.Process(pid).net_connections(kind="tcp")
+            if connection.raddr and connection.raddr.port == port
+            and connection.status == psutil.CONN_ESTABLISHED}
+
+
+def test_a_follower_that_hears_nothing_from_its_leader_connects_again(start_cluster) -> None:
+    cluster = start_cluster(2, broker_config={"replica.socket.timeout.ms": 1000})
+    cluster.create_topic("silent", partitions=1, replication_factor=2)
+    leader, follower = replicas_of(cluster, "silent", 0)
+    _host, port, _token = ray.get(leader.host.replication_address.remote(), timeout=30)
+    follower_pid = follower.pid()
+    first = wait_until(lambda: connections_to(follower_pid, port), 30,
+                       "the follower's connection to its leader")
+    # Paused, the leader's host answers nothing, though its kernel keeps the connection up:
+    # what a silent network looks like. The follower gives up on its fetch after
+    # replica.fetch.wait.max.ms + replica.socket.timeout.ms (1.2 s here).
+    with paused([leader.pid()]):
+        time.sleep(3.0)
+    wait_until(lambda: (now := connections_to(follower_pid, port)) and not now & first, 30,
+               "a new connection, the silent one dropped")
+    producer = cluster.producer(acks="all")
+    producer.send("silent", value=b"after").result(timeout=30)
+    producer.close()
+    wait_until(lambda: follower.describe()["log_end_offset"] == 1, 30, "the record replicated")
