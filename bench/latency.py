@@ -22,6 +22,10 @@ What it does (issue 26, point 1):
   `--hops` actors of the same kind that pass them on over TCP (loopback, TCP_NODELAY, a length
   before each frame of the records due), with no Ray call on the path.
 
+`--transports ray,tcp --rounds 3` compares the two ways fetches reach the hosts (followers'
+and the consumer's: actor calls, or connections kept to the hosts' data ports), a cluster each,
+alternating, in one invocation.
+
 Reports p50, p99, p99.9 and max (ms) of each, the five worst 100 ms windows (by due time, from
 the end of the warm-up), and each rafka run's p99 over the chain's.
 
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -123,12 +128,24 @@ def send_at_rate(send: Any, rate: int, total: int, record_size: int,
     return start
 
 
+def settle_heap() -> None:
+    """Put what this process holds so far out of the collector's sight, as the replica hosts
+    do (`ReplicaHost.__init__`). A full collection walks every object: in a process holding
+    Ray's driver state it stalled the consumer's process for 100-270 ms in the first seconds of
+    a run (its fetches then answered that late: p99 of the `consumer_fetch_answered` hop 100-270
+    ms, against 1.4-5 ms with this; docs/latency.md). What is allocated while timing is
+    collected as usual."""
+    gc.collect()
+    gc.freeze()
+
+
 def producer_process(ray_address: str, zk: str, name: str, topic: str, rate: int, total: int,
                      record_size: int, linger_ms: int, requests_file: str) -> None:
     cluster = Cluster.connect(zk, name, ray_address=ray_address)
     producer = cluster.producer(acks="all", linger_ms=linger_ms)
     producer.metadata.partitions(topic)
     requests = producer.trace_requests()
+    settle_heap()
     futures = []
     send_at_rate(lambda payload: futures.append(producer.send(topic, payload)), rate, total,
                  record_size)
@@ -144,6 +161,7 @@ def chain_process(ray_address: str, namespace: str, rate: int, total: int,
     ray.init(address=ray_address, namespace=namespace, log_to_driver=False)
     first = ray.get_actor(f"{CHAIN_NAME}-0")
     pending: list[Any] = []
+    settle_heap()
 
     def wait_for_room() -> None:
         nonlocal pending
@@ -297,11 +315,11 @@ def warm_up_topic(cluster: Cluster, topic: str) -> None:
     consumer.close()
 
 
-def rafka_latency(cluster: Cluster, topic: str, linger_ms: int,
-                  args: argparse.Namespace) -> dict[str, Any]:
+def rafka_latency(cluster: Cluster, topic: str, linger_ms: int, args: argparse.Namespace,
+                  transport: str) -> dict[str, Any]:
     total = int(args.rate * (args.warmup + args.seconds))
     warm_up_topic(cluster, topic)
-    consumer = cluster.consumer([topic], auto_offset_reset="latest")
+    consumer = cluster.consumer([topic], auto_offset_reset="latest", fetch_transport=transport)
     for tp in consumer.assignment():
         consumer.position(tp.topic, tp.partition)
     hosts = cluster.replica_hosts(topic, 0)
@@ -313,6 +331,7 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int,
         str(linger_ms), str(requests_file)])
     counted_from = start + int(args.warmup * 1e9)
     traced: list[TracedRecord] = []
+    settle_heap()
     deadline = time.monotonic() + args.warmup + args.seconds + 60
     try:
         while len(traced) < total and time.monotonic() < deadline:
@@ -428,16 +447,18 @@ def main() -> None:
                         help="the floor's calls in flight: its source sends what is due as "
                              "one call when fewer are (a call per record is more than Ray's "
                              "actors take here: about 550 calls/s through 4 hops)")
-    parser.add_argument("--replica-transports", default="tcp",
-                        help="replica.fetch.transport values, comma-separated: a cluster "
-                             "each, in turn, with every --lingers run on each")
+    parser.add_argument("--transports", default="tcp",
+                        help="how fetches reach the hosts, comma-separated: a cluster each, "
+                             "in turn, with every --lingers run on each; each value is both "
+                             "the brokers' replica.fetch.transport and the consumer's "
+                             "fetch.transport (tcp or ray)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="how many times to go through the transports, alternating")
     parser.add_argument("--plot", help="write a chart of the percentiles to this PNG file")
     args = parser.parse_args()
 
     init_ray(log_to_driver=False)
-    transports = args.replica_transports.split(",")
+    transports = args.transports.split(",")
     results: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
                                "record_size": args.record_size, "replication_factor": 3,
                                "acks": "all"}
@@ -456,7 +477,7 @@ def main() -> None:
                         key = f"rafka_{transport}_linger_{linger}"
                     if args.rounds > 1:
                         key += f"_round_{round_ + 1}"
-                    results[key] = rafka_latency(cluster, topic, linger, args)
+                    results[key] = rafka_latency(cluster, topic, linger, args, transport)
             finally:
                 cluster.shutdown()
                 shutil.rmtree(scratch, ignore_errors=True)

@@ -260,6 +260,15 @@ class ConsumerConfig:
     offsets_storage: str = setting(
         "offsets.storage", Type.STRING, "kafka", choices=("kafka", "zookeeper"),
         doc="Where committed offsets are kept.")
+    request_timeout_ms: int = setting(
+        "request.timeout.ms", Type.INT, 30_000, minimum=0,
+        doc="How long a fetch's answer may take beyond fetch.max.wait.ms before the consumer "
+            "drops the connection and asks for the leaders again.")
+    # Not Kafka's: how fetches reach the replica hosts. "tcp", connections kept to each host's
+    # data port (actors/clients/fetch_transport.py); "ray", an actor call each, as before.
+    fetch_transport: str = setting(
+        "fetch.transport", Type.STRING, "tcp", choices=("tcp", "ray"),
+        doc="How fetches reach the hosts: tcp (kept connections) or ray (an actor call each).")
 
     def __post_init__(self) -> None:
         self.CONFIG_DEF.normalise(self)

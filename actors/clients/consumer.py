@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import ray
 
 from rafka.actors.clients.config import ConsumerConfig
+from rafka.actors.clients.fetch_transport import RayFetches, TcpFetches
 from rafka.actors.clients.metadata import MetadataCache
 from rafka.actors.errors import (
     BrokerUnavailableError,
@@ -87,6 +88,8 @@ class Consumer:
         # Each fetch in flight: the host it went to and the (partition, offset) it asked for;
         # and the fetch each partition waits on (a partition sought meanwhile leaves it).
         self._in_flight: dict[Any, tuple[str, list[tuple[TopicPartition, int]]]] = {}
+        self._fetches = (TcpFetches(self.config.request_timeout_ms, self.config.fetch_max_bytes)
+                         if self.config.fetch_transport == "tcp" else RayFetches())
         self._fetching: dict[TopicPartition, Any] = {}
         # At most one per partition: a partition is fetched again once its records are out.
         self._completed: deque[_CompletedFetch] = deque()
@@ -163,9 +166,10 @@ class Consumer:
         for tp in [tp for tp in self._fetching if predicate(tp)]:
             del self._fetching[tp]
         # A fetch none of whose partitions is still waiting on it frees its host at once.
-        for ref, (_host, parts) in list(self._in_flight.items()):
-            if not any(self._fetching.get(tp) is ref for tp, _offset in parts):
-                del self._in_flight[ref]
+        for key, (_host, parts) in list(self._in_flight.items()):
+            if not any(self._fetching.get(tp) is key for tp, _offset in parts):
+                del self._in_flight[key]
+                self._fetches.abandon(key)
         for tp in [tp for tp in self._fetch_positions if predicate(tp)]:
             del self._fetch_positions[tp]
         self._completed = deque(fetch for fetch in self._completed if not predicate(fetch.tp))
@@ -234,16 +238,13 @@ class Consumer:
         while True:
             self._start_fetches()
             if self._in_flight:
-                refs = list(self._in_flight)
-                if not self._completed:
-                    # Nothing to hand out: wait for the first fetch to answer.
-                    ready, _ = ray.wait(refs, num_returns=1,
-                                        timeout=max(deadline - time.monotonic(), 0))
-                    if not ready:
-                        break
-                done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-                for ref in done:
-                    self._complete(ref)
+                # Nothing to hand out: wait for the first fetch to answer.
+                wait_s = 0 if self._completed else max(deadline - time.monotonic(), 0)
+                done = self._fetches.wait(list(self._in_flight), wait_s)
+                if not done and not self._completed:
+                    break
+                for key in done:
+                    self._complete(key)
             if self._completed or time.monotonic() >= deadline:
                 # Even with nothing: fetches failing fast must not hold poll() forever.
                 break
@@ -283,29 +284,31 @@ class Consumer:
             wanted.setdefault(name, (host, []))[1].append((tp, position))
         config = self.config
         for name, (host, parts) in wanted.items():
-            ref = host.fetch.remote(
+            key = self._fetches.send(
+                name, host,
                 [PartitionFetch(tp.topic, tp.partition, position,
                                 config.max_partition_fetch_bytes) for tp, position in parts],
                 config.fetch_max_wait_ms,
                 config.fetch_min_bytes,
                 config.fetch_max_bytes,
-                read_committed=self._read_committed,
+                self._read_committed,
             )
-            self._in_flight[ref] = (name, parts)
+            self._in_flight[key] = (name, parts)
             for tp, _position in parts:
-                self._fetching[tp] = ref
+                self._fetching[tp] = key
 
-    def _complete(self, ref: Any) -> None:
-        host, parts = self._in_flight.pop(ref)
+    def _complete(self, key: Any) -> None:
+        host, parts = self._in_flight.pop(key)
         current = [(index, tp, position) for index, (tp, position) in enumerate(parts)
-                   if self._fetching.get(tp) is ref]
+                   if self._fetching.get(tp) is key]
         for _index, tp, _position in current:
             del self._fetching[tp]
-        if not current:
-            return  # sought elsewhere meanwhile
         try:
-            replies = ray.get(ref)
+            replies = self._fetches.result(key)
         except Exception as error:
+            if not current:
+                return  # sought elsewhere meanwhile: its failure is nobody's
+
             self.metadata.forget_if_dead(host, error)
             if not is_retriable(error):  # the host raised: a bug, not a fault to wait out
                 raise
@@ -314,6 +317,8 @@ class Consumer:
             for _index, tp, _position in current:
                 self.metadata.invalidate(tp.topic)
             return
+        if not current:
+            return  # sought elsewhere meanwhile
         for index, tp, position in current:
             self._on_fetched(tp, replies[index])
             self._complete_partition(tp, position, replies[index])
@@ -356,6 +361,7 @@ class Consumer:
     def close(self) -> None:
         self._closed = True
         self._in_flight.clear()
+        self._fetches.close()
         self._fetching.clear()
         self._completed.clear()
 

@@ -5,9 +5,9 @@ partition the two hosts share, each with its own fetch offset and leader epoch, 
 replica fetcher threads do per pair of brokers; the leader host answers as soon as any of them
 has records, or after `replica.fetch.wait.max.ms`. The request lists only the partitions whose
 fetch state changed, in a fetch session the leader keeps (`rafka.actors.server.fetch_session`).
-It goes over a TCP connection the fetcher keeps to the leader host
-(`rafka.actors.server.replication_stream`), or, with `replica.fetch.transport=ray`, as an actor
-call; the rarer calls (truncation's epoch queries, waking a waiting fetch) are actor calls.
+It goes over a TCP connection the fetcher keeps to the leader host's data port
+(`rafka.actors.server.data_port`), or, with `replica.fetch.transport=ray`, as an actor call; the
+rarer calls (truncation's epoch queries, waking a waiting fetch) are actor calls.
 
 A partition that starts following (a new leader epoch) first truncates where the leader's epochs
 say (KIP-101, with KIP-279's extra rounds, `rafka.actors.server.replication.follower_truncation`),
@@ -30,9 +30,9 @@ from typing import Any
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import ErrorCode
 from rafka.actors.messages import EpochQuery, FetchedRecords, ReplicaFetchPartition
+from rafka.actors.server.data_port import LeaderConnection
 from rafka.actors.server.replica import FOLLOWER, PartitionReplica
 from rafka.actors.server.replication import follower_truncation
-from rafka.actors.server.replication_stream import LeaderConnection
 from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.errors import LogStoreError
 

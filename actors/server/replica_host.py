@@ -54,11 +54,11 @@ from rafka.actors.naming import broker_name, partition_log_dir
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
 from rafka.actors.path_trace import CONSUMER, PathTrace
 from rafka.actors.runtime import run_at_server_priority
+from rafka.actors.server.data_port import DataPort
 from rafka.actors.server.fetch_session import FetchSession
 from rafka.actors.server.offset_manager import OffsetManager
 from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica
 from rafka.actors.server.replica_fetcher import ReplicaFetcher
-from rafka.actors.server.replication_stream import ReplicationListener
 from rafka.common.clock import wall_clock_ms
 from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.batch import decode_columns
@@ -133,10 +133,10 @@ class ReplicaHost:
         self.sessions: dict[tuple[int, int], FetchSession] = {}
         self.session_watchers: dict[TopicPartition, set[FetchSession]] = {}
         self._wake_sessions = _WakeSessions(self.session_watchers)
-        # Where follower hosts send their fetches when they keep a connection
-        # (replica.fetch.transport=tcp): this node's address, as other nodes reach it.
-        self._replication = ReplicationListener(ray.util.get_node_ip_address(),
-                                                self.replica_fetch)
+        # Where follower hosts and consumers send their fetches over connections they keep
+        # (actors/server/data_port.py): this node's address, as other nodes reach it.
+        self._data_port = DataPort(ray.util.get_node_ip_address(), self.replica_fetch,
+                                   self.fetch)
         self._handles: dict[str, Any] = {}
         # This host's broker, reached when an ISR changes: looked up and called once now,
         # while Ray's GCS answers, so that an ISR shrinks while it does not (its head
@@ -272,7 +272,7 @@ class ReplicaHost:
         """Stop serving every replica and close their logs (controlled shutdown)."""
         if self._maintenance is not None:
             self._maintenance.cancel()
-        await self._replication.close()
+        await self._data_port.close()
         for fetcher in self.fetchers.values():
             fetcher.stop()
         self.fetchers.clear()
@@ -629,10 +629,10 @@ class ReplicaHost:
             ReplicaFetchAnswer(tp.topic, tp.partition, offset, reply)
             for tp, (offset, reply) in answers.items()]}
 
-    async def replication_address(self) -> tuple[str, int, bytes]:
-        """Where this host answers follower hosts' fetches over TCP, and the token their
+    async def data_port_address(self) -> tuple[str, int, bytes]:
+        """Where this host answers fetches over TCP (its data port), and the token a
         connection must open with (only callers of this actor learn it)."""
-        return await self._replication.start()
+        return await self._data_port.start()
 
     async def wake_session(self, follower_id: int, session_id: int) -> None:
         """The follower has a new partition to list: answer its waiting fetch now."""

@@ -1,17 +1,17 @@
-"""The replication stream's I/O: a leader host's port that answers followers' fetches, and a
-follower host's connection to it.
+"""A replica host's data port: the TCP port that answers followers' and consumers' fetches, and
+a follower host's connection to it.
 
-Each follower host keeps one connection to each leader host it fetches from
-(`LeaderConnection`, used by `rafka.actors.server.replica_fetcher`), and sends its fetches
-there one after another; the leader host's `ReplicationListener` hands each to the host's
-`replica_fetch` (the same call Ray would make) and writes the answer back as soon as it is
-ready. Frames and their checks are in `rafka.actors.server.fetch_frames`. A connection that
-opens with a wrong token, or sends anything that is not a fetch, is closed; nothing it sent is
-acted on.
+Each follower host keeps one connection to each leader host it fetches from (`LeaderConnection`,
+used by `rafka.actors.server.replica_fetcher`), and each consumer one to each host it reads from
+(`rafka.actors.clients.host_connection`); each sends its fetches there one after another. The
+port hands each request to the host's own method (`replica_fetch` or `fetch`, the same calls Ray
+would make) and writes the answer back as soon as it is ready. Frames and their checks are in
+`rafka.actors.host_frames`. A connection that opens with a wrong token, or sends anything that
+is not a request, is closed; nothing it sent is acted on.
 
-Where the network fails silently (a cut, a paused host), a fetch's answer is waited for at most
-`replica.socket.timeout.ms` beyond the fetch's own wait, then the connection is dropped and made
-again: no fetch waits on a dead connection for longer.
+Where the network fails silently (a cut, a paused host), a follower waits for a fetch's answer at
+most `replica.socket.timeout.ms` beyond the fetch's own wait, then drops the connection and
+makes another: no fetch waits on a dead connection for longer.
 """
 
 from __future__ import annotations
@@ -25,8 +25,12 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rafka.actors.server import fetch_frames
-from rafka.actors.server.fetch_frames import FetchRequest, FrameError
+from rafka.actors import host_frames
+from rafka.actors.host_frames import (
+    ConsumerFetchRequest,
+    FrameError,
+    ReplicaFetchRequest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +40,8 @@ HELLO_TIMEOUT_S = 10.0
 
 async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
     """The next frame's body (IncompleteReadError at the end of the stream)."""
-    header = await reader.readexactly(fetch_frames.LENGTH.size)
-    return await reader.readexactly(fetch_frames.frame_length(header, limit))
+    header = await reader.readexactly(host_frames.LENGTH.size)
+    return await reader.readexactly(host_frames.frame_length(header, limit))
 
 
 def no_delay(writer: asyncio.StreamWriter) -> None:
@@ -47,12 +51,14 @@ def no_delay(writer: asyncio.StreamWriter) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-class ReplicationListener:
-    """Serves `fetch` (a host's `replica_fetch`) to follower hosts on `host`, any free port."""
+class DataPort:
+    """Serves a host's `replica_fetch` and `fetch` on `host`, any free port."""
 
-    def __init__(self, host: str, fetch: Callable[..., Awaitable[dict[str, Any]]]) -> None:
+    def __init__(self, host: str, replica_fetch: Callable[..., Awaitable[dict[str, Any]]],
+                 fetch: Callable[..., Awaitable[list[Any]]]) -> None:
         self.host = host
-        self._fetch = fetch
+        self._methods: dict[type, Callable[..., Awaitable[Any]]] = {
+            ReplicaFetchRequest: replica_fetch, ConsumerFetchRequest: fetch}
         self.token = secrets.token_bytes(16)
         self.port: int | None = None
         self._server: asyncio.Server | None = None
@@ -77,20 +83,20 @@ class ReplicationListener:
         self._connections.add(writer)
         peer = writer.get_extra_info("peername")
         try:
-            token = fetch_frames.read_hello(await asyncio.wait_for(
-                read_frame(reader, fetch_frames.MAX_REQUEST_BYTES), HELLO_TIMEOUT_S))
+            token = host_frames.read_hello(await asyncio.wait_for(
+                read_frame(reader, host_frames.MAX_REQUEST_BYTES), HELLO_TIMEOUT_S))
             if not hmac.compare_digest(token, self.token):
                 raise FrameError("a wrong token")
             while True:
-                request: FetchRequest = fetch_frames.read_fetch_request(
-                    await read_frame(reader, fetch_frames.MAX_REQUEST_BYTES))
-                reply = await self._fetch(*request)
-                writer.write(fetch_frames.fetch_answer(reply))
+                request = host_frames.read_request(
+                    await read_frame(reader, host_frames.MAX_REQUEST_BYTES))
+                reply = await self._methods[type(request)](*request)
+                writer.write(host_frames.ANSWERS[type(request)](reply))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
-            pass  # the follower went (or never spoke): it connects again when it needs to
+            pass  # the client went (or never spoke): it connects again when it needs to
         except FrameError as error:
-            log.warning("closing a replication connection from %s: %s", peer, error)
+            log.warning("closing a data port connection from %s: %s", peer, error)
         finally:
             self._connections.discard(writer)
             writer.close()
@@ -99,8 +105,8 @@ class ReplicationListener:
 
 
 class LeaderConnection:
-    """A follower host's connection to one leader host; made on the first fetch, and again
-    after any failure."""
+    """A follower host's connection to one leader host's data port; made on the first fetch,
+    and again after any failure."""
 
     def __init__(self, connect_timeout_s: float) -> None:
         self.connect_timeout_s = connect_timeout_s
@@ -115,21 +121,21 @@ class LeaderConnection:
         try:
             if self._writer is None:
                 await self._connect(leader)
-            self._writer.write(fetch_frames.fetch_request(*arguments))
+            self._writer.write(host_frames.replica_fetch_request(*arguments))
             await self._writer.drain()
             body = await asyncio.wait_for(read_frame(self._reader, max_answer_bytes),
                                           timeout_s)
-            return fetch_frames.read_fetch_answer(body)
+            return host_frames.read_replica_fetch_answer(body)
         except BaseException:
             self.close()
             raise
 
     async def _connect(self, leader: Any) -> None:
-        host, port, token = await leader.replication_address.remote()
+        host, port, token = await leader.data_port_address.remote()
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
                                                 self.connect_timeout_s)
         no_delay(writer)
-        writer.write(fetch_frames.hello(token))
+        writer.write(host_frames.hello(token))
         self._reader, self._writer = reader, writer
 
     def close(self) -> None:

@@ -1,8 +1,8 @@
-"""Followers' fetches over the connections they keep to their leaders' hosts
-(`replica.fetch.transport=tcp`, `actors/server/replication_stream.py`), against a real cluster:
-replication works over either transport, the port admits nobody without the host's token, and a
-follower that hears nothing from its leader for `replica.socket.timeout.ms` drops the connection
-and makes a new one."""
+"""Fetches over the connections followers and consumers keep to the hosts' data ports
+(`replica.fetch.transport=tcp`, `fetch.transport=tcp`, `actors/server/data_port.py`), against a
+real cluster: replication and consuming work over either transport, the port admits nobody
+without the host's token, and a follower or a consumer that hears nothing from a host drops the
+connection and makes a new one."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import psutil
 import pytest
 import ray
 
+from rafka.actors import host_frames
 from rafka.actors.errors import raise_for
 from rafka.actors.messages import ReplicaFetchPartition
-from rafka.actors.server import fetch_frames
 from rafka.logstore.batch import build_batch
 from tests.support.faults import paused
 from tests.support.replicas import ReplicaOnHost
@@ -29,8 +29,17 @@ def replicas_of(cluster, topic: str, partition: int) -> list[ReplicaOnHost]:
                       for broker in replicas if broker != leader.broker)]
 
 
+def read_all(consumer, count: int, timeout_s: float = 30) -> list:
+    records: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(records) < count and time.monotonic() < deadline:
+        records += consumer.poll(timeout_ms=500)
+    return records
+
+
 @pytest.mark.parametrize("transport", ["tcp", "ray"])
-def test_followers_replicate_over_either_transport(start_cluster, transport: str) -> None:
+def test_followers_replicate_and_consumers_read_over_either_transport(
+        start_cluster, transport: str) -> None:
     cluster = start_cluster(3, broker_config={"replica.fetch.transport": transport})
     cluster.create_topic("both-ways", partitions=2, replication_factor=3)
     producer = cluster.producer(acks="all")
@@ -44,6 +53,15 @@ def test_followers_replicate_over_either_transport(start_cluster, transport: str
             (facts := replica.describe())["log_end_offset"] == facts["high_watermark"] == 150
             for replica in replicas), 30, f"every replica of partition {partition} at 150")
         assert sorted(replicas[0].describe()["isr"]) == sorted(r.broker for r in replicas)
+    consumer = cluster.consumer(["both-ways"], auto_offset_reset="earliest",
+                                fetch_transport=transport, max_partition_fetch_bytes=1024)
+    records = read_all(consumer, 300)
+    consumer.close()
+    for partition in range(2):
+        mine = [r for r in records if r.partition == partition]
+        assert [r.offset for r in mine] == list(range(150))
+        assert [r.value for r in mine] == [f"record-{i}".encode()
+                                           for i in range(partition, 300, 2)]
 
 
 def closed_by_peer(connection: socket.socket) -> bool:
@@ -55,23 +73,23 @@ def closed_by_peer(connection: socket.socket) -> bool:
         return True
 
 
-def test_a_stranger_on_the_replication_port_learns_nothing_and_moves_nothing(
+def test_a_stranger_on_the_data_port_learns_nothing_and_moves_nothing(
         start_cluster) -> None:
     cluster = start_cluster(3)
     cluster.create_topic("guarded", partitions=1, replication_factor=3)
     leader, *followers = replicas_of(cluster, "guarded", 0)
-    host, port, token = ray.get(leader.host.replication_address.remote(), timeout=30)
+    host, port, token = ray.get(leader.host.data_port_address.remote(), timeout=30)
     epoch = leader.describe()["leader_epoch"]
     # What a stranger would send to move the high watermark: each follower's fetch, at the
     # leader's log end, at the right epoch.
     forged = b"".join(
-        fetch_frames.fetch_request(follower.broker, 1, True,
+        host_frames.replica_fetch_request(follower.broker, 1, True,
                                    [ReplicaFetchPartition("guarded", 0, 5, epoch, 0)],
                                    [], 0, 1 << 20, 1 << 20)
         for follower in followers)
     attempts = {
         "no hello": forged,
-        "a wrong token": fetch_frames.hello(bytes(len(token))) + forged,
+        "a wrong token": host_frames.hello(bytes(len(token))) + forged,
         "garbage": b"\x00\x00\x00\x05\xc1\xc1\xc1\xc1\xc1" + forged,
         "an oversized frame": (2**31).to_bytes(4, "big") + forged,
     }
@@ -103,7 +121,7 @@ def test_a_follower_that_hears_nothing_from_its_leader_connects_again(start_clus
     cluster = start_cluster(2, broker_config={"replica.socket.timeout.ms": 1000})
     cluster.create_topic("silent", partitions=1, replication_factor=2)
     leader, follower = replicas_of(cluster, "silent", 0)
-    _host, port, _token = ray.get(leader.host.replication_address.remote(), timeout=30)
+    _host, port, _token = ray.get(leader.host.data_port_address.remote(), timeout=30)
     follower_pid = follower.pid()
     first = wait_until(lambda: connections_to(follower_pid, port), 30,
                        "the follower's connection to its leader")
@@ -118,3 +136,27 @@ def test_a_follower_that_hears_nothing_from_its_leader_connects_again(start_clus
     producer.send("silent", value=b"after").result(timeout=30)
     producer.close()
     wait_until(lambda: follower.describe()["log_end_offset"] == 1, 30, "the record replicated")
+
+
+def test_a_consumer_that_hears_nothing_from_a_host_connects_again(start_cluster) -> None:
+    cluster = start_cluster(1)
+    cluster.create_topic("quiet", partitions=1, replication_factor=1)
+    leader = ReplicaOnHost(cluster, "quiet", 0)
+    _host, port, _token = ray.get(leader.host.data_port_address.remote(), timeout=30)
+    producer = cluster.producer(acks="all")
+    producer.send("quiet", value=b"before").result(timeout=30)
+    consumer = cluster.consumer(["quiet"], auto_offset_reset="earliest", request_timeout_ms=1000,
+                                fetch_max_wait_ms=200)
+    assert [r.value for r in read_all(consumer, 1)] == [b"before"]
+    me = psutil.Process().pid
+    first = wait_until(lambda: connections_to(me, port), 30, "the consumer's connection")
+    # Polling through the pause: each fetch gives up after 1.2 s, and so does each attempt
+    # to learn where the paused host listens.
+    with paused([leader.pid()]):
+        assert read_all(consumer, 1, timeout_s=3.0) == []
+    producer.send("quiet", value=b"after").result(timeout=30)
+    producer.close()
+    assert [r.value for r in read_all(consumer, 1)] == [b"after"]
+    now = connections_to(me, port)
+    consumer.close()
+    assert now and not now & first, "the silent connection was kept"

@@ -1,0 +1,273 @@
+"""The data port's frames: a replica host's fetches as bytes on a TCP connection, msgpack with
+the length in front.
+
+The steady data path's reads run over connections kept to each replica host's data port
+(`rafka.actors.server.data_port`) instead of a Ray actor call each: a follower host's fetches
+from its leader host (`ReplicaHost.replica_fetch`) and a consumer's (`ReplicaHost.fetch`). A Ray
+call costs a hop about 2-8 ms on this project's machines, a frame on a kept connection well under
+one (docs/latency.md). Each request is the actor call's arguments, tagged with the method's name,
+and each answer its reply; this module turns them into bytes and back, and checks every field of
+what it reads, since anything that can reach the port can write to it. A connection's first frame
+must carry the host's token, which only a caller of the host actor learns
+(`ReplicaHost.data_port_address`), so the port admits exactly who Ray would.
+
+No I/O here: the port and its clients read and write the frames (`FrameReader` gathers them
+from bytes as they come).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, NamedTuple
+
+import msgpack
+
+from rafka.actors.messages import (
+    FetchedRecords,
+    PartitionFetch,
+    ReplicaFetchAnswer,
+    ReplicaFetchPartition,
+)
+
+LENGTH = struct.Struct(">I")
+# A fetch request lists partitions (about 40 bytes each).
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+VERSION = 1
+REPLICA_FETCH = "replica_fetch"
+CONSUMER_FETCH = "fetch"
+
+Reply = FetchedRecords | dict[str, Any]
+
+
+class FrameError(ValueError):
+    """A frame that is not what this protocol sends: the connection is closed."""
+
+
+def frame(payload: object) -> bytes:
+    """`payload` packed, with its length in front."""
+    body = msgpack.packb(payload, use_bin_type=True)
+    return LENGTH.pack(len(body)) + body
+
+
+def frame_length(header: bytes, limit: int) -> int:
+    """The length a frame's 4-byte header announces, refused beyond `limit`."""
+    (length,) = LENGTH.unpack(header)
+    if length > limit:
+        raise FrameError(f"a frame of {length} bytes, more than the {limit} allowed")
+    return length
+
+
+class FrameReader:
+    """Whole frames' bodies out of bytes as they arrive, each at most `limit` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._buffer = bytearray()
+        self._length: int | None = None
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The bodies that `data` completes (FrameError for one beyond the limit)."""
+        self._buffer += data
+        bodies = []
+        while True:
+            if self._length is None:
+                if len(self._buffer) < LENGTH.size:
+                    return bodies
+                self._length = frame_length(bytes(self._buffer[:LENGTH.size]), self.limit)
+                del self._buffer[:LENGTH.size]
+            if len(self._buffer) < self._length:
+                return bodies
+            bodies.append(bytes(self._buffer[:self._length]))
+            del self._buffer[:self._length]
+            self._length = None
+
+
+def _unpack(body: bytes) -> Any:
+    try:
+        return msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True)
+    except (ValueError, msgpack.UnpackException) as error:
+        raise FrameError(f"not a msgpack frame: {error}") from error
+
+
+def _ints(values: list[Any], what: str) -> None:
+    if not all(type(value) is int for value in values):
+        raise FrameError(f"{what}: every field must be an integer")
+
+
+def _partition_entry(entry: Any, fields: int, what: str) -> list[Any]:
+    """`[topic, int, int, ...]` of `fields` fields, checked."""
+    if not isinstance(entry, list) or len(entry) != fields or not isinstance(entry[0], str):
+        raise FrameError(f"{what} has {fields} fields, a topic first")
+    _ints(entry[1:], what)
+    return entry
+
+
+# ------------------------------------------------------------------------------ the hello
+
+def hello(token: bytes) -> bytes:
+    """The connection's first frame: the protocol's version and the host's token."""
+    return frame([VERSION, token])
+
+
+def read_hello(body: bytes) -> bytes:
+    """The token a connection opened with (FrameError for anything else)."""
+    message = _unpack(body)
+    if (not isinstance(message, list) or len(message) != 2 or message[0] != VERSION
+            or not isinstance(message[1], bytes)):
+        raise FrameError("the first frame must be [version 1, token]")
+    return message[1]
+
+
+# ---------------------------------------------------------------------------- the requests
+
+class ReplicaFetchRequest(NamedTuple):
+    """`ReplicaHost.replica_fetch`'s arguments, in its order."""
+
+    follower_id: int
+    session_id: int
+    full: bool
+    partitions: list[ReplicaFetchPartition]
+    removed: list[tuple[str, int]]
+    max_wait_ms: int
+    partition_max_bytes: int
+    max_bytes: int
+
+
+class ConsumerFetchRequest(NamedTuple):
+    """`ReplicaHost.fetch`'s arguments, in its order (a consumer's fetch is never in Kafka's
+    format: the broker converts for Kafka clients)."""
+
+    requests: list[PartitionFetch]
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    kafka_format: bool
+    read_committed: bool
+
+
+def replica_fetch_request(follower_id: int, session_id: int, full: bool,
+                          partitions: list[ReplicaFetchPartition],
+                          removed: list[tuple[str, int]], max_wait_ms: int,
+                          partition_max_bytes: int, max_bytes: int) -> bytes:
+    """The frame of a follower host's fetch."""
+    return frame([REPLICA_FETCH, follower_id, session_id, full, [list(p) for p in partitions],
+                  [list(tp) for tp in removed], max_wait_ms, partition_max_bytes, max_bytes])
+
+
+def consumer_fetch_request(requests: list[PartitionFetch], max_wait_ms: int, min_bytes: int,
+                           max_bytes: int, read_committed: bool) -> bytes:
+    """The frame of a consumer's fetch."""
+    return frame([CONSUMER_FETCH, [list(request) for request in requests], max_wait_ms,
+                  min_bytes, max_bytes, read_committed])
+
+
+def read_request(body: bytes) -> ReplicaFetchRequest | ConsumerFetchRequest:
+    """A request, checked field by field (FrameError for anything else)."""
+    message = _unpack(body)
+    if not isinstance(message, list) or not message:
+        raise FrameError("a request is [method, fields...]")
+    method, fields = message[0], message[1:]
+    if method == REPLICA_FETCH:
+        return _read_replica_fetch(fields)
+    if method == CONSUMER_FETCH:
+        return _read_consumer_fetch(fields)
+    raise FrameError(f"no method {method!r} here: the port serves {REPLICA_FETCH!r} and "
+                     f"{CONSUMER_FETCH!r}")
+
+
+def _read_replica_fetch(fields: list[Any]) -> ReplicaFetchRequest:
+    if len(fields) != 8:
+        raise FrameError("a follower's fetch has 8 fields")
+    (follower_id, session_id, full, partitions, removed, max_wait_ms, partition_max_bytes,
+     max_bytes) = fields
+    _ints([follower_id, session_id, max_wait_ms, partition_max_bytes, max_bytes],
+          "a follower's fetch")
+    if not isinstance(full, bool) or not isinstance(partitions, list) \
+            or not isinstance(removed, list):
+        raise FrameError("a follower's fetch has a boolean `full` and lists of partitions")
+    listed = [ReplicaFetchPartition(*_partition_entry(entry, 5, "a listed partition"))
+              for entry in partitions]
+    gone = [tuple(_partition_entry(entry, 2, "a removed partition")) for entry in removed]
+    return ReplicaFetchRequest(follower_id, session_id, full, listed, gone, max_wait_ms,
+                               partition_max_bytes, max_bytes)
+
+
+def _read_consumer_fetch(fields: list[Any]) -> ConsumerFetchRequest:
+    if len(fields) != 5:
+        raise FrameError("a consumer's fetch has 5 fields")
+    requests, max_wait_ms, min_bytes, max_bytes, read_committed = fields
+    _ints([max_wait_ms, min_bytes, max_bytes], "a consumer's fetch")
+    if not isinstance(requests, list) or not isinstance(read_committed, bool):
+        raise FrameError("a consumer's fetch has a list of partitions and a boolean "
+                         "`read_committed`")
+    asked = [PartitionFetch(*_partition_entry(entry, 4, "a fetched partition"))
+             for entry in requests]
+    return ConsumerFetchRequest(asked, max_wait_ms, min_bytes, max_bytes, False,
+                                read_committed)
+
+
+# ----------------------------------------------------------------------------- the answers
+
+def _pack_reply(reply: Reply) -> Any:
+    """Records as a list, an error as a map."""
+    if isinstance(reply, FetchedRecords):
+        return [reply.records, *reply[1:6], [list(pair) for pair in reply.aborted_transactions]]
+    return reply
+
+
+def _read_reply(packed: Any) -> Reply:
+    if isinstance(packed, list):
+        if len(packed) != 7 or not isinstance(packed[0], bytes) \
+                or not isinstance(packed[6], list):
+            raise FrameError("fetched records are [records, 5 offsets, aborted]")
+        _ints(packed[1:6], "fetched records")
+        for pair in packed[6]:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise FrameError("an aborted transaction is [producer id, first offset]")
+            _ints(pair, "an aborted transaction")
+        return FetchedRecords(packed[0], *packed[1:6], tuple(tuple(p) for p in packed[6]))
+    if not isinstance(packed, dict) or type(packed.get("error")) is not int:
+        raise FrameError("a partition's reply is records or an error")
+    return packed
+
+
+def replica_fetch_answer(reply: dict[str, Any]) -> bytes:
+    """The frame of `replica_fetch`'s reply."""
+    answers = [[answer.topic, answer.partition, answer.fetch_offset, _pack_reply(answer.reply)]
+               for answer in reply.get("partitions", ())]
+    error = {key: value for key, value in reply.items() if key != "partitions"}
+    return frame([error, answers])
+
+
+def read_replica_fetch_answer(body: bytes) -> dict[str, Any]:
+    """`replica_fetch`'s reply again, as the actor call returns it."""
+    message = _unpack(body)
+    if (not isinstance(message, list) or len(message) != 2 or not isinstance(message[0], dict)
+            or not isinstance(message[1], list) or type(message[0].get("error")) is not int):
+        raise FrameError("a follower's fetch answer is [{error, ...}, [partition answers]]")
+    reply = dict(message[0])
+    partitions = []
+    for entry in message[1]:
+        if not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[0], str):
+            raise FrameError("a partition's answer is [topic, partition, fetch offset, reply]")
+        _ints(entry[1:3], "a partition's answer")
+        partitions.append(ReplicaFetchAnswer(entry[0], entry[1], entry[2],
+                                             _read_reply(entry[3])))
+    reply["partitions"] = partitions
+    return reply
+
+
+def consumer_fetch_answer(replies: list[Reply]) -> bytes:
+    """The frame of `fetch`'s reply: one per partition asked, in order."""
+    return frame([_pack_reply(reply) for reply in replies])
+
+
+def read_consumer_fetch_answer(body: bytes) -> list[Reply]:
+    message = _unpack(body)
+    if not isinstance(message, list):
+        raise FrameError("a consumer's fetch answer is a list of partition replies")
+    return [_read_reply(packed) for packed in message]
+
+
+ANSWERS = {ReplicaFetchRequest: replica_fetch_answer, ConsumerFetchRequest: consumer_fetch_answer}
+"""How each request's reply is framed, by the request's type."""

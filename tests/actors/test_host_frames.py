@@ -1,0 +1,164 @@
+"""The data port's frames (pure logic): what a follower or a consumer sends and a host answers
+reads back as the actor call's arguments and reply, and anything else is refused, not acted on."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from rafka.actors import host_frames
+from rafka.actors.errors import ErrorCode, error_reply
+from rafka.actors.host_frames import ConsumerFetchRequest, FrameError, FrameReader
+from rafka.actors.messages import (
+    FetchedRecords,
+    PartitionFetch,
+    ReplicaFetchAnswer,
+    ReplicaFetchPartition,
+)
+
+LIMIT = host_frames.MAX_REQUEST_BYTES
+
+
+def body(frame: bytes) -> bytes:
+    """A frame's body, after checking the length in front of it."""
+    length = host_frames.frame_length(frame[:4], LIMIT)
+    assert length == len(frame) - 4
+    return frame[4:]
+
+
+def test_a_fetch_request_reads_back_as_the_calls_arguments() -> None:
+    listed = [ReplicaFetchPartition("orders", 0, 120, 3, 100),
+              ReplicaFetchPartition("payments.eu-1", 7, 0, 0, 0)]
+    arguments = (2, 2**61 + 5, True, listed, [("gone", 4)], 500, 1_048_576, 10_485_760)
+    request = host_frames.read_request(body(host_frames.replica_fetch_request(*arguments)))
+    assert tuple(request) == arguments
+    assert all(isinstance(p, ReplicaFetchPartition) for p in request.partitions)
+
+
+def test_a_fetch_answer_reads_back_as_the_calls_reply() -> None:
+    records = FetchedRecords(b"\x00batch-bytes\xff", 130, 125, 0, 130, 120, ((77, 118),))
+    nothing = FetchedRecords(b"", 9, 9, 2, 9)
+    refused = error_reply(ErrorCode.FENCED_LEADER_EPOCH, "epoch 3 is not 4", leader_epoch=4)
+    reply = {"error": 0, "partitions": [
+        ReplicaFetchAnswer("orders", 0, 120, records),
+        ReplicaFetchAnswer("orders", 1, 9, nothing),
+        ReplicaFetchAnswer("orders", 2, 40, refused),
+    ]}
+    framed = host_frames.replica_fetch_answer(reply)
+    assert host_frames.read_replica_fetch_answer(body(framed)) == reply
+
+
+def test_a_records_view_is_sent_as_its_bytes() -> None:
+    view = memoryview(b"0123456789")[2:6]
+    reply = {"error": 0, "partitions": [
+        ReplicaFetchAnswer("t", 0, 0, FetchedRecords(view, 4, 4, 0, 4))]}
+    answer = host_frames.read_replica_fetch_answer(body(host_frames.replica_fetch_answer(reply)))
+    assert answer["partitions"][0].reply.records == b"2345"
+
+
+def test_a_session_error_without_partitions_reads_back() -> None:
+    reply = error_reply(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "no fetch session 5")
+    assert host_frames.read_replica_fetch_answer(body(host_frames.replica_fetch_answer(reply))) == {
+        **reply, "partitions": []}
+
+
+def test_a_consumers_fetch_reads_back_as_the_calls_arguments() -> None:
+    asked = [PartitionFetch("orders", 0, 120, 1_048_576), PartitionFetch("orders", 3, 0, 10)]
+    request = host_frames.read_request(body(
+        host_frames.consumer_fetch_request(asked, 500, 1, 52_428_800, True)))
+    assert request == ConsumerFetchRequest(asked, 500, 1, 52_428_800, False, True)
+    assert all(isinstance(p, PartitionFetch) for p in request.requests)
+
+
+def test_a_consumers_answer_reads_back_in_the_order_asked() -> None:
+    replies = [FetchedRecords(b"batches", 130, 125, 0, 130, 125),
+               error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "refresh metadata"),
+               FetchedRecords(b"", 9, 9, 2, 9, 9, ((4, 7), (5, 8)))]
+    assert host_frames.read_consumer_fetch_answer(
+        body(host_frames.consumer_fetch_answer(replies))) == replies
+
+
+def test_frames_come_out_whole_however_the_bytes_are_cut() -> None:
+    frames = [host_frames.frame(["a"]), host_frames.frame([b"x" * 70_000]),
+              host_frames.frame([])]
+    stream = b"".join(frames)
+    for cut in (1, 3, 4, 5, 1000, len(stream)):
+        reader = FrameReader(LIMIT)
+        bodies = []
+        for start in range(0, len(stream), cut):
+            bodies += reader.feed(stream[start:start + cut])
+        assert bodies == [frame[4:] for frame in frames], f"cut every {cut} bytes"
+
+
+def test_a_reader_refuses_a_frame_beyond_its_limit_from_its_header() -> None:
+    reader = FrameReader(100)
+    with pytest.raises(FrameError):
+        reader.feed((101).to_bytes(4, "big"))
+
+
+def test_the_hello_carries_the_token() -> None:
+    assert host_frames.read_hello(body(host_frames.hello(b"k" * 16))) == b"k" * 16
+
+
+def packed(value: object) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+GOOD_REQUEST = ["replica_fetch", 2, 5, False, [["t", 0, 1, 0, 0]], [], 500, 1024, 4096]
+
+
+def replica_fetch(*fields: object) -> bytes:
+    return packed(["replica_fetch", *fields])
+
+
+@pytest.mark.parametrize("frame_body", [
+    b"\xc1",                                         # not msgpack
+    b"\x92\x01",                                     # msgpack cut short
+    packed({"follower": 2}),                         # not a list
+    packed([]),                                      # no method
+    packed(["produce", 1, 2]),                       # a method the port does not serve
+    packed(GOOD_REQUEST[:8]),                        # a field missing
+    replica_fetch(2, 5, 1, [], [], 500, 1024, 4096),                 # `full` not a boolean
+    replica_fetch("2", 5, False, [], [], 500, 1024, 4096),           # a string for an id
+    replica_fetch(2, 5, False, [["t", 0, 1.5, 0, 0]], [], 500, 1024, 4096),  # a float offset
+    replica_fetch(2, 5, False, [[0, 0, 1, 0, 0]], [], 500, 1024, 4096),  # a topic not a string
+    replica_fetch(2, 5, False, [["t", 0, 1, 0]], [], 500, 1024, 4096),  # a short partition
+    replica_fetch(2, 5, False, [], [["t"]], 500, 1024, 4096),        # a short removal
+    replica_fetch(2, 5, False, "t", [], 500, 1024, 4096),            # partitions not a list
+    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096]),            # a field missing
+    packed(["fetch", [["t", 0, 0]], 500, 1, 4096, False]),           # a short partition
+    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096, 0]),         # not a boolean
+    packed(["fetch", [["t", 0, 0, "1024"]], 500, 1, 4096, False]),   # a string for bytes
+])
+def test_anything_but_a_fetch_request_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        host_frames.read_request(frame_body)
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed([{"error": 0}]),
+    packed([{"error": "0"}, []]),
+    packed([{"error": 0}, [["t", 0, 0, [b"", 1, 1, 0]]]]),               # short records
+    packed([{"error": 0}, [["t", 0, 0, ["r", 1, 1, 0, 1, -1, []]]]]),    # records not bytes
+    packed([{"error": 0}, [["t", 0, 0, [b"", 1, 1, 0, 1, -1, [[1]]]]]]),  # a short abort
+    packed([{"error": 0}, [["t", 0, 0, {"message": "no code"}]]]),
+    packed([{"error": 0}, [["t", "0", 0, {"error": 6}]]]),
+])
+def test_anything_but_a_fetch_answer_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        host_frames.read_replica_fetch_answer(frame_body)
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed([2, b"k" * 16]),      # another version
+    packed([1, "k" * 16]),       # a token that is not bytes
+    packed(GOOD_REQUEST),        # a fetch before the hello
+])
+def test_a_connection_must_open_with_the_hello(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        host_frames.read_hello(frame_body)
+
+
+def test_a_frame_longer_than_allowed_is_refused_before_it_is_read() -> None:
+    with pytest.raises(FrameError, match="more than the 1024 allowed"):
+        host_frames.frame_length((1025).to_bytes(4, "big"), 1024)
