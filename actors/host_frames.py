@@ -1,11 +1,12 @@
-"""The data port's frames: a replica host's fetches as bytes on a TCP connection, msgpack with
-the length in front.
+"""The data port's frames: a replica host's produce and fetch requests as bytes on a TCP
+connection, msgpack with the length in front.
 
-The steady data path's reads run over connections kept to each replica host's data port
-(`rafka.actors.server.data_port`) instead of a Ray actor call each: a follower host's fetches
-from its leader host (`ReplicaHost.replica_fetch`) and a consumer's (`ReplicaHost.fetch`). A Ray
-call costs a hop about 2-8 ms on this project's machines, a frame on a kept connection well under
-one (docs/latency.md). Each request is the actor call's arguments, tagged with the method's name,
+The steady data path runs over connections kept to each replica host's data port
+(`rafka.actors.server.data_port`) instead of a Ray actor call each: a producer's requests
+(`ReplicaHost.produce`), a follower host's fetches from its leader host
+(`ReplicaHost.replica_fetch`) and a consumer's (`ReplicaHost.fetch`). A Ray call costs a hop
+about 2-8 ms on this project's machines, a frame on a kept connection well under one
+(docs/latency.md). Each request is the actor call's arguments, tagged with the method's name,
 and each answer its reply; this module turns them into bytes and back, and checks every field of
 what it reads, since anything that can reach the port can write to it. A connection's first frame
 must carry the host's token, which only a caller of the host actor learns
@@ -23,8 +24,10 @@ from typing import Any, NamedTuple
 import msgpack
 
 from rafka.actors.messages import (
+    Appended,
     FetchedRecords,
     PartitionFetch,
+    PartitionProduce,
     ReplicaFetchAnswer,
     ReplicaFetchPartition,
 )
@@ -35,6 +38,7 @@ MAX_REQUEST_BYTES = 16 * 1024 * 1024
 VERSION = 1
 REPLICA_FETCH = "replica_fetch"
 CONSUMER_FETCH = "fetch"
+PRODUCE = "produce"
 
 Reply = FetchedRecords | dict[str, Any]
 
@@ -145,6 +149,22 @@ class ConsumerFetchRequest(NamedTuple):
     read_committed: bool
 
 
+class ProduceRequest(NamedTuple):
+    """`ReplicaHost.produce`'s arguments, in its order (a producer's batches are rafka's own:
+    the broker converts a Kafka client's)."""
+
+    requests: list[PartitionProduce]
+    acks: int
+    timeout_ms: int
+    kafka_format: bool
+
+
+def produce_request(requests: list[PartitionProduce], acks: int, timeout_ms: int) -> bytes:
+    """The frame of a producer's request: each partition's batches, and where each record ends
+    when the producer says (`PartitionProduce.record_ends`)."""
+    return frame([PRODUCE, [list(request) for request in requests], acks, timeout_ms])
+
+
 def replica_fetch_request(follower_id: int, session_id: int, full: bool,
                           partitions: list[ReplicaFetchPartition],
                           removed: list[tuple[str, int]], max_wait_ms: int,
@@ -155,13 +175,17 @@ def replica_fetch_request(follower_id: int, session_id: int, full: bool,
 
 
 def consumer_fetch_request(requests: list[PartitionFetch], max_wait_ms: int, min_bytes: int,
-                           max_bytes: int, read_committed: bool) -> bytes:
-    """The frame of a consumer's fetch."""
+                           max_bytes: int, kafka_format: bool, read_committed: bool) -> bytes:
+    """The frame of a consumer's fetch (`ReplicaHost.fetch`'s arguments; the port serves
+    rafka's own format only)."""
+    if kafka_format:
+        raise ValueError("the data port serves rafka's record format: Kafka clients' fetches "
+                         "go through the broker")
     return frame([CONSUMER_FETCH, [list(request) for request in requests], max_wait_ms,
                   min_bytes, max_bytes, read_committed])
 
 
-def read_request(body: bytes) -> ReplicaFetchRequest | ConsumerFetchRequest:
+def read_request(body: bytes) -> ProduceRequest | ReplicaFetchRequest | ConsumerFetchRequest:
     """A request, checked field by field (FrameError for anything else)."""
     message = _unpack(body)
     if not isinstance(message, list) or not message:
@@ -171,8 +195,10 @@ def read_request(body: bytes) -> ReplicaFetchRequest | ConsumerFetchRequest:
         return _read_replica_fetch(fields)
     if method == CONSUMER_FETCH:
         return _read_consumer_fetch(fields)
-    raise FrameError(f"no method {method!r} here: the port serves {REPLICA_FETCH!r} and "
-                     f"{CONSUMER_FETCH!r}")
+    if method == PRODUCE:
+        return _read_produce(fields)
+    raise FrameError(f"no method {method!r} here: the port serves {PRODUCE!r}, "
+                     f"{REPLICA_FETCH!r} and {CONSUMER_FETCH!r}")
 
 
 def _read_replica_fetch(fields: list[Any]) -> ReplicaFetchRequest:
@@ -204,6 +230,24 @@ def _read_consumer_fetch(fields: list[Any]) -> ConsumerFetchRequest:
              for entry in requests]
     return ConsumerFetchRequest(asked, max_wait_ms, min_bytes, max_bytes, False,
                                 read_committed)
+
+
+def _read_produce(fields: list[Any]) -> ProduceRequest:
+    if len(fields) != 3:
+        raise FrameError("a producer's request has 3 fields")
+    requests, acks, timeout_ms = fields
+    _ints([acks, timeout_ms], "a producer's request")
+    if not isinstance(requests, list):
+        raise FrameError("a producer's request has a list of partitions")
+    parts = []
+    for entry in requests:
+        if (not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[0], str)
+                or type(entry[1]) is not int or not isinstance(entry[2], bytes)
+                or not isinstance(entry[3], bytes | None)):
+            raise FrameError("a produced partition is [topic, partition, records, record ends "
+                             "or nil]")
+        parts.append(PartitionProduce(*entry))
+    return ProduceRequest(parts, acks, timeout_ms, False)
 
 
 # ----------------------------------------------------------------------------- the answers
@@ -269,5 +313,35 @@ def read_consumer_fetch_answer(body: bytes) -> list[Reply]:
     return [_read_reply(packed) for packed in message]
 
 
-ANSWERS = {ReplicaFetchRequest: replica_fetch_answer, ConsumerFetchRequest: consumer_fetch_answer}
+def produce_answer(replies: list[Appended | dict[str, Any]]) -> bytes:
+    """The frame of `produce`'s reply: one per partition, in order."""
+    return frame([list(reply) if isinstance(reply, Appended) else reply for reply in replies])
+
+
+def read_produce_answer(body: bytes) -> list[Appended | dict[str, Any]]:
+    message = _unpack(body)
+    if not isinstance(message, list):
+        raise FrameError("a producer's answer is a list of partition replies")
+    replies: list[Appended | dict[str, Any]] = []
+    for packed in message:
+        if isinstance(packed, list) and len(packed) == 4:
+            _ints(packed, "an append")
+            replies.append(Appended(*packed))
+        elif isinstance(packed, dict) and type(packed.get("error")) is int:
+            replies.append(packed)
+        else:
+            raise FrameError("a partition's reply is an append or an error")
+    return replies
+
+
+ANSWERS = {ReplicaFetchRequest: replica_fetch_answer, ConsumerFetchRequest: consumer_fetch_answer,
+           ProduceRequest: produce_answer}
 """How each request's reply is framed, by the request's type."""
+
+REQUESTS = {PRODUCE: produce_request, CONSUMER_FETCH: consumer_fetch_request,
+            REPLICA_FETCH: replica_fetch_request}
+"""How a client frames each method's arguments."""
+
+ANSWER_READERS = {PRODUCE: read_produce_answer, CONSUMER_FETCH: read_consumer_fetch_answer,
+                  REPLICA_FETCH: read_replica_fetch_answer}
+"""How a client reads each method's answer."""

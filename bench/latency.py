@@ -319,7 +319,7 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int, args: argparse.N
                   transport: str) -> dict[str, Any]:
     total = int(args.rate * (args.warmup + args.seconds))
     warm_up_topic(cluster, topic)
-    consumer = cluster.consumer([topic], auto_offset_reset="latest", fetch_transport=transport)
+    consumer = cluster.consumer([topic], auto_offset_reset="latest", transport=transport)
     for tp in consumer.assignment():
         consumer.position(tp.topic, tp.partition)
     hosts = cluster.replica_hosts(topic, 0)
@@ -450,7 +450,7 @@ def main() -> None:
     parser.add_argument("--transports", default="tcp",
                         help="how fetches reach the hosts, comma-separated: a cluster each, "
                              "in turn, with every --lingers run on each; each value is both "
-                             "the brokers' replica.fetch.transport and the consumer's "
+                             "the brokers' replica.fetch.transport and the clients' "
                              "fetch.transport (tcp or ray)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="how many times to go through the transports, alternating")

@@ -292,11 +292,13 @@ class Bench:
             "linger_ms": args.linger_ms,
             "batch_size": args.batch_size,
             "max_in_flight_requests_per_connection": args.max_in_flight,
+            "transport": args.transport,
         }.items() if v is not None}
         self.consumer_config = {k: v for k, v in {
             "max_poll_records": args.max_poll_records,
             "max_partition_fetch_bytes": args.max_partition_fetch_bytes,
             "fetch_max_wait_ms": args.fetch_max_wait_ms,
+            "transport": args.transport,
         }.items() if v is not None}
 
     # -- topics -------------------------------------------------------------------------------
@@ -677,7 +679,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     name = f"bench-{os.getpid()}"
     started = time.perf_counter()
     cluster = Cluster.start(brokers=3, name=name, data_dir=args.data_dir,
-                            broker_config={},
+                            broker_config={} if args.transport is None
+                            else {"replica.fetch.transport": args.transport},
                             kafka_listeners="PLAINTEXT://127.0.0.1:0"
                             if "kafka_clients" in phases else None)
     setup_s = time.perf_counter() - started
@@ -940,6 +943,9 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="NAME=VALUE",
                         help="a librdkafka setting for the Kafka consumer phase (repeatable), "
                         "e.g. fetch.queue.backoff.ms=10; librdkafka's defaults otherwise")
+    parser.add_argument("--transport", choices=["tcp", "ray"], default=None,
+                        help="how requests reach the replica hosts: the clients' transport and "
+                             "the brokers' replica.fetch.transport (default: theirs)")
     parser.add_argument("--linger-ms", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--max-in-flight", type=int, default=None)

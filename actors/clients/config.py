@@ -76,6 +76,15 @@ def _assignment_strategy(value: Any) -> Any:
 # -- Kafka's CommonClientConfigs: the settings both clients have, declared once ----------------
 
 
+def _transport() -> Any:
+    # Not Kafka's: how a client's requests reach the replica hosts. "tcp", connections kept to
+    # each host's data port (actors/clients/host_transport.py); "ray", an actor call each, as
+    # rafka did before. docs/latency.md has the figures.
+    return setting("transport", Type.STRING, "tcp", choices=("tcp", "ray"),
+                   doc="How requests reach the replica hosts: tcp (kept connections) or ray "
+                       "(an actor call each).")
+
+
 def _client_id() -> Any:
     return setting("client.id", Type.STRING, "",
                    doc="A name for the client, in the brokers' logs and metrics.")
@@ -125,6 +134,7 @@ class ProducerConfig:
         "request.timeout.ms", Type.INT, 30_000, minimum=0,
         doc="How long to wait for the answer to one request.")
     metadata_max_age_ms: int = _metadata_max_age_ms()
+    transport: str = _transport()
     # Kafka 3.x waits 0 ms; Kafka 4.0 changed it to 5 (KIP-1030) and rafka follows 4.0 because an
     # actor call costs about 1 ms whatever it carries: 5 ms of waiting buys batches that make
     # each call pay.
@@ -264,11 +274,7 @@ class ConsumerConfig:
         "request.timeout.ms", Type.INT, 30_000, minimum=0,
         doc="How long a fetch's answer may take beyond fetch.max.wait.ms before the consumer "
             "drops the connection and asks for the leaders again.")
-    # Not Kafka's: how fetches reach the replica hosts. "tcp", connections kept to each host's
-    # data port (actors/clients/fetch_transport.py); "ray", an actor call each, as before.
-    fetch_transport: str = setting(
-        "fetch.transport", Type.STRING, "tcp", choices=("tcp", "ray"),
-        doc="How fetches reach the hosts: tcp (kept connections) or ray (an actor call each).")
+    transport: str = _transport()
 
     def __post_init__(self) -> None:
         self.CONFIG_DEF.normalise(self)

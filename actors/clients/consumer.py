@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import ray
 
 from rafka.actors.clients.config import ConsumerConfig
-from rafka.actors.clients.fetch_transport import RayFetches, TcpFetches
+from rafka.actors.clients.host_transport import host_calls
 from rafka.actors.clients.metadata import MetadataCache
 from rafka.actors.errors import (
     BrokerUnavailableError,
@@ -88,8 +88,8 @@ class Consumer:
         # Each fetch in flight: the host it went to and the (partition, offset) it asked for;
         # and the fetch each partition waits on (a partition sought meanwhile leaves it).
         self._in_flight: dict[Any, tuple[str, list[tuple[TopicPartition, int]]]] = {}
-        self._fetches = (TcpFetches(self.config.request_timeout_ms, self.config.fetch_max_bytes)
-                         if self.config.fetch_transport == "tcp" else RayFetches())
+        self._calls = host_calls(self.config.transport, self.config.request_timeout_ms,
+                                 self.config.fetch_max_bytes)
         self._fetching: dict[TopicPartition, Any] = {}
         # At most one per partition: a partition is fetched again once its records are out.
         self._completed: deque[_CompletedFetch] = deque()
@@ -169,7 +169,7 @@ class Consumer:
         for key, (_host, parts) in list(self._in_flight.items()):
             if not any(self._fetching.get(tp) is key for tp, _offset in parts):
                 del self._in_flight[key]
-                self._fetches.abandon(key)
+                self._calls.abandon(key)
         for tp in [tp for tp in self._fetch_positions if predicate(tp)]:
             del self._fetch_positions[tp]
         self._completed = deque(fetch for fetch in self._completed if not predicate(fetch.tp))
@@ -240,7 +240,7 @@ class Consumer:
             if self._in_flight:
                 # Nothing to hand out: wait for the first fetch to answer.
                 wait_s = 0 if self._completed else max(deadline - time.monotonic(), 0)
-                done = self._fetches.wait(list(self._in_flight), wait_s)
+                done = self._calls.wait(list(self._in_flight), wait_s)
                 if not done and not self._completed:
                     break
                 for key in done:
@@ -284,15 +284,14 @@ class Consumer:
             wanted.setdefault(name, (host, []))[1].append((tp, position))
         config = self.config
         for name, (host, parts) in wanted.items():
-            key = self._fetches.send(
-                name, host,
-                [PartitionFetch(tp.topic, tp.partition, position,
-                                config.max_partition_fetch_bytes) for tp, position in parts],
-                config.fetch_max_wait_ms,
-                config.fetch_min_bytes,
-                config.fetch_max_bytes,
-                self._read_committed,
-            )
+            requests = [PartitionFetch(tp.topic, tp.partition, position,
+                                       config.max_partition_fetch_bytes)
+                        for tp, position in parts]
+            key = self._calls.send(
+                name, host, "fetch",
+                (requests, config.fetch_max_wait_ms, config.fetch_min_bytes,
+                 config.fetch_max_bytes, False, self._read_committed),
+                timeout_s=(config.fetch_max_wait_ms + config.request_timeout_ms) / 1000)
             self._in_flight[key] = (name, parts)
             for tp, _position in parts:
                 self._fetching[tp] = key
@@ -304,7 +303,7 @@ class Consumer:
         for _index, tp, _position in current:
             del self._fetching[tp]
         try:
-            replies = self._fetches.result(key)
+            replies = self._calls.result(key)
         except Exception as error:
             if not current:
                 return  # sought elsewhere meanwhile: its failure is nobody's
@@ -361,7 +360,7 @@ class Consumer:
     def close(self) -> None:
         self._closed = True
         self._in_flight.clear()
-        self._fetches.close()
+        self._calls.close()
         self._fetching.clear()
         self._completed.clear()
 

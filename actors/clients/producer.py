@@ -38,6 +38,7 @@ from rafka.actors.clients.accumulator import (
     batch_run_ends,
 )
 from rafka.actors.clients.config import ProducerConfig
+from rafka.actors.clients.host_transport import host_calls
 from rafka.actors.clients.metadata import MetadataCache
 from rafka.actors.clients.partitioner import StickyPartitioner, choose_partition
 from rafka.actors.clients.transactions import TransactionManager
@@ -254,8 +255,10 @@ class Producer:
         self._wakeup = threading.Condition(self._lock)
         # Signalled when queued bytes leave the accumulator (buffer.memory back-pressure).
         self._space = threading.Condition(self._lock)
-        # Each request in flight, by its object ref.
+        # Each request in flight, by its key (`rafka.actors.clients.host_transport`).
         self._in_flight: dict[Any, _Request] = {}
+        self._calls = host_calls(self.config.transport, self.config.request_timeout_ms,
+                                 max_answer_bytes=0)
         # One outcome per batch, for its whole life (retries included), by batch id.
         self._outcomes: dict[int, _BatchOutcome] = {}
         # Partitions whose leader lost this producer's state: a new epoch once nothing of
@@ -609,6 +612,7 @@ class Producer:
                 self._wakeup.notify_all()
                 self._space.notify_all()
             self._sender.join(5)
+            self._calls.close()
 
     def trace_requests(self) -> list[SentRequest]:
         """From now on, note when each acknowledged batch was sent, in the list returned
@@ -675,13 +679,13 @@ class Producer:
         for name, (host, carried, parts) in requests.items():
             sent_ns = time.monotonic_ns()
             try:
-                ref = host.produce.remote(parts, self.config.acks,
-                                          self.config.request_timeout_ms)
+                key = self._calls.send(name, host, "produce",
+                                       (parts, self.config.acks, self.config.request_timeout_ms))
             except Exception as error:
                 for batch in carried:
                     self._fail(batch, error)
                 continue
-            self._in_flight[ref] = _Request(name, carried, sent_ns)
+            self._in_flight[key] = _Request(name, carried, sent_ns)
 
     def _added_to_transaction(self, batches: list[PendingBatch]) -> list[PendingBatch]:
         """The batches that may go: their partitions added to the transaction first (Kafka's
@@ -711,26 +715,27 @@ class Producer:
     def _collect(self, batches_pending: bool) -> None:
         if not self._in_flight:
             return
-        refs = list(self._in_flight)
-        timeout = 0 if batches_pending else 0.005
-        done, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout, fetch_local=True)
+        keys = list(self._in_flight)
+        done = self._calls.wait(keys, 0 if batches_pending else 0.005)
         if not done and not batches_pending:
-            done, _ = ray.wait(refs, num_returns=1, timeout=0.05)
-        for ref in done:
-            request = self._in_flight.pop(ref)
+            done = self._calls.wait(keys, 0.05)
+        for key in done:
+            request = self._in_flight.pop(key)
             batches = request.batches
             try:
-                replies = ray.get(ref)
+                replies = self._calls.result(key)
             except Exception as error:
                 self.metadata.forget_if_dead(request.host, error)
                 for batch in batches:
                     if not is_retriable(error):  # the host raised: a bug, not a fault
                         self._fail(batch, error)
                         continue
-                    self.metadata.invalidate(batch.topic)  # its host died: the leaders moved
+                    # Its host died or the connection to it broke: the leaders may have moved.
+                    self.metadata.invalidate(batch.topic)
                     self._retry_or_fail(batch, BrokerUnavailableError(
-                        f"the leader of {batch.topic}-{batch.partition} died before answering "
-                        f"({type(error).__name__}); the record may or may not be written"))
+                        f"the leader of {batch.topic}-{batch.partition} did not answer: it died "
+                        f"or the connection to it broke ({type(error).__name__}); the record "
+                        "may or may not be written"))
                 continue
             for batch, reply in zip(batches, replies, strict=True):
                 if self._request_trace is not None and isinstance(reply, Appended):
@@ -750,9 +755,10 @@ class Producer:
         # A second of slack: the leader's own REQUEST_TIMED_OUT, at request.timeout.ms, comes
         # first whenever the leader can answer at all.
         deadline_ns = time.monotonic_ns() - (self.config.request_timeout_ms + 1000) * 1_000_000
-        for ref in [ref for ref, request in self._in_flight.items()
+        for key in [key for key, request in self._in_flight.items()
                     if request.sent_ns < deadline_ns]:
-            for batch in self._in_flight.pop(ref).batches:
+            self._calls.abandon(key)  # a connection that said nothing for so long goes
+            for batch in self._in_flight.pop(key).batches:
                 self.metadata.invalidate(batch.topic)
                 self._retry_or_fail(batch, RequestTimedOutError(
                     f"the leader of {batch.topic}-{batch.partition} did not answer within "

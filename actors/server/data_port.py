@@ -1,11 +1,12 @@
-"""A replica host's data port: the TCP port that answers followers' and consumers' fetches, and
-a follower host's connection to it.
+"""A replica host's data port: the TCP port that answers producers' requests and followers' and
+consumers' fetches, and a follower host's connection to it.
 
 Each follower host keeps one connection to each leader host it fetches from (`LeaderConnection`,
-used by `rafka.actors.server.replica_fetcher`), and each consumer one to each host it reads from
-(`rafka.actors.clients.host_connection`); each sends its fetches there one after another. The
-port hands each request to the host's own method (`replica_fetch` or `fetch`, the same calls Ray
-would make) and writes the answer back as soon as it is ready. Frames and their checks are in
+used by `rafka.actors.server.replica_fetcher`), and producers and consumers keep theirs to each
+host they write to or read from (`rafka.actors.clients.host_transport`); each connection carries
+one request at a time, as Kafka's broker serves a connection. The port hands each request to the
+host's own method (`produce`, `replica_fetch` or `fetch`, the same calls Ray would make) and
+writes the answer back as soon as it is ready. Frames and their checks are in
 `rafka.actors.host_frames`. A connection that opens with a wrong token, or sends anything that
 is not a request, is closed; nothing it sent is acted on.
 
@@ -29,6 +30,7 @@ from rafka.actors import host_frames
 from rafka.actors.host_frames import (
     ConsumerFetchRequest,
     FrameError,
+    ProduceRequest,
     ReplicaFetchRequest,
 )
 
@@ -52,13 +54,18 @@ def no_delay(writer: asyncio.StreamWriter) -> None:
 
 
 class DataPort:
-    """Serves a host's `replica_fetch` and `fetch` on `host`, any free port."""
+    """Serves a host's `produce`, `replica_fetch` and `fetch` on `host`, any free port; a
+    request may be `max_request_bytes` long (the broker's socket.request.max.bytes)."""
 
-    def __init__(self, host: str, replica_fetch: Callable[..., Awaitable[dict[str, Any]]],
+    def __init__(self, host: str, max_request_bytes: int, *,
+                 produce: Callable[..., Awaitable[list[Any]]],
+                 replica_fetch: Callable[..., Awaitable[dict[str, Any]]],
                  fetch: Callable[..., Awaitable[list[Any]]]) -> None:
         self.host = host
+        self.max_request_bytes = max_request_bytes
         self._methods: dict[type, Callable[..., Awaitable[Any]]] = {
-            ReplicaFetchRequest: replica_fetch, ConsumerFetchRequest: fetch}
+            ProduceRequest: produce, ReplicaFetchRequest: replica_fetch,
+            ConsumerFetchRequest: fetch}
         self.token = secrets.token_bytes(16)
         self.port: int | None = None
         self._server: asyncio.Server | None = None
@@ -89,7 +96,7 @@ class DataPort:
                 raise FrameError("a wrong token")
             while True:
                 request = host_frames.read_request(
-                    await read_frame(reader, host_frames.MAX_REQUEST_BYTES))
+                    await read_frame(reader, self.max_request_bytes))
                 reply = await self._methods[type(request)](*request)
                 writer.write(host_frames.ANSWERS[type(request)](reply))
                 await writer.drain()
@@ -97,6 +104,8 @@ class DataPort:
             pass  # the client went (or never spoke): it connects again when it needs to
         except FrameError as error:
             log.warning("closing a data port connection from %s: %s", peer, error)
+        except Exception:  # a bug: this connection goes, the port and the others stay
+            log.exception("a data port connection from %s failed", peer)
         finally:
             self._connections.discard(writer)
             writer.close()

@@ -133,10 +133,11 @@ class ReplicaHost:
         self.sessions: dict[tuple[int, int], FetchSession] = {}
         self.session_watchers: dict[TopicPartition, set[FetchSession]] = {}
         self._wake_sessions = _WakeSessions(self.session_watchers)
-        # Where follower hosts and consumers send their fetches over connections they keep
-        # (actors/server/data_port.py): this node's address, as other nodes reach it.
-        self._data_port = DataPort(ray.util.get_node_ip_address(), self.replica_fetch,
-                                   self.fetch)
+        # Where producers, follower hosts and consumers send their requests over connections
+        # they keep (actors/server/data_port.py): this node's address, as other nodes reach it.
+        self._data_port = DataPort(
+            ray.util.get_node_ip_address(), self.config.socket_request_max_bytes,
+            produce=self.produce, replica_fetch=self.replica_fetch, fetch=self.fetch)
         self._handles: dict[str, Any] = {}
         # This host's broker, reached when an ISR changes: looked up and called once now,
         # while Ray's GCS answers, so that an ISR shrinks while it does not (its head

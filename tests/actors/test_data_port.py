@@ -1,8 +1,8 @@
-"""Fetches over the connections followers and consumers keep to the hosts' data ports
-(`replica.fetch.transport=tcp`, `fetch.transport=tcp`, `actors/server/data_port.py`), against a
-real cluster: replication and consuming work over either transport, the port admits nobody
-without the host's token, and a follower or a consumer that hears nothing from a host drops the
-connection and makes a new one."""
+"""Requests over the connections producers, followers and consumers keep to the hosts' data
+ports (`replica.fetch.transport=tcp`, the clients' `transport=tcp`, `actors/server/data_port.py`),
+against a real cluster: producing, replicating and consuming work over either transport, the
+port admits nobody without the host's token, and a client that hears nothing from a host drops
+the connection and makes a new one."""
 
 from __future__ import annotations
 
@@ -38,11 +38,11 @@ def read_all(consumer, count: int, timeout_s: float = 30) -> list:
 
 
 @pytest.mark.parametrize("transport", ["tcp", "ray"])
-def test_followers_replicate_and_consumers_read_over_either_transport(
+def test_producing_replicating_and_consuming_over_either_transport(
         start_cluster, transport: str) -> None:
     cluster = start_cluster(3, broker_config={"replica.fetch.transport": transport})
     cluster.create_topic("both-ways", partitions=2, replication_factor=3)
-    producer = cluster.producer(acks="all")
+    producer = cluster.producer(acks="all", transport=transport)
     for i in range(300):
         producer.send("both-ways", value=f"record-{i}".encode(), partition=i % 2)
     producer.flush()
@@ -54,7 +54,7 @@ def test_followers_replicate_and_consumers_read_over_either_transport(
             for replica in replicas), 30, f"every replica of partition {partition} at 150")
         assert sorted(replicas[0].describe()["isr"]) == sorted(r.broker for r in replicas)
     consumer = cluster.consumer(["both-ways"], auto_offset_reset="earliest",
-                                fetch_transport=transport, max_partition_fetch_bytes=1024)
+                                transport=transport, max_partition_fetch_bytes=1024)
     records = read_all(consumer, 300)
     consumer.close()
     for partition in range(2):
@@ -143,8 +143,8 @@ def test_a_consumer_that_hears_nothing_from_a_host_connects_again(start_cluster)
     cluster.create_topic("quiet", partitions=1, replication_factor=1)
     leader = ReplicaOnHost(cluster, "quiet", 0)
     _host, port, _token = ray.get(leader.host.data_port_address.remote(), timeout=30)
-    producer = cluster.producer(acks="all")
-    producer.send("quiet", value=b"before").result(timeout=30)
+    with cluster.producer(acks="all") as producer:  # its connection goes with it
+        producer.send("quiet", value=b"before").result(timeout=30)
     consumer = cluster.consumer(["quiet"], auto_offset_reset="earliest", request_timeout_ms=1000,
                                 fetch_max_wait_ms=200)
     assert [r.value for r in read_all(consumer, 1)] == [b"before"]
@@ -154,9 +154,31 @@ def test_a_consumer_that_hears_nothing_from_a_host_connects_again(start_cluster)
     # to learn where the paused host listens.
     with paused([leader.pid()]):
         assert read_all(consumer, 1, timeout_s=3.0) == []
-    producer.send("quiet", value=b"after").result(timeout=30)
-    producer.close()
+        assert not connections_to(me, port) & first, "the silent connection was kept"
+    with cluster.producer(acks="all") as producer:
+        producer.send("quiet", value=b"after").result(timeout=30)
     assert [r.value for r in read_all(consumer, 1)] == [b"after"]
-    now = connections_to(me, port)
     consumer.close()
-    assert now and not now & first, "the silent connection was kept"
+
+
+def test_a_producer_that_hears_nothing_from_its_leader_retries_on_a_new_connection(
+        start_cluster) -> None:
+    cluster = start_cluster(1)
+    cluster.create_topic("hushed", partitions=1, replication_factor=1)
+    leader = ReplicaOnHost(cluster, "hushed", 0)
+    _host, port, _token = ray.get(leader.host.data_port_address.remote(), timeout=30)
+    producer = cluster.producer(acks="all", request_timeout_ms=1000)
+    producer.send("hushed", value=b"first").result(timeout=30)
+    me = psutil.Process().pid
+    first = wait_until(lambda: connections_to(me, port), 30, "the producer's connection")
+    with paused([leader.pid()]):
+        pending = producer.send("hushed", value=b"second")
+        time.sleep(3.0)  # past request.timeout.ms and its second of slack
+        assert not pending.done()
+        assert not connections_to(me, port) & first, "the silent connection was kept"
+    assert pending.result(timeout=30).offset == 1
+    producer.close()
+    consumer = cluster.consumer(["hushed"], auto_offset_reset="earliest")
+    assert [r.value for r in read_all(consumer, 2)] == [b"first", b"second"]
+    assert consumer.poll(timeout_ms=500) == []  # the retry appended nothing twice
+    consumer.close()

@@ -8,10 +8,17 @@ import pytest
 
 from rafka.actors import host_frames
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.host_frames import ConsumerFetchRequest, FrameError, FrameReader
+from rafka.actors.host_frames import (
+    ConsumerFetchRequest,
+    FrameError,
+    FrameReader,
+    ProduceRequest,
+)
 from rafka.actors.messages import (
+    Appended,
     FetchedRecords,
     PartitionFetch,
+    PartitionProduce,
     ReplicaFetchAnswer,
     ReplicaFetchPartition,
 )
@@ -24,6 +31,10 @@ def body(frame: bytes) -> bytes:
     length = host_frames.frame_length(frame[:4], LIMIT)
     assert length == len(frame) - 4
     return frame[4:]
+
+
+def packed(value: object) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
 
 
 def test_a_fetch_request_reads_back_as_the_calls_arguments() -> None:
@@ -65,7 +76,7 @@ def test_a_session_error_without_partitions_reads_back() -> None:
 def test_a_consumers_fetch_reads_back_as_the_calls_arguments() -> None:
     asked = [PartitionFetch("orders", 0, 120, 1_048_576), PartitionFetch("orders", 3, 0, 10)]
     request = host_frames.read_request(body(
-        host_frames.consumer_fetch_request(asked, 500, 1, 52_428_800, True)))
+        host_frames.consumer_fetch_request(asked, 500, 1, 52_428_800, False, True)))
     assert request == ConsumerFetchRequest(asked, 500, 1, 52_428_800, False, True)
     assert all(isinstance(p, PartitionFetch) for p in request.requests)
 
@@ -76,6 +87,44 @@ def test_a_consumers_answer_reads_back_in_the_order_asked() -> None:
                FetchedRecords(b"", 9, 9, 2, 9, 9, ((4, 7), (5, 8)))]
     assert host_frames.read_consumer_fetch_answer(
         body(host_frames.consumer_fetch_answer(replies))) == replies
+
+
+def test_a_producers_request_reads_back_as_the_calls_arguments() -> None:
+    parts = [PartitionProduce("orders", 0, b"batch-0", None),
+             PartitionProduce("orders", 1, b"batch-1", b"\x05\x00\x00\x00")]
+    request = host_frames.read_request(body(host_frames.produce_request(parts, -1, 30_000)))
+    assert request == ProduceRequest(parts, -1, 30_000, False)
+    assert all(isinstance(p, PartitionProduce) for p in request.requests)
+
+
+def test_a_producers_answer_reads_back_in_the_order_sent() -> None:
+    replies = [Appended(100, 199, -1, 0),
+               error_reply(ErrorCode.NOT_ENOUGH_REPLICAS, "2 in sync, 3 needed")]
+    assert host_frames.read_produce_answer(body(host_frames.produce_answer(replies))) == replies
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed(["produce", [["t", 0, b"r", None]], -1]),          # a field missing
+    packed(["produce", [["t", 0, "r", None]], -1, 1000]),     # records not bytes
+    packed(["produce", [["t", 0, b"r", 5]], -1, 1000]),       # record ends not bytes
+    packed(["produce", [["t", 0, b"r"]], -1, 1000]),          # a short partition
+    packed(["produce", "t", -1, 1000]),                       # partitions not a list
+    packed(["produce", [], "all", 1000]),                     # acks not an integer
+])
+def test_anything_but_a_producers_request_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        host_frames.read_request(frame_body)
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed({"error": 0}),
+    packed([[1, 2, 3]]),
+    packed([[1, 2, "3", 4]]),
+    packed([{"message": "no code"}]),
+])
+def test_anything_but_a_producers_answer_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        host_frames.read_produce_answer(frame_body)
 
 
 def test_frames_come_out_whole_however_the_bytes_are_cut() -> None:
@@ -98,10 +147,6 @@ def test_a_reader_refuses_a_frame_beyond_its_limit_from_its_header() -> None:
 
 def test_the_hello_carries_the_token() -> None:
     assert host_frames.read_hello(body(host_frames.hello(b"k" * 16))) == b"k" * 16
-
-
-def packed(value: object) -> bytes:
-    return msgpack.packb(value, use_bin_type=True)
 
 
 GOOD_REQUEST = ["replica_fetch", 2, 5, False, [["t", 0, 1, 0, 0]], [], 500, 1024, 4096]
