@@ -22,9 +22,9 @@ What it does (issue 26, point 1):
   `--hops` actors of the same kind that pass them on over TCP (loopback, TCP_NODELAY, a length
   before each frame of the records due), with no Ray call on the path.
 
-`--transports ray,tcp --rounds 3` compares the two ways fetches reach the hosts (followers'
-and the consumer's: actor calls, or connections kept to the hosts' data ports), a cluster each,
-alternating, in one invocation.
+`--transports ray,tcp --rounds 3` compares the two ways requests reach the hosts (the
+producer's, the followers' and the consumer's: actor calls, or connections kept to the hosts'
+data ports), a cluster each, alternating, in one invocation.
 
 Reports p50, p99, p99.9 and max (ms) of each, the five worst 100 ms windows (by due time, from
 the end of the warm-up), and each rafka run's p99 over the chain's.
@@ -140,9 +140,10 @@ def settle_heap() -> None:
 
 
 def producer_process(ray_address: str, zk: str, name: str, topic: str, rate: int, total: int,
-                     record_size: int, linger_ms: int, requests_file: str) -> None:
+                     record_size: int, linger_ms: int, requests_file: str,
+                     transport: str) -> None:
     cluster = Cluster.connect(zk, name, ray_address=ray_address)
-    producer = cluster.producer(acks="all", linger_ms=linger_ms)
+    producer = cluster.producer(acks="all", linger_ms=linger_ms, transport=transport)
     producer.metadata.partitions(topic)
     requests = producer.trace_requests()
     settle_heap()
@@ -328,7 +329,7 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int, args: argparse.N
     sender, start = start_sender([
         "producer", ray.get_runtime_context().gcs_address, str(cluster.stack.zk_address),
         cluster.name, topic, str(args.rate), str(total), str(args.record_size),
-        str(linger_ms), str(requests_file)])
+        str(linger_ms), str(requests_file), transport])
     counted_from = start + int(args.warmup * 1e9)
     traced: list[TracedRecord] = []
     settle_heap()
@@ -429,9 +430,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] in ("producer", "chain"):
         role, rest = sys.argv[1], sys.argv[2:]
         if role == "producer":
-            address, zk, name, topic, rate, total, size, linger, requests_file = rest
+            address, zk, name, topic, rate, total, size, linger, requests_file, transport = rest
             producer_process(address, zk, name, topic, int(rate), int(total), int(size),
-                             int(linger), requests_file)
+                             int(linger), requests_file, transport)
         else:
             address, namespace, rate, total, size, in_flight = rest
             chain_process(address, namespace, int(rate), int(total), int(size), int(in_flight))
@@ -448,10 +449,10 @@ def main() -> None:
                              "one call when fewer are (a call per record is more than Ray's "
                              "actors take here: about 550 calls/s through 4 hops)")
     parser.add_argument("--transports", default="tcp",
-                        help="how fetches reach the hosts, comma-separated: a cluster each, "
+                        help="how requests reach the hosts, comma-separated: a cluster each, "
                              "in turn, with every --lingers run on each; each value is both "
                              "the brokers' replica.fetch.transport and the clients' "
-                             "fetch.transport (tcp or ray)")
+                             "transport (tcp or ray)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="how many times to go through the transports, alternating")
     parser.add_argument("--plot", help="write a chart of the percentiles to this PNG file")

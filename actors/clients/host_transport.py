@@ -16,6 +16,7 @@ host that died would: retriable, after which the client asks for the leaders aga
 
 from __future__ import annotations
 
+import contextlib
 import selectors
 import socket
 import time
@@ -61,6 +62,9 @@ class RayCalls:
     def abandon(self, key: Any) -> None:
         pass  # its answer is dropped with the ref
 
+    def wake(self) -> None:
+        pass  # Ray's wait cannot be woken: it waits out its timeout
+
     def close(self) -> None:
         pass
 
@@ -93,6 +97,18 @@ class TcpCalls:
         self.max_answer_bytes = max_answer_bytes + ANSWER_SLACK_BYTES
         self._idle: dict[str, list[_Connection]] = {}
         self._selector = selectors.DefaultSelector()
+        # `wake` writes a byte here to end a `wait` early (another thread has work for the
+        # waiting one).
+        self._waking, self._waker = socket.socketpair()
+        self._waking.setblocking(False)
+        self._waker.setblocking(False)
+        self._selector.register(self._waking, selectors.EVENT_READ, None)
+
+    def wake(self) -> None:
+        """End the `wait` under way (or the next one) now, with what has been answered."""
+        # BlockingIOError: a wake-up is already pending; OSError: the calls are closed.
+        with contextlib.suppress(OSError):
+            self._waker.send(b"\0")
 
     def send(self, name: str, host: Any, method: str, arguments: tuple[Any, ...],
              timeout_s: float | None = None) -> _Connection:
@@ -136,8 +152,20 @@ class TcpCalls:
             if done or now >= deadline:
                 return done
             wake = min(deadline, *(key.deadline for key in keys))
+            woken = False
             for selected, _events in self._selector.select(max(wake - now, 0)):
-                self._read(selected.data)
+                if selected.data is None:
+                    woken = self._drain_wake_ups()
+                else:
+                    self._read(selected.data)
+            if woken:
+                return [key for key in keys if key.answered]
+
+    def _drain_wake_ups(self) -> bool:
+        with contextlib.suppress(BlockingIOError):
+            while self._waking.recv(4096):
+                pass
+        return True
 
     def _read(self, connection: _Connection) -> None:
         try:
@@ -181,8 +209,11 @@ class TcpCalls:
                 connection.close()
         self._idle.clear()
         for selected in list(self._selector.get_map().values()):
-            selected.data.close()
+            if selected.data is not None:
+                selected.data.close()
         self._selector.close()
+        self._waking.close()
+        self._waker.close()
 
 
 def _as_host_error(error: BaseException) -> BaseException:

@@ -226,6 +226,19 @@ class _Request(NamedTuple):
     sent_ns: int
 
 
+# The longest the sender waits for answers before it looks at the accumulator again. A record
+# that can go sooner wakes it (with transport=tcp); with transport=ray it waits out its linger
+# deadline or this, whichever is first.
+MAX_ANSWER_WAIT_S = 0.05
+
+
+def _answer_wait_s(next_ready_in_ms: int | None) -> float:
+    """How long the sender waits for answers when nothing can be sent now."""
+    if next_ready_in_ms is None:
+        return MAX_ANSWER_WAIT_S
+    return min(max(next_ready_in_ms, 1) / 1000, MAX_ANSWER_WAIT_S)
+
+
 class Producer:
     """Kafka's producer on rafka. Build it with `cluster.producer(acks="all", ...)`."""
 
@@ -259,6 +272,10 @@ class Producer:
         self._in_flight: dict[Any, _Request] = {}
         self._calls = host_calls(self.config.transport, self.config.request_timeout_ms,
                                  max_answer_bytes=0)
+        # Whether the sender may be waiting for answers (`_collect`), and whether it was
+        # woken since: a record that can go now must not wait for an answer to come first.
+        self._sender_in_wait = False
+        self._sender_woken = False
         # One outcome per batch, for its whole life (retries included), by batch id.
         self._outcomes: dict[int, _BatchOutcome] = {}
         # Partitions whose leader lost this producer's state: a new epoch once nothing of
@@ -325,7 +342,7 @@ class Producer:
             future._bind(self._outcome_of(appended.batch), len(appended.batch.records) - 1)
             # A new batch starts a linger.ms clock the sender must know of; a full one can go.
             if appended.batch_is_full or appended.new_batch_created:
-                self._wakeup.notify()
+                self._notify_sender()
         return future
 
     def send_batch(
@@ -390,9 +407,9 @@ class Producer:
                         # KIP-480: keyless records move to another partition once a batch is full.
                         if target is None:
                             self._sticky.on_new_batch(topic, count, chosen)
-                        self._wakeup.notify()
+                        self._notify_sender()
                 position += len(group_values)
-            self._wakeup.notify()
+            self._notify_sender()
         return SentRecords(topic, now, spans, order)
 
     def send_columns(self, topic: str, values: pa.Array, keys: pa.Array | None = None, *,
@@ -458,7 +475,7 @@ class Producer:
                 spans.append(_Span(position, payload.count, partition, self._outcome_of(batch),
                                    0))
                 position += payload.count
-            self._wakeup.notify()
+            self._notify_sender()
         return SentRecords(topic, now, spans, None)
 
     # ---------------------------------------------------------------------- transactions
@@ -560,6 +577,14 @@ class Producer:
                 f"{self.config.max_request_size}: raise it (and the topic's max.message.bytes)"
             )
 
+    def _notify_sender(self) -> None:
+        """(Under the lock.) Something new for the sender: wake it, whether it sleeps on the
+        condition or waits for answers (once per wait)."""
+        self._wakeup.notify()
+        if self._sender_in_wait and not self._sender_woken:
+            self._sender_woken = True
+            self._calls.wake()
+
     def _wait_for_buffer_space(self) -> None:
         """Block (under the lock) while buffer.memory is used up, as Kafka's send does, for up
         to max.block.ms: a producer faster than the cluster must not queue without bound."""
@@ -590,7 +615,7 @@ class Producer:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             self._flushing += 1
-            self._wakeup.notify()
+            self._notify_sender()
             try:
                 while self._accumulator.has_pending() or self._in_flight:
                     remaining = None if deadline is None else deadline - time.monotonic()
@@ -652,9 +677,14 @@ class Producer:
                             self._sticky.on_new_batch(batch.topic, count, batch.partition)
                 if batches:
                     self._space.notify_all()
+                # Set before the lock is let go: a record appended from now on wakes the wait
+                # for answers below.
+                wait_s = 0.0 if batches else _answer_wait_s(
+                    self._accumulator.next_ready_in_ms(now))
+                self._sender_in_wait, self._sender_woken = True, False
             if batches:
                 self._send(batches)
-            self._collect(batches_pending=bool(batches))
+            self._collect(wait_s)
 
     def _send(self, batches: list[PendingBatch]) -> None:
         """One produce request per leader host, carrying every batch led there."""
@@ -712,13 +742,16 @@ class Producer:
             return frame_batch(batch.payload, **framing)
         return build_batch(batch.records, **framing)
 
-    def _collect(self, batches_pending: bool) -> None:
+    def _collect(self, wait_s: float) -> None:
+        """Take the answers that came, waiting up to `wait_s` for one (less if a record is
+        appended meanwhile that can go, with `transport=tcp`)."""
         if not self._in_flight:
+            self._sender_in_wait = False
             return
-        keys = list(self._in_flight)
-        done = self._calls.wait(keys, 0 if batches_pending else 0.005)
-        if not done and not batches_pending:
-            done = self._calls.wait(keys, 0.05)
+        try:
+            done = self._calls.wait(list(self._in_flight), wait_s)
+        finally:
+            self._sender_in_wait = False
         for key in done:
             request = self._in_flight.pop(key)
             batches = request.batches
