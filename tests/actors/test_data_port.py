@@ -146,7 +146,7 @@ def test_a_consumer_that_hears_nothing_from_a_host_connects_again(start_cluster)
     with cluster.producer(acks="all") as producer:  # its connection goes with it
         producer.send("quiet", value=b"before").result(timeout=30)
     consumer = cluster.consumer(["quiet"], auto_offset_reset="earliest", request_timeout_ms=1000,
-                                fetch_max_wait_ms=200)
+                                fetch_max_wait_ms=200, transport="tcp")
     assert [r.value for r in read_all(consumer, 1)] == [b"before"]
     me = psutil.Process().pid
     first = wait_until(lambda: connections_to(me, port), 30, "the consumer's connection")
@@ -167,7 +167,7 @@ def test_a_producer_that_hears_nothing_from_its_leader_retries_on_a_new_connecti
     cluster.create_topic("hushed", partitions=1, replication_factor=1)
     leader = ReplicaOnHost(cluster, "hushed", 0)
     _host, port, _token = ray.get(leader.host.data_port_address.remote(), timeout=30)
-    producer = cluster.producer(acks="all", request_timeout_ms=1000)
+    producer = cluster.producer(acks="all", request_timeout_ms=1000, transport="tcp")
     producer.send("hushed", value=b"first").result(timeout=30)
     me = psutil.Process().pid
     first = wait_until(lambda: connections_to(me, port), 30, "the producer's connection")
