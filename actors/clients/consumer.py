@@ -307,7 +307,6 @@ class Consumer:
         except Exception as error:
             if not current:
                 return  # sought elsewhere meanwhile: its failure is nobody's
-
             self.metadata.forget_if_dead(host, error)
             if not is_retriable(error):  # the host raised: a bug, not a fault to wait out
                 raise

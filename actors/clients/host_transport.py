@@ -1,6 +1,12 @@
 """How clients' requests reach the replica hosts: over connections kept to their data ports
-(`TcpCalls`, the default) or as actor calls (`RayCalls`): a producer's `produce` and a consumer's
-`fetch` (`transport=tcp` or `ray` in their configs).
+(`TcpCalls`, `transport=tcp`) or as actor calls (`RayCalls`, `transport=ray`, the default): a
+producer's `produce` and a consumer's `fetch`.
+
+TCP is not the default yet because connecting blocks the caller's thread: it asks the host
+where it listens (an actor call) and opens the connection before the request goes, and a host
+Ray cannot confirm dead (its GCS down) or a node cut off holds that thread, and every partition
+the client serves, meanwhile. Connecting without blocking (the lookup's reference and a
+non-blocking connect watched by the same `select`) is what is left.
 
 Both send a request and hand back a key for it, wait until some of the keys in flight are
 answered, and give each answer (the host method's reply) or raise what went wrong. A connection

@@ -631,8 +631,8 @@ class ReplicaHost:
             for tp, (offset, reply) in answers.items()]}
 
     async def data_port_address(self) -> tuple[str, int, bytes]:
-        """Where this host answers fetches over TCP (its data port), and the token a
-        connection must open with (only callers of this actor learn it)."""
+        """Where this host answers produce and fetch requests over TCP (its data port), and
+        the token a connection must open with (only callers of this actor learn it)."""
         return await self._data_port.start()
 
     async def wake_session(self, follower_id: int, session_id: int) -> None:
