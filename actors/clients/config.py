@@ -78,11 +78,9 @@ def _assignment_strategy(value: Any) -> Any:
 
 def _transport() -> Any:
     # Not Kafka's: how a client's requests reach the replica hosts. "tcp", connections kept to
-    # each host's data port (actors/clients/host_transport.py); "ray", an actor call each.
-    # "ray" stays the default until connecting no longer blocks the client's thread: a host
-    # whose death Ray cannot confirm (its GCS down) held every partition's writes for 8 s in
-    # tests/harness/test_deployment.py. docs/latency.md has the figures of both.
-    return setting("transport", Type.STRING, "ray", choices=("tcp", "ray"),
+    # each host's data port (actors/clients/host_transport.py); "ray", an actor call each,
+    # kept to measure against. docs/latency.md has the figures of both.
+    return setting("transport", Type.STRING, "tcp", choices=("tcp", "ray"),
                    doc="How requests reach the replica hosts: tcp (kept connections) or ray "
                        "(an actor call each).")
 

@@ -1,12 +1,12 @@
 """How clients' requests reach the replica hosts: over connections kept to their data ports
-(`TcpCalls`, `transport=tcp`) or as actor calls (`RayCalls`, `transport=ray`, the default): a
+(`TcpCalls`, `transport=tcp`, the default) or as actor calls (`RayCalls`, `transport=ray`): a
 producer's `produce` and a consumer's `fetch`.
 
-TCP is not the default yet because connecting blocks the caller's thread: it asks the host
-where it listens (an actor call) and opens the connection before the request goes, and a host
-Ray cannot confirm dead (its GCS down) or a node cut off holds that thread, and every partition
-the client serves, meanwhile. Connecting without blocking (the lookup's reference and a
-non-blocking connect watched by the same `select`) is what is left.
+Nothing a client does over TCP blocks its thread but its own `wait`: a new connection's lookup
+(where the host listens: an actor call), its connect and its writes all go on inside `wait`'s
+`select`. A host that cannot answer (its node cut off, or its death unconfirmed while the GCS is
+down) holds only the requests sent to it, as an actor call to it would
+(`tests/actors/test_data_port.py`, `tests/harness/test_deployment.py`'s GCS-down test).
 
 Both send a request and hand back a key for it, wait until some of the keys in flight are
 answered, and give each answer (the host method's reply) or raise what went wrong. A connection
@@ -23,6 +23,8 @@ host that died would: retriable, after which the client asks for the leaders aga
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import selectors
 import socket
 import time
@@ -38,6 +40,8 @@ from rafka.actors.host_frames import FrameError, FrameReader
 # partition.
 ANSWER_SLACK_BYTES = 64 * 1024 * 1024
 READ_CHUNK_BYTES = 1024 * 1024
+# How often `wait` looks whether a host said where it listens.
+LOOKUP_POLL_S = 0.002
 
 
 class HostConnectionError(RafkaError):
@@ -76,12 +80,21 @@ class RayCalls:
 
 
 class _Connection:
-    """One connection to a host's data port (None once it failed), and the request it
-    carries."""
+    """One connection to a host's data port and the request it carries.
 
-    def __init__(self, name: str, sock: socket.socket | None, max_answer_bytes: int) -> None:
+    A connection is made without blocking whoever sends: first the host is asked where it
+    listens (`lookup`, an actor call's reference), then a non-blocking connect is watched for
+    writability, and the hello and the request go out as the socket takes them (`outgoing`).
+    `wait` drives all of it, so a host that cannot answer (its node cut off, or Ray unable to
+    confirm it dead) holds only the requests sent to it.
+    """
+
+    def __init__(self, name: str, max_answer_bytes: int) -> None:
         self.name = name
-        self.sock = sock
+        self.sock: socket.socket | None = None
+        self.lookup: Any = None
+        self.connected = False
+        self.outgoing = bytearray()
         self.reader = FrameReader(max_answer_bytes)
         self.method = ""
         self.deadline = float("inf")
@@ -89,19 +102,24 @@ class _Connection:
         self.answered = False
 
     def close(self) -> None:
+        self.lookup = None
+        self.outgoing.clear()
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+        self.connected = False
 
 
 class TcpCalls:
     """Each request a frame on a connection kept to the host's data port; the key is the
-    connection, which goes back to the idle ones once its answer is taken."""
+    connection, which goes back to the idle ones once its answer is taken. Nothing here blocks
+    the caller's thread but `wait`, and that only as long as it was told to."""
 
     def __init__(self, connect_timeout_s: float, max_answer_bytes: int) -> None:
         self.connect_timeout_s = connect_timeout_s
         self.max_answer_bytes = max_answer_bytes + ANSWER_SLACK_BYTES
         self._idle: dict[str, list[_Connection]] = {}
+        self._looking_up: list[_Connection] = []
         self._selector = selectors.DefaultSelector()
         # `wake` writes a byte here to end a `wait` early (another thread has work for the
         # waiting one).
@@ -118,37 +136,30 @@ class TcpCalls:
 
     def send(self, name: str, host: Any, method: str, arguments: tuple[Any, ...],
              timeout_s: float | None = None) -> _Connection:
-        """Send `host.method(*arguments)`; with `timeout_s`, an answer later than that fails
-        the request (and drops the connection)."""
+        """Send `host.method(*arguments)` (or start to: the rest goes out in `wait`); with
+        `timeout_s`, an answer later than that fails the request (and drops the connection)."""
         frame = host_frames.REQUESTS[method](*arguments)
         idle = self._idle.get(name)
-        connection = idle.pop() if idle else _Connection(name, None, self.max_answer_bytes)
+        connection = idle.pop() if idle else _Connection(name, self.max_answer_bytes)
         connection.method = method
-        try:
-            if connection.sock is None:
-                connection.sock = self._connect(host)
-            connection.sock.sendall(frame)
-        except (OSError, ray.exceptions.RayError) as error:
-            connection.close()
-            self._fail(connection, error)  # wait() hands it back at once
-            return connection
-        connection.deadline = (float("inf") if timeout_s is None
-                               else time.monotonic() + timeout_s)
-        self._selector.register(connection.sock, selectors.EVENT_READ, connection)
+        now = time.monotonic()
+        connection.deadline = float("inf") if timeout_s is None else now + timeout_s
+        connection.outgoing += frame
+        if connection.sock is None:
+            # Connecting counts against the request's own deadline and the connect timeout.
+            connection.deadline = min(connection.deadline, now + self.connect_timeout_s)
+            connection.lookup = host.data_port_address.remote()
+            self._looking_up.append(connection)
+        else:
+            self._write(connection)
         return connection
-
-    def _connect(self, host: Any) -> socket.socket:
-        address, port, token = ray.get(host.data_port_address.remote(),
-                                       timeout=self.connect_timeout_s)
-        sock = socket.create_connection((address, port), timeout=self.connect_timeout_s)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.sendall(host_frames.hello(token))
-        return sock
 
     def wait(self, keys: list[_Connection], timeout_s: float) -> list[_Connection]:
         """The keys answered (or failed), waiting up to `timeout_s` for the first."""
         deadline = time.monotonic() + timeout_s
         while True:
+            if self._looking_up:
+                self._take_lookups()
             now = time.monotonic()
             for key in keys:
                 if not key.answered and now >= key.deadline:
@@ -158,14 +169,78 @@ class TcpCalls:
             if done or now >= deadline:
                 return done
             wake = min(deadline, *(key.deadline for key in keys))
+            if self._looking_up:
+                # An actor call's answer cannot be selected on; lookups are rare (a host's
+                # first request, or one after a failure), so look again soon.
+                wake = min(wake, now + LOOKUP_POLL_S)
             woken = False
-            for selected, _events in self._selector.select(max(wake - now, 0)):
+            for selected, events in self._selector.select(max(wake - now, 0)):
                 if selected.data is None:
                     woken = self._drain_wake_ups()
-                else:
+                    continue
+                if events & selectors.EVENT_WRITE:
+                    self._write(selected.data)
+                if events & selectors.EVENT_READ:
                     self._read(selected.data)
             if woken:
                 return [key for key in keys if key.answered]
+
+    def _take_lookups(self) -> None:
+        """Connect (without blocking) each connection whose host said where it listens."""
+        self._looking_up = [c for c in self._looking_up if c.lookup is not None]
+        if not self._looking_up:
+            return
+        ready, _ = ray.wait([c.lookup for c in self._looking_up],
+                            num_returns=len(self._looking_up), timeout=0)
+        if not ready:
+            return
+        ready_refs = set(ready)
+        waiting = []
+        for connection in self._looking_up:
+            if connection.lookup not in ready_refs:
+                waiting.append(connection)
+                continue
+            try:
+                address, port, token = ray.get(connection.lookup)
+                connection.lookup = None
+                sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET,
+                                     socket.SOCK_STREAM)
+                connection.sock = sock
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                connection.outgoing[:0] = host_frames.hello(token)
+                error = sock.connect_ex((address, port))
+                if error not in (0, errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
+                    raise OSError(error, os.strerror(error))
+                self._selector.register(sock, selectors.EVENT_WRITE, connection)
+            except (OSError, ray.exceptions.RayError) as error:
+                self._fail(connection, error)
+        self._looking_up = waiting
+
+    def _write(self, connection: _Connection) -> None:
+        """Send what the socket takes of the connection's outgoing bytes; watch for the
+        answer once all went (and for room to write until then)."""
+        sock = connection.sock
+        try:
+            if not connection.connected:
+                error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if error:
+                    raise OSError(error, os.strerror(error))
+                connection.connected = True
+            sent = sock.send(connection.outgoing)
+            del connection.outgoing[:sent]
+        except BlockingIOError:
+            pass
+        except OSError as error:
+            self._fail(connection, error)
+            return
+        events = selectors.EVENT_READ
+        if connection.outgoing:
+            events |= selectors.EVENT_WRITE
+        if sock in self._selector.get_map():
+            self._selector.modify(sock, events, connection)
+        else:
+            self._selector.register(sock, events, connection)
 
     def _drain_wake_ups(self) -> bool:
         with contextlib.suppress(BlockingIOError):
@@ -174,6 +249,8 @@ class TcpCalls:
         return True
 
     def _read(self, connection: _Connection) -> None:
+        if connection.answered or connection.sock is None:
+            return  # failed while writing, in the same round
         try:
             data = connection.sock.recv(READ_CHUNK_BYTES)
             if not data:
@@ -182,12 +259,17 @@ class TcpCalls:
             if bodies:
                 connection.answer = host_frames.ANSWER_READERS[connection.method](bodies[0])
                 connection.answered = True
+        except BlockingIOError:
+            return
         except (OSError, FrameError) as error:
             self._fail(connection, error)
         if connection.answered:
             self._unregister(connection)
 
     def _fail(self, connection: _Connection, error: BaseException) -> None:
+        """The request fails with `error`; the connection is closed (result() raises it)."""
+        self._unregister(connection)
+        connection.close()
         connection.answer, connection.answered = _as_host_error(error), True
 
     def _unregister(self, connection: _Connection) -> None:
@@ -214,6 +296,9 @@ class TcpCalls:
             for connection in connections:
                 connection.close()
         self._idle.clear()
+        for connection in self._looking_up:
+            connection.close()
+        self._looking_up.clear()
         for selected in list(self._selector.get_map().values()):
             if selected.data is not None:
                 selected.data.close()

@@ -182,3 +182,32 @@ def test_a_producer_that_hears_nothing_from_its_leader_retries_on_a_new_connecti
     assert [r.value for r in read_all(consumer, 2)] == [b"first", b"second"]
     assert consumer.poll(timeout_ms=500) == []  # the retry appended nothing twice
     consumer.close()
+
+
+def test_clients_connecting_to_a_paused_host_go_on_with_the_other_hosts(start_cluster) -> None:
+    # A new connection asks the host where it listens, then connects; neither may hold the
+    # client's thread, or a host that cannot answer (paused here; in production a node cut off
+    # or a GCS that cannot confirm it dead) stops every partition the client writes or reads.
+    cluster = start_cluster(2)
+    cluster.create_topic("split", partitions=2, replication_factor=1)
+    paused_leader = ReplicaOnHost(cluster, "split", 0)
+    assert paused_leader.broker != ReplicaOnHost(cluster, "split", 1).broker
+    pid = paused_leader.pid()
+    producer = cluster.producer(acks="all", request_timeout_ms=20_000, transport="tcp")
+    consumer = cluster.consumer(["split"], transport="tcp", fetch_max_wait_ms=100,
+                                request_timeout_ms=20_000)
+    for partition in (0, 1):
+        consumer.seek("split", partition, 0)  # no offset lookup: the first call is a fetch
+    with paused([pid]):
+        held = producer.send("split", value=b"held", partition=0)
+        started = time.monotonic()
+        for number in range(5):
+            producer.send("split", value=b"%d" % number, partition=1).result(timeout=5)
+        assert time.monotonic() - started < 5, "the paused host held the other's writes"
+        assert sorted(r.value for r in read_all(consumer, 5, timeout_s=5)) == [
+            b"0", b"1", b"2", b"3", b"4"]
+        assert not held.done()
+    assert held.result(timeout=30).offset == 0
+    assert [r.value for r in read_all(consumer, 1)] == [b"held"]
+    producer.close()
+    consumer.close()
