@@ -148,7 +148,11 @@ class TcpCalls:
         if connection.sock is None:
             # Connecting counts against the request's own deadline and the connect timeout.
             connection.deadline = min(connection.deadline, now + self.connect_timeout_s)
-            connection.lookup = host.data_port_address.remote()
+            try:
+                connection.lookup = host.data_port_address.remote()
+            except ray.exceptions.RayError as error:
+                self._fail(connection, error)  # wait() hands it back at once
+                return connection
             self._looking_up.append(connection)
         else:
             self._write(connection)
@@ -221,6 +225,8 @@ class TcpCalls:
         """Send what the socket takes of the connection's outgoing bytes; watch for the
         answer once all went (and for room to write until then)."""
         sock = connection.sock
+        if sock is None:
+            return  # failed in the same round
         try:
             if not connection.connected:
                 error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
