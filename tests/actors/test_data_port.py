@@ -1,8 +1,9 @@
 """Requests over the connections producers, followers and consumers keep to the hosts' data
 ports (`replica.fetch.transport=tcp`, the clients' `transport=tcp`, `actors/server/data_port.py`),
 against a real cluster: producing, replicating and consuming work over either transport, the
-port admits nobody without the host's token, and a client that hears nothing from a host drops
-the connection and makes a new one."""
+port admits nobody without the host's token, a client that hears nothing from a host drops
+the connection and makes a new one, and a host that cannot answer holds up only its own
+partitions, even for a client's first connection to it."""
 
 from __future__ import annotations
 
