@@ -127,6 +127,42 @@ def test_timestamps_take_precedence_and_missing_ones_follow_the_strategy() -> No
     assert by_partition.starting.timestamp_of(("a", 1)) == 2000
 
 
+def test_ending_offsets_by_timestamp_per_partition_and_its_precedence() -> None:
+    ends = json.dumps({"a": {"0": 5000, "1": 6000}})
+    options = batch(subscribe="a", endingOffsetsByTimestamp=ends, endingOffsets="latest")
+    # Spark's precedence: ...ByTimestamp over endingOffsets, endingTimestamp over both.
+    assert options.ending.kind == "timestamps"
+    assert options.ending.timestamp_of(("a", 1)) == 6000
+    assert batch(subscribe="a", endingOffsetsByTimestamp=ends,
+                 endingTimestamp="7000").ending.timestamp_of(("a", 1)) == 7000
+    bounds = {("a", 0): (10, 100), ("a", 1): (0, 50)}
+    # Each partition ends at the first offset at or after its time; none found: the latest.
+    assert resolve_ranges(options, bounds, ending_found={("a", 0): 70, ("a", 1): None}) == {
+        ("a", 0): (10, 70), ("a", 1): (0, 50)}
+    with pytest.raises(SourceOptionError, match=r"endingOffsetsByTimestamp must name every "
+                                                r"partition read.*missing a-1"):
+        resolve_ranges(batch(subscribe="a", endingOffsetsByTimestamp=json.dumps(
+            {"a": {"0": 5000}})), bounds, ending_found={("a", 0): 70})
+    with pytest.raises(SourceOptionError, match="batch queries only"):
+        parse_source_options({"subscribe": "a", "endingOffsetsByTimestamp": ends},
+                             streaming=True)
+    with pytest.raises(SourceOptionError, match=r"endingOffsetsByTimestamp=.*JSON"):
+        batch(subscribe="a", endingOffsetsByTimestamp="5000")
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("groupIdPrefix", "no Kafka consumer group; pass group="),
+    ("kafka.group.id", "no Kafka consumer group; pass group="),
+    ("fetchOffset.numRetries", "retries on leader changes until kafkaConsumer.pollTimeoutMs"),
+    ("fetchOffset.retryIntervalMs", "retries on leader changes until kafkaConsumer.pollTimeoutMs"),
+])
+def test_options_rafka_does_not_do_are_refused_by_name_with_the_reason(
+        name: str, reason: str) -> None:
+    for streaming in (False, True):
+        with pytest.raises(SourceOptionError, match=rf"'{name}' is not supported: .*{reason}"):
+            parse_source_options({"subscribe": "a", name: "x"}, streaming=streaming)
+
+
 def test_committed_offsets_start_where_the_group_stopped() -> None:
     options = parse_source_options({"subscribe": "a"}, streaming=False, group="g")
     assert resolve_ranges(options, {("a", 0): (10, 100), ("a", 1): (0, 50)}, committed={
