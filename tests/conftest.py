@@ -22,6 +22,7 @@ from kazoo.client import KazooClient
 
 from rafka import Cluster
 from rafka.coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
+from tests.support import timeouts
 from tests.support.cluster import TEST_BROKER_CONFIG, unique_name
 from tests.support.zookeeper import make_chroot
 
@@ -47,6 +48,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.path.relative_to(tests).parts[0] in CLUSTER_FOLDERS)
         if in_folder or CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings) -> bool | None:
+    """A test that times out in a Spark job fails, and the next one finds Spark usable."""
+    return timeouts.set_timer(item, settings)
 
 
 @pytest.fixture(scope="session")

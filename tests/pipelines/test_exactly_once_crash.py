@@ -46,13 +46,26 @@ def start_driver(cluster: Cluster, source: str, sink: str, checkpoint: Path,
 
 
 def wait_until_stored(cluster: Cluster, sink: str, count: int, driver: subprocess.Popen,
-                      timeout_s: float = 300) -> int:
-    """Wait until the sink holds `count` records; returns how many it held then."""
+                      timeout_s: float = 300, not_the_drivers: set[int] | None = None) -> int:
+    """Wait until the sink holds `count` records; returns how many it held then.
+
+    Given `not_the_drivers` (the executors of other Spark sessions, and those killed), it also
+    returns once the driver has had no executor for a minute: RayDP can lose the executor Ray
+    restarts (docs/pipelines.md, "Known problems"), and the driver is killed next anyway."""
     deadline = time.monotonic() + timeout_s
+    without_executor_since = None
     while time.monotonic() < deadline:
         stored = stored_count(cluster, sink, SINK_PARTITIONS)
         if stored >= count:
             return stored
+        if not_the_drivers is not None:
+            if set(spark_executor_pids()) - not_the_drivers:
+                without_executor_since = None
+            elif without_executor_since is None:
+                without_executor_since = time.monotonic()
+            elif time.monotonic() - without_executor_since > 60:
+                print(f"RayDP lost the restarted executor at {stored} records")
+                return stored
         if driver.poll() is not None:
             pytest.fail(f"the driver exited ({driver.returncode}) with {stored} records "
                         f"written, before {count}")
@@ -86,7 +99,8 @@ def test_a_stream_killed_twice_while_writing_stores_every_result_once(
             os.kill(pid, signal.SIGKILL)
         # The output grows a Spark task's share at a time: within the last batch at most.
         driver_at = min(at_executor_kill + driver_after, RECORDS - 25_000)
-        at_driver_kill = wait_until_stored(cluster, sink, driver_at, driver)
+        at_driver_kill = wait_until_stored(cluster, sink, driver_at, driver,
+                                           not_the_drivers=others | set(executors))
         driver.kill()
         driver.wait(60)
     finally:
