@@ -141,9 +141,10 @@ def settle_heap() -> None:
 
 def producer_process(ray_address: str, zk: str, name: str, topic: str, rate: int, total: int,
                      record_size: int, linger_ms: int, requests_file: str,
-                     transport: str) -> None:
+                     transport: str, max_in_flight: int) -> None:
     cluster = Cluster.connect(zk, name, ray_address=ray_address)
-    producer = cluster.producer(acks="all", linger_ms=linger_ms, transport=transport)
+    producer = cluster.producer(acks="all", linger_ms=linger_ms, transport=transport,
+                                max_in_flight_requests_per_connection=max_in_flight)
     producer.metadata.partitions(topic)
     requests = producer.trace_requests()
     settle_heap()
@@ -329,7 +330,7 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int, args: argparse.N
     sender, start = start_sender([
         "producer", ray.get_runtime_context().gcs_address, str(cluster.stack.zk_address),
         cluster.name, topic, str(args.rate), str(total), str(args.record_size),
-        str(linger_ms), str(requests_file), transport])
+        str(linger_ms), str(requests_file), transport, str(args.max_in_flight)])
     counted_from = start + int(args.warmup * 1e9)
     traced: list[TracedRecord] = []
     settle_heap()
@@ -430,9 +431,10 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] in ("producer", "chain"):
         role, rest = sys.argv[1], sys.argv[2:]
         if role == "producer":
-            address, zk, name, topic, rate, total, size, linger, requests_file, transport = rest
+            (address, zk, name, topic, rate, total, size, linger, requests_file, transport,
+             max_in_flight) = rest
             producer_process(address, zk, name, topic, int(rate), int(total), int(size),
-                             int(linger), requests_file, transport)
+                             int(linger), requests_file, transport, int(max_in_flight))
         else:
             address, namespace, rate, total, size, in_flight = rest
             chain_process(address, namespace, int(rate), int(total), int(size), int(in_flight))
@@ -455,6 +457,10 @@ def main() -> None:
                              "transport (tcp or ray)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="how many times to go through the transports, alternating")
+    parser.add_argument("--max-in-flight", type=int, default=5,
+                        help="the producer's max.in.flight.requests.per.connection (Kafka's "
+                             "default 5; 1 makes a partition's next batch wait for the answer "
+                             "to its last, and so fewer, fuller requests)")
     parser.add_argument("--plot", help="write a chart of the percentiles to this PNG file")
     args = parser.parse_args()
 
@@ -462,7 +468,7 @@ def main() -> None:
     transports = args.transports.split(",")
     results: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
                                "record_size": args.record_size, "replication_factor": 3,
-                               "acks": "all"}
+                               "acks": "all", "max_in_flight": args.max_in_flight}
     for round_ in range(args.rounds):
         for transport in transports:
             scratch = tempfile.mkdtemp(prefix="rafka-bench-latency-")
