@@ -19,11 +19,11 @@ the follower fetched it, at its last listed offset, at the session's time (`Fetc
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from rafka.actors.messages import ReplicaFetchPartition
 from rafka.actors.server.replication import FetchClock
-from rafka.actors.server.wakeup import Wakeup
 from rafka.common.topic_partition import TopicPartition
 
 
@@ -41,7 +41,7 @@ class FetchSession:
         self.listed: dict[TopicPartition, ReplicaFetchPartition] = {}
         # Partitions that changed since the session last looked at them.
         self.dirty: set[TopicPartition] = set()
-        self.event = Wakeup()
+        self.event = asyncio.Event()
         # The follower has a partition to list: its waiting fetch (or the next) answers now.
         self.woken = False
 

@@ -17,6 +17,7 @@ numbers, not by arrival.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 import time
@@ -43,7 +44,6 @@ from rafka.actors.server.replication import (
     acks_all_outcome,
     apply_leader_and_isr,
 )
-from rafka.actors.server.wakeup import Wakeup
 from rafka.common.clock import wall_clock_ms
 from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UNDEFINED_EPOCH
 from rafka.common.topic_partition import TopicPartition
@@ -121,7 +121,7 @@ class PartitionReplica:
         # Set and replaced on every change of log, high watermark or role: waiters wake up and
         # look again (a broadcast, where an asyncio.Condition would need its lock held). What
         # waits on many partitions at once (a fetch) is told through `listeners` instead.
-        self._changed = Wakeup()
+        self._changed: asyncio.Event | None = None
         self.listeners: set[ChangeListener] = set()
         self._isr_write: asyncio.Task | None = None
         self.next_maintenance_ms = wall_clock_ms() + self._maintenance_interval_ms()
@@ -132,8 +132,9 @@ class PartitionReplica:
     # ------------------------------------------------------------------ waiting and waking
 
     def notify(self) -> None:
-        self._changed.set()
-        self._changed.clear()
+        if self._changed is not None:
+            self._changed.set()
+        self._changed = asyncio.Event()
         for listener in self.listeners:
             listener.changed(self)
 
@@ -143,7 +144,10 @@ class PartitionReplica:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            await self._changed.wait(remaining)
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
         return True
 
     def not_leader(self) -> dict[str, Any]:

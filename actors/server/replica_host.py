@@ -20,6 +20,7 @@ hands the broker the ISR changes of all its leaders in one call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import heapq
 import logging
@@ -58,7 +59,6 @@ from rafka.actors.server.fetch_session import FetchSession
 from rafka.actors.server.offset_manager import OffsetManager
 from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica
 from rafka.actors.server.replica_fetcher import ReplicaFetcher
-from rafka.actors.server.wakeup import Wakeup
 from rafka.common.clock import wall_clock_ms
 from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.batch import decode_columns
@@ -78,12 +78,12 @@ class _Listening:
 
     def __init__(self, replicas: list[PartitionReplica]) -> None:
         self.replicas = replicas
-        self.event = Wakeup()
+        self.event = asyncio.Event()
 
     def changed(self, replica: PartitionReplica) -> None:
         self.event.set()
 
-    def __enter__(self) -> Wakeup:
+    def __enter__(self) -> asyncio.Event:
         for replica in self.replicas:
             replica.listeners.add(self)
         return self.event
@@ -501,7 +501,8 @@ class ReplicaHost:
                     return
                 event.clear()
                 if all(seen(replica) == states[index] for index, replica in live):
-                    await event.wait(remaining)
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(event.wait(), remaining)
                 for index, replica in live:
                     if seen(replica) == states[index]:
                         continue
@@ -614,7 +615,8 @@ class ReplicaHost:
                 break
             session.event.clear()
             if not session.dirty:
-                await session.event.wait(remaining)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(session.event.wait(), remaining)
         for tp in watermark_news - set(answers):
             request, replica = session.listed.get(tp), self.replicas.get(tp)
             if request is None or replica is None:
