@@ -7,14 +7,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
-import ray
 from pyspark.sql import functions as F
 
 from rafka import Cluster
@@ -23,9 +21,7 @@ from rafka.pipelines.spark_writes import NonDeterministicInputError
 from rafka.pipelines.streaming import stream_topic
 from rafka.pipelines.topics import read_topic, write_topic
 from tests.support.cluster import cluster_of_its_own, stored_count, stored_records
-from tests.support.pipelines import spark_executor_pids
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.pipelines import ExecutorWatch, spark_executor_pids, start_driver
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +59,8 @@ def test_a_write_run_again_under_its_id_stores_nothing_twice(spark, cluster: Clu
 
 def start_write_driver(cluster: Cluster, topic: str, rows: int, write_id: str,
                        log: Path) -> subprocess.Popen:
-    args = [sys.executable, "-m", "tests.support.write_driver",
-            ray.get_runtime_context().gcs_address, str(cluster.stack.zk_address), cluster.name,
-            topic, str(rows), write_id, str(log.with_suffix(".json"))]
-    with open(log, "a") as out:
-        return subprocess.Popen(args, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(REPO.parent)})
+    return start_driver("tests.support.write_driver", cluster,
+                        [topic, str(rows), write_id, str(log.with_suffix(".json"))], log)
 
 
 def test_an_executor_killed_midway_leaves_its_retried_tasks_only_what_is_missing(
@@ -99,20 +91,15 @@ def test_an_executor_killed_midway_leaves_its_retried_tasks_only_what_is_missing
             os.kill(pid, signal.SIGKILL)
         assert stored < rows, "the executor was not killed midway"
 
-        without_executor_since, deadline = None, time.monotonic() + 600
+        executors, deadline = ExecutorWatch(others | set(killed)), time.monotonic() + 600
         while driver.poll() is None:
             assert time.monotonic() < deadline, "the write did not finish in 600 s"
-            replacements = set(spark_executor_pids()) - others - set(killed)
-            if replacements:
-                without_executor_since = None
-            elif without_executor_since is None:
-                without_executor_since = time.monotonic()
-            elif time.monotonic() - without_executor_since > 60:
+            if executors.lost():
                 print("RayDP lost the restarted executor: the driver is run again")
                 driver.kill()
                 driver.wait(60)
                 driver = start_write_driver(cluster, topic, rows, write_id, log)
-                without_executor_since = None
+                executors.reset()
             time.sleep(0.5)
         assert driver.returncode == 0, log.read_text()[-5000:]
     finally:

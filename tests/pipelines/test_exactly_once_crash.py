@@ -12,20 +12,17 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
-import ray
 
 from rafka import Cluster
 from tests.support.cluster import cluster_of_its_own, stored_count, stored_records
-from tests.support.pipelines import spark_executor_pids
+from tests.support.pipelines import ExecutorWatch, spark_executor_pids, start_driver
 
-REPO = Path(__file__).resolve().parents[2]
 RECORDS = 100_000
 SOURCE_PARTITIONS, SINK_PARTITIONS = 2, 3
 
@@ -35,37 +32,26 @@ def cluster(zookeeper, ray_session, tmp_path_factory):
     yield from cluster_of_its_own(zookeeper, tmp_path_factory, "crash", 2)
 
 
-def start_driver(cluster: Cluster, source: str, sink: str, checkpoint: Path,
-                 log: Path) -> subprocess.Popen:
-    args = [sys.executable, "-m", "tests.support.sink_driver",
-            ray.get_runtime_context().gcs_address, str(cluster.stack.zk_address), cluster.name,
-            source, sink, str(checkpoint), "25000"]
-    with open(log, "a") as out:
-        return subprocess.Popen(args, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(REPO.parent)})
+def start_sink_driver(cluster: Cluster, source: str, sink: str, checkpoint: Path,
+                      log: Path) -> subprocess.Popen:
+    return start_driver("tests.support.sink_driver", cluster,
+                        [source, sink, str(checkpoint), "25000"], log)
 
 
 def wait_until_stored(cluster: Cluster, sink: str, count: int, driver: subprocess.Popen,
-                      timeout_s: float = 300, not_the_drivers: set[int] | None = None) -> int:
+                      timeout_s: float = 300, executors: ExecutorWatch | None = None) -> int:
     """Wait until the sink holds `count` records; returns how many it held then.
 
-    Given `not_the_drivers` (the executors of other Spark sessions, and those killed), it also
-    returns once the driver has had no executor for a minute: RayDP can lose the executor Ray
-    restarts (docs/pipelines.md, "Known problems"), and the driver is killed next anyway."""
+    Given `executors`, it also returns once they say the driver lost its executor for good
+    (RayDP's lost restart): the driver is killed next anyway."""
     deadline = time.monotonic() + timeout_s
-    without_executor_since = None
     while time.monotonic() < deadline:
         stored = stored_count(cluster, sink, SINK_PARTITIONS)
         if stored >= count:
             return stored
-        if not_the_drivers is not None:
-            if set(spark_executor_pids()) - not_the_drivers:
-                without_executor_since = None
-            elif without_executor_since is None:
-                without_executor_since = time.monotonic()
-            elif time.monotonic() - without_executor_since > 60:
-                print(f"RayDP lost the restarted executor at {stored} records")
-                return stored
+        if executors is not None and executors.lost():
+            print(f"RayDP lost the restarted executor at {stored} records")
+            return stored
         if driver.poll() is not None:
             pytest.fail(f"the driver exited ({driver.returncode}) with {stored} records "
                         f"written, before {count}")
@@ -90,7 +76,7 @@ def test_a_stream_killed_twice_while_writing_stores_every_result_once(
     driver_after = chance.randrange(0, 40_000)  # more records after the executor's kill
 
     others = set(spark_executor_pids())  # the test session's own Spark, if it runs
-    driver = start_driver(cluster, source, sink, checkpoint, log)
+    driver = start_sink_driver(cluster, source, sink, checkpoint, log)
     try:
         at_executor_kill = wait_until_stored(cluster, sink, executor_at, driver)
         executors = [pid for pid in spark_executor_pids() if pid not in others]
@@ -100,7 +86,7 @@ def test_a_stream_killed_twice_while_writing_stores_every_result_once(
         # The output grows a Spark task's share at a time: within the last batch at most.
         driver_at = min(at_executor_kill + driver_after, RECORDS - 25_000)
         at_driver_kill = wait_until_stored(cluster, sink, driver_at, driver,
-                                           not_the_drivers=others | set(executors))
+                                           executors=ExecutorWatch(others | set(executors)))
         driver.kill()
         driver.wait(60)
     finally:
@@ -110,7 +96,7 @@ def test_a_stream_killed_twice_while_writing_stores_every_result_once(
     print(f"executor killed at {at_executor_kill} records, driver at {at_driver_kill}")
     assert at_executor_kill <= at_driver_kill < RECORDS, "a kill came after the writing"
 
-    restarted = start_driver(cluster, source, sink, checkpoint, log)
+    restarted = start_sink_driver(cluster, source, sink, checkpoint, log)
     try:
         assert restarted.wait(600) == 0, log.read_text()[-5000:]
     finally:
