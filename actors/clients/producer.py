@@ -59,7 +59,7 @@ from rafka.actors.messages import Appended, PartitionProduce
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
 from rafka.actors.path_trace import SentRequest
 from rafka.common.clock import wall_clock_ms
-from rafka.logstore.batch import build_batch, check_headers, frame_batch
+from rafka.logstore.batch import NO_TIMESTAMP, build_batch, check_headers, frame_batch
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,7 +72,8 @@ _REFUSED_BEFORE_APPEND = (CorruptRecordError, InvalidRecordError, RecordTooLarge
 
 
 class RecordMetadata(NamedTuple):
-    """Where a record was written."""
+    """Where a record was written, and its timestamp in the log: the leader's append time on a
+    topic with message.timestamp.type=LogAppendTime, else the record's own (as in Kafka)."""
 
     topic: str
     partition: int
@@ -84,16 +85,22 @@ class _BatchOutcome:
     """The fate of one sent batch, shared by the futures of its records (cheaper than one
     concurrent.futures.Future per record)."""
 
-    __slots__ = ("base_offset", "callbacks", "done", "error")
+    __slots__ = ("base_offset", "callbacks", "done", "error", "log_append_time")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.base_offset = -1
+        # The leader's stamp on a LogAppendTime topic; -1 otherwise, and for a retry the leader
+        # recognised as a duplicate (it does not keep the first append's time), where the
+        # record's own timestamp stands.
+        self.log_append_time = NO_TIMESTAMP
         self.error: BaseException | None = None
         self.callbacks: list[Callable[[], None]] = []
 
-    def complete(self, base_offset: int = -1, error: BaseException | None = None) -> None:
+    def complete(self, base_offset: int = -1, error: BaseException | None = None,
+                 log_append_time: int = NO_TIMESTAMP) -> None:
         self.base_offset, self.error = base_offset, error
+        self.log_append_time = log_append_time
         self.done.set()
         for callback in self.callbacks:
             try:
@@ -126,11 +133,12 @@ class RecordFuture:
             raise RequestTimedOutError(
                 f"record to {self.topic}-{self.partition} not acknowledged within {timeout} s"
             )
-        if self._outcome.error is not None:
-            raise self._outcome.error
-        return RecordMetadata(
-            self.topic, self.partition, self._outcome.base_offset + self._index, self.timestamp
-        )
+        outcome = self._outcome
+        if outcome.error is not None:
+            raise outcome.error
+        timestamp = self.timestamp if outcome.log_append_time < 0 else outcome.log_append_time
+        return RecordMetadata(self.topic, self.partition, outcome.base_offset + self._index,
+                              timestamp)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         try:
@@ -805,7 +813,7 @@ class Producer:
                 self._accumulator.on_completed(batch)
                 outcome = self._outcomes.pop(batch.batch_id)
                 self._wakeup.notify_all()
-            outcome.complete(reply.base_offset)
+            outcome.complete(reply.base_offset, log_append_time=reply.log_append_time)
         elif is_retriable(error):
             self.metadata.invalidate(batch.topic)
             if isinstance(error, OutOfOrderSequenceError) and not self._out_of_order(

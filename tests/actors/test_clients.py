@@ -231,6 +231,24 @@ def test_every_acks_level_writes_and_reads_back(shared: Cluster) -> None:
     assert values == [f"{acks}-{i}".encode() for acks in (0, 1, "all") for i in range(100)]
 
 
+def test_a_records_metadata_carries_its_timestamp_in_the_log(shared: Cluster) -> None:
+    """As Kafka's RecordMetadata: the leader's append time on a LogAppendTime topic, the
+    record's own timestamp on a CreateTime one; the same timestamp a consumer reads."""
+    stamped, own = topic_name(), topic_name()
+    shared.create_topic(stamped, config={"message.timestamp.type": "LogAppendTime"})
+    shared.create_topic(own)
+    producer = shared.producer(acks="all")
+    sent_after_ms = int(time.time() * 1000)
+    metadata = {topic: producer.send(topic, value=b"v", timestamp_ms=1_000).result(30)
+                for topic in (stamped, own)}
+    acknowledged_by_ms = int(time.time() * 1000)
+    producer.close()
+    assert sent_after_ms <= metadata[stamped].timestamp <= acknowledged_by_ms
+    assert metadata[own].timestamp == 1_000
+    for topic in (stamped, own):
+        [record] = consume_all(shared, topic, 1)
+        assert record.timestamp == metadata[topic].timestamp
+
 def test_a_follower_refuses_produce_and_names_the_leader(shared: Cluster) -> None:
     topic = topic_name()
     shared.create_topic(topic, partitions=1, replication_factor=3)

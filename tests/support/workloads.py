@@ -77,10 +77,15 @@ class Workload:
                                             "retry_backoff_ms": 50, **producer_options})
         self.topic = topic
         self.acknowledged: dict[tuple[int, int], bytes] = {}
+        # Each acknowledged record's timestamp in the log (the leader's append time on a
+        # LogAppendTime topic).
+        self.timestamps: dict[tuple[int, int], int] = {}
         self.failed = 0
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        # When the last pass over the answered sends began (monotonic s).
+        self._last_settle_began = 0.0
 
     def _run(self) -> None:
         i = 0
@@ -92,13 +97,25 @@ class Workload:
                                                           key=str(i % 13).encode())))
                 i += 1
             time.sleep(0.005)
+            began = time.monotonic()
             pending = settle(pending, wait=False, on_ack=self._acknowledged,
                              on_error=self._failed)
+            self._last_settle_began = began
         settle(pending, wait=True, on_ack=self._acknowledged, on_error=self._failed,
                timeout_s=120)
 
+    def settle_answered(self, timeout_s: float = 60) -> None:
+        """Return once every send answered before this call is in `acknowledged` (or counted
+        as failed): the thread takes answers in passes, between sends."""
+        asked = time.monotonic()
+        deadline = asked + timeout_s
+        while self._last_settle_began < asked:
+            assert time.monotonic() < deadline, f"the workload settled nothing in {timeout_s} s"
+            time.sleep(0.01)
+
     def _acknowledged(self, value: bytes, meta: Any) -> None:
         self.acknowledged[(meta.partition, meta.offset)] = value
+        self.timestamps[(meta.partition, meta.offset)] = meta.timestamp
 
     def _failed(self, error: BaseException) -> None:
         self.failed += 1
