@@ -22,7 +22,7 @@ import secrets
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import groupby, repeat
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
@@ -85,7 +85,7 @@ class _BatchOutcome:
     """The fate of one sent batch, shared by the futures of its records (cheaper than one
     concurrent.futures.Future per record)."""
 
-    __slots__ = ("base_offset", "callbacks", "done", "error", "log_append_time")
+    __slots__ = ("base_offset", "done", "error", "log_append_time")
 
     def __init__(self) -> None:
         self.done = threading.Event()
@@ -95,18 +95,12 @@ class _BatchOutcome:
         # record's own timestamp stands.
         self.log_append_time = NO_TIMESTAMP
         self.error: BaseException | None = None
-        self.callbacks: list[Callable[[], None]] = []
 
     def complete(self, base_offset: int = -1, error: BaseException | None = None,
                  log_append_time: int = NO_TIMESTAMP) -> None:
         self.base_offset, self.error = base_offset, error
         self.log_append_time = log_append_time
         self.done.set()
-        for callback in self.callbacks:
-            try:
-                callback()
-            except Exception:
-                log.exception("a send() callback raised")
 
 
 class RecordFuture:
