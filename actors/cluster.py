@@ -222,7 +222,11 @@ class Cluster:
 
     def stop_broker(self, broker_id: int, *, graceful: bool = True) -> None:
         """Stop a broker. Graceful: it resigns and unregisters first; else it is killed, and
-        ZooKeeper notices when its session times out (as when a machine dies)."""
+        ZooKeeper notices when its session times out (as when a machine dies).
+
+        Returns once Ray has forgotten its actors. Their processes may run a few milliseconds
+        longer (a follower's last fetch may still land); `tests/support/faults.py`
+        `wait_until_exited` waits for the PIDs where that matters."""
         handle = self._broker(broker_id)
         if graceful:
             with contextlib.suppress(Exception):  # dying anyway
