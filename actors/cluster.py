@@ -225,8 +225,8 @@ class Cluster:
         ZooKeeper notices when its session times out (as when a machine dies).
 
         Returns once Ray has forgotten its actors. Their processes may run a few milliseconds
-        longer (a follower's last fetch may still land); `tests/support/faults.py`
-        `wait_until_exited` waits for the PIDs where that matters."""
+        longer, and a follower's last fetch may still land: a caller that needs them silent
+        waits for their PIDs to exit (as the fault tests do)."""
         handle = self._broker(broker_id)
         if graceful:
             with contextlib.suppress(Exception):  # dying anyway

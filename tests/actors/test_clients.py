@@ -249,6 +249,7 @@ def test_a_records_metadata_carries_its_timestamp_in_the_log(shared: Cluster) ->
         [record] = consume_all(shared, topic, 1)
         assert record.timestamp == metadata[topic].timestamp
 
+
 def test_a_follower_refuses_produce_and_names_the_leader(shared: Cluster) -> None:
     topic = topic_name()
     shared.create_topic(topic, partitions=1, replication_factor=3)
