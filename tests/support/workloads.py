@@ -77,9 +77,6 @@ class Workload:
                                             "retry_backoff_ms": 50, **producer_options})
         self.topic = topic
         self.acknowledged: dict[tuple[int, int], bytes] = {}
-        # Each acknowledged record's timestamp in the log (the leader's append time on a
-        # LogAppendTime topic).
-        self.timestamps: dict[tuple[int, int], int] = {}
         self.failed = 0
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
@@ -115,7 +112,6 @@ class Workload:
 
     def _acknowledged(self, value: bytes, meta: Any) -> None:
         self.acknowledged[(meta.partition, meta.offset)] = value
-        self.timestamps[(meta.partition, meta.offset)] = meta.timestamp
 
     def _failed(self, error: BaseException) -> None:
         self.failed += 1
