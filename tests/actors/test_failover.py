@@ -7,7 +7,6 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import ray
@@ -20,7 +19,7 @@ from rafka.actors.errors import (
     raise_for,
 )
 from rafka.logstore.batch import build_batch, decode_batches
-from tests.support.cluster import partition_state
+from tests.support.cluster import log_bytes, partition_state
 from tests.support.faults import expire_broker_session, host_pids, wait_until_exited
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
@@ -112,10 +111,6 @@ def test_a_broker_whose_session_expires_loses_leadership_then_rejoins(cluster: C
     producer.close()
 
 
-def _log_bytes(directory: Path) -> bytes:
-    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
-
-
 def test_kip101_a_returning_leader_truncates_to_the_new_leaders_log(
     start_cluster, tmp_path
 ) -> None:
@@ -164,8 +159,8 @@ def test_kip101_a_returning_leader_truncates_to_the_new_leaders_log(
     data = cluster.data_dir
     new_dir = data / f"broker-{follower}" / "ledger-0"
     old_dir = data / f"broker-{old_leader}" / "ledger-0"
-    wait_until(lambda: _log_bytes(old_dir) == _log_bytes(new_dir), 30, "identical logs")
-    values = [r.value for r in decode_batches(_log_bytes(old_dir))]
+    wait_until(lambda: log_bytes(old_dir) == log_bytes(new_dir), 30, "identical logs")
+    values = [r.value for r in decode_batches(log_bytes(old_dir))]
     assert values == [f"shared-{i}".encode() for i in range(20)] + [
         f"new-leader-{i}".encode() for i in range(7)]
 

@@ -20,7 +20,7 @@ import pytest
 from rafka import Cluster
 from rafka.logstore import Log
 from rafka.logstore.batch import decode_batches, iter_batches
-from tests.support.cluster import cluster_of_its_own, partition_state
+from tests.support.cluster import cluster_of_its_own, log_bytes, partition_state
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.reliability
@@ -34,10 +34,6 @@ def cluster(zookeeper, ray_session, tmp_path_factory) -> Iterator[Cluster]:
 def _partition_dir(cluster: Cluster, broker: int, topic: str) -> Path:
     # docs/storage.md: a partition is the directory <topic>-<partition> of its broker's data dir.
     return cluster.data_dir / f"broker-{broker}" / f"{topic}-0"
-
-
-def _log_bytes(directory: Path) -> bytes:
-    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
 
 
 def _produce(cluster: Cluster, topic: str, values: list[bytes]) -> None:
@@ -84,7 +80,7 @@ def test_a_broker_with_a_damaged_log_tail_truncates_and_refetches(
     state = partition_state(cluster, topic, 0)
     replicas = state["replicas"]
     dirs = {broker: _partition_dir(cluster, broker, topic) for broker in replicas}
-    wait_until(lambda: len({_log_bytes(d) for d in dirs.values()}) == 1, 30,
+    wait_until(lambda: len({log_bytes(d) for d in dirs.values()}) == 1, 30,
                "the three replicas to hold the same bytes")
     victim = state["leader"] if role == "leader" else next(
         b for b in replicas if b != state["leader"])
@@ -97,8 +93,8 @@ def test_a_broker_with_a_damaged_log_tail_truncates_and_refetches(
     shutil.copytree(dirs[victim], copy)
     with Log.open(copy) as recovered:
         assert recovered.log_end_offset == end_after_recovery
-    assert _log_bytes(copy) == _log_bytes(next(d for b, d in dirs.items() if b != victim))[
-        : len(_log_bytes(copy))], "recovery keeps exactly the undamaged prefix"
+    assert log_bytes(copy) == log_bytes(next(d for b, d in dirs.items() if b != victim))[
+        : len(log_bytes(copy))], "recovery keeps exactly the undamaged prefix"
 
     # Written while it is down: a new leader first, if the victim led.
     wait_until(lambda: victim not in {b["id"] for b in cluster.brokers()}, 30,
@@ -113,7 +109,7 @@ def test_a_broker_with_a_damaged_log_tail_truncates_and_refetches(
     cluster.start_broker(victim)
     wait_until(lambda: victim in partition_state(cluster, topic, 0)["isr"], 60,
                f"broker {victim} back in the ISR")
-    wait_until(lambda: len({_log_bytes(d) for d in dirs.values()}) == 1, 30,
+    wait_until(lambda: len({log_bytes(d) for d in dirs.values()}) == 1, 30,
                "byte-identical logs on the three replicas")
-    values = [record.value for record in decode_batches(_log_bytes(dirs[victim]))]
+    values = [record.value for record in decode_batches(log_bytes(dirs[victim]))]
     assert values == acknowledged

@@ -21,7 +21,7 @@ import time
 from rafka import Cluster
 from rafka.actors.errors import ErrorCode
 from rafka.logstore.batch import build_batch, decode_batches
-from tests.support.cluster import partition_state
+from tests.support.cluster import log_bytes, partition_state
 from tests.support.faults import SESSION_TIMEOUT_S, broker_pids, paused, wait_until_exited
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
@@ -43,8 +43,8 @@ def _records_on_disk(cluster: Cluster, broker: int) -> dict[tuple[int, int], byt
     held = {}
     for directory in (cluster.data_dir / f"broker-{broker}").glob(f"{TOPIC}-*"):
         partition = int(directory.name.rsplit("-", 1)[1])
-        data = b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
-        held.update(((partition, record.offset), record.value) for record in decode_batches(data))
+        held.update(((partition, record.offset), record.value)
+                    for record in decode_batches(log_bytes(directory)))
     return held
 
 

@@ -1,6 +1,6 @@
 """Test clusters: the brokers' config, names of a test's own, a cluster a whole module shares,
 a partition's state as the cluster describes it, and what a topic holds (to each kind of
-consumer)."""
+consumer, and in a replica's files)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,3 +95,9 @@ def read_values(cluster: Cluster, topic: str, isolation_level: str, expected: in
     finally:
         consumer.close()
     return found
+
+
+def log_bytes(directory: Path) -> bytes:
+    """A replica's log as its segment files hold it, in offset order (read, never opened as a
+    log: opening one would recover it)."""
+    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))

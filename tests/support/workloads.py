@@ -11,6 +11,8 @@ from typing import Any
 
 from rafka import Cluster
 
+from .waiting import wait_until
+
 
 def read_everything(cluster: Cluster, topic: str, timeout_s: float = 60) -> list:
     """Every record below each partition's high watermark, read after the dust settled."""
@@ -105,10 +107,8 @@ class Workload:
         """Return once every send answered before this call is in `acknowledged` (or counted
         as failed): the thread takes answers in passes, between sends."""
         asked = time.monotonic()
-        deadline = asked + timeout_s
-        while self._last_settle_began < asked:
-            assert time.monotonic() < deadline, f"the workload settled nothing in {timeout_s} s"
-            time.sleep(0.01)
+        wait_until(lambda: self._last_settle_began >= asked, timeout_s,
+                   "the workload to take in the answers to its sends", interval_s=0.01)
 
     def _acknowledged(self, value: bytes, meta: Any) -> None:
         self.acknowledged[(meta.partition, meta.offset)] = value
