@@ -1,15 +1,21 @@
 """Compression codecs of record batches, with decompression bounded against compression bombs.
 
-Codec ids are Kafka's (attributes bits 0-2): 0 none, 1 gzip, 2 snappy (not supported here),
-3 lz4, 4 zstd. Decompression never produces more than a caller-given number of bytes: a few KB of
-zstd can claim gigabytes, and the leader decompresses bytes that came from outside the cluster.
+Codec ids are Kafka's (attributes bits 0-2): 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
+Decompression never produces more than a caller-given number of bytes: a few KB of zstd can claim
+gigabytes, and the leader decompresses bytes that came from outside the cluster.
+
+Snappy is written as Kafka's Java clients write it: snappy-java's stream framing ("xerial": a
+16-byte header, then blocks of at most 32 KiB, each a big-endian length and a raw snappy block).
+It is read in that framing or as one raw snappy block, which is what librdkafka writes.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 import zlib
 
+import cramjam
 import lz4.frame
 import zstandard
 
@@ -21,12 +27,18 @@ SNAPPY = 2
 LZ4 = 3
 ZSTD = 4
 
-CODEC_IDS: dict[str, int] = {"none": NONE, "gzip": GZIP, "lz4": LZ4, "zstd": ZSTD}
+CODEC_IDS: dict[str, int] = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4,
+                             "zstd": ZSTD}
 CODEC_NAMES: dict[int, str] = {v: k for k, v in CODEC_IDS.items()}
 
 # Kafka's defaults: gzip uses the Deflater default (6), zstd level 3, lz4 its default.
 GZIP_LEVEL = 6
 ZSTD_LEVEL = 3
+
+# snappy-java's stream header: magic, then version 1 and the oldest compatible version 1.
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+XERIAL_BLOCK_SIZE = 32 * 1024  # snappy-java's default, which Kafka's producer keeps
 
 # zstandard contexts are not safe to share between threads; an actor is single-threaded, but a
 # client object may be used from several threads, so each thread gets its own pair.
@@ -34,7 +46,7 @@ _local = threading.local()
 
 
 def codec_id(name: str) -> int:
-    """The codec id for a compression name ("none", "gzip", "lz4", "zstd")."""
+    """The codec id for a compression name ("none", "gzip", "snappy", "lz4", "zstd")."""
     try:
         return CODEC_IDS[name]
     except (KeyError, TypeError):
@@ -69,6 +81,8 @@ def compress(codec: int, data: bytes) -> bytes:
     if codec == GZIP:
         compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # wbits 31: gzip framing
         return compressor.compress(data) + compressor.flush()
+    if codec == SNAPPY:
+        return _snappy_compress(data)
     raise ValueError(f"unsupported compression codec id {codec}")
 
 
@@ -97,7 +111,10 @@ def decompress(codec: int, data: bytes | memoryview, max_size: int) -> bytes:
             return _lz4_decompress(data, max_size)
         if codec == GZIP:
             return _gzip_decompress(data, max_size)
-    except (zlib.error, zstandard.ZstdError, RuntimeError, ValueError) as exc:
+        if codec == SNAPPY:
+            return _snappy_decompress(data, max_size)
+    except (zlib.error, zstandard.ZstdError, cramjam.DecompressionError, RuntimeError,
+            ValueError) as exc:
         raise CorruptRecordError(
             f"cannot decompress {CODEC_NAMES.get(codec, codec)} records: {exc}"
         ) from exc
@@ -147,3 +164,43 @@ def _gzip_decompress(data: bytes | memoryview, max_size: int) -> bytes:
     if decompressor.unused_data:
         raise CorruptRecordError("unexpected bytes after the gzip stream of the records")
     return out
+
+
+def _snappy_compress(data: bytes) -> bytes:
+    view = memoryview(data)
+    parts = [XERIAL_HEADER]
+    # At least one block, so that no reader takes a bare header for a raw block.
+    for start in range(0, max(len(view), 1), XERIAL_BLOCK_SIZE):
+        block = bytes(cramjam.snappy.compress_raw(view[start:start + XERIAL_BLOCK_SIZE]))
+        parts += (struct.pack(">i", len(block)), block)
+    return b"".join(parts)
+
+
+def _snappy_blocks(data: bytes | memoryview) -> list[memoryview]:
+    """The raw snappy blocks of a stream: one, or those of snappy-java's framing."""
+    view = memoryview(data)
+    if bytes(view[:len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
+        return [view]
+    if len(view) < len(XERIAL_HEADER):
+        raise CorruptRecordError("snappy records are truncated (in the stream header)")
+    blocks, position = [], len(XERIAL_HEADER)
+    while position < len(view):
+        if position + 4 > len(view):
+            raise CorruptRecordError("snappy records are truncated (in a block's length)")
+        (length,) = struct.unpack_from(">i", view, position)
+        position += 4
+        if length <= 0 or position + length > len(view):
+            raise CorruptRecordError(
+                f"a snappy block claims {length} bytes where {len(view) - position} are left")
+        blocks.append(view[position:position + length])
+        position += length
+    return blocks
+
+
+def _snappy_decompress(data: bytes | memoryview, max_size: int) -> bytes:
+    blocks = _snappy_blocks(data)
+    # Each raw block opens with its decompressed length: the whole bound is checked before any
+    # block is decompressed, and the decompressor fails on a block that disagrees with it.
+    if sum(cramjam.snappy.decompress_raw_len(block) for block in blocks) > max_size:
+        raise _too_large(max_size)
+    return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in blocks)

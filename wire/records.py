@@ -58,7 +58,7 @@ _UNBOUNDED = sys.maxsize
 
 
 class UnsupportedCompressionError(InvalidRecordError):
-    """A codec rafka cannot read (snappy): Kafka's UNSUPPORTED_COMPRESSION_TYPE."""
+    """A codec id Kafka does not define (5 to 7): Kafka's UNSUPPORTED_COMPRESSION_TYPE."""
 
 
 # --------------------------------------------------------------------------------- varints
@@ -143,7 +143,7 @@ def from_kafka(data: bytes | memoryview, max_message_bytes: int, *,
         if codec:
             if codec not in compression.CODEC_NAMES:
                 raise UnsupportedCompressionError(
-                    f"compression codec {codec} is not supported: use gzip, lz4 or zstd")
+                    f"compression codec {codec} is not supported: use gzip, snappy, lz4 or zstd")
             records = compression.decompress(codec, records, max_message_bytes)
         entries = _read_records(records, header.record_count)
         _check_records(header, entries, require_keys)

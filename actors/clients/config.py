@@ -21,7 +21,8 @@ from rafka.common.config import INT32_MAX, ConfigDef, InvalidConfigError, Type, 
 __all__ = ["ConsumerConfig", "InvalidConfigError", "ProducerConfig"]
 
 _ACKS = {"all": -1, "-1": -1, "0": 0, "1": 1}
-COMPRESSION_TYPES = ("none", "gzip", "lz4", "zstd")  # what rafka.logstore.compression can encode
+# What rafka.logstore.compression can encode.
+COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "sticky")
 # Kafka's class names for the same strategies, so a Java configuration can be pasted as it is.
 _KAFKA_ASSIGNOR_CLASSES = {
@@ -40,12 +41,6 @@ def _acks(value: Any) -> int:
     if normalised is None:
         raise ValueError('expected 0, 1, "all" or -1 ("all" is -1)')
     return normalised
-
-
-def _no_snappy(value: str) -> str:
-    if value.strip().lower() == "snappy":
-        raise ValueError(f"rafka has no snappy codec; use one of {', '.join(COMPRESSION_TYPES)}")
-    return value
 
 
 def _not_blank(value: str) -> str:
@@ -150,7 +145,7 @@ class ProducerConfig:
         "batch.size", Type.INT, 262_144, minimum=1,
         doc="The bytes of records one partition's batch holds at most.")
     compression_type: str = setting(
-        "compression.type", Type.STRING, "none", choices=COMPRESSION_TYPES, validator=_no_snappy,
+        "compression.type", Type.STRING, "none", choices=COMPRESSION_TYPES,
         doc="The codec batches are compressed with.")
     max_request_size: int = setting(
         "max.request.size", Type.INT, 1_048_576, minimum=1,

@@ -136,6 +136,7 @@ class KafkaListener:
             ApiKey.ElectLeaders: self.topics.elect_leaders,
             ApiKey.DeleteRecords: self._delete_records,
             ApiKey.DescribeLogDirs: self.replicas.describe_log_dirs,
+            ApiKey.AlterReplicaLogDirs: self.replicas.alter_replica_log_dirs,
             ApiKey.AlterPartitionReassignments: self.replicas.alter_partition_reassignments,
             ApiKey.ListPartitionReassignments: self.replicas.list_partition_reassignments,
         }

@@ -1,6 +1,6 @@
 """Where replicas are, through Kafka's admin APIs: AlterPartitionReassignments and
 ListPartitionReassignments (KIP-455) over rafka's reassignment in ZooKeeper, and
-DescribeLogDirs over this broker's replicas.
+DescribeLogDirs and AlterReplicaLogDirs over this broker's replicas.
 
 A reassignment asked through Kafka's protocol is the one `rafka reassign` and
 `Cluster.reassign_partitions` ask for: written to `/admin/reassign_partitions` for the
@@ -14,6 +14,7 @@ same answer.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from typing import Any
 
@@ -169,3 +170,28 @@ class ReplicaAdminHandler:
             usable_bytes=usage.free, is_cordoned=False,
             topics=[result.DescribeLogDirsTopic(name=name, partitions=partitions)
                     for name, partitions in topics.items()])]}
+
+    async def alter_replica_log_dirs(self, api: Api, version: int,
+                                     request: Any) -> dict[str, Any]:
+        """Move replicas between this broker's log directories. There is one, so the only move
+        is to where a replica is, which Kafka answers as a no-op. As Kafka answers: a path that
+        is not a log directory of the broker is LOG_DIR_NOT_FOUND, a partition with no replica
+        on it REPLICA_NOT_AVAILABLE."""
+        log_dir = os.path.abspath(self.broker.data_dir)
+        hosted = {(replica["topic"], replica["partition"])
+                  for replica in await self.broker.describe_replicas()}
+        answers: dict[str, dict[int, ErrorCode]] = {}
+        for directory in request.dirs:
+            found = os.path.isabs(directory.path) and os.path.normpath(directory.path) == log_dir
+            for topic in directory.topics:
+                for index in topic.partitions:
+                    answers.setdefault(topic.name, {})[index] = (
+                        ErrorCode.LOG_DIR_NOT_FOUND if not found
+                        else ErrorCode.NONE if (topic.name, index) in hosted
+                        else ErrorCode.REPLICA_NOT_AVAILABLE)
+        result = api.response.AlterReplicaLogDirTopicResult
+        return {"throttle_time_ms": 0, "results": [
+            result(topic_name=name, partitions=[
+                result.AlterReplicaLogDirPartitionResult(partition_index=index, error_code=code)
+                for index, code in partitions.items()])
+            for name, partitions in answers.items()]}

@@ -22,7 +22,10 @@ from confluent_kafka.admin import (
 
 from rafka import Cluster
 from rafka.coordination.broker_config import alter_broker_config
+from rafka.logstore.batch import decode_records, iter_batches
+from tests.support.cluster import log_bytes
 from tests.support.kafka_clients import (
+    BASE_TIMESTAMP_MS,
     PARTITIONS,
     MemberThread,
     group_scenario,
@@ -37,6 +40,28 @@ from tests.support.waiting import wait_until
 def _producer(cluster: Cluster) -> Producer:
     return Producer({"bootstrap.servers": cluster.bootstrap_servers(), "acks": "all",
                      "enable.idempotence": True, "linger.ms": 5})
+
+
+def read_with_confluent_kafka(cluster: Cluster, topic: str, count: int) -> list[tuple]:
+    """`(partition, offset, key, value, timestamp, headers)` of the first `count` records, read
+    by an assigned consumer from the start of each partition."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers(),
+                         "group.id": "unused-assign-only", "enable.auto.commit": False})
+    read: list[tuple] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+
+        def consume() -> bool:
+            for message in consumer.consume(num_messages=count, timeout=0.5):
+                if message.error() is None:
+                    read.append((message.partition(), message.offset(), message.key(),
+                                 message.value(), message.timestamp()[1],
+                                 list(message.headers() or ())))
+            return len(read) >= count
+        wait_until(consume, 60, f"{count} records")
+    finally:
+        consumer.close()
+    return sorted(read)
 
 
 def test_confluent_kafka_produces_and_rafka_reads_the_same_records(
@@ -67,23 +92,52 @@ def test_confluent_kafka_produces_and_rafka_reads_the_same_records(
 def test_confluent_kafka_reads_what_rafkas_producer_wrote(kafka_cluster: Cluster) -> None:
     topic = new_topic(kafka_cluster, "to-confluent-kafka")
     written = write_with_rafka(kafka_cluster, topic, sample_records(240))
-    consumer = Consumer({"bootstrap.servers": kafka_cluster.bootstrap_servers(),
-                         "group.id": "unused-assign-only", "enable.auto.commit": False})
-    read: list[tuple] = []
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    assert read_with_confluent_kafka(kafka_cluster, topic, len(written)) == written
 
-        def poll() -> bool:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                read.append((message.partition(), message.offset(), message.key(),
-                             message.value(), message.timestamp()[1],
-                             list(message.headers() or ())))
-            return len(read) >= len(written)
-        wait_until(poll, 60, "every record")
-    finally:
-        consumer.close()
-    assert sorted(read) == written
+
+def test_every_codec_goes_both_ways_and_is_stored_as_it_came(kafka_cluster: Cluster) -> None:
+    """librdkafka writes snappy as one raw block, where Kafka's Java clients use snappy-java's
+    framing (that kind is read in tests/wire): rafka reads each codec librdkafka writes, stores
+    the batch with it, and librdkafka reads back those and rafka's own snappy batches."""
+    topic = new_topic(kafka_cluster, "codecs-confluent-kafka")
+    codecs = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+    sent: list[tuple] = []
+    failed: list[str] = []
+
+    def delivered(error, message) -> None:
+        if error is not None:
+            failed.append(str(error))
+            return
+        sent.append((message.partition(), message.offset(), message.key(), message.value(),
+                     message.timestamp()[1], []))
+
+    for n, codec in enumerate(codecs):
+        producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers(),
+                             "acks": "all", "enable.idempotence": True, "linger.ms": 20,
+                             "compression.type": codec})
+        for i in range(60):
+            # Repetitive values, so that every codec makes the batch smaller and is kept.
+            producer.produce(topic, key=b"%s-%d" % (codec.encode(), i),
+                             value=b"%s record %d " % (codec.encode(), i) * 20,
+                             timestamp=BASE_TIMESTAMP_MS + 100 * n + i, on_delivery=delivered)
+        assert producer.flush(60) == 0
+    assert not failed, failed[:3]
+    written = write_with_rafka(
+        kafka_cluster, topic,
+        [(b"rafka-%d" % i, b"rafka snappy %d " % i * 20, BASE_TIMESTAMP_MS + 1000 + i, [])
+         for i in range(60)],
+        compression_type="snappy", linger_ms=20)
+    expected = sorted(sent + written)
+
+    # Which codec each writer's batches were stored with, read from the replicas' files.
+    stored = {(header.compression, record.key.split(b"-")[0])
+              for directory in kafka_cluster.data_dir.glob(f"broker-*/{topic}-*")
+              for header, batch in iter_batches(log_bytes(directory))
+              for record in decode_records(batch)}
+    assert stored == {*((codec_id, name.encode()) for name, codec_id in codecs.items()),
+                      (codecs["snappy"], b"rafka")}
+    assert read_with_rafka(kafka_cluster, topic, len(expected)) == expected
+    assert read_with_confluent_kafka(kafka_cluster, topic, len(expected)) == expected
 
 
 class ConfluentMember(MemberThread):

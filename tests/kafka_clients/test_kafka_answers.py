@@ -16,7 +16,10 @@ from kafka.errors import (
     InconsistentGroupProtocolError,
     InvalidPartitionsError,
     InvalidReplicationAssignmentError,
+    LogDirNotFoundError,
+    NoError,
     OffsetOutOfRangeError,
+    ReplicaNotAvailableError,
 )
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import (
@@ -28,7 +31,7 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
-from kafka.structs import OffsetAndMetadata
+from kafka.structs import OffsetAndMetadata, TopicPartitionReplica
 
 from rafka import Cluster
 from rafka.actors.errors import ErrorCode
@@ -474,7 +477,7 @@ def test_an_idempotent_producers_requests_sent_ahead_are_worked_on_together(
     assert read_values(kafka_cluster, topic, "read_uncommitted", 5) == [b"%d" % i for i in range(5)]
 
 
-def test_kafka_admin_moves_a_replica_lists_moves_and_describes_log_dirs(
+def test_kafka_admin_moves_a_replica_lists_moves_and_describes_and_alters_log_dirs(
     kafka_cluster: Cluster,
 ) -> None:
     topic = "admin-moves"
@@ -512,5 +515,16 @@ def test_kafka_admin_moves_a_replica_lists_moves_and_describes_log_dirs(
                             if result["broker"] == target for d in result["log_dirs"]
                             for t in d["topics"] for p in t["partitions"]] == [size], 30,
                    "the moved log, of the same size, on its new broker")
+        # Each broker has one log dir: a replica moves only to where it is (Kafka's no-op).
+        log_dirs = {result["broker"]: result["log_dirs"][0]["log_dir"]
+                    for result in admin.describe_log_dirs()}
+        moves = {TopicPartitionReplica(topic, 0, target): log_dirs[target],
+                 TopicPartitionReplica(topic, 0, before): log_dirs[before]}
+        assert admin.alter_replica_log_dirs(moves) == {
+            TopicPartitionReplica(topic, 0, target): NoError,
+            TopicPartitionReplica(topic, 0, before): ReplicaNotAvailableError}
+        elsewhere = {TopicPartitionReplica(topic, 0, target): log_dirs[target] + "-elsewhere"}
+        assert admin.alter_replica_log_dirs(elsewhere) == {
+            TopicPartitionReplica(topic, 0, target): LogDirNotFoundError}
     finally:
         admin.close()

@@ -40,7 +40,7 @@ from rafka.logstore.batch import (
 )
 from tests.support.logstore import SMALL, T0, batch_of
 
-CODECS = ["none", "gzip", "lz4", "zstd"]
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 MAX = 1 << 20
 
 records_strategy = st.lists(
@@ -120,8 +120,8 @@ def test_build_refuses_wrong_types(record: tuple) -> None:
 def test_build_refuses_empty_batch_and_unknown_codec() -> None:
     with pytest.raises(ValueError):
         build_batch([])
-    with pytest.raises(ValueError, match="snappy"):
-        build_batch([(b"k", b"v", T0, None)], compression="snappy")
+    with pytest.raises(ValueError, match="brotli"):
+        build_batch([(b"k", b"v", T0, None)], compression="brotli")
 
 
 def test_build_a_thousand_records_is_fast() -> None:
@@ -232,6 +232,8 @@ def _crc_valid_batch(payload: bytes, *, count: int = 1, codec: int = 0) -> bytes
         (msgpack.packb([b"not a record"]), 1, 0, "every record is"),
         (msgpack.packb([(0, 0, None, b"v", ())]), 1, 1, "gzip"),  # says gzip, is not
         (b"\x1f\x8b" + bytes(10), 1, 3, "lz4"),  # gzip's magic, lz4 in the header
+        (msgpack.packb([(0, 0, None, b"v", ())]), 1, 2, "snappy"),  # says snappy, is not
+        (b"\x82SNAPPY\x00" + bytes(8) + b"\x00\x00\x01\x00x", 1, 2, "snappy"),  # cut block
         (b"", 1, 0, "not valid msgpack"),  # no records at all
     ],
 )
@@ -304,8 +306,24 @@ def test_decompression_is_bounded_against_bombs(codec: str) -> None:
         decode_records(bomb, max_decompressed_size=1 << 20)
 
 
+def test_a_snappy_block_claiming_more_than_the_bound_is_refused_unread() -> None:
+    # Snappy compresses at most about 21:1, inside the bound of 32 x max.message.bytes, so its
+    # bomb is a block whose length prefix lies: this one claims 4 GiB in 11 bytes.
+    block = b"\xff\xff\xff\xff\x0f" + bytes(6)
+    bomb = _crc_valid_batch(b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, len(block)) + block,
+                            codec=2)
+    tracemalloc.start()
+    try:
+        with pytest.raises(RecordTooLargeError, match="decompressed"):
+            validate_batch(bomb, MAX)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, f"validation allocated {peak} bytes"
+
+
 def test_truncated_compressed_records_are_corrupt() -> None:
-    for codec in ("gzip", "lz4"):
+    for codec in ("gzip", "snappy", "lz4"):
         data = bytearray(batch_of(50, compression=codec))
         cut = bytearray(data[:-8])
         struct.pack_into(">i", cut, 8, len(cut) - 12)

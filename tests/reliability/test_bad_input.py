@@ -349,7 +349,7 @@ _PRODUCER_SETTINGS = {
     "batch_size": st.integers(max_value=0) | st.sampled_from(["big", 2.5, None]),
     "max_request_size": st.integers(max_value=0) | st.sampled_from(["1MB", 1.5]),
     "retries": st.integers(max_value=-1) | st.sampled_from(["x", 0.5]),
-    "compression_type": st.sampled_from(["snappy", "zip", "", 4, None]),
+    "compression_type": st.sampled_from(["brotli", "zip", "", 4, None]),
     "enable_idempotence": st.sampled_from(["yes", 2, "maybe", 1.5]),
     "delivery_timeout_ms": st.integers(max_value=-1) | st.sampled_from(["soon"]),
     "no_such_setting": st.integers(),

@@ -47,10 +47,11 @@ def read_with_rafka(cluster: Cluster, topic: str, count: int) -> list[tuple]:
     return sorted(found)
 
 
-def write_with_rafka(cluster: Cluster, topic: str, records: list[Record]) -> list[tuple]:
+def write_with_rafka(cluster: Cluster, topic: str, records: list[Record],
+                     **producer_config: object) -> list[tuple]:
     """Write with rafka's producer, record i to partition i % 3; return what a reader must see:
     `(partition, offset, key, value, timestamp, headers)`."""
-    producer = cluster.producer(acks="all")
+    producer = cluster.producer(acks="all", **producer_config)
     written = []
     try:
         futures = [(record, producer.send(topic, value=record[1], key=record[0],

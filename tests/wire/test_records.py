@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import cramjam
 import pytest
 from crc32c import crc32c
 from hypothesis import given, settings
@@ -13,6 +14,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from rafka.logstore.batch import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
+    HEADER_SIZE,
     Record,
     decode_records,
     encode_batch,
@@ -31,7 +33,7 @@ from rafka.wire.records import (
     to_kafka,
 )
 
-CODECS = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 RECORDS = [
     (b"k0", b"v0", 1_700_000_000_000, [("trace", b"abc")]),
     (None, b"v1", 1_700_000_000_005, []),
@@ -227,13 +229,27 @@ def test_a_producer_cannot_send_a_marker() -> None:
         from_kafka(bytes(batch), DEFAULT_MAX_DECOMPRESSED_SIZE)
 
 
-def test_snappy_is_refused_by_name() -> None:
+def test_a_codec_kafka_does_not_define_is_refused_by_name() -> None:
     batch = bytearray(kafka_batch())
-    batch[22] |= 2  # attributes: snappy; the CRC must then be made right again
+    batch[22] |= 5  # attributes: codec 5; the CRC must then be made right again
     struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
-    assert read_header(bytes(batch)).compression == 2
-    with pytest.raises(UnsupportedCompressionError, match="gzip, lz4 or zstd"):
+    assert read_header(bytes(batch)).compression == 5
+    with pytest.raises(UnsupportedCompressionError, match="gzip, snappy, lz4 or zstd"):
         from_kafka(bytes(batch), DEFAULT_MAX_DECOMPRESSED_SIZE)
+
+
+def test_snappy_is_read_framed_as_javas_clients_write_it_and_raw_as_librdkafkas() -> None:
+    plain = kafka_batch(COMPRESSIBLE)
+    framed = kafka_batch(COMPRESSIBLE, CODECS["snappy"])  # kafka-python frames as Java does
+    assert framed[HEADER_SIZE:HEADER_SIZE + 8] == b"\x82SNAPPY\x00"
+    raw = bytearray(plain[:HEADER_SIZE]) + cramjam.snappy.compress_raw(plain[HEADER_SIZE:])
+    raw[22] |= CODECS["snappy"]
+    struct.pack_into(">i", raw, 8, len(raw) - 12)
+    struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
+    for batch in (framed, bytes(raw)):
+        converted = from_kafka(batch, DEFAULT_MAX_DECOMPRESSED_SIZE)
+        assert read_header(converted).compression == CODECS["snappy"]
+        assert decode_records(stamp_batch(converted, 0, 0)) == as_consumer_sees(COMPRESSIBLE)
 
 
 def test_a_compression_bomb_is_refused() -> None:

@@ -44,7 +44,6 @@ DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) /
 # Reasons a test is left out.
 KRAFT = "KRaft-only API (DescribeQuorum, DescribeTopicPartitions, ListConfigResources)"
 NOT_SERVED = "an API rafka does not serve (docs/kafka-protocol.md)"
-SNAPPY = "snappy: rafka refuses it with UNSUPPORTED_COMPRESSION_TYPE"
 SSL = "needs an SSL listener"
 
 
@@ -71,7 +70,7 @@ SUITES: dict[str, Suite] = {
         # 2.3 is the newest Kafka whose API versions, which kafka-python takes as given when
         # api_version is set, all lie within what rafka serves (2.4 asks CreateTopics v5).
         kafka_version="2.3",
-        needs=("pytest_timeout",),
+        needs=("pytest_timeout", "snappy"),  # snappy: its snappy codec (python-snappy)
         files=tuple(KP + f for f in ("test_admin_integration.py",
                                      "test_consumer_integration.py",
                                      "test_producer_integration.py")),
@@ -97,10 +96,6 @@ SUITES: dict[str, Suite] = {
             "test_admin_integration.py::test_describe_topic_partitions": KRAFT,
             "test_admin_integration.py::test_list_config_resources": KRAFT,
             "test_admin_integration.py::test_create_describe_delete_acls": NOT_SERVED,
-            "test_admin_integration.py::test_alter_replica_log_dirs": NOT_SERVED,
-            "test_producer_integration.py::test_end_to_end[snappy]": SNAPPY,
-            "test_producer_integration.py::test_kafka_producer_proper_record_metadata[snappy]":
-                SNAPPY,
             # rafka's ApiVersions makes kafka-python infer 3.2, and 3.2's API versions
             # (Fetch 13) are beyond rafka's, so no KAFKA_VERSION passes both.
             "test_consumer_integration.py::test_kafka_version_infer":
@@ -124,9 +119,7 @@ SUITES: dict[str, Suite] = {
             "test_admin.py::TestAdmin::test_list_topics",
             "test_admin.py::TestAdmin::test_delete_topics",
         )),
-        left_out={AK + k: v for k, v in {
-            "test_consumer.py::TestConsumerIntegration::test_compress_decompress_snappy": SNAPPY,
-        }.items()},
+        left_out={},
     ),
 }
 
