@@ -535,14 +535,18 @@ class Bench:
     def kafka_consume(self, topic: str, expected: int, profile: bool) -> dict[str, Any]:
         """confluent-kafka's consumer reading the topic from the beginning (assigned, no
         group), timed to the message that completes the count."""
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+        from confluent_kafka import Consumer, TopicPartition
 
         options = dict(option.split("=", 1) for option in self.args.kafka_consumer_option)
         consumer = Consumer({"bootstrap.servers": self.cluster.bootstrap_servers(),
                              "group.id": f"bench-{topic}", "enable.auto.commit": False,
                              **options})
         partitions = len(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        # Where each partition starts, before the clock starts, as for rafka's consumer (which
+        # asks its positions first); asking it also connects to every leader.
+        starts = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[0]
+                  for p in range(partitions)]
+        consumer.assign([TopicPartition(topic, p, start) for p, start in enumerate(starts)])
         count = nbytes = 0
         try:
             with self.measure(f"kafka-consume-{topic}", topic, profile) as meter:

@@ -11,13 +11,19 @@ Prints one JSON object, medians over ``--repeats`` runs:
   (``pip install kio``), by kio, the other maintained schema library;
 * ``from_kafka_records_per_s`` and ``to_kafka_records_per_s``: ``rafka.wire.records`` converting
   batches of ``--records`` 100-byte records from Kafka's format to rafka's and back (the cost a
-  Kafka client's records pay on the way in and out).
+  Kafka client's records pay on the way in and out);
+* ``reading``: what rafka's consumer and pipelines would pay to read the log if it held Kafka's
+  format (storing a Kafka client's batches as they came would take the conversion out of its
+  path): 20 such batches decoded into the consumer's records and into columns, by rafka's
+  decoder from rafka's format and by aiokafka's compiled reader from Kafka's, each with the
+  CRC checked and the garbage collector paused, as rafka's decoder runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import io
 import json
 import os
@@ -32,7 +38,14 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from rafka.logstore.batch import DEFAULT_MAX_DECOMPRESSED_SIZE, stamp_batch
+from rafka.actors.clients.consumer import ConsumerRecord
+from rafka.logstore.batch import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    build_batch,
+    decode_batches,
+    decode_columns,
+    stamp_batch,
+)
 from rafka.wire.records import from_kafka, to_kafka
 
 
@@ -121,6 +134,63 @@ def conversion_figures(repeats: int, count: int) -> dict[str, float]:
             "to_kafka_records_per_s": round(count / out * 1e6)}
 
 
+def reading_figures(repeats: int, count: int, batches: int = 20) -> dict[str, int]:
+    from aiokafka.record._crecords import DefaultRecordBatch
+    from aiokafka.record._crecords import DefaultRecordBatchBuilder as CompiledBuilder
+
+    values = [os.urandom(100) for _ in range(count)]
+    kafka_batches, rafka_log = [], b""
+    for n in range(batches):
+        builder = CompiledBuilder(magic=2, compression_type=0, is_transactional=0,
+                                  producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                  batch_size=1 << 30)
+        for i, value in enumerate(values):
+            builder.append(i, 1_700_000_000_000 + i, None, value, [])
+        kafka_batches.append(bytes(builder.build()))
+        rafka_log += stamp_batch(build_batch(
+            [(None, value, 1_700_000_000_000 + i, None) for i, value in enumerate(values)]),
+            n * count, 0)
+
+    def kafka_records() -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
+        for data in kafka_batches:
+            batch = DefaultRecordBatch(data)
+            assert batch.validate_crc()
+            out += [ConsumerRecord("t", 0, r.offset, r.timestamp, r.key, r.value, r.headers)
+                    for r in batch]
+        return out
+
+    def kafka_columns() -> list[tuple]:
+        out = []
+        for data in kafka_batches:
+            batch = DefaultRecordBatch(data)
+            assert batch.validate_crc()
+            records = list(batch)
+            out.append(([r.offset for r in records], [r.timestamp for r in records],
+                        [r.key for r in records], [r.value for r in records],
+                        [r.headers for r in records]))
+        return out
+
+    def gc_paused(function):
+        def run():
+            gc.disable()
+            try:
+                return function()
+            finally:
+                gc.enable()
+        return run
+
+    cases = {
+        "rafka_format_to_consumer_records": lambda: decode_batches(
+            rafka_log, topic_partition=("t", 0), record_type=ConsumerRecord),
+        "kafka_format_to_consumer_records": gc_paused(kafka_records),
+        "rafka_format_to_columns": lambda: decode_columns(rafka_log),
+        "kafka_format_to_columns": gc_paused(kafka_columns),
+    }
+    return {f"{name}_per_s": round(count * batches / _timed(function, repeats, 1) * 1e6)
+            for name, function in cases.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -130,6 +200,7 @@ def main() -> None:
         "kafka_python": kafka_python_figures(args.repeats),
         "kio": kio_figures(args.repeats),
         "records": conversion_figures(args.repeats, args.records),
+        "reading": reading_figures(args.repeats, args.records),
     }, indent=2))
 
 
