@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import ErrorCode
 from rafka.actors.messages import LeaderAndIsrRequest
+from rafka.actors.txn.transaction_state import TransactionMetadata
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.store import ClusterStore
 
@@ -42,6 +43,13 @@ class TransactionCoordinatorView(Protocol):
 
     async def end_transaction(self, transactional_id: str, producer_id: int,
                               producer_epoch: int, commit: bool) -> ErrorCode:
+        ...
+
+    async def describe_transaction(self, transactional_id: str
+                                   ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        ...
+
+    async def list_transactions(self) -> tuple[ErrorCode, list[TransactionMetadata]]:
         ...
 
 

@@ -88,6 +88,7 @@ class ErrorCode(IntEnum):
     ELECTION_NOT_NEEDED = 84
     INVALID_RECORD = 87
     PRODUCER_FENCED = 90
+    TRANSACTIONAL_ID_NOT_FOUND = 105
 
 
 class RafkaError(Exception):

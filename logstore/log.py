@@ -649,6 +649,11 @@ class Log:
         entry = self._producers.get(producer_id)
         return entry.copy() if entry is not None else None
 
+    def producers(self) -> list[ProducerEntry]:
+        """Copies of what the log knows of every producer whose batches it still holds."""
+        return [self._producers.get(producer_id).copy()
+                for producer_id in self._producers.producer_ids]
+
     def last_sequence(self, producer_id: int) -> tuple[int, int] | None:
         """``(producer_epoch, last_sequence)`` of the producer's last batch, None if unknown."""
         entry = self._producers.get(producer_id)

@@ -43,6 +43,10 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
@@ -51,6 +55,8 @@ from kafka.protocol.admin import (
     ListGroupsResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import (
@@ -142,6 +148,10 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.AddOffsetsToTxn, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
     Api(ApiKey.EndTxn, EndTxnRequest, EndTxnResponse, 0, 3),
     Api(ApiKey.TxnOffsetCommit, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
+    Api(ApiKey.DescribeProducers, DescribeProducersRequest, DescribeProducersResponse, 0, 0),
+    Api(ApiKey.DescribeTransactions, DescribeTransactionsRequest, DescribeTransactionsResponse,
+        0, 0),
+    Api(ApiKey.ListTransactions, ListTransactionsRequest, ListTransactionsResponse, 0, 1),
     Api(ApiKey.DescribeConfigs, DescribeConfigsRequest, DescribeConfigsResponse, 0, 3),
     Api(ApiKey.AlterConfigs, AlterConfigsRequest, AlterConfigsResponse, 0, 2),
     Api(ApiKey.IncrementalAlterConfigs, IncrementalAlterConfigsRequest,

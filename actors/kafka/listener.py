@@ -129,12 +129,15 @@ class KafkaListener:
             ApiKey.AddOffsetsToTxn: self.transactions.add_offsets_to_txn,
             ApiKey.EndTxn: self.transactions.end_txn,
             ApiKey.TxnOffsetCommit: self.groups.txn_offset_commit,
+            ApiKey.ListTransactions: self.transactions.list_transactions,
+            ApiKey.DescribeTransactions: self.transactions.describe_transactions,
             ApiKey.DescribeConfigs: self.topics.describe_configs,
             ApiKey.AlterConfigs: self.topics.alter_configs,
             ApiKey.IncrementalAlterConfigs: self.topics.incremental_alter_configs,
             ApiKey.CreatePartitions: self.topics.create_partitions,
             ApiKey.ElectLeaders: self.topics.elect_leaders,
             ApiKey.DeleteRecords: self._delete_records,
+            ApiKey.DescribeProducers: self._describe_producers,
             ApiKey.DescribeLogDirs: self.replicas.describe_log_dirs,
             ApiKey.AlterReplicaLogDirs: self.replicas.alter_replica_log_dirs,
             ApiKey.AlterPartitionReassignments: self.replicas.alter_partition_reassignments,
@@ -476,6 +479,26 @@ class KafkaListener:
         return {"throttle_time_ms": 0,
                 "topics": [response(name=name, partitions=parts)
                            for name, parts in topics.items()]}
+
+    # --------------------------------------------------------------- describe producers
+
+    async def _describe_producers(self, api: Api, version: int, request: Any
+                                  ) -> dict[str, Any]:
+        """The producers each partition's leader knows (what `kafka-transactions.sh
+        describe-producers` shows, to find a transaction left open), at the leader, as
+        Kafka asks it there."""
+        partitions = [TopicPartition(topic.name, index)
+                      for topic in request.topics for index in topic.partition_indexes]
+        replies = await self._each_host(
+            partitions, lambda host, share: host.active_producers.remote(share))
+        response = api.response.TopicResponse
+        state = response.PartitionResponse.ProducerState
+        topics = _per_topic(replies, lambda partition, reply: response.PartitionResponse(
+            partition_index=partition, error_code=reply.get("error", 0),
+            error_message=reply.get("message"),
+            active_producers=[state(**producer) for producer in reply.get("producers", ())]))
+        return {"throttle_time_ms": 0, "topics": [response(name=name, partitions=parts)
+                                                  for name, parts in topics.items()]}
 
     # ------------------------------------------------------------------ delete records
 

@@ -1,7 +1,8 @@
 """Kafka's transaction requests, for Kafka clients: InitProducerId, AddPartitionsToTxn,
-AddOffsetsToTxn and EndTxn, answered by the broker's transaction coordinator
-(`actors/txn/coordinator.py`). TxnOffsetCommit goes to the group coordinator, which owns the
-group's offsets; FindCoordinator for a transactional id is answered there too."""
+AddOffsetsToTxn and EndTxn, and the admin's ListTransactions and DescribeTransactions,
+answered by the broker's transaction coordinator (`actors/txn/coordinator.py`).
+TxnOffsetCommit goes to the group coordinator, which owns the group's offsets; FindCoordinator
+for a transactional id is answered there too."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 from rafka.actors.broker_view import TransactionCoordinatorView
 from rafka.actors.errors import ErrorCode
+from rafka.actors.txn.transaction_state import select_listed
+from rafka.common.clock import wall_clock_ms
 from rafka.wire.protocol import Api
 
 # An idempotent producer's id is drawn at random, as rafka's own producers draw theirs.
@@ -68,3 +71,44 @@ class KafkaTransactionHandler:
             request.transactional_id, request.producer_id, request.producer_epoch,
             bool(request.committed))
         return {"throttle_time_ms": 0, "error_code": error}
+
+    async def list_transactions(self, api: Api, version: int, request: Any
+                                ) -> dict[str, Any]:
+        """The transactional ids this broker coordinates (an admin asks every broker), by
+        Kafka's filters: states, producer ids and (v1) how long a transaction has run."""
+        error, transactions = await self.coordinator.list_transactions()
+        unknown, chosen = select_listed(
+            transactions, request.state_filters, request.producer_id_filters,
+            request.duration_filter if version >= 1 else -1, wall_clock_ms())
+        state = api.response.TransactionState
+        return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,
+                "transaction_states": [
+                    state(transactional_id=t.transactional_id, producer_id=t.producer_id,
+                          transaction_state=t.state.value)
+                    for t in sorted(chosen, key=lambda t: t.transactional_id)]}
+
+    async def describe_transactions(self, api: Api, version: int, request: Any
+                                    ) -> dict[str, Any]:
+        """Each transactional id's producer and current transaction, from its coordinator
+        (NOT_COORDINATOR elsewhere, TRANSACTIONAL_ID_NOT_FOUND for an id never used)."""
+        state = api.response.TransactionState
+        answers = []
+        for transactional_id in request.transactional_ids:
+            error, found = await self.coordinator.describe_transaction(transactional_id)
+            if found is None:
+                answers.append(state(error_code=error, transactional_id=transactional_id,
+                                     transaction_state="", transaction_timeout_ms=0,
+                                     transaction_start_time_ms=-1, producer_id=-1,
+                                     producer_epoch=-1, topics=[]))
+                continue
+            topics: dict[str, list[int]] = {}
+            for topic, partition in sorted(found.partitions):
+                topics.setdefault(topic, []).append(partition)
+            answers.append(state(
+                error_code=error, transactional_id=transactional_id,
+                transaction_state=found.state.value, transaction_timeout_ms=found.timeout_ms,
+                transaction_start_time_ms=found.started_ms, producer_id=found.producer_id,
+                producer_epoch=found.producer_epoch,
+                topics=[state.TopicData(topic=topic, partitions=partitions)
+                        for topic, partitions in topics.items()]))
+        return {"throttle_time_ms": 0, "transaction_states": answers}

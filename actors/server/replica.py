@@ -625,6 +625,22 @@ class PartitionReplica:
                 "last_offset": entry.last_offset if known else -1,
                 "high_watermark": self.log.high_watermark}
 
+    def active_producers(self) -> dict:
+        """Kafka's DescribeProducers for this partition: every producer whose batches this
+        leader's log still holds, with its epoch, last sequence and that batch's largest
+        timestamp, the coordinator epoch of its last marker, and where its open transaction
+        began (-1 for what it has none of)."""
+        if self.role != LEADER:
+            return self.not_leader()
+        return {"error": 0, "producers": [
+            {"producer_id": entry.producer_id, "producer_epoch": entry.producer_epoch,
+             "last_sequence": -1 if entry.last_sequence is None else entry.last_sequence,
+             "last_timestamp": entry.batches[-1].max_timestamp if entry.batches else -1,
+             "coordinator_epoch": entry.coordinator_epoch,
+             "current_txn_start_offset": -1 if entry.current_txn_first_offset is None
+             else entry.current_txn_first_offset}
+            for entry in sorted(self.log.producers(), key=lambda entry: entry.producer_id)]}
+
     def delete_records(self, offset: int) -> dict:
         """Kafka's DeleteRecords: move the log start offset up to `offset` (-1: the high
         watermark), deleting the segments wholly below it; the followers move theirs when they

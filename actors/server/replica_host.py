@@ -675,6 +675,10 @@ class ReplicaHost:
         return self._answer_each(queries, lambda replica, query: replica.describe_producer(
             query.producer_id))
 
+    async def active_producers(self, partitions: list[TopicPartition]) -> list[dict[str, Any]]:
+        """Kafka's DescribeProducers for several partitions led here: each one's producers."""
+        return self._answer_each(partitions, lambda replica, _tp: replica.active_producers())
+
     def _answer_each(self, queries: list[Any], answer: Any) -> list[dict[str, Any]]:
         """`answer(replica, query)` for each query's partition, or why it is not here."""
         answers = []

@@ -296,11 +296,32 @@ class TransactionCoordinator:
             current, producer_id, producer_epoch, commit, wall_clock_ms()))
         return error
 
-    async def describe(self, transactional_id: str) -> TransactionMetadata | None:
-        """The id's state as this coordinator holds it (None if it has none, or is not its
-        coordinator)."""
-        _error, _partition, loaded = await self._coordinating(transactional_id)
-        return None if loaded is None else loaded.transactions.get(transactional_id)
+    async def describe_transaction(self, transactional_id: str
+                                   ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        """The id's state as this coordinator holds it (Kafka's DescribeTransactions):
+        NOT_COORDINATOR where another broker coordinates it, TRANSACTIONAL_ID_NOT_FOUND where
+        no producer ever used it."""
+        error, _partition, loaded = await self._coordinating(transactional_id)
+        if loaded is None:
+            return error, None
+        found = loaded.transactions.get(transactional_id)
+        return (ErrorCode.NONE if found is not None
+                else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND), found
+
+    async def list_transactions(self) -> tuple[ErrorCode, list[TransactionMetadata]]:
+        """Every transactional id of the `__transaction_state` partitions this broker leads
+        (Kafka's ListTransactions asks each broker), each partition loaded first where this
+        broker just became its leader; COORDINATOR_LOAD_IN_PROGRESS while one cannot be."""
+        found: list[TransactionMetadata] = []
+        for tp, state in sorted(self.broker.replica_states.items()):
+            if tp.topic != TRANSACTION_STATE_TOPIC or state.leader != self.broker.broker_id:
+                continue
+            error, loaded = await self._led(tp.partition)
+            if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                return error, []
+            if loaded is not None:
+                found += loaded.transactions.values()
+        return ErrorCode.NONE, found
 
     # ------------------------------------------------------------------------- markers
 

@@ -223,6 +223,28 @@ _KEY_VERSION = 0
 _VALUE_VERSION = 0
 
 
+# The state names Kafka's ListTransactions knows: rafka's, and two it never reaches (a Kafka
+# coordinator's transient epoch fence, and an id expired and about to be removed).
+KAFKA_STATE_NAMES = frozenset({state.value for state in TxnState} | {"Dead", "PrepareEpochFence"})
+
+
+def select_listed(transactions: Iterable[TransactionMetadata], state_filters: Iterable[str],
+                  producer_id_filters: Iterable[int], duration_filter_ms: int, now_ms: int,
+                  ) -> tuple[list[str], list[TransactionMetadata]]:
+    """Kafka's ListTransactions filters: `(the state filters it does not know, the
+    transactions chosen)`. A transaction is chosen when it is in one of the states named (any,
+    if none is named), of one of the producers named (any, if none), and, where the duration
+    filter is not negative, has run longer than it."""
+    states = set(state_filters)
+    producers = set(producer_id_filters)
+    unknown = sorted(states - KAFKA_STATE_NAMES)
+    chosen = [t for t in transactions
+              if (not states or t.state.value in states)
+              and (not producers or t.producer_id in producers)
+              and (duration_filter_ms < 0 or now_ms - t.started_ms > duration_filter_ms)]
+    return unknown, chosen
+
+
 def encode_state(metadata: TransactionMetadata) -> tuple[bytes, bytes]:
     """The key and value of the record that stores ``metadata`` (the newest per key wins,
     and compaction keeps it)."""

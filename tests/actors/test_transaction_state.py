@@ -128,3 +128,25 @@ def test_a_state_survives_its_record() -> None:
         txn.decode_state(key, b"\xc1")  # not msgpack
     with pytest.raises(ValueError):
         txn.decode_state(key, txn.encode_state(current)[1][:-3])
+
+
+def test_listing_filters_by_state_producer_and_duration_as_kafka_does() -> None:
+    quiet = started(itertools.count(2000))  # no transaction yet: its start is -1, as Kafka's
+    busy = ongoing(now=1_000)
+    other = TransactionMetadata("other", 7, 0, TIMEOUT, TxnState.COMPLETE_ABORT)
+    every = [quiet, busy, other]
+
+    def chosen(states=(), producers=(), duration=-1, now=5_000):
+        unknown, picked = txn.select_listed(every, states, producers, duration, now)
+        return unknown, [t.producer_id for t in picked]
+
+    ids = [quiet.producer_id, busy.producer_id, 7]
+    assert chosen() == ([], ids)
+    assert chosen(states=["Ongoing", "CompleteAbort"]) == ([], ids[1:])
+    # A state Kafka knows that rafka never reaches matches nothing; an unknown one is named.
+    assert chosen(states=["PrepareEpochFence"]) == ([], [])
+    assert chosen(states=["Ongoing", "Sleeping"]) == (["Sleeping"], [busy.producer_id])
+    assert chosen(producers=[7, 12345]) == ([], [7])
+    # Running longer than the duration (started at 1,000, now 5,000): 3,999 ms yes, 4,000 no.
+    assert chosen(duration=3_999) == ([], ids)
+    assert chosen(duration=4_000) == ([], [quiet.producer_id, 7])

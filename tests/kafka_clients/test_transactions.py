@@ -14,8 +14,9 @@ import uuid
 import confluent_kafka
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import ProducerFencedError
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import TransactionState
+from kafka.errors import ProducerFencedError, TransactionalIdNotFoundError
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import (
     AddPartitionsToTxnRequest,
@@ -203,6 +204,74 @@ def test_an_abandoned_transaction_is_aborted_at_its_timeout(kafka_cluster: Clust
         plain.close(timeout=10)
         abandoned.close(timeout=1)
     assert values(found) == [b"later"]
+
+
+def test_an_admin_lists_and_describes_transactions_as_kafkas_tools_do(
+    kafka_cluster: Cluster,
+) -> None:
+    """What `kafka-transactions.sh list`, `describe` and `describe-producers` show (KIP-664):
+    a transaction under way, its partitions and producer, by Kafka's filters, and then
+    committed."""
+    topic = new_topic(kafka_cluster, "txn-admin")
+    transactional_id = f"txn-{uuid.uuid4().hex}"
+    producer = transactional_producer(kafka_cluster, transactional_id,
+                                      transaction_timeout_ms=50_000)
+    admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers())
+
+    def listed(**filters: object) -> dict[str, tuple[int, TransactionState]]:
+        return {t.transactional_id: (t.producer_id, t.state)
+                for listings in admin.list_transactions(**filters).values()
+                for t in listings}
+
+    try:
+        producer_id = producer._transaction_manager.producer_id_and_epoch.producer_id
+        epoch = producer._transaction_manager.producer_id_and_epoch.epoch
+        assert listed()[transactional_id] == (producer_id, TransactionState.EMPTY)
+        before = int(time.time() * 1000)
+        producer.begin_transaction()
+        producer.send(topic, value=b"a", partition=0)
+        producer.send(topic, value=b"b", partition=2)
+        producer.flush()
+
+        ongoing = (producer_id, TransactionState.ONGOING)
+        assert listed()[transactional_id] == ongoing
+        assert listed(state_filters=["Ongoing"])[transactional_id] == ongoing
+        assert transactional_id not in listed(state_filters=["CompleteCommit", "Empty"])
+        assert listed(producer_id_filters=[producer_id]) == {transactional_id: ongoing}
+        assert transactional_id not in listed(producer_id_filters=[producer_id + 1])
+        assert listed(duration_filter_ms=0)[transactional_id] == ongoing  # running > 0 ms
+        assert transactional_id not in listed(duration_filter_ms=3_600_000)
+
+        described = admin.describe_transactions([transactional_id])[transactional_id]
+        assert described.state == TransactionState.ONGOING
+        assert (described.producer_id, described.producer_epoch) == (producer_id, epoch)
+        assert described.transaction_timeout_ms == 50_000
+        assert before <= described.transaction_start_time_ms <= int(time.time() * 1000)
+        assert described.topic_partitions == {TopicPartition(topic, 0),
+                                              TopicPartition(topic, 2)}
+        # Each partition's leader knows the producer, and where its open transaction began.
+        producers = admin.describe_producers([TopicPartition(topic, p) for p in (0, 1, 2)])
+        assert producers[TopicPartition(topic, 1)].active_producers == []
+        for partition in (0, 2):
+            [state] = producers[TopicPartition(topic, partition)].active_producers
+            assert (state.producer_id, state.producer_epoch, state.last_sequence) == (
+                producer_id, epoch, 0)
+            assert state.current_transaction_start_offset == 0
+            assert before <= state.last_timestamp <= int(time.time() * 1000)
+
+        producer.commit_transaction()
+        wait_until(lambda: admin.describe_transactions([transactional_id])[transactional_id]
+                   .state == TransactionState.COMPLETE_COMMIT, 30, "the commit completed")
+        assert listed(state_filters=["CompleteCommit"])[transactional_id] == (
+            producer_id, TransactionState.COMPLETE_COMMIT)
+        wait_until(lambda: admin.describe_producers([TopicPartition(topic, 0)])[
+            TopicPartition(topic, 0)].active_producers[0].current_transaction_start_offset
+            == -1, 30, "the commit marker written, so no transaction is open")
+        with pytest.raises(TransactionalIdNotFoundError):
+            admin.describe_transactions([f"never-used-{uuid.uuid4().hex}"])
+    finally:
+        admin.close()
+        producer.close(timeout=10)
 
 
 def test_the_coordinator_answers_wrong_requests_with_kafkas_errors(kafka_cluster: Cluster) -> None:
