@@ -98,6 +98,8 @@ from kafka.protocol.producer import (
     ProduceResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 # Kafka's error code for a version (or API) the broker does not serve.
@@ -148,6 +150,7 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.AddOffsetsToTxn, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
     Api(ApiKey.EndTxn, EndTxnRequest, EndTxnResponse, 0, 3),
     Api(ApiKey.TxnOffsetCommit, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
+    Api(ApiKey.WriteTxnMarkers, WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
     Api(ApiKey.DescribeProducers, DescribeProducersRequest, DescribeProducersResponse, 0, 0),
     Api(ApiKey.DescribeTransactions, DescribeTransactionsRequest, DescribeTransactionsResponse,
         0, 0),

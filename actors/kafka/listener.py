@@ -50,6 +50,7 @@ from rafka.actors.messages import (
     PartitionFetch,
     PartitionProduce,
     RecordsDeletion,
+    TxnMarker,
 )
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
 from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
@@ -81,6 +82,9 @@ Handler = Callable[[Api, int, Any], Awaitable[dict[str, Any] | None]]
 # default max.in.flight.requests.per.connection of Kafka's clients, and the most an idempotent
 # producer keeps out.
 REQUESTS_READ_AHEAD = 5
+# How long a WriteTxnMarkers request waits for each marker to reach its partition's ISR (the
+# request carries no timeout; Kafka's coordinator waits on its own request.timeout.ms).
+_MARKER_TIMEOUT_MS = 30_000
 
 
 class KafkaListener:
@@ -138,6 +142,7 @@ class KafkaListener:
             ApiKey.ElectLeaders: self.topics.elect_leaders,
             ApiKey.DeleteRecords: self._delete_records,
             ApiKey.DescribeProducers: self._describe_producers,
+            ApiKey.WriteTxnMarkers: self._write_txn_markers,
             ApiKey.DescribeLogDirs: self.replicas.describe_log_dirs,
             ApiKey.AlterReplicaLogDirs: self.replicas.alter_replica_log_dirs,
             ApiKey.AlterPartitionReassignments: self.replicas.alter_partition_reassignments,
@@ -499,6 +504,31 @@ class KafkaListener:
             active_producers=[state(**producer) for producer in reply.get("producers", ())]))
         return {"throttle_time_ms": 0, "topics": [response(name=name, partitions=parts)
                                                   for name, parts in topics.items()]}
+
+    async def _write_txn_markers(self, api: Api, version: int, request: Any
+                                 ) -> dict[str, Any]:
+        """Commit or abort markers written at the partitions' leaders, each answered once
+        its ISR holds it. rafka's own coordinator writes its markers through Ray; this is
+        for `kafka-transactions.sh abort`, which ends a transaction its coordinator lost by
+        writing the marker itself. The leader refuses a producer epoch older than its
+        producer's (INVALID_PRODUCER_EPOCH) and a coordinator epoch older than the
+        producer's last marker there (TRANSACTION_COORDINATOR_FENCED), as Kafka's does."""
+
+        async def write(entry: Any) -> Any:
+            markers = [TxnMarker(topic.name, index, entry.producer_id, entry.producer_epoch,
+                                 entry.transaction_result, entry.coordinator_epoch)
+                       for topic in entry.topics for index in topic.partition_indexes]
+            replies = await self._each_host(markers, lambda host, share: (
+                host.write_txn_markers.remote(share, _MARKER_TIMEOUT_MS)))
+            result = api.response.WritableTxnMarkerResult.WritableTxnMarkerTopicResult
+            topics = _per_topic(replies, lambda partition, reply: (
+                result.WritableTxnMarkerPartitionResult(partition_index=partition,
+                                                        error_code=reply.get("error", 0))))
+            return api.response.WritableTxnMarkerResult(
+                producer_id=entry.producer_id,
+                topics=[result(name=name, partitions=parts) for name, parts in topics.items()])
+
+        return {"markers": list(await asyncio.gather(*map(write, request.markers)))}
 
     # ------------------------------------------------------------------ delete records
 

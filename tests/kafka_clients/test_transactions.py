@@ -3,11 +3,13 @@ kafka-python's, confluent-kafka's and aiokafka's transactional producers commit 
 across three partitions and each client's read_committed consumer reads exactly what was
 committed; with kafka-python, what read_uncommitted consumers see, offsets committed in a
 transaction, a zombie producer fenced by a newer instance, a transaction its producer
-abandoned aborted by the coordinator at its timeout, and Kafka's errors for wrong requests."""
+abandoned aborted by the coordinator at its timeout, Kafka's errors for wrong requests, and
+KIP-664's admin tooling (listing, describing, describing producers, aborting)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 
@@ -15,8 +17,13 @@ import confluent_kafka
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import TransactionState
-from kafka.errors import ProducerFencedError, TransactionalIdNotFoundError
+from kafka.admin import AbortTransactionSpec, TransactionState
+from kafka.errors import (
+    KafkaError,
+    ProducerFencedError,
+    TransactionalIdNotFoundError,
+    TransactionCoordinatorFencedError,
+)
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import (
     AddPartitionsToTxnRequest,
@@ -271,6 +278,51 @@ def test_an_admin_lists_and_describes_transactions_as_kafkas_tools_do(
             admin.describe_transactions([f"never-used-{uuid.uuid4().hex}"])
     finally:
         admin.close()
+        producer.close(timeout=10)
+
+
+def test_an_admin_aborts_a_hanging_transaction_at_its_partition(kafka_cluster: Cluster) -> None:
+    """`kafka-transactions.sh abort`: the abort marker written at the partition by the admin
+    (for a transaction its coordinator lost), with the coordinator epoch the partition knows;
+    an older one is refused, as a late coordinator's would be."""
+    topic = new_topic(kafka_cluster, "txn-admin-abort")
+    tp = TopicPartition(topic, 0)
+    producer = transactional_producer(kafka_cluster, f"txn-{uuid.uuid4().hex}",
+                                      transaction_timeout_ms=60_000)
+    plain = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers(), acks="all")
+    admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers())
+    try:
+        producer_id = producer._transaction_manager.producer_id_and_epoch.producer_id
+        epoch = producer._transaction_manager.producer_id_and_epoch.epoch
+        # A committed transaction first, so that the partition knows the coordinator's epoch.
+        producer.begin_transaction()
+        producer.send(topic, value=b"committed", partition=0)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send(topic, value=b"hanging", partition=0)
+        producer.flush()
+        plain.send(topic, value=b"after", partition=0).get(timeout=30)
+        assert values(consume_all(kafka_cluster, topic, "read_committed", 1, wait_s=3)) == [
+            b"committed"]  # the open transaction holds back what follows it
+
+        [known] = [state for state in admin.describe_producers([tp])[tp].active_producers
+                   if state.producer_id == producer_id]
+        assert known.current_transaction_start_offset >= 0 and known.coordinator_epoch >= 0
+        with pytest.raises(TransactionCoordinatorFencedError):
+            admin.abort_transaction(AbortTransactionSpec(tp, producer_id, epoch,
+                                                         known.coordinator_epoch - 1))
+        admin.abort_transaction(AbortTransactionSpec(tp, producer_id, epoch,
+                                                     known.coordinator_epoch))
+        assert values(consume_all(kafka_cluster, topic, "read_committed", 2)) == [
+            b"after", b"committed"]
+        [known] = [state for state in admin.describe_producers([tp])[tp].active_producers
+                   if state.producer_id == producer_id]
+        assert known.current_transaction_start_offset == -1
+    finally:
+        admin.close()
+        plain.close(timeout=10)
+        with contextlib.suppress(KafkaError):
+            producer.abort_transaction()
         producer.close(timeout=10)
 
 
