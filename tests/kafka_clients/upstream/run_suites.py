@@ -88,6 +88,7 @@ SUITES: dict[str, Suite] = {
             "test_admin_integration.py::test_describe_configs_broker_resource_returns_configs",
             "test_admin_integration.py::test_list_partition_offsets",
             "test_producer_integration.py::test_idempotent_producer_max_in_flight[5]",
+            "test_producer_integration.py::test_end_to_end[snappy]",
             "test_producer_integration.py::test_transactional_producer_messages",
             "test_producer_integration.py::test_transactional_producer_offsets",
         )),
