@@ -171,7 +171,7 @@ def _snappy_compress(data: bytes) -> bytes:
     parts = [XERIAL_HEADER]
     # At least one block, so that no reader takes a bare header for a raw block.
     for start in range(0, max(len(view), 1), XERIAL_BLOCK_SIZE):
-        block = bytes(cramjam.snappy.compress_raw(view[start:start + XERIAL_BLOCK_SIZE]))
+        block = cramjam.snappy.compress_raw(view[start:start + XERIAL_BLOCK_SIZE])
         parts += (struct.pack(">i", len(block)), block)
     return b"".join(parts)
 
@@ -203,4 +203,4 @@ def _snappy_decompress(data: bytes | memoryview, max_size: int) -> bytes:
     # block is decompressed, and the decompressor fails on a block that disagrees with it.
     if sum(cramjam.snappy.decompress_raw_len(block) for block in blocks) > max_size:
         raise _too_large(max_size)
-    return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in blocks)
+    return b"".join(cramjam.snappy.decompress_raw(block) for block in blocks)

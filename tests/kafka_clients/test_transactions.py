@@ -48,6 +48,13 @@ def transactional_producer(cluster: Cluster, transactional_id: str, **config: ob
     return producer
 
 
+def producer_id_and_epoch(producer: KafkaProducer) -> tuple[int, int]:
+    """The id and epoch kafka-python's transactional producer was given (it keeps no public
+    accessor for them)."""
+    current = producer._transaction_manager.producer_id_and_epoch
+    return current.producer_id, current.epoch
+
+
 def consume_all(cluster: Cluster, topic: str, isolation_level: str, expected: int,
                 wait_s: float = 30.0) -> list[tuple[int, int, bytes]]:
     """`(partition, offset, value)` of what a consumer reads from the start, once it has
@@ -231,8 +238,7 @@ def test_an_admin_lists_and_describes_transactions_as_kafkas_tools_do(
                 for t in listings}
 
     try:
-        producer_id = producer._transaction_manager.producer_id_and_epoch.producer_id
-        epoch = producer._transaction_manager.producer_id_and_epoch.epoch
+        producer_id, epoch = producer_id_and_epoch(producer)
         assert listed()[transactional_id] == (producer_id, TransactionState.EMPTY)
         before = int(time.time() * 1000)
         producer.begin_transaction()
@@ -292,8 +298,7 @@ def test_an_admin_aborts_a_hanging_transaction_at_its_partition(kafka_cluster: C
     plain = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers(), acks="all")
     admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers())
     try:
-        producer_id = producer._transaction_manager.producer_id_and_epoch.producer_id
-        epoch = producer._transaction_manager.producer_id_and_epoch.epoch
+        producer_id, epoch = producer_id_and_epoch(producer)
         # A committed transaction first, so that the partition knows the coordinator's epoch.
         producer.begin_transaction()
         producer.send(topic, value=b"committed", partition=0)
