@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import math
 import os
@@ -184,6 +185,26 @@ def _replica_pids(cluster: Cluster, topic: str) -> dict[str, int]:
         handle = ray.get_actor(f"broker-{broker}", namespace=cluster.namespace)
         pids.update(ray.get(handle.replica_host_pids.remote(), timeout=30))
     return pids
+
+
+def _settle_heap() -> None:
+    """Put what this process holds before a phase out of the collector's sight, as
+    `bench/latency.py` does for its clients' processes. This process is the cluster's Ray
+    driver too, and a full collection walks every object it holds (about 130,000): 80-130 ms
+    each, a few times a phase for a client that allocates an object per record, as
+    confluent-kafka's consumer and delivery callbacks do. A user's client does not share its
+    process with the cluster's driver. What a phase allocates is collected as usual."""
+    gc.collect()
+    gc.freeze()
+
+
+def _broker_pids(cluster: Cluster, topic: str) -> dict[str, int]:
+    """pid of every broker holding a replica of the topic (their Kafka listeners run there)."""
+    brokers = sorted({b for entry in cluster.describe_topic(topic)["partitions"]
+                      for b in entry["replicas"]})
+    handles = {b: ray.get_actor(f"broker-{b}", namespace=cluster.namespace) for b in brokers}
+    return {f"broker-{b}": ray.get(handle.pid.remote(), timeout=30)
+            for b, handle in handles.items()}
 
 
 @contextlib.contextmanager
@@ -325,6 +346,8 @@ class Bench:
         targets = {"driver": os.getpid(), **labels} if profile and self.profiler.directory \
             else {}
         meter = CpuMeter({pid: label for label, pid in labels.items()})
+        if not self.args.live_heap:
+            _settle_heap()
         with self.profiler.record(phase, targets), meter:
             yield meter
 
@@ -513,7 +536,8 @@ class Bench:
 
         producer.list_topics(topic, timeout=30)  # metadata before the clock starts
         value = self.value
-        with self.measure(f"kafka-produce-{topic}", topic, profile) as meter:
+        with self.measure(f"kafka-produce-{topic}", topic, profile,
+                          extra=_broker_pids(self.cluster, topic)) as meter:
             started = time.perf_counter()
             for _ in range(records):
                 while True:
@@ -549,7 +573,8 @@ class Bench:
         consumer.assign([TopicPartition(topic, p, start) for p, start in enumerate(starts)])
         count = nbytes = 0
         try:
-            with self.measure(f"kafka-consume-{topic}", topic, profile) as meter:
+            with self.measure(f"kafka-consume-{topic}", topic, profile,
+                              extra=_broker_pids(self.cluster, topic)) as meter:
                 started = time.perf_counter()
                 deadline = started + max(60.0, expected / 20_000)
                 while count < expected:
@@ -840,6 +865,7 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
             "repeats": args.repeats,
             "send_batch_chunk": args.chunk,
             "partitioning": args.partitioning,
+            "heap_frozen_before_phases": not args.live_heap,
             "producer": {
                 "linger_ms": args.linger_ms if args.linger_ms is not None
                 else producer_defaults.linger_ms,
@@ -935,7 +961,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--compare-partitions", type=int, default=0, metavar="N",
                         help="also run batch produce RF 3 acks=all on N partitions, judged "
-                             f"against --partitions (>= {COMPARE_PARTITIONS_MIN_RATIO:.0%})")
+                             f"against --partitions (>= {COMPARE_PARTITIONS_MIN_RATIO:.0%}%)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--phases", default=",".join(ALL_PHASES),
                         help=f"comma-separated subset of {','.join(ALL_PHASES)}")
@@ -947,6 +973,10 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="NAME=VALUE",
                         help="a librdkafka setting for the Kafka consumer phase (repeatable), "
                         "e.g. fetch.queue.backoff.ms=10; librdkafka's defaults otherwise")
+    parser.add_argument("--live-heap", action="store_true",
+                        help="leave this process's heap to the collector during phases (by "
+                        "default it is frozen before each: the Ray driver's objects are not "
+                        "a client's)")
     parser.add_argument("--transport", choices=["tcp", "ray"], default=None,
                         help="how requests reach the replica hosts: the clients' transport and "
                              "the brokers' replica.fetch.transport (default: theirs)")
