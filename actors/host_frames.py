@@ -4,7 +4,8 @@ connection, msgpack with the length in front.
 The steady data path runs over connections kept to each replica host's data port
 (`rafka.actors.server.data_port`) instead of a Ray actor call each: a producer's requests
 (`ReplicaHost.produce`), a follower host's fetches from its leader host
-(`ReplicaHost.replica_fetch`) and a consumer's (`ReplicaHost.fetch`). A Ray call costs a hop
+(`ReplicaHost.replica_fetch`) and a consumer's (`ReplicaHost.fetch`), and a broker's Kafka
+listener's produce and fetch requests on behalf of Kafka clients. A Ray call costs a hop
 about 2-8 ms on this project's machines, a frame on a kept connection well under one
 (docs/latency.md). Each request is the actor call's arguments, tagged with the method's name,
 and each answer its reply; this module turns them into bytes and back, and checks every field of
@@ -26,6 +27,7 @@ import msgpack
 from rafka.actors.messages import (
     Appended,
     FetchedRecords,
+    OffsetQuery,
     PartitionFetch,
     PartitionProduce,
     ReplicaFetchAnswer,
@@ -39,6 +41,7 @@ VERSION = 1
 REPLICA_FETCH = "replica_fetch"
 CONSUMER_FETCH = "fetch"
 PRODUCE = "produce"
+LIST_OFFSETS = "list_offsets"
 
 Reply = FetchedRecords | dict[str, Any]
 
@@ -138,8 +141,8 @@ class ReplicaFetchRequest(NamedTuple):
 
 
 class ConsumerFetchRequest(NamedTuple):
-    """`ReplicaHost.fetch`'s arguments, in its order (a consumer's fetch is never in Kafka's
-    format: the broker converts for Kafka clients)."""
+    """`ReplicaHost.fetch`'s arguments, in its order (`kafka_format` for a broker's Kafka
+    listener, which asks the host to convert)."""
 
     requests: list[PartitionFetch]
     max_wait_ms: int
@@ -150,8 +153,8 @@ class ConsumerFetchRequest(NamedTuple):
 
 
 class ProduceRequest(NamedTuple):
-    """`ReplicaHost.produce`'s arguments, in its order (a producer's batches are rafka's own:
-    the broker converts a Kafka client's)."""
+    """`ReplicaHost.produce`'s arguments, in its order (`kafka_format` for a broker's Kafka
+    listener: the batches are a Kafka client's, which the host checks and converts)."""
 
     requests: list[PartitionProduce]
     acks: int
@@ -159,10 +162,18 @@ class ProduceRequest(NamedTuple):
     kafka_format: bool
 
 
-def produce_request(requests: list[PartitionProduce], acks: int, timeout_ms: int) -> bytes:
+class ListOffsetsRequest(NamedTuple):
+    """`ReplicaHost.list_offsets`'s argument: a Kafka client's ListOffsets, the host's share."""
+
+    queries: list[OffsetQuery]
+
+
+def produce_request(requests: list[PartitionProduce], acks: int, timeout_ms: int,
+                    kafka_format: bool = False) -> bytes:
     """The frame of a producer's request: each partition's batches, and where each record ends
     when the producer says (`PartitionProduce.record_ends`)."""
-    return frame([PRODUCE, [list(request) for request in requests], acks, timeout_ms])
+    return frame([PRODUCE, [list(request) for request in requests], acks, timeout_ms,
+                  kafka_format])
 
 
 def replica_fetch_request(follower_id: int, session_id: int, full: bool,
@@ -176,16 +187,18 @@ def replica_fetch_request(follower_id: int, session_id: int, full: bool,
 
 def consumer_fetch_request(requests: list[PartitionFetch], max_wait_ms: int, min_bytes: int,
                            max_bytes: int, kafka_format: bool, read_committed: bool) -> bytes:
-    """The frame of a consumer's fetch (`ReplicaHost.fetch`'s arguments; the port serves
-    rafka's own format only)."""
-    if kafka_format:
-        raise ValueError("the data port serves rafka's record format: Kafka clients' fetches "
-                         "go through the broker")
+    """The frame of a consumer's fetch (`ReplicaHost.fetch`'s arguments)."""
     return frame([CONSUMER_FETCH, [list(request) for request in requests], max_wait_ms,
-                  min_bytes, max_bytes, read_committed])
+                  min_bytes, max_bytes, read_committed, kafka_format])
 
 
-def read_request(body: bytes) -> ProduceRequest | ReplicaFetchRequest | ConsumerFetchRequest:
+def list_offsets_request(queries: list[OffsetQuery]) -> bytes:
+    """The frame of ListOffsets for partitions led by one host."""
+    return frame([LIST_OFFSETS, [list(query) for query in queries]])
+
+
+def read_request(body: bytes) -> (ProduceRequest | ReplicaFetchRequest | ConsumerFetchRequest
+                                  | ListOffsetsRequest):
     """A request, checked field by field (FrameError for anything else)."""
     message = _unpack(body)
     if not isinstance(message, list) or not message:
@@ -197,8 +210,10 @@ def read_request(body: bytes) -> ProduceRequest | ReplicaFetchRequest | Consumer
         return _read_consumer_fetch(fields)
     if method == PRODUCE:
         return _read_produce(fields)
+    if method == LIST_OFFSETS:
+        return _read_list_offsets(fields)
     raise FrameError(f"no method {method!r} here: the port serves {PRODUCE!r}, "
-                     f"{REPLICA_FETCH!r} and {CONSUMER_FETCH!r}")
+                     f"{REPLICA_FETCH!r}, {CONSUMER_FETCH!r} and {LIST_OFFSETS!r}")
 
 
 def _read_replica_fetch(fields: list[Any]) -> ReplicaFetchRequest:
@@ -219,26 +234,28 @@ def _read_replica_fetch(fields: list[Any]) -> ReplicaFetchRequest:
 
 
 def _read_consumer_fetch(fields: list[Any]) -> ConsumerFetchRequest:
-    if len(fields) != 5:
-        raise FrameError("a consumer's fetch has 5 fields")
-    requests, max_wait_ms, min_bytes, max_bytes, read_committed = fields
+    if len(fields) != 6:
+        raise FrameError("a consumer's fetch has 6 fields")
+    requests, max_wait_ms, min_bytes, max_bytes, read_committed, kafka_format = fields
     _ints([max_wait_ms, min_bytes, max_bytes], "a consumer's fetch")
-    if not isinstance(requests, list) or not isinstance(read_committed, bool):
-        raise FrameError("a consumer's fetch has a list of partitions and a boolean "
-                         "`read_committed`")
+    if not isinstance(requests, list) or not isinstance(read_committed, bool) \
+            or not isinstance(kafka_format, bool):
+        raise FrameError("a consumer's fetch has a list of partitions and booleans "
+                         "`read_committed` and `kafka_format`")
     asked = [PartitionFetch(*_partition_entry(entry, 4, "a fetched partition"))
              for entry in requests]
-    return ConsumerFetchRequest(asked, max_wait_ms, min_bytes, max_bytes, False,
+    return ConsumerFetchRequest(asked, max_wait_ms, min_bytes, max_bytes, kafka_format,
                                 read_committed)
 
 
 def _read_produce(fields: list[Any]) -> ProduceRequest:
-    if len(fields) != 3:
-        raise FrameError("a producer's request has 3 fields")
-    requests, acks, timeout_ms = fields
+    if len(fields) != 4:
+        raise FrameError("a producer's request has 4 fields")
+    requests, acks, timeout_ms, kafka_format = fields
     _ints([acks, timeout_ms], "a producer's request")
-    if not isinstance(requests, list):
-        raise FrameError("a producer's request has a list of partitions")
+    if not isinstance(requests, list) or not isinstance(kafka_format, bool):
+        raise FrameError("a producer's request has a list of partitions and a boolean "
+                         "`kafka_format`")
     parts = []
     for entry in requests:
         if (not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[0], str)
@@ -247,7 +264,21 @@ def _read_produce(fields: list[Any]) -> ProduceRequest:
             raise FrameError("a produced partition is [topic, partition, records, record ends "
                              "or nil]")
         parts.append(PartitionProduce(*entry))
-    return ProduceRequest(parts, acks, timeout_ms, False)
+    return ProduceRequest(parts, acks, timeout_ms, kafka_format)
+
+
+def _read_list_offsets(fields: list[Any]) -> ListOffsetsRequest:
+    if len(fields) != 1 or not isinstance(fields[0], list):
+        raise FrameError("ListOffsets has one field, a list of partitions")
+    queries = []
+    for entry in fields[0]:
+        if (not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[0], str)
+                or type(entry[1]) is not int or type(entry[2]) is not int
+                or not isinstance(entry[3], bool)):
+            raise FrameError("a ListOffsets partition is [topic, partition, timestamp, "
+                             "read_committed]")
+        queries.append(OffsetQuery(*entry))
+    return ListOffsetsRequest(queries)
 
 
 # ----------------------------------------------------------------------------- the answers
@@ -334,14 +365,32 @@ def read_produce_answer(body: bytes) -> list[Appended | dict[str, Any]]:
     return replies
 
 
+def list_offsets_answer(replies: list[dict[str, Any]]) -> bytes:
+    """The frame of `list_offsets`'s reply: one map per partition, in order."""
+    return frame(replies)
+
+
+def read_list_offsets_answer(body: bytes) -> list[dict[str, Any]]:
+    message = _unpack(body)
+    if not isinstance(message, list):
+        raise FrameError("a ListOffsets answer is a list of partition replies")
+    for reply in message:
+        if (not isinstance(reply, dict) or type(reply.get("error")) is not int
+                or not all(value is None or type(value) in (int, str, bool)
+                           for value in reply.values())):
+            raise FrameError("a partition's offsets are a map of plain values with its error")
+    return message
+
+
 ANSWERS = {ReplicaFetchRequest: replica_fetch_answer, ConsumerFetchRequest: consumer_fetch_answer,
-           ProduceRequest: produce_answer}
+           ProduceRequest: produce_answer, ListOffsetsRequest: list_offsets_answer}
 """How each request's reply is framed, by the request's type."""
 
 REQUESTS = {PRODUCE: produce_request, CONSUMER_FETCH: consumer_fetch_request,
-            REPLICA_FETCH: replica_fetch_request}
+            REPLICA_FETCH: replica_fetch_request, LIST_OFFSETS: list_offsets_request}
 """How a client frames each method's arguments."""
 
 ANSWER_READERS = {PRODUCE: read_produce_answer, CONSUMER_FETCH: read_consumer_fetch_answer,
-                  REPLICA_FETCH: read_replica_fetch_answer}
+                  REPLICA_FETCH: read_replica_fetch_answer,
+                  LIST_OFFSETS: read_list_offsets_answer}
 """How a client reads each method's answer."""

@@ -707,9 +707,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {}
     name = f"bench-{os.getpid()}"
     started = time.perf_counter()
+    broker_config = {} if args.transport is None else {"replica.fetch.transport": args.transport}
+    if args.kafka_host_transport is not None:
+        broker_config["kafka.listener.host.transport"] = args.kafka_host_transport
     cluster = Cluster.start(brokers=3, name=name, data_dir=args.data_dir,
-                            broker_config={} if args.transport is None
-                            else {"replica.fetch.transport": args.transport},
+                            broker_config=broker_config,
                             kafka_listeners="PLAINTEXT://127.0.0.1:0"
                             if "kafka_clients" in phases else None)
     setup_s = time.perf_counter() - started
@@ -866,6 +868,7 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
             "send_batch_chunk": args.chunk,
             "partitioning": args.partitioning,
             "heap_frozen_before_phases": not args.live_heap,
+            "kafka_listener_host_transport": args.kafka_host_transport or "broker default",
             "producer": {
                 "linger_ms": args.linger_ms if args.linger_ms is not None
                 else producer_defaults.linger_ms,
@@ -973,6 +976,9 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="NAME=VALUE",
                         help="a librdkafka setting for the Kafka consumer phase (repeatable), "
                         "e.g. fetch.queue.backoff.ms=10; librdkafka's defaults otherwise")
+    parser.add_argument("--kafka-host-transport", choices=["tcp", "ray"], default=None,
+                        help="how the brokers' Kafka listeners reach the replica hosts "
+                        "(kafka.listener.host.transport; the broker's default otherwise)")
     parser.add_argument("--live-heap", action="store_true",
                         help="leave this process's heap to the collector during phases (by "
                         "default it is frozen before each: the Ray driver's objects are not "

@@ -39,6 +39,8 @@ from rafka.actors.broker_view import BrokerView
 from rafka.actors.config import TopicConfig
 from rafka.actors.errors import ErrorCode
 from rafka.actors.group.coordinator import CLIENT_HOST, GroupCoordinator
+from rafka.actors.host_connections import HostConnections, RequestTooLarge
+from rafka.actors.host_frames import CONSUMER_FETCH, LIST_OFFSETS, PRODUCE
 from rafka.actors.kafka.admin import KafkaAdminHandler
 from rafka.actors.kafka.limits import ConnectionQuota, RequestMemory
 from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
@@ -85,6 +87,10 @@ REQUESTS_READ_AHEAD = 5
 # How long a WriteTxnMarkers request waits for each marker to reach its partition's ISR (the
 # request carries no timeout; Kafka's coordinator waits on its own request.timeout.ms).
 _MARKER_TIMEOUT_MS = 30_000
+# The most a replica host's answer over its data port may carry: a fetch's records beyond the
+# client's max_bytes when its first batch is larger, as Kafka answers. The host is the
+# cluster's own, token-checked; this bounds a stray answer, not a hostile one.
+_MAX_HOST_ANSWER_BYTES = 1 << 30
 
 
 class KafkaListener:
@@ -111,6 +117,13 @@ class KafkaListener:
         self.transactions = KafkaTransactionHandler(broker.transactions)
         self.topics = KafkaAdminHandler(broker)
         self.replicas = ReplicaAdminHandler(broker)
+        # Kafka clients' produce, fetch and ListOffsets go to the replica hosts over connections
+        # kept to their data ports (kafka.listener.host.transport=tcp): an actor call cost the
+        # listener more than the rest of a produce request's work (docs/kafka-protocol.md).
+        self._host_timeout_s = config.request_timeout_ms / 1000
+        self._host_connections = HostConnections(
+            self._host_timeout_s, config.socket_request_max_bytes, _MAX_HOST_ANSWER_BYTES,
+        ) if config.kafka_listener_host_transport == "tcp" else None
         self._handlers: dict[int, Handler] = {
             ApiKey.Produce: self._produce,
             ApiKey.Fetch: self._fetch,
@@ -177,6 +190,8 @@ class KafkaListener:
 
     async def close(self) -> None:
         await self.groups.close()
+        if self._host_connections is not None:
+            self._host_connections.close()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -188,11 +203,14 @@ class KafkaListener:
 
     def stats(self) -> dict[str, Any]:
         """What the clients hold now: connections (in all and per address) and request bytes
-        (now, and the most at once since the start); and how many host calls failed."""
+        (now, and the most at once since the start); how many host calls failed, and how many
+        were answered over the hosts' data ports."""
         return {"connections": self.quota.total, "connections_per_ip": dict(self.quota.per_ip),
                 "queued_request_bytes": self.request_memory.in_use,
                 "queued_request_bytes_peak": self.request_memory.peak,
-                "host_failures": self.host_failures}
+                "host_failures": self.host_failures,
+                "host_calls_over_data_ports": 0 if self._host_connections is None
+                else self._host_connections.answered}
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
@@ -308,6 +326,18 @@ class KafkaListener:
             return None
         return encode_response(api, version, body.header.correlation_id, **fields)
 
+    async def _call_host(self, host: Any, method: str, wait_ms: int, *arguments: Any) -> Any:
+        """`host.<method>(*arguments)` (a produce, a fetch or a ListOffsets, which may wait
+        `wait_ms` on the host), over a kept connection to its data port, or as an actor
+        call."""
+        if self._host_connections is not None:
+            try:
+                return await self._host_connections.call(
+                    host, method, max(wait_ms, 0) / 1000 + self._host_timeout_s, *arguments)
+            except RequestTooLarge:
+                pass  # longer than the port takes: an actor call has no such bound
+        return await getattr(host, method).remote(*arguments)
+
     async def _each_host(self, parts: list[Any], call: Callable[[Any, list[Any]], Any],
                          ) -> dict[tuple[str, int], dict[str, Any]]:
         """Hand each replica host of this broker its share of `parts` (each names a topic and
@@ -409,9 +439,9 @@ class KafkaListener:
                 else:
                     parts.append(PartitionProduce(*tp, records))
         replies = await self._each_host(
-            parts, lambda host, share: host.produce.remote(share, request.acks,
-                                                           request.timeout_ms,
-                                                           kafka_format=True))
+            parts, lambda host, share: self._call_host(
+                host, PRODUCE, request.timeout_ms, share, request.acks, request.timeout_ms,
+                True))
         if request.acks == 0:
             return None
         return _produce_response(api, errors, replies)
@@ -436,10 +466,9 @@ class KafkaListener:
                  for topic in request.topics for part in topic.partitions]
         read_committed = request.isolation_level == 1
         replies = await self._each_host(
-            parts, lambda host, share: host.fetch.remote(share, request.max_wait_ms,
-                                                         request.min_bytes, request.max_bytes,
-                                                         kafka_format=True,
-                                                         read_committed=read_committed))
+            parts, lambda host, share: self._call_host(
+                host, CONSUMER_FETCH, request.max_wait_ms, share, request.max_wait_ms,
+                request.min_bytes, request.max_bytes, True, read_committed))
         response = api.response
         topics: dict[str, list[Any]] = {}
         for tp, reply in replies.items():
@@ -473,7 +502,7 @@ class KafkaListener:
         queries = [OffsetQuery(topic.name, part.partition_index, part.timestamp, read_committed)
                    for topic in request.topics for part in topic.partitions]
         replies = await self._each_host(
-            queries, lambda host, share: host.list_offsets.remote(share))
+            queries, lambda host, share: self._call_host(host, LIST_OFFSETS, 0, share))
         response = api.response.ListOffsetsTopicResponse
         topics = _per_topic(replies, lambda partition, reply: (
             response.ListOffsetsPartitionResponse(

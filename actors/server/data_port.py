@@ -3,9 +3,11 @@ consumers' fetches, and a follower host's connection to it.
 
 Each follower host keeps one connection to each leader host it fetches from (`LeaderConnection`,
 used by `rafka.actors.server.replica_fetcher`), and producers and consumers keep theirs to each
-host they write to or read from (`rafka.actors.clients.host_transport`); each connection carries
+host they write to or read from (`rafka.actors.clients.host_transport`), and a broker's Kafka
+listener keeps its own to its hosts (`rafka.actors.host_connections`); each connection carries
 one request at a time, as Kafka's broker serves a connection. The port hands each request to the
-host's own method (`produce`, `replica_fetch` or `fetch`, the same calls Ray would make) and
+host's own method (`produce`, `replica_fetch`, `fetch` or `list_offsets`, the same calls Ray
+would make) and
 writes the answer back as soon as it is ready. Frames and their checks are in
 `rafka.actors.host_frames`. A connection that opens with a wrong token, or sends anything that
 is not a request, is closed; nothing it sent is acted on.
@@ -22,14 +24,15 @@ import contextlib
 import hmac
 import logging
 import secrets
-import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rafka.actors import host_frames
+from rafka.actors.host_connections import no_delay, read_frame
 from rafka.actors.host_frames import (
     ConsumerFetchRequest,
     FrameError,
+    ListOffsetsRequest,
     ProduceRequest,
     ReplicaFetchRequest,
 )
@@ -40,32 +43,21 @@ log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 10.0
 
 
-async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
-    """The next frame's body (IncompleteReadError at the end of the stream)."""
-    header = await reader.readexactly(host_frames.LENGTH.size)
-    return await reader.readexactly(host_frames.frame_length(header, limit))
-
-
-def no_delay(writer: asyncio.StreamWriter) -> None:
-    """Small frames go at once: a fetch's answer is often a few hundred bytes."""
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
 class DataPort:
-    """Serves a host's `produce`, `replica_fetch` and `fetch` on `host`, any free port; a
-    request may be `max_request_bytes` long (the broker's socket.request.max.bytes)."""
+    """Serves a host's `produce`, `replica_fetch`, `fetch` and `list_offsets` on `host`, any
+    free port; a request may be `max_request_bytes` long (the broker's
+    socket.request.max.bytes)."""
 
     def __init__(self, host: str, max_request_bytes: int, *,
                  produce: Callable[..., Awaitable[list[Any]]],
                  replica_fetch: Callable[..., Awaitable[dict[str, Any]]],
-                 fetch: Callable[..., Awaitable[list[Any]]]) -> None:
+                 fetch: Callable[..., Awaitable[list[Any]]],
+                 list_offsets: Callable[..., Awaitable[list[Any]]]) -> None:
         self.host = host
         self.max_request_bytes = max_request_bytes
         self._methods: dict[type, Callable[..., Awaitable[Any]]] = {
             ProduceRequest: produce, ReplicaFetchRequest: replica_fetch,
-            ConsumerFetchRequest: fetch}
+            ConsumerFetchRequest: fetch, ListOffsetsRequest: list_offsets}
         self.token = secrets.token_bytes(16)
         self.port: int | None = None
         self._server: asyncio.Server | None = None
@@ -151,3 +143,4 @@ class LeaderConnection:
         if self._writer is not None:
             self._writer.close()
         self._reader = self._writer = None
+

@@ -65,7 +65,8 @@ log = logging.getLogger(__name__)
 LEADER, FOLLOWER, OFFLINE = ReplicaRole.LEADER, ReplicaRole.FOLLOWER, ReplicaRole.OFFLINE
 
 # How long a leader holds an idempotent batch that arrived ahead of its predecessor (Ray may run
-# two calls of one producer out of order) before answering OUT_OF_ORDER_SEQUENCE_NUMBER.
+# two calls of one producer out of order, and a Kafka listener sends an idempotent producer's
+# requests on connections of their own) before answering OUT_OF_ORDER_SEQUENCE_NUMBER.
 REORDER_WAIT_S = 2.0
 
 # How soon retention runs again when the high watermark alone kept segments it would delete.

@@ -137,7 +137,8 @@ class ReplicaHost:
         # they keep (actors/server/data_port.py): this node's address, as other nodes reach it.
         self._data_port = DataPort(
             ray.util.get_node_ip_address(), self.config.socket_request_max_bytes,
-            produce=self.produce, replica_fetch=self.replica_fetch, fetch=self.fetch)
+            produce=self.produce, replica_fetch=self.replica_fetch, fetch=self.fetch,
+            list_offsets=self.list_offsets)
         self._handles: dict[str, Any] = {}
         # This host's broker, reached when an ISR changes: looked up and called once now,
         # while Ray's GCS answers, so that an ISR shrinks while it does not (its head

@@ -65,6 +65,51 @@ def test_producing_replicating_and_consuming_over_either_transport(
                                            for i in range(partition, 300, 2)]
 
 
+@pytest.mark.parametrize("transport", ["tcp", "ray"])
+def test_a_kafka_clients_records_reach_the_hosts_over_either_transport(
+        start_cluster, transport: str) -> None:
+    """The brokers' Kafka listeners hand Kafka clients' Produce, Fetch and ListOffsets to the
+    replica hosts over their data ports, or as actor calls (kafka.listener.host.transport):
+    an idempotent producer's records come back whole and in order either way, and the
+    partitions' ends are where they are."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    cluster = start_cluster(3, kafka_listeners="PLAINTEXT://127.0.0.1:0",
+                            broker_config={"kafka.listener.host.transport": transport})
+    cluster.create_topic("kafka-both-ways", partitions=2, replication_factor=3,
+                         config={"min.insync.replicas": 2})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers(), "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+    failed: list = []
+    for i in range(400):
+        producer.produce("kafka-both-ways", f"record-{i}".encode(), partition=i % 2,
+                         on_delivery=lambda error, _message: error and failed.append(error))
+    assert producer.flush(60) == 0 and not failed, failed
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers(),
+                         "group.id": "assign-only", "enable.auto.commit": False,
+                         "max.partition.fetch.bytes": 1024})
+    # ListOffsets, earliest and latest, as a consumer without a committed offset asks.
+    assert [consumer.get_watermark_offsets(TopicPartition("kafka-both-ways", p), timeout=30)
+            for p in range(2)] == [(0, 200), (0, 200)]
+    consumer.assign([TopicPartition("kafka-both-ways", p, 0) for p in range(2)])
+    read: list = []
+    deadline = time.monotonic() + 60
+    while len(read) < 400 and time.monotonic() < deadline:
+        read += [m for m in consumer.consume(num_messages=400, timeout=0.5) if not m.error()]
+    consumer.close()
+    for partition in range(2):
+        mine = [m for m in read if m.partition() == partition]
+        assert [m.offset() for m in mine] == list(range(200))
+        assert [m.value() for m in mine] == [f"record-{i}".encode()
+                                             for i in range(partition, 400, 2)]
+    stats = [ray.get(ray.get_actor(f"broker-{broker['id']}", namespace=cluster.namespace)
+                     .kafka_listener_stats.remote(), timeout=30)
+             for broker in cluster.brokers()]
+    over_ports = sum(s["host_calls_over_data_ports"] for s in stats)
+    assert sum(s["host_failures"] for s in stats) == 0
+    assert (over_ports > 0) if transport == "tcp" else (over_ports == 0)
+
+
 def closed_by_peer(connection: socket.socket) -> bool:
     """Whether the other end closed (a reset when it left what we sent unread); a timeout
     raises: an answer or silence is not a close."""

@@ -12,11 +12,13 @@ from rafka.actors.host_frames import (
     ConsumerFetchRequest,
     FrameError,
     FrameReader,
+    ListOffsetsRequest,
     ProduceRequest,
 )
 from rafka.actors.messages import (
     Appended,
     FetchedRecords,
+    OffsetQuery,
     PartitionFetch,
     PartitionProduce,
     ReplicaFetchAnswer,
@@ -81,6 +83,18 @@ def test_a_consumers_fetch_reads_back_as_the_calls_arguments() -> None:
     assert all(isinstance(p, PartitionFetch) for p in request.requests)
 
 
+def test_a_kafka_listeners_requests_say_so() -> None:
+    """A broker's Kafka listener asks the host to read and write Kafka's record format."""
+    asked = [PartitionFetch("orders", 0, 120, 1_048_576)]
+    fetch = host_frames.read_request(body(
+        host_frames.consumer_fetch_request(asked, 500, 1, 52_428_800, True, False)))
+    assert fetch == ConsumerFetchRequest(asked, 500, 1, 52_428_800, True, False)
+    parts = [PartitionProduce("orders", 0, b"kafka-batch", None)]
+    produce = host_frames.read_request(body(
+        host_frames.produce_request(parts, -1, 30_000, kafka_format=True)))
+    assert produce == ProduceRequest(parts, -1, 30_000, True)
+
+
 def test_a_consumers_answer_reads_back_in_the_order_asked() -> None:
     replies = [FetchedRecords(b"batches", 130, 125, 0, 130, 125),
                error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "refresh metadata"),
@@ -103,13 +117,48 @@ def test_a_producers_answer_reads_back_in_the_order_sent() -> None:
     assert host_frames.read_produce_answer(body(host_frames.produce_answer(replies))) == replies
 
 
+def test_a_list_offsets_request_and_answer_read_back() -> None:
+    queries = [OffsetQuery("orders", 0, -1, False), OffsetQuery("orders", 2, 1_700_000, True)]
+    request = host_frames.read_request(body(host_frames.list_offsets_request(queries)))
+    assert request == ListOffsetsRequest(queries)
+    assert all(isinstance(q, OffsetQuery) for q in request.queries)
+    replies = [{"error": 0, "offset": 130, "timestamp": -1, "leader_epoch": 4},
+               {"error": 0, "offset": None, "timestamp": -1, "leader_epoch": -1},
+               error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "refresh metadata", leader=None)]
+    assert host_frames.read_list_offsets_answer(
+        body(host_frames.list_offsets_answer(replies))) == replies
+
+
 @pytest.mark.parametrize("frame_body", [
-    packed(["produce", [["t", 0, b"r", None]], -1]),          # a field missing
-    packed(["produce", [["t", 0, "r", None]], -1, 1000]),     # records not bytes
-    packed(["produce", [["t", 0, b"r", 5]], -1, 1000]),       # record ends not bytes
-    packed(["produce", [["t", 0, b"r"]], -1, 1000]),          # a short partition
-    packed(["produce", "t", -1, 1000]),                       # partitions not a list
-    packed(["produce", [], "all", 1000]),                     # acks not an integer
+    packed(["list_offsets"]),                                  # no partitions
+    packed(["list_offsets", [["t", 0, -1]]]),                  # a short partition
+    packed(["list_offsets", [["t", 0, -1.5, False]]]),         # a float timestamp
+    packed(["list_offsets", [["t", 0, -1, 0]]]),               # read_committed not a boolean
+    packed(["list_offsets", [[0, 0, -1, False]]]),             # a topic not a string
+])
+def test_anything_but_a_list_offsets_request_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        host_frames.read_request(frame_body)
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed({"error": 0}),                                      # not a list
+    packed([{"offset": 3}]),                                   # no error code
+    packed([{"error": 0, "offset": [3]}]),                     # not a plain value
+])
+def test_anything_but_a_list_offsets_answer_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        host_frames.read_list_offsets_answer(frame_body)
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed(["produce", [["t", 0, b"r", None]], -1, 1000]),           # a field missing
+    packed(["produce", [["t", 0, "r", None]], -1, 1000, False]),     # records not bytes
+    packed(["produce", [["t", 0, b"r", 5]], -1, 1000, False]),       # record ends not bytes
+    packed(["produce", [["t", 0, b"r"]], -1, 1000, False]),          # a short partition
+    packed(["produce", "t", -1, 1000, False]),                       # partitions not a list
+    packed(["produce", [], "all", 1000, False]),                     # acks not an integer
+    packed(["produce", [], -1, 1000, 1]),                            # the format not a boolean
 ])
 def test_anything_but_a_producers_request_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
@@ -170,10 +219,11 @@ def replica_fetch(*fields: object) -> bytes:
     replica_fetch(2, 5, False, [["t", 0, 1, 0]], [], 500, 1024, 4096),  # a short partition
     replica_fetch(2, 5, False, [], [["t"]], 500, 1024, 4096),        # a short removal
     replica_fetch(2, 5, False, "t", [], 500, 1024, 4096),            # partitions not a list
-    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096]),            # a field missing
-    packed(["fetch", [["t", 0, 0]], 500, 1, 4096, False]),           # a short partition
-    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096, 0]),         # not a boolean
-    packed(["fetch", [["t", 0, 0, "1024"]], 500, 1, 4096, False]),   # a string for bytes
+    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096, False]),            # a field missing
+    packed(["fetch", [["t", 0, 0]], 500, 1, 4096, False, False]),           # a short partition
+    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096, 0, False]),         # not a boolean
+    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096, False, "yes"]),     # nor the format
+    packed(["fetch", [["t", 0, 0, "1024"]], 500, 1, 4096, False, False]),   # a string for bytes
 ])
 def test_anything_but_a_fetch_request_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):

@@ -1,0 +1,104 @@
+"""Connections to replica hosts' data ports from a caller on an event loop: a follower host's
+to its leader hosts (`rafka.actors.server.data_port.LeaderConnection`) and a broker's Kafka
+listener's to the hosts of its broker (`HostConnections`). The port itself, and why the data
+path runs over it, are in `rafka.actors.server.data_port`; the frames in
+`rafka.actors.host_frames`."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+from rafka.actors import host_frames
+
+
+async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
+    """The next frame's body (IncompleteReadError at the end of the stream)."""
+    header = await reader.readexactly(host_frames.LENGTH.size)
+    return await reader.readexactly(host_frames.frame_length(header, limit))
+
+
+def no_delay(writer: asyncio.StreamWriter) -> None:
+    """Small frames go at once: a fetch's answer is often a few hundred bytes."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class RequestTooLarge(ValueError):
+    """A request longer than a data port takes: nothing was sent (an actor call has no such
+    bound)."""
+
+
+class HostConnections:
+    """Connections a caller on an event loop (a broker's Kafka listener) keeps to replica
+    hosts' data ports. A connection carries one request at a time, so a host gets as many as
+    the caller has requests in flight to it; each goes back to the host's idle ones when
+    answered, and at most `max_idle_per_host` wait there. A connection that fails is closed,
+    and the host's address asked again for the next."""
+
+    def __init__(self, connect_timeout_s: float, max_request_bytes: int,
+                 max_answer_bytes: int, max_idle_per_host: int = 8) -> None:
+        self.connect_timeout_s = connect_timeout_s
+        self.max_request_bytes = max_request_bytes
+        self.max_answer_bytes = max_answer_bytes
+        self.max_idle_per_host = max_idle_per_host
+        self._idle: dict[Any, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
+        self._addresses: dict[Any, tuple[str, int, bytes]] = {}
+        self._closed = False
+        # Requests answered over a data port, for the listener's stats.
+        self.answered = 0
+
+    async def call(self, host: Any, method: str, timeout_s: float, *arguments: Any) -> Any:
+        """`host.<method>(*arguments)` over a data port connection, answered within
+        `timeout_s`; raises OSError, asyncio.TimeoutError, IncompleteReadError or FrameError
+        when the connection fails (it is then dropped), Ray's errors when the host cannot
+        tell where it listens, and RequestTooLarge, before sending anything, for a request
+        longer than the port takes (socket.request.max.bytes)."""
+        request = host_frames.REQUESTS[method](*arguments)
+        if len(request) - host_frames.LENGTH.size > self.max_request_bytes:
+            raise RequestTooLarge(f"a {method} request of {len(request)} bytes")
+        idle = self._idle.setdefault(host, [])
+        writer = None
+        try:
+            reader, writer = idle.pop() if idle else await self._connect(host)
+            writer.write(request)
+            await writer.drain()
+            body = await asyncio.wait_for(read_frame(reader, self.max_answer_bytes), timeout_s)
+            answer = host_frames.ANSWER_READERS[method](body)
+        except BaseException:
+            # The host may be gone or restarted elsewhere: its other idle connections go too,
+            # and its address is asked again.
+            if writer is not None:
+                writer.close()
+            for _, idle_writer in self._idle.pop(host, []):
+                idle_writer.close()
+            self._addresses.pop(host, None)
+            raise
+        self.answered += 1
+        idle = self._idle.setdefault(host, [])
+        if not self._closed and len(idle) < self.max_idle_per_host:
+            idle.append((reader, writer))
+        else:
+            writer.close()
+        return answer
+
+    async def _connect(self, host: Any) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        address = self._addresses.get(host)
+        if address is None:
+            address = self._addresses[host] = tuple(await host.data_port_address.remote())
+        name, port, token = address
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(name, port),
+                                                self.connect_timeout_s)
+        no_delay(writer)
+        writer.write(host_frames.hello(token))
+        return reader, writer
+
+    def close(self) -> None:
+        """Close every idle connection (those in use close when their answer comes)."""
+        self._closed = True
+        for connections in self._idle.values():
+            for _, writer in connections:
+                writer.close()
+        self._idle.clear()
