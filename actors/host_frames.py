@@ -42,6 +42,7 @@ REPLICA_FETCH = "replica_fetch"
 CONSUMER_FETCH = "fetch"
 PRODUCE = "produce"
 LIST_OFFSETS = "list_offsets"
+FETCH_OFFSETS = "fetch_offsets"
 
 Reply = FetchedRecords | dict[str, Any]
 
@@ -168,6 +169,15 @@ class ListOffsetsRequest(NamedTuple):
     queries: list[OffsetQuery]
 
 
+class FetchOffsetsRequest(NamedTuple):
+    """`ReplicaHost.fetch_offsets`'s arguments: a group's committed offsets, from the offset
+    manager of its `__consumer_offsets` partition (all of them when `partitions` is None)."""
+
+    partition: int
+    group: str
+    partitions: list[list[Any]] | None
+
+
 def produce_request(requests: list[PartitionProduce], acks: int, timeout_ms: int,
                     kafka_format: bool = False) -> bytes:
     """The frame of a producer's request: each partition's batches, and where each record ends
@@ -197,8 +207,15 @@ def list_offsets_request(queries: list[OffsetQuery]) -> bytes:
     return frame([LIST_OFFSETS, [list(query) for query in queries]])
 
 
+def fetch_offsets_request(partition: int, group: str,
+                          partitions: list[list[Any]] | None = None) -> bytes:
+    """The frame of a group's OffsetFetch, for its offset manager's host."""
+    return frame([FETCH_OFFSETS, partition, group,
+                  None if partitions is None else [list(tp) for tp in partitions]])
+
+
 def read_request(body: bytes) -> (ProduceRequest | ReplicaFetchRequest | ConsumerFetchRequest
-                                  | ListOffsetsRequest):
+                                  | ListOffsetsRequest | FetchOffsetsRequest):
     """A request, checked field by field (FrameError for anything else)."""
     message = _unpack(body)
     if not isinstance(message, list) or not message:
@@ -212,8 +229,11 @@ def read_request(body: bytes) -> (ProduceRequest | ReplicaFetchRequest | Consume
         return _read_produce(fields)
     if method == LIST_OFFSETS:
         return _read_list_offsets(fields)
+    if method == FETCH_OFFSETS:
+        return _read_fetch_offsets(fields)
     raise FrameError(f"no method {method!r} here: the port serves {PRODUCE!r}, "
-                     f"{REPLICA_FETCH!r}, {CONSUMER_FETCH!r} and {LIST_OFFSETS!r}")
+                     f"{REPLICA_FETCH!r}, {CONSUMER_FETCH!r}, {LIST_OFFSETS!r} and "
+                     f"{FETCH_OFFSETS!r}")
 
 
 def _read_replica_fetch(fields: list[Any]) -> ReplicaFetchRequest:
@@ -279,6 +299,18 @@ def _read_list_offsets(fields: list[Any]) -> ListOffsetsRequest:
                              "read_committed]")
         queries.append(OffsetQuery(*entry))
     return ListOffsetsRequest(queries)
+
+
+def _read_fetch_offsets(fields: list[Any]) -> FetchOffsetsRequest:
+    if len(fields) != 3 or type(fields[0]) is not int or not isinstance(fields[1], str):
+        raise FrameError("an OffsetFetch is [partition, group, partitions or nil]")
+    partition, group, partitions = fields
+    if partitions is not None:
+        if not isinstance(partitions, list):
+            raise FrameError("an OffsetFetch's partitions are a list or nil")
+        partitions = [_partition_entry(entry, 2, "an OffsetFetch partition")
+                      for entry in partitions]
+    return FetchOffsetsRequest(partition, group, partitions)
 
 
 # ----------------------------------------------------------------------------- the answers
@@ -382,15 +414,37 @@ def read_list_offsets_answer(body: bytes) -> list[dict[str, Any]]:
     return message
 
 
+def fetch_offsets_answer(reply: dict[str, Any]) -> bytes:
+    """The frame of `fetch_offsets`'s reply: its error, and `offsets` when there is none."""
+    return frame(reply)
+
+
+def read_fetch_offsets_answer(body: bytes) -> dict[str, Any]:
+    reply = _unpack(body)
+    if not isinstance(reply, dict) or type(reply.get("error")) is not int:
+        raise FrameError("an OffsetFetch answer is a map with its error")
+    for entry in reply.get("offsets", ()):
+        if (not isinstance(entry, list) or len(entry) != 5 or not isinstance(entry[0], str)
+                or type(entry[1]) is not int or type(entry[2]) is not int
+                or not isinstance(entry[3], str)
+                or not (entry[4] is None or type(entry[4]) is int)):
+            raise FrameError("a committed offset is [topic, partition, offset, metadata, "
+                             "leader epoch or nil]")
+    return reply
+
+
 ANSWERS = {ReplicaFetchRequest: replica_fetch_answer, ConsumerFetchRequest: consumer_fetch_answer,
-           ProduceRequest: produce_answer, ListOffsetsRequest: list_offsets_answer}
+           ProduceRequest: produce_answer, ListOffsetsRequest: list_offsets_answer,
+           FetchOffsetsRequest: fetch_offsets_answer}
 """How each request's reply is framed, by the request's type."""
 
 REQUESTS = {PRODUCE: produce_request, CONSUMER_FETCH: consumer_fetch_request,
-            REPLICA_FETCH: replica_fetch_request, LIST_OFFSETS: list_offsets_request}
+            REPLICA_FETCH: replica_fetch_request, LIST_OFFSETS: list_offsets_request,
+            FETCH_OFFSETS: fetch_offsets_request}
 """How a client frames each method's arguments."""
 
 ANSWER_READERS = {PRODUCE: read_produce_answer, CONSUMER_FETCH: read_consumer_fetch_answer,
                   REPLICA_FETCH: read_replica_fetch_answer,
-                  LIST_OFFSETS: read_list_offsets_answer}
+                  LIST_OFFSETS: read_list_offsets_answer,
+                  FETCH_OFFSETS: read_fetch_offsets_answer}
 """How a client reads each method's answer."""

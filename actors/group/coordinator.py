@@ -29,6 +29,7 @@ import contextlib
 import contextvars
 import logging
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rafka.actors.broker_view import BrokerView
@@ -54,6 +55,9 @@ from rafka.wire.protocol import Api
 
 log = logging.getLogger(__name__)
 
+# `call(host, method, wait_ms, *arguments)`: `host.<method>(*arguments)`, however it travels.
+HostCall = Callable[..., Awaitable[Any]]
+
 # The address of the client whose request is being answered (set per connection by the
 # listener), as Kafka reports a member's client host.
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
@@ -70,8 +74,11 @@ MEMBERS_WAIT_S = 10.0
 class GroupCoordinator:
     """The classic groups this broker coordinates, and the requests waiting on them."""
 
-    def __init__(self, broker: BrokerView) -> None:
+    def __init__(self, broker: BrokerView, call_host: HostCall | None = None) -> None:
         self.broker = broker
+        # How the offset managers' hosts are asked (the listener's: over their data ports
+        # where they serve the call); an actor call each without one.
+        self._call_host = call_host or _actor_call
         self.groups: dict[str, ClassicGroup] = {}
         self._joins: dict[tuple[str, str], asyncio.Future[JoinResult]] = {}
         self._syncs: dict[tuple[str, str], asyncio.Future[SyncResult]] = {}
@@ -480,11 +487,15 @@ class GroupCoordinator:
         if host is None:
             return {"error": ErrorCode.NOT_COORDINATOR}
         try:
-            reply = await getattr(host, method).remote(partition, group_id, *args)
+            reply = await self._call_host(host, method, 0, partition, group_id, *args)
         except Exception as failure:  # the offset manager's host died: ask again
             log.warning("%s of group %s failed: %r", method, group_id, failure)
             return {"error": ErrorCode.NOT_COORDINATOR}
         return {**reply, "error": _coordinator_error(reply.get("error", 0))}
+
+
+async def _actor_call(host: Any, method: str, _wait_ms: int, *arguments: Any) -> Any:
+    return await getattr(host, method).remote(*arguments)
 
 
 class ZooKeeperMembers:

@@ -35,6 +35,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from rafka.actors import host_frames
 from rafka.actors.broker_view import BrokerView
 from rafka.actors.config import TopicConfig
 from rafka.actors.errors import ErrorCode
@@ -113,17 +114,18 @@ class KafkaListener:
         self.quota = ConnectionQuota(config.max_connections, config.max_connections_per_ip)
         self.request_memory = RequestMemory(
             None if config.queued_max_request_bytes < 0 else config.queued_max_request_bytes)
-        self.groups = GroupCoordinator(broker)
-        self.transactions = KafkaTransactionHandler(broker.transactions)
-        self.topics = KafkaAdminHandler(broker)
-        self.replicas = ReplicaAdminHandler(broker)
-        # Kafka clients' produce, fetch and ListOffsets go to the replica hosts over connections
-        # kept to their data ports (kafka.listener.host.transport=tcp): an actor call cost the
-        # listener more than the rest of a produce request's work (docs/kafka-protocol.md).
+        # Kafka clients' Produce, Fetch, ListOffsets and OffsetFetch go to the replica hosts
+        # over connections kept to their data ports (kafka.listener.host.transport=tcp): an
+        # actor call cost the listener more than the rest of a produce request's work, and
+        # made OffsetFetch slower than Produce (docs/kafka-protocol.md).
         self._host_timeout_s = config.request_timeout_ms / 1000
         self._host_connections = HostConnections(
             self._host_timeout_s, config.socket_request_max_bytes, _MAX_HOST_ANSWER_BYTES,
         ) if config.kafka_listener_host_transport == "tcp" else None
+        self.groups = GroupCoordinator(broker, self._call_host)
+        self.transactions = KafkaTransactionHandler(broker.transactions)
+        self.topics = KafkaAdminHandler(broker)
+        self.replicas = ReplicaAdminHandler(broker)
         self._handlers: dict[int, Handler] = {
             ApiKey.Produce: self._produce,
             ApiKey.Fetch: self._fetch,
@@ -327,10 +329,9 @@ class KafkaListener:
         return encode_response(api, version, body.header.correlation_id, **fields)
 
     async def _call_host(self, host: Any, method: str, wait_ms: int, *arguments: Any) -> Any:
-        """`host.<method>(*arguments)` (a produce, a fetch or a ListOffsets, which may wait
-        `wait_ms` on the host), over a kept connection to its data port, or as an actor
-        call."""
-        if self._host_connections is not None:
+        """`host.<method>(*arguments)`, which may wait `wait_ms` on the host: over a kept
+        connection to its data port if the port serves the method, else as an actor call."""
+        if self._host_connections is not None and method in host_frames.REQUESTS:
             try:
                 return await self._host_connections.call(
                     host, method, max(wait_ms, 0) / 1000 + self._host_timeout_s, *arguments)

@@ -6,11 +6,10 @@ used by `rafka.actors.server.replica_fetcher`), and producers and consumers keep
 host they write to or read from (`rafka.actors.clients.host_transport`), and a broker's Kafka
 listener keeps its own to its hosts (`rafka.actors.host_connections`); each connection carries
 one request at a time, as Kafka's broker serves a connection. The port hands each request to the
-host's own method (`produce`, `replica_fetch`, `fetch` or `list_offsets`, the same calls Ray
-would make) and
-writes the answer back as soon as it is ready. Frames and their checks are in
-`rafka.actors.host_frames`. A connection that opens with a wrong token, or sends anything that
-is not a request, is closed; nothing it sent is acted on.
+host's own method (`produce`, `replica_fetch`, `fetch`, `list_offsets` or `fetch_offsets`, the
+same calls Ray would make) and writes the answer back as soon as it is ready. Frames and their
+checks are in `rafka.actors.host_frames`. A connection that opens with a wrong token, or sends
+anything that is not a request, is closed; nothing it sent is acted on.
 
 Where the network fails silently (a cut, a paused host), a follower waits for a fetch's answer at
 most `replica.socket.timeout.ms` beyond the fetch's own wait, then drops the connection and
@@ -31,6 +30,7 @@ from rafka.actors import host_frames
 from rafka.actors.host_connections import no_delay, read_frame
 from rafka.actors.host_frames import (
     ConsumerFetchRequest,
+    FetchOffsetsRequest,
     FrameError,
     ListOffsetsRequest,
     ProduceRequest,
@@ -44,20 +44,22 @@ HELLO_TIMEOUT_S = 10.0
 
 
 class DataPort:
-    """Serves a host's `produce`, `replica_fetch`, `fetch` and `list_offsets` on `host`, any
-    free port; a request may be `max_request_bytes` long (the broker's
-    socket.request.max.bytes)."""
+    """Serves a host's `produce`, `replica_fetch`, `fetch`, `list_offsets` and
+    `fetch_offsets` on `host`, any free port; a request may be `max_request_bytes` long (the
+    broker's socket.request.max.bytes)."""
 
     def __init__(self, host: str, max_request_bytes: int, *,
                  produce: Callable[..., Awaitable[list[Any]]],
                  replica_fetch: Callable[..., Awaitable[dict[str, Any]]],
                  fetch: Callable[..., Awaitable[list[Any]]],
-                 list_offsets: Callable[..., Awaitable[list[Any]]]) -> None:
+                 list_offsets: Callable[..., Awaitable[list[Any]]],
+                 fetch_offsets: Callable[..., Awaitable[dict[str, Any]]]) -> None:
         self.host = host
         self.max_request_bytes = max_request_bytes
         self._methods: dict[type, Callable[..., Awaitable[Any]]] = {
             ProduceRequest: produce, ReplicaFetchRequest: replica_fetch,
-            ConsumerFetchRequest: fetch, ListOffsetsRequest: list_offsets}
+            ConsumerFetchRequest: fetch, ListOffsetsRequest: list_offsets,
+            FetchOffsetsRequest: fetch_offsets}
         self.token = secrets.token_bytes(16)
         self.port: int | None = None
         self._server: asyncio.Server | None = None

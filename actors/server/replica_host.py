@@ -138,7 +138,7 @@ class ReplicaHost:
         self._data_port = DataPort(
             ray.util.get_node_ip_address(), self.config.socket_request_max_bytes,
             produce=self.produce, replica_fetch=self.replica_fetch, fetch=self.fetch,
-            list_offsets=self.list_offsets)
+            list_offsets=self.list_offsets, fetch_offsets=self.fetch_offsets)
         self._handles: dict[str, Any] = {}
         # This host's broker, reached when an ISR changes: looked up and called once now,
         # while Ray's GCS answers, so that an ISR shrinks while it does not (its head

@@ -68,10 +68,11 @@ def test_producing_replicating_and_consuming_over_either_transport(
 @pytest.mark.parametrize("transport", ["tcp", "ray"])
 def test_a_kafka_clients_records_reach_the_hosts_over_either_transport(
         start_cluster, transport: str) -> None:
-    """The brokers' Kafka listeners hand Kafka clients' Produce, Fetch and ListOffsets to the
-    replica hosts over their data ports, or as actor calls (kafka.listener.host.transport):
-    an idempotent producer's records come back whole and in order either way, and the
-    partitions' ends are where they are."""
+    """The brokers' Kafka listeners hand Kafka clients' Produce, Fetch, ListOffsets and
+    OffsetFetch to the replica hosts over their data ports, or as actor calls
+    (kafka.listener.host.transport): either way an idempotent producer's records come back
+    whole and in order, the partitions' ends are where they are, and a group's committed
+    offsets read back."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     cluster = start_cluster(3, kafka_listeners="PLAINTEXT://127.0.0.1:0",
@@ -96,6 +97,12 @@ def test_a_kafka_clients_records_reach_the_hosts_over_either_transport(
     deadline = time.monotonic() + 60
     while len(read) < 400 and time.monotonic() < deadline:
         read += [m for m in consumer.consume(num_messages=400, timeout=0.5) if not m.error()]
+    # OffsetCommit, then OffsetFetch from the group's offset manager.
+    ends = [TopicPartition("kafka-both-ways", p, 200) for p in range(2)]
+    consumer.commit(offsets=ends, asynchronous=False)
+    committed = consumer.committed([TopicPartition("kafka-both-ways", p) for p in range(2)],
+                                   timeout=30)
+    assert [(tp.partition, tp.offset) for tp in committed] == [(0, 200), (1, 200)]
     consumer.close()
     for partition in range(2):
         mine = [m for m in read if m.partition() == partition]

@@ -10,6 +10,7 @@ from rafka.actors import host_frames
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.host_frames import (
     ConsumerFetchRequest,
+    FetchOffsetsRequest,
     FrameError,
     FrameReader,
     ListOffsetsRequest,
@@ -127,6 +128,42 @@ def test_a_list_offsets_request_and_answer_read_back() -> None:
                error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "refresh metadata", leader=None)]
     assert host_frames.read_list_offsets_answer(
         body(host_frames.list_offsets_answer(replies))) == replies
+
+
+def test_an_offset_fetch_and_its_answer_read_back() -> None:
+    for partitions in (None, [["orders", 0], ["orders", 3]]):
+        request = host_frames.read_request(body(
+            host_frames.fetch_offsets_request(17, "billing", partitions)))
+        assert request == FetchOffsetsRequest(17, "billing", partitions)
+    reply = {"error": 0, "offsets": [["orders", 0, 120, "", 3], ["orders", 3, 7, "m", -1]]}
+    assert host_frames.read_fetch_offsets_answer(
+        body(host_frames.fetch_offsets_answer(reply))) == reply
+    refused = error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "moved", leader=2)
+    assert host_frames.read_fetch_offsets_answer(
+        body(host_frames.fetch_offsets_answer(refused))) == refused
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed(["fetch_offsets", 17, "billing"]),                  # a field missing
+    packed(["fetch_offsets", "17", "billing", None]),          # a string for the partition
+    packed(["fetch_offsets", 17, b"billing", None]),           # a group not a string
+    packed(["fetch_offsets", 17, "billing", [["orders"]]]),    # a short partition
+    packed(["fetch_offsets", 17, "billing", "orders"]),        # partitions not a list
+])
+def test_anything_but_an_offset_fetch_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        host_frames.read_request(frame_body)
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed([0]),                                               # not a map
+    packed({"offsets": []}),                                   # no error code
+    packed({"error": 0, "offsets": [["orders", 0, 120, ""]]}),           # a short entry
+    packed({"error": 0, "offsets": [["orders", 0, "120", "", 3]]}),      # a string offset
+])
+def test_anything_but_an_offset_fetch_answer_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        host_frames.read_fetch_offsets_answer(frame_body)
 
 
 @pytest.mark.parametrize("frame_body", [
