@@ -112,10 +112,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--kafka-host-transport", choices=["tcp", "ray"], default=None,
+                        help="how the Kafka listener reaches the replica hosts "
+                        "(kafka.listener.host.transport; the broker's default otherwise)")
     args = parser.parse_args()
     batch = bomb_batch(args.records)
+    broker_config = ({} if args.kafka_host_transport is None
+                     else {"kafka.listener.host.transport": args.kafka_host_transport})
     cluster = Cluster.start(brokers=1, name=f"bounds-{os.getpid()}",
-                            kafka_listeners="PLAINTEXT://127.0.0.1:0")
+                            kafka_listeners="PLAINTEXT://127.0.0.1:0",
+                            broker_config=broker_config)
     try:
         for topic in ("victim", "bombed"):
             cluster.create_topic(topic, partitions=1, replication_factor=1)
@@ -136,7 +142,8 @@ def main() -> None:
         codes = sorted({code for code, _took in answers})
         print(json.dumps({
             "benchmark": "kafka_bounds",
-            "config": {"seconds": args.seconds, "rate": args.rate, "records": args.records,
+            "config": {"kafka_host_transport": args.kafka_host_transport or "broker default",
+                       "seconds": args.seconds, "rate": args.rate, "records": args.records,
                        "bomb_bytes": len(batch), "cpus": os.cpu_count()},
             "bomb": {"sent": len(answers),
                      "answers": {ErrorCode(code).name: sum(1 for c, _ in answers if c == code)
