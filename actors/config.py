@@ -112,9 +112,10 @@ class BrokerConfig:
         "replica.fetch.transport", Type.STRING, "tcp", choices=("tcp", "ray"),
         doc="How a follower's fetches reach its leader: tcp (a kept connection) or ray "
             "(an actor call each).")
-    # Not Kafka's: how a broker's Kafka listener hands Kafka clients' produce and fetch
-    # requests to its replica hosts. "tcp", over connections it keeps to their data ports;
-    # "ray", an actor call each, as before 2026-11-28. docs/kafka-protocol.md has the figures.
+    # Not Kafka's: how a broker's Kafka listener hands Kafka clients' Produce, Fetch,
+    # ListOffsets and OffsetFetch to its replica hosts. "tcp", over connections it keeps to
+    # their data ports; "ray", an actor call each, as before 2026-11-28.
+    # docs/kafka-protocol.md has the figures.
     kafka_listener_host_transport: str = setting(
         "kafka.listener.host.transport", Type.STRING, "tcp", choices=("tcp", "ray"),
         doc="How the Kafka listener reaches this broker's replica hosts: tcp (kept "
