@@ -177,12 +177,17 @@ class Profiler:
                     proc.wait()
 
 
+def _topic_brokers(cluster: Cluster, topic: str) -> dict[int, Any]:
+    """Each broker holding a replica of the topic: its actor handle, by broker id."""
+    brokers = sorted({b for entry in cluster.describe_topic(topic)["partitions"]
+                      for b in entry["replicas"]})
+    return {b: ray.get_actor(f"broker-{b}", namespace=cluster.namespace) for b in brokers}
+
+
 def _replica_pids(cluster: Cluster, topic: str) -> dict[str, int]:
     """pid of every replica host, labelled by its actor name (replica-host-<broker>-<n>)."""
     pids = {}
-    for broker in sorted({b for entry in cluster.describe_topic(topic)["partitions"]
-                          for b in entry["replicas"]}):
-        handle = ray.get_actor(f"broker-{broker}", namespace=cluster.namespace)
+    for handle in _topic_brokers(cluster, topic).values():
         pids.update(ray.get(handle.replica_host_pids.remote(), timeout=30))
     return pids
 
@@ -200,11 +205,8 @@ def _settle_heap() -> None:
 
 def _broker_pids(cluster: Cluster, topic: str) -> dict[str, int]:
     """pid of every broker holding a replica of the topic (their Kafka listeners run there)."""
-    brokers = sorted({b for entry in cluster.describe_topic(topic)["partitions"]
-                      for b in entry["replicas"]})
-    handles = {b: ray.get_actor(f"broker-{b}", namespace=cluster.namespace) for b in brokers}
     return {f"broker-{b}": ray.get(handle.pid.remote(), timeout=30)
-            for b, handle in handles.items()}
+            for b, handle in _topic_brokers(cluster, topic).items()}
 
 
 @contextlib.contextmanager

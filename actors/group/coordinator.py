@@ -74,11 +74,11 @@ MEMBERS_WAIT_S = 10.0
 class GroupCoordinator:
     """The classic groups this broker coordinates, and the requests waiting on them."""
 
-    def __init__(self, broker: BrokerView, call_host: HostCall | None = None) -> None:
+    def __init__(self, broker: BrokerView, call_host: HostCall) -> None:
         self.broker = broker
-        # How the offset managers' hosts are asked (the listener's: over their data ports
-        # where they serve the call); an actor call each without one.
-        self._call_host = call_host or _actor_call
+        # How the offset managers' hosts are asked: the listener's way, over their data ports
+        # where they serve the call, else an actor call.
+        self._call_host = call_host
         self.groups: dict[str, ClassicGroup] = {}
         self._joins: dict[tuple[str, str], asyncio.Future[JoinResult]] = {}
         self._syncs: dict[tuple[str, str], asyncio.Future[SyncResult]] = {}
@@ -492,10 +492,6 @@ class GroupCoordinator:
             log.warning("%s of group %s failed: %r", method, group_id, failure)
             return {"error": ErrorCode.NOT_COORDINATOR}
         return {**reply, "error": _coordinator_error(reply.get("error", 0))}
-
-
-async def _actor_call(host: Any, method: str, _wait_ms: int, *arguments: Any) -> Any:
-    return await getattr(host, method).remote(*arguments)
 
 
 class ZooKeeperMembers:
