@@ -58,6 +58,9 @@ import msgpack
 import numpy as np
 import ray
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.machine_canary import MachineCanary
 from rafka import Cluster
 from rafka.actors.path_trace import HOPS, SentRequest, TracedRecord, hop_breakdown
 from rafka.actors.runtime import init_ray
@@ -469,28 +472,42 @@ def main() -> None:
     results: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
                                "record_size": args.record_size, "replication_factor": 3,
                                "acks": "all", "max_in_flight": args.max_in_flight}
-    for round_ in range(args.rounds):
-        for transport in transports:
-            scratch = tempfile.mkdtemp(prefix="rafka-bench-latency-")
-            cluster = Cluster.start(brokers=3, name=f"bench-latency-{os.getpid()}-{transport}",
-                                    data_dir=scratch + "/data",
-                                    broker_config={"replica.fetch.transport": transport})
-            try:
-                for linger in (int(value) for value in args.lingers.split(",")):
-                    topic = f"latency-linger-{linger}"
-                    cluster.create_topic(topic, partitions=1, replication_factor=3)
-                    key = f"rafka_linger_{linger}"
-                    if len(transports) > 1:
-                        key = f"rafka_{transport}_linger_{linger}"
-                    if args.rounds > 1:
-                        key += f"_round_{round_ + 1}"
-                    results[key] = rafka_latency(cluster, topic, linger, args, transport)
-            finally:
-                cluster.shutdown()
-                shutil.rmtree(scratch, ignore_errors=True)
-    results[f"ray_chain_{args.hops}_hops"] = {
-        **chain_latency(args), "in_flight": args.chain_in_flight}
-    results[f"socket_chain_{args.hops}_hops"] = socket_chain_latency(args)
+    with MachineCanary() as canary:
+        spans: dict[str, tuple[float, float]] = {}
+        for round_ in range(args.rounds):
+            for transport in transports:
+                scratch = tempfile.mkdtemp(prefix="rafka-bench-latency-")
+                cluster = Cluster.start(brokers=3,
+                                        name=f"bench-latency-{os.getpid()}-{transport}",
+                                        data_dir=scratch + "/data",
+                                        broker_config={"replica.fetch.transport": transport})
+                try:
+                    for linger in (int(value) for value in args.lingers.split(",")):
+                        topic = f"latency-linger-{linger}"
+                        cluster.create_topic(topic, partitions=1, replication_factor=3)
+                        key = f"rafka_linger_{linger}"
+                        if len(transports) > 1:
+                            key = f"rafka_{transport}_linger_{linger}"
+                        if args.rounds > 1:
+                            key += f"_round_{round_ + 1}"
+                        began = time.time()
+                        results[key] = rafka_latency(cluster, topic, linger, args, transport)
+                        spans[key] = (began, time.time())
+                finally:
+                    cluster.shutdown()
+                    shutil.rmtree(scratch, ignore_errors=True)
+        began = time.time()
+        results[f"ray_chain_{args.hops}_hops"] = {
+            **chain_latency(args), "in_flight": args.chain_in_flight}
+        spans[f"ray_chain_{args.hops}_hops"] = (began, time.time())
+        began = time.time()
+        results[f"socket_chain_{args.hops}_hops"] = socket_chain_latency(args)
+        spans[f"socket_chain_{args.hops}_hops"] = (began, time.time())
+    # How much of each run the machine itself was stalled (bench/machine_canary.py): a tail
+    # is only comparable between runs whose shares are alike.
+    for key, (began, ended) in spans.items():
+        results[key]["machine_slow_fraction"] = canary.slow_fraction(began, ended)
+    results["machine_canary_median_ms"] = round(canary.median_ms, 3)
     floor = results[f"ray_chain_{args.hops}_hops"]["p99_ms"]
     sockets = results[f"socket_chain_{args.hops}_hops"]["p99_ms"]
     for key in [key for key in results if key.startswith("rafka_") and "_vs_" not in key]:
