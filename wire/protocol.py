@@ -8,6 +8,9 @@ what converting those records between Kafka's format and rafka's costs (about 65
 Fetch response's 60,000 records), so speed did not decide: kafka-python knows every version of
 every API back to 0 (kio leaves out those Kafka 4 removed, such as OffsetCommit v0-1, which older
 clients still send), and its record codec and client are the reference the tests check against.
+Produce is the exception: its requests and responses are read and written by hand
+(`rafka.wire.produce`), because a producer sends one per batch and the schemas' generic
+machinery cost the broker's event loop a quarter of its CPU per request.
 
 A frame is a big-endian int32 length and that many bytes: a request header (api key, api
 version, correlation id, client id; tagged fields in flexible versions) and the body. Record
@@ -101,6 +104,8 @@ from kafka.protocol.producer import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+
+from rafka.wire.produce import ProduceFormatError, read_produce_request
 
 # Kafka's error code for a version (or API) the broker does not serve.
 UNSUPPORTED_VERSION = 35
@@ -197,6 +202,13 @@ def read_request(frame: bytes) -> tuple[Api, int, Any]:
     api = APIS.get(key)
     if api is None or not api.min_version <= version <= api.max_version:
         raise UnsupportedRequestError(key, version, correlation_id)
+    if key == ApiKey.Produce:  # every batch of a Kafka producer: read by hand (wire/produce.py)
+        try:
+            return api, version, read_produce_request(frame, version)
+        except ProduceFormatError as error:
+            raise MalformedRequestError(
+                f"{api.name} v{version} request {correlation_id} does not decode: {error}"
+            ) from None
     try:
         request = api.request.decode(frame, version=version, header=True)
     except Exception as error:  # the schema library raises what the bytes lead it to

@@ -63,6 +63,7 @@ from rafka.coordination.validation import is_valid_topic_name
 from rafka.logstore.batch import NO_TIMESTAMP
 from rafka.logstore.errors import RecordTooLargeError
 from rafka.wire.listeners import Listener
+from rafka.wire.produce import PartitionAnswer, produce_response
 from rafka.wire.protocol import (
     Api,
     MalformedRequestError,
@@ -80,7 +81,8 @@ INTERNAL_TOPICS = frozenset((OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC))
 # Metadata v10+ carries topic ids; rafka names topics only (Kafka's "no id").
 NO_TOPIC_ID = uuid.UUID(int=0)
 
-Handler = Callable[[Api, int, Any], Awaitable[dict[str, Any] | None]]
+# A handler returns its response's fields, the response already written (Produce), or None (none).
+Handler = Callable[[Api, int, Any], Awaitable[dict[str, Any] | bytes | None]]
 # How many of a connection's requests are read ahead of the one whose answer is next: the
 # default max.in.flight.requests.per.connection of Kafka's clients, and the most an idempotent
 # producer keeps out.
@@ -324,8 +326,8 @@ class KafkaListener:
             return request
         api, version, body = request
         fields = await self._handlers[api.key](api, version, body)
-        if fields is None:
-            return None
+        if fields is None or isinstance(fields, bytes):
+            return fields  # no answer (acks=0), or one the handler wrote itself
         return encode_response(api, version, body.header.correlation_id, **fields)
 
     async def _call_host(self, host: Any, method: str, wait_ms: int, *arguments: Any) -> Any:
@@ -419,7 +421,7 @@ class KafkaListener:
 
     # ------------------------------------------------------------------------- produce
 
-    async def _produce(self, api: Api, version: int, request: Any) -> dict[str, Any] | None:
+    async def _produce(self, api: Api, version: int, request: Any) -> bytes | None:
         # A transactional producer's batches carry their flag; the leader takes them as any
         # idempotent producer's (the client added the partition to its transaction first).
         # The hosts convert each partition's batches: in parallel, and never on this loop,
@@ -445,7 +447,7 @@ class KafkaListener:
                 True))
         if request.acks == 0:
             return None
-        return _produce_response(api, errors, replies)
+        return _produce_response(version, request.header.correlation_id, errors, replies)
 
     def _max_message_bytes(self, topic: str, partition: int) -> int | None:
         """The topic's max.message.bytes, from the config its replica here was given (None if
@@ -634,22 +636,16 @@ def _not_here(broker_id: int, tp: tuple[str, int]) -> dict[str, Any]:
             "message": f"broker {broker_id} holds no replica of {tp[0]}-{tp[1]}"}
 
 
-def _produce_response(api: Api, errors: dict[tuple[str, int], tuple[int, str]],
-                      replies: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
-    response = api.response.TopicProduceResponse
-    topics: dict[str, list[Any]] = {}
+def _produce_response(version: int, correlation_id: int,
+                      errors: dict[tuple[str, int], tuple[int, str]],
+                      replies: dict[tuple[str, int], dict[str, Any]]) -> bytes:
+    answers = []
     for tp in sorted({*errors, *replies}):
         reply = replies.get(tp)
         if isinstance(reply, Appended):
-            answer = {"error_code": 0, "base_offset": reply.base_offset,
-                      "log_append_time_ms": reply.log_append_time,
-                      "log_start_offset": reply.log_start_offset, "error_message": None}
+            answers.append(PartitionAnswer(*tp, 0, reply.base_offset, reply.log_append_time,
+                                           reply.log_start_offset))
         else:
             code, message = errors[tp] if tp in errors else (reply["error"], reply.get("message"))
-            answer = {"error_code": code, "base_offset": -1, "log_append_time_ms": -1,
-                      "log_start_offset": -1, "error_message": message}
-        topics.setdefault(tp[0], []).append(response.PartitionProduceResponse(
-            index=tp[1], record_errors=[], **answer))
-    return {"throttle_time_ms": 0,
-            "responses": [response(name=name, partition_responses=parts)
-                          for name, parts in topics.items()]}
+            answers.append(PartitionAnswer(*tp, code, error_message=message))
+    return produce_response(version, correlation_id, answers)
