@@ -9,6 +9,9 @@ Prints one JSON object, medians over ``--repeats`` runs:
 * ``fetch_response_encode_us``: a Fetch response v12 of 6 partitions x 1 MiB built and encoded;
   each by kafka-python's ``kafka.protocol`` (what rafka uses) and, when it is installed
   (``pip install kio``), by kio, the other maintained schema library;
+* ``small_produce``: what the listener pays per request for a producer's usual one, a Produce
+  v9 of one partition and a 100-byte batch: its request read and its response written, by the
+  schemas and by ``rafka.wire.produce`` (rafka's own codec, which the listener uses);
 * ``from_kafka_records_per_s`` and ``to_kafka_records_per_s``: ``rafka.wire.records`` converting
   batches of ``--records`` 100-byte records from Kafka's format to rafka's and back (the cost a
   Kafka client's records pay on the way in and out);
@@ -35,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kafka.protocol.consumer import FetchResponse
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from rafka.actors.clients.consumer import ConsumerRecord
@@ -46,6 +49,8 @@ from rafka.logstore.batch import (
     decode_columns,
     stamp_batch,
 )
+from rafka.wire.produce import PartitionAnswer, produce_response, read_produce_request
+from rafka.wire.protocol import APIS, encode_response
 from rafka.wire.records import from_kafka, to_kafka
 
 
@@ -80,6 +85,35 @@ def kafka_python_figures(repeats: int) -> dict[str, float]:
 
     return {"produce_request_decode_us": _timed(lambda: produce.decode(raw), repeats, 200),
             "fetch_response_encode_us": _timed(encode_fetch, repeats, 50)}
+
+
+def small_produce_figures(repeats: int) -> dict[str, float]:
+    topic = ProduceRequest.TopicProduceData
+    request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[topic(
+        name="orders", partition_data=[topic.PartitionProduceData(index=0,
+                                                                  records=os.urandom(100))])])
+    request.with_header(correlation_id=7, client_id="producer-1")
+    frame = bytes(request.encode(version=9, header=True))
+    answer = ProduceResponse.TopicProduceResponse
+    produce_api = APIS[0]
+
+    def schemas_response() -> bytes:
+        return encode_response(produce_api, 9, 7, throttle_time_ms=0, responses=[answer(
+            name="orders", partition_responses=[answer.PartitionProduceResponse(
+                index=0, error_code=0, base_offset=41, log_append_time_ms=-1,
+                log_start_offset=0, record_errors=[], error_message=None)])])
+
+    def rafka_response() -> bytes:
+        return produce_response(9, 7, [PartitionAnswer("orders", 0, 0, 41, -1, 0)])
+
+    assert schemas_response() == rafka_response()
+    return {
+        "schemas_request_read_us": _timed(
+            lambda: ProduceRequest.decode(frame, version=9, header=True), repeats, 2000),
+        "rafka_request_read_us": _timed(lambda: read_produce_request(frame, 9), repeats, 2000),
+        "schemas_response_write_us": _timed(schemas_response, repeats, 2000),
+        "rafka_response_write_us": _timed(rafka_response, repeats, 2000),
+    }
 
 
 def kio_figures(repeats: int) -> dict[str, float] | None:
@@ -198,6 +232,7 @@ def main() -> None:
     args = parser.parse_args()
     print(json.dumps({
         "kafka_python": kafka_python_figures(args.repeats),
+        "small_produce": small_produce_figures(args.repeats),
         "kio": kio_figures(args.repeats),
         "records": conversion_figures(args.repeats, args.records),
         "reading": reading_figures(args.repeats, args.records),
