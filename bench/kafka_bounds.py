@@ -19,8 +19,9 @@ phase measured that as much as the bombs. Prints one JSON object:
   each record was due (``start + i / rate``), not from when it was sent, so a stalled sender
   counts its own stall;
 * ``machine_slow_fraction``: per kind of slice, the share of the time the machine itself was
-  several times slower than its median (the canary's units), and ``slices``: each slice's
-  kind, p99 and that share.
+  several times slower than its median (the canary's units), and ``idle``, the same over
+  ``--idle-seconds`` before the first slice, with the client not yet sending; ``slices``: each
+  slice's kind, p99 and that share.
 
 The issue 23 targets: each bomb answered within 1 s, and ``p99_ratio`` at most 2.
 """
@@ -130,6 +131,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="each slice's length")
     parser.add_argument("--slices", type=int, default=4,
                         help="how many slices, quiet and bombed in ABBA order (even)")
+    parser.add_argument("--idle-seconds", type=float, default=5.0,
+                        help="the machine canary alone first, for the machine's own weather")
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--kafka-host-transport", choices=["tcp", "ray"], default=None,
@@ -158,6 +161,8 @@ def main() -> None:
         slices: list[tuple[str, list[float], float, float]] = []
         try:
             with MachineCanary() as canary:
+                idle_began = canary.idle(args.idle_seconds)
+                idle_ended = time.time()
                 for kind in slice_kinds(args.slices):
                     if kind == "bombed":
                         bombing.set()
@@ -175,6 +180,7 @@ def main() -> None:
         slow = {kind: round(statistics.mean(canary.slow_fraction(began, ended)
                                             for k, _l, began, ended in slices if k == kind), 4)
                 for kind in ("quiet", "bombed")}
+        slow["idle"] = canary.slow_fraction(idle_began, idle_ended)
         quiet, loud = _summary(by_kind["quiet"]), _summary(by_kind["bombed"])
         seconds = sorted(took for _code, took in answers)
         codes = sorted({code for code, _took in answers})

@@ -464,6 +464,8 @@ def main() -> None:
                         help="the producer's max.in.flight.requests.per.connection (Kafka's "
                              "default 5; 1 makes a partition's next batch wait for the answer "
                              "to its last, and so fewer, fuller requests)")
+    parser.add_argument("--idle-seconds", type=float, default=5.0,
+                        help="the machine canary alone first, for the machine's own weather")
     parser.add_argument("--plot", help="write a chart of the percentiles to this PNG file")
     args = parser.parse_args()
 
@@ -473,6 +475,7 @@ def main() -> None:
                                "record_size": args.record_size, "replication_factor": 3,
                                "acks": "all", "max_in_flight": args.max_in_flight}
     with MachineCanary() as canary:
+        idle = (canary.idle(args.idle_seconds), time.time())
         spans: dict[str, tuple[float, float]] = {}
         for round_ in range(args.rounds):
             for transport in transports:
@@ -505,6 +508,7 @@ def main() -> None:
         spans[f"socket_chain_{args.hops}_hops"] = (began, time.time())
     # How much of each run the machine itself was stalled (bench/machine_canary.py): a tail
     # is only comparable between runs whose shares are alike.
+    results["machine_slow_fraction_idle"] = canary.slow_fraction(*idle)
     for key, (began, ended) in spans.items():
         results[key]["machine_slow_fraction"] = canary.slow_fraction(began, ended)
     results["machine_canary_median_ms"] = round(canary.median_ms, 3)

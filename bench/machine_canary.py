@@ -39,7 +39,8 @@ def _run(stop: Any, results: Any) -> None:
 
 class MachineCanary:
     """`with MachineCanary() as canary:` ... then `canary.slow_fraction(start, end)` for any
-    stretch of wall-clock time (`time.time()`) inside the block."""
+    stretch of wall-clock time (`time.time()`) inside the block; `canary.idle(seconds)` first
+    gives a stretch with nothing else running to compare with."""
 
     def __init__(self) -> None:
         context = multiprocessing.get_context("spawn")
@@ -56,6 +57,14 @@ class MachineCanary:
         self._stop.set()
         self.samples = self._results.get(timeout=30)
         self._process.join(10)
+
+    def idle(self, seconds: float) -> float:
+        """Wait `seconds` with nothing else asked of the machine; the wall-clock time they
+        started at, for `slow_fraction` (the machine's own weather, before a benchmark adds
+        its load: under load the canary's share counts the benchmark's contention too)."""
+        began = time.time()
+        time.sleep(seconds)
+        return began
 
     @property
     def median_ms(self) -> float:
