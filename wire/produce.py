@@ -1,9 +1,9 @@
 """Kafka's Produce request read, and its response written, by hand for the versions rafka
 serves (3-9). Every batch a Kafka producer sends comes in one, so the broker's event loop
-should spend the least it can on each: kafka-python's schemas took about a third of the
-broker's CPU per request (`docs/latency.md`). Field for field this reads and writes what those
-schemas do (`tests/wire/test_produce.py` checks both against them), except that a field cut
-short is refused here, where the schemas read it short.
+should spend the least it can on each: reading and answering it through kafka-python's schemas
+cost a quarter of the broker's CPU per request (`docs/latency.md`). Field for field this reads
+and writes what those schemas do (`tests/wire/test_produce.py` checks both against them),
+except that a field cut short is refused here, where the schemas read it short.
 
 Versions 3-8 are Kafka's classic encoding (int16-length strings, int32-length arrays and
 bytes, request header v1); version 9 is its flexible one (KIP-482: lengths as unsigned
