@@ -95,15 +95,20 @@ def bomber(address: tuple[str, int], topic: str, batch: bytes, bombing: Any, sto
     request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch)])])
+    request.with_header(correlation_id=0, client_id="bomber")
+    # Encoded once, each bomb's correlation id written in place (after the frame's size, the
+    # API key and version): a hostile client pays nothing to repeat itself, and re-encoding
+    # 763 KB in Python took this process about 1.5 ms a bomb of the two cores it shares.
+    frame = bytearray(request.encode(version=9, header=True, framed=True))
     with socket.create_connection(address, timeout=60) as connection:
         correlation = 0
         while not stop.is_set():
             if not bombing.wait(0.05):
                 continue
             correlation += 1
-            request.with_header(correlation_id=correlation, client_id="bomber")
+            struct.pack_into(">i", frame, 8, correlation)
             started = time.perf_counter()
-            connection.sendall(bytes(request.encode(version=9, header=True, framed=True)))
+            connection.sendall(frame)
             size = struct.unpack(">i", _read(connection, 4))[0]
             response = ProduceResponse.decode(_read(connection, size), version=9, header=True)
             answers.append((response.responses[0].partition_responses[0].error_code,
