@@ -79,20 +79,24 @@ class PartitionAnswer:
 
 
 class _Reader:
-    """A cursor over a request's bytes; every read checks that the bytes are there."""
+    """A cursor over a request's bytes; every read checks that the bytes are there. What it
+    takes is `bytes` also from a `bytearray` (a large frame, read into a buffer of its own:
+    `actors/kafka/connection.py`), copied once."""
 
-    __slots__ = ("data", "offset")
+    __slots__ = ("data", "offset", "view")
 
-    def __init__(self, data: bytes, offset: int) -> None:
+    def __init__(self, data: bytes | bytearray, offset: int) -> None:
         self.data = data
         self.offset = offset
+        self.view = None if type(data) is bytes else memoryview(data)
 
     def take(self, size: int) -> bytes:
         end = self.offset + size
         if size < 0 or end > len(self.data):
             raise ProduceFormatError(f"{size} bytes wanted at offset {self.offset} of "
                                      f"{len(self.data)}")
-        chunk = self.data[self.offset:end]
+        chunk = self.data[self.offset:end] if self.view is None \
+            else bytes(self.view[self.offset:end])
         self.offset = end
         return chunk
 
@@ -151,7 +155,7 @@ class _Reader:
             self.take(self.unsigned_varint())
 
 
-def read_produce_request(frame: bytes, version: int) -> ProduceRequestData:
+def read_produce_request(frame: bytes | bytearray, version: int) -> ProduceRequestData:
     """A Produce request of `version` (3-9) from one frame without its length prefix."""
     flexible = version >= FLEXIBLE_FROM
     reader = _Reader(frame, 0)

@@ -193,9 +193,9 @@ class UnsupportedRequestError(Exception):
         self.correlation_id = correlation_id
 
 
-def read_request(frame: bytes) -> tuple[Api, int, Any]:
+def read_request(frame: bytes | bytearray) -> tuple[Api, int, Any]:
     """`(api, version, request)` from one frame (without its length); `request.header` holds
-    the correlation id and client id."""
+    the correlation id and client id. Every field read is `bytes`, also from a `bytearray`."""
     if len(frame) < _PREFIX.size:
         raise MalformedRequestError(f"a {len(frame)}-byte frame holds no request header")
     key, version, correlation_id = _PREFIX.unpack_from(frame)
@@ -209,6 +209,8 @@ def read_request(frame: bytes) -> tuple[Api, int, Any]:
             raise MalformedRequestError(
                 f"{api.name} v{version} request {correlation_id} does not decode: {error}"
             ) from None
+    if type(frame) is not bytes:
+        frame = bytes(frame)  # the schemas read only bytes (a rare large request: one copy)
     try:
         request = api.request.decode(frame, version=version, header=True)
     except Exception as error:  # the schema library raises what the bytes lead it to

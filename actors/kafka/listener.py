@@ -17,6 +17,7 @@ order itself, so a client with five in flight keeps five at work (docs/kafka-pro
 "How fast"). A produce with acks=0 gets no answer, a frame larger
 than socket.request.max.bytes or one that does not decode closes the connection, and a
 request for an API or version rafka does not serve is answered with UNSUPPORTED_VERSION.
+Each connection's frames are read straight into buffers (`actors/kafka/connection.py`).
 Connections and queued request bytes are bounded (`actors/kafka/limits.py`), and a batch too
 large for its topic is refused from its header before it goes anywhere.
 Record batches are converted between Kafka's format and rafka's by `rafka.wire.records`, in the
@@ -43,6 +44,7 @@ from rafka.actors.group.coordinator import CLIENT_HOST, GroupCoordinator
 from rafka.actors.host_connections import HostConnections, RequestTooLarge
 from rafka.actors.host_frames import CONSUMER_FETCH, LIST_OFFSETS, PRODUCE
 from rafka.actors.kafka.admin import KafkaAdminHandler
+from rafka.actors.kafka.connection import KafkaConnection
 from rafka.actors.kafka.limits import ConnectionQuota, RequestMemory
 from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
 from rafka.actors.kafka.transactions import KafkaTransactionHandler
@@ -168,8 +170,8 @@ class KafkaListener:
 
     async def start(self) -> Listener:
         """Bind, and return the address to advertise (the bound port where 0 was asked)."""
-        self._server = await asyncio.start_server(self._serve, self.listener.host,
-                                                  self.listener.port)
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: KafkaConnection(self._serve), self.listener.host, self.listener.port)
         self.groups.start()
         self.advertise(self.advertised)
         log.info("broker %d serves Kafka's protocol on %s:%d (advertised %s)",
@@ -216,13 +218,13 @@ class KafkaListener:
                 "host_calls_over_data_ports": 0 if self._host_connections is None
                 else self._host_connections.answered}
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
+    async def _serve(self, connection: KafkaConnection) -> None:
+        peer = connection.peername
         ip = peer[0] if peer else ""
         refused = self.quota.admit(ip)
         if refused is not None:
             log.warning("closing a new connection from %s: %s", peer, refused)
-            writer.close()
+            connection.close()
             return
         task = asyncio.current_task()
         assert task is not None
@@ -232,9 +234,9 @@ class KafkaListener:
         answers: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(
             REQUESTS_READ_AHEAD)
         working: set[asyncio.Task[bytes | None]] = set()
-        replier = asyncio.create_task(self._reply_in_order(answers, writer, peer))
+        replier = asyncio.create_task(self._reply_in_order(answers, connection, peer))
         try:
-            await self._read_requests(reader, answers, working, peer)
+            await self._read_requests(connection, answers, working, peer)
             await answers.put(None)  # what was read is answered before the connection closes
             await replier
         except Exception:  # a bug: this connection closes, the others go on
@@ -245,9 +247,9 @@ class KafkaListener:
                 request.cancel()
             self._connections.discard(task)
             self.quota.release(ip)
-            writer.close()
+            connection.close()
 
-    async def _read_requests(self, reader: asyncio.StreamReader,
+    async def _read_requests(self, connection: KafkaConnection,
                              answers: asyncio.Queue[asyncio.Task[bytes | None] | None],
                              working: set[asyncio.Task[bytes | None]], peer: Any) -> None:
         """Read a connection's requests and start answering each, until the client closes it or
@@ -258,7 +260,7 @@ class KafkaListener:
         last_in_order: asyncio.Task[bytes | None] | None = None
         while True:
             try:
-                size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+                size = await connection.read_size()
             except (asyncio.IncompleteReadError, ConnectionError):
                 return  # the client went away
             if not 0 <= size <= self.max_request_bytes:
@@ -267,7 +269,7 @@ class KafkaListener:
                 return
             await self.request_memory.acquire(size)
             try:
-                request = _parse(await reader.readexactly(size))
+                request = _parse(await connection.read_frame(size))
             except BaseException as error:
                 self.request_memory.release(size)
                 if isinstance(error, (asyncio.IncompleteReadError, ConnectionError)):
@@ -294,7 +296,7 @@ class KafkaListener:
 
     @staticmethod
     async def _reply_in_order(answers: asyncio.Queue[asyncio.Task[bytes | None] | None],
-                              writer: asyncio.StreamWriter, peer: Any) -> None:
+                              connection: KafkaConnection, peer: Any) -> None:
         """Write each answer in the order its request came. Once the connection cannot be
         written to, the rest are still waited for (their work is under way) and dropped."""
         broken = False
@@ -306,13 +308,13 @@ class KafkaListener:
                     log.exception("closing the connection of %s after an unexpected error",
                                   peer)
                 broken = True
-                writer.close()
+                connection.close()
                 continue
             if response is None or broken:
                 continue
             try:
-                writer.write(response)
-                await writer.drain()
+                connection.write(response)
+                await connection.drain()
             except ConnectionError:
                 broken = True  # the client went away; the reader sees it too
 
@@ -581,7 +583,7 @@ class KafkaListener:
                                                   for name, parts in topics.items()]}
 
 
-def _parse(frame: bytes) -> tuple[Api, int, Any] | bytes:
+def _parse(frame: bytes | bytearray) -> tuple[Api, int, Any] | bytes:
     """`(api, version, request)` from a frame, or the answer already known without a handler
     (ApiVersions, or UNSUPPORTED_VERSION for an API or version not served). Raises
     `MalformedRequestError` for a frame that does not decode."""

@@ -51,6 +51,12 @@ def test_a_produce_request_reads_as_the_schemas_read_it(version, transactional_i
                          correlation_id, client_id)
     expected = ProduceRequest.decode(frame, version=version, header=True)
     got = read_produce_request(frame, version)
+    # A large frame arrives in a bytearray of its own (actors/kafka/connection.py): the same
+    # request, every field bytes.
+    from_buffer = read_produce_request(bytearray(frame), version)
+    assert from_buffer == got
+    assert all(type(p.records) in (bytes, type(None))
+               for t in from_buffer.topic_data for p in t.partition_data)
     assert got.header.correlation_id == expected.header.correlation_id == correlation_id
     assert got.header.client_id == expected.header.client_id
     assert (got.header.request_api_key, got.header.request_api_version) == (0, version)
