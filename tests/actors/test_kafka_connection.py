@@ -135,10 +135,13 @@ def test_reading_pauses_while_nobody_takes_frames_and_resumes_when_they_do() -> 
         port = server.sockets[0].getsockname()[1]
         _reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"".join(framed(b"%05d" % i + b"." * 95) for i in range(200)))  # 20 KB
-        await asyncio.sleep(0.3)
-        transport = connections[0]._transport
-        assert transport is not None
-        paused = not transport.is_reading()  # 1 KB read, the rest left to the socket
+        # Polled, not slept on: on a stalled machine the server may not have read yet.
+        deadline = asyncio.get_running_loop().time() + 30
+        paused = False  # 1 KB read, the rest left to the socket
+        while not paused and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+            transport = connections[0]._transport if connections else None
+            paused = transport is not None and not transport.is_reading()
         take.set()
         await asyncio.wait_for(done, 30)
         writer.close()
