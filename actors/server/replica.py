@@ -544,6 +544,7 @@ class PartitionReplica:
         """Write the new ISR to ZooKeeper (one write at a time), conditional on the version
         this leader last saw; then apply it."""
         if self._isr_write is None and self.leader_state is not None:
+            self.leader_state.propose_isr(new_isr)
             self._isr_write = asyncio.ensure_future(self._write_isr(new_isr, change))
 
     async def _write_isr(self, new_isr: set[int], change: str) -> None:
@@ -553,9 +554,10 @@ class PartitionReplica:
             if self.leader_state is None or self.leader_epoch != epoch:
                 return
             if reply.get("error") == ErrorCode.REQUEST_TIMED_OUT:
-                # ZooKeeper did not answer: the ISR stays as it was (a larger ISR only holds the
-                # high watermark back; a smaller one is never applied unwritten), and the host's
-                # timer asks for the change again.
+                # ZooKeeper did not answer, and may have written it all the same. The confirmed
+                # ISR stays as it was (a smaller one is never applied unwritten), the followers
+                # it would add still hold the high watermark back (`LeaderState.joining`), and
+                # the host's timer asks for the change again.
                 log.warning("%s-%d ISR %s to %s not written, trying again: %s", self.topic,
                             self.partition, change, sorted(new_isr), reply["message"])
                 return

@@ -42,8 +42,9 @@ class FollowerProgress:
 class LeaderState:
     """A partition leader's view of its replicas, as Kafka's `Partition` keeps it.
 
-    `isr` always contains the leader. The high watermark is the smallest log end offset in the
-    ISR and never moves back while this broker leads.
+    `isr` always contains the leader; it is the ISR as ZooKeeper last confirmed it. The high
+    watermark is the smallest log end offset in the maximal ISR (`maximal_isr`) and never moves
+    back while this broker leads.
     """
 
     leader_id: int
@@ -54,6 +55,16 @@ class LeaderState:
     epoch_start_offset: int
     high_watermark: int
     followers: dict[int, FollowerProgress] = field(default_factory=dict)
+    # Followers an ISR expansion adds from the moment the leader asks ZooKeeper for it, until a
+    # write is confirmed (Kafka's maximal ISR, KIP-497). ZooKeeper may hold them in the ISR
+    # before the leader hears back, or without its ever hearing (a write whose answer was lost),
+    # and the controller may then elect one of them: so the high watermark waits for them too.
+    joining: frozenset[int] = frozenset()
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The ISR ZooKeeper may hold: the confirmed one and the followers being added."""
+        return self.isr | self.joining
 
     @classmethod
     def become_leader(
@@ -124,7 +135,8 @@ class LeaderState:
                 progress.last_fetch_leader_log_end_offset = log_end_offset
 
     def followers_to_add(self) -> set[int]:
-        """Followers outside the ISR that have caught up to the high watermark in this epoch."""
+        """Followers outside the ISR that have caught up to the high watermark in this epoch
+        (those being added among them: an expansion whose answer was lost is asked again)."""
         return {
             follower
             for follower, progress in self.followers.items()
@@ -137,26 +149,36 @@ class LeaderState:
     def followers_to_remove(
         self, leader_log_end_offset: int, now_ms: int, lag_time_max_ms: int
     ) -> set[int]:
-        """ISR followers that have not caught up for longer than `replica.lag.time.max.ms`.
+        """ISR followers that have not caught up for longer than `replica.lag.time.max.ms`,
+        those being added included (until an ISR without them is written, they hold the high
+        watermark).
 
         A follower level with the leader is in sync however long ago it fetched, as in Kafka: a
         dead broker is taken out of the ISR by the controller, through ZooKeeper.
         """
         return {
             follower
-            for follower in self.isr - {self.leader_id}
+            for follower in self.maximal_isr - {self.leader_id}
             if (progress := self.followers.get(follower)) is not None
             and progress.log_end_offset < leader_log_end_offset
             and now_ms - progress.last_caught_up_ms > lag_time_max_ms
         }
 
+    def propose_isr(self, isr: Iterable[int]) -> None:
+        """The leader asks ZooKeeper for `isr`: from now on the followers it adds count in the
+        high watermark. Those it removes still count until the write is confirmed."""
+        self.joining |= frozenset(isr) - self.isr
+
     def apply_isr(self, isr: Iterable[int]) -> None:
-        """The ISR as written to ZooKeeper (always including the leader)."""
+        """The ISR as written to ZooKeeper (always including the leader). A confirmed write
+        settles every earlier one: each was conditional on the version before it, so one that
+        landed unanswered would have made this one fail."""
         self.isr = frozenset(isr) | {self.leader_id}
+        self.joining = frozenset()
 
     def candidate_high_watermark(self, leader_log_end_offset: int) -> int:
         ends = [leader_log_end_offset]
-        for follower in self.isr - {self.leader_id}:
+        for follower in self.maximal_isr - {self.leader_id}:
             progress = self.followers.get(follower)
             ends.append(progress.log_end_offset if progress else 0)
         return min(ends)

@@ -12,6 +12,7 @@ from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.messages import LeaderAndIsrRequest
 from rafka.actors.server.replica import LEADER, OFFLINE, PartitionReplica
+from rafka.logstore.batch import build_batch
 
 
 class ScriptedWriter:
@@ -67,6 +68,37 @@ def test_a_refused_isr_write_makes_the_leader_step_down(tmp_path: Path) -> None:
         replica = leader(tmp_path, writer)
         await shrink(replica)
         assert replica.role == OFFLINE and replica.isr == (1, 2, 3)
+        replica.release()
+
+    asyncio.run(scenario())
+
+
+def test_followers_an_unanswered_expansion_adds_hold_the_high_watermark(tmp_path: Path) -> None:
+    """The expansion may have landed in ZooKeeper without an answer, and the controller may elect
+    its new member: until a write is confirmed, no record that member lacks is acknowledged."""
+    async def scenario() -> None:
+        writer = ScriptedWriter(
+            error_reply(ErrorCode.REQUEST_TIMED_OUT, "ZooKeeper did not answer"),
+            {"error": 0, "version": 8})
+        replica = PartitionReplica("orders", 0, 1, tmp_path, {}, BrokerConfig.from_dict({}),
+                                   writer)
+        replica.leader_and_isr(LeaderAndIsrRequest(
+            topic="orders", partition=0, leader=1, leader_epoch=3, isr=(1, 2),
+            replicas=(1, 2, 3), controller_epoch=1, zk_version=7))
+        replica.record_follower_fetch(2, 0)
+        replica.record_follower_fetch(3, 0)  # caught up: asks ZooKeeper to add broker 3
+        while replica._isr_write is not None:
+            await asyncio.sleep(0)
+        assert writer.asked == [[1, 2, 3]] and replica.isr == (1, 2)
+        replica.log.append_as_leader(build_batch([(None, b"x")]), replica.leader_epoch)
+        replica.record_follower_fetch(2, 1)  # broker 2 has it, broker 3 does not
+        assert replica.log.high_watermark == 0
+        while replica._isr_write is not None or writer.replies:  # the retry, confirmed
+            replica.maybe_expand_isr()
+            await asyncio.sleep(0)
+        assert replica.isr == (1, 2, 3) and replica.log.high_watermark == 0
+        replica.record_follower_fetch(3, 1)
+        assert replica.log.high_watermark == 1
         replica.release()
 
     asyncio.run(scenario())

@@ -104,6 +104,44 @@ def test_a_follower_rejoins_the_isr_once_it_reaches_the_high_watermark_in_this_e
     assert state.followers_to_add() == set()
 
 
+def test_a_follower_being_added_holds_the_high_watermark_before_zookeeper_confirms() -> None:
+    """ZooKeeper may hold the expanded ISR, and the controller elect the new member, before
+    the leader hears back: records it lacks must not be acknowledged meanwhile."""
+    state = leader(isr=(1, 2))
+    state.record_follower_fetch(2, 100, 100, now_ms=1)
+    state.record_follower_fetch(3, 100, 100, now_ms=1)
+    assert state.followers_to_add() == {3}
+    state.propose_isr({1, 2, 3})
+    state.record_follower_fetch(2, 130, 130, now_ms=2)  # 3 has not fetched past 100 yet
+    state.advance_high_watermark(130)
+    assert state.high_watermark == 100
+    state.apply_isr({1, 2, 3})
+    state.record_follower_fetch(3, 130, 130, now_ms=3)
+    assert state.advance_high_watermark(130) and state.high_watermark == 130
+
+
+def test_a_shrink_counts_the_leaving_follower_until_zookeeper_confirms() -> None:
+    state = leader(isr=(1, 2, 3))
+    state.record_follower_fetch(2, 120, 120, now_ms=1)
+    state.record_follower_fetch(3, 100, 120, now_ms=1)
+    state.propose_isr({1, 2})
+    state.advance_high_watermark(120)
+    assert state.high_watermark == 100
+    state.apply_isr({1, 2})
+    assert state.advance_high_watermark(120) and state.high_watermark == 120
+
+
+def test_a_lagging_follower_whose_addition_is_unconfirmed_is_proposed_for_removal() -> None:
+    """An expansion whose answer was lost keeps its follower in the high watermark; if that
+    follower then falls behind, writing an ISR without it is what frees the high watermark."""
+    state = leader(isr=(1, 2), now_ms=0)
+    state.record_follower_fetch(2, 100, 100, now_ms=0)
+    state.record_follower_fetch(3, 100, 100, now_ms=0)
+    state.propose_isr({1, 2, 3})
+    state.record_follower_fetch(2, 200, 200, now_ms=50_000)
+    assert state.followers_to_remove(200, now_ms=50_000, lag_time_max_ms=10_000) == {3}
+
+
 def test_the_isr_always_holds_the_leader() -> None:
     state = leader(isr=(2, 3))
     assert 1 in state.isr

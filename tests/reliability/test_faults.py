@@ -559,4 +559,23 @@ def test_no_acknowledged_record_is_lost_under_faults(fault_cluster: FaultCluster
     assert fired == {fault.__name__ for fault in nemesis.faults}, (
         f"never fired: {sorted({f.__name__ for f in nemesis.faults} - fired)}")
     assert verdict.acknowledged > 0
-    assert verdict.ok, verdict.summary()
+    assert verdict.ok, {**verdict.summary(), "first_loss": loss_context(recorder.history,
+                                                                           verdict.lost)}
+
+
+def loss_context(history: History, lost: list[Ack]) -> dict[str, object] | None:
+    """Where the first lost record was, and what the nemesis was doing around it: enough to
+    start from when a CI run loses what a run here does not."""
+    if not lost:
+        return None
+    first = min(lost, key=lambda ack: ack.at)
+    start = min([ack.at for ack in history.acks] + [fault.at for fault in history.faults])
+    stored = dict(history.final_log.get(first.partition, []))
+    around = [f"{fault.kind} {fault.target} at {fault.at - start:.1f}-{fault.healed - start:.1f} s"
+              for fault in history.faults if fault.at - 20 <= first.at <= fault.healed + 20]
+    return {"partition": first.partition, "offset": first.offset, "value": first.value.decode(),
+            "acknowledged_at_s": round(first.at - start, 1),
+            "final_log_there": repr(stored.get(first.offset)),
+            "final_log_end": max(stored, default=-1) + 1,
+            "lost_offsets": sorted({(ack.partition, ack.offset) for ack in lost})[:5],
+            "faults_within_20_s": around}
