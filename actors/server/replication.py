@@ -64,7 +64,7 @@ class LeaderState:
     @property
     def maximal_isr(self) -> frozenset[int]:
         """The ISR ZooKeeper may hold: the confirmed one and the followers being added."""
-        return self.isr | self.joining
+        return self.isr | self.joining if self.joining else self.isr
 
     @classmethod
     def become_leader(
