@@ -122,12 +122,13 @@ class RecordFuture:
         return self._outcome is not None and self._outcome.done.is_set()
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
-        assert self._outcome is not None
-        if not self._outcome.done.wait(timeout):
+        outcome = self._outcome
+        assert outcome is not None
+        # is_set() first: Event.wait takes a lock even when the event is set.
+        if not outcome.done.is_set() and not outcome.done.wait(timeout):
             raise RequestTimedOutError(
                 f"record to {self.topic}-{self.partition} not acknowledged within {timeout} s"
             )
-        outcome = self._outcome
         if outcome.error is not None:
             raise outcome.error
         timestamp = self.timestamp if outcome.log_append_time < 0 else outcome.log_append_time
@@ -135,6 +136,9 @@ class RecordFuture:
                               timestamp)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
+        outcome = self._outcome
+        if outcome is not None and outcome.done.is_set():
+            return outcome.error
         try:
             self.result(timeout)
         except BaseException as error:
