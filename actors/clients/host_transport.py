@@ -100,6 +100,9 @@ class _Connection:
         self.deadline = float("inf")
         self.answer: Any = None
         self.answered = False
+        # The events the selector watches `sock` for (0: not registered). Kept here because
+        # asking the selector's map about a socket it lacks formats the socket into a KeyError.
+        self.watched = 0
 
     def close(self) -> None:
         self.lookup = None
@@ -217,6 +220,7 @@ class TcpCalls:
                 if error not in (0, errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
                     raise OSError(error, os.strerror(error))
                 self._selector.register(sock, selectors.EVENT_WRITE, connection)
+                connection.watched = selectors.EVENT_WRITE
             except (OSError, ray.exceptions.RayError) as error:
                 self._fail(connection, error)
         self._looking_up = waiting
@@ -243,10 +247,11 @@ class TcpCalls:
         events = selectors.EVENT_READ
         if connection.outgoing:
             events |= selectors.EVENT_WRITE
-        if sock in self._selector.get_map():
-            self._selector.modify(sock, events, connection)
-        else:
+        if not connection.watched:
             self._selector.register(sock, events, connection)
+        elif connection.watched != events:
+            self._selector.modify(sock, events, connection)
+        connection.watched = events
 
     def _drain_wake_ups(self) -> bool:
         with contextlib.suppress(BlockingIOError):
@@ -279,8 +284,9 @@ class TcpCalls:
         connection.answer, connection.answered = _as_host_error(error), True
 
     def _unregister(self, connection: _Connection) -> None:
-        if connection.sock is not None and connection.sock in self._selector.get_map():
+        if connection.watched and connection.sock is not None:
             self._selector.unregister(connection.sock)
+        connection.watched = 0
 
     def result(self, key: _Connection) -> Any:
         """The answer of a key `wait` returned; the connection is then free for another

@@ -342,7 +342,8 @@ class Producer:
         timestamp = now if timestamp_ms is None else timestamp_ms
         future = RecordFuture(topic, partition, timestamp)
         with self._lock:
-            self._wait_for_buffer_space()
+            if self._accumulator.buffered_bytes >= self.config.buffer_memory:
+                self._wait_for_buffer_space()
             appended = self._accumulator.append(
                 topic, partition, key, value, timestamp, headers, now)
             future._bind(self._outcome_of(appended.batch), len(appended.batch.records) - 1)
@@ -554,6 +555,10 @@ class Producer:
     def _partition_count(self, topic: str) -> int:
         """The topic's partition count, waiting up to max.block.ms for a broker to answer, as
         Kafka's send waits for metadata: during a failover every broker may be restarting."""
+        try:
+            return self.metadata.partition_count(topic)  # known: no deadline to compute
+        except BrokerUnavailableError:
+            pass
         deadline = time.monotonic() + self.config.max_block_ms / 1000
         pause = 0.05
         while True:
@@ -746,7 +751,8 @@ class Producer:
         }
         if batch.payload is not None:
             return frame_batch(batch.payload, **framing)
-        return build_batch(batch.records, **framing)
+        # send() and send_batch() checked each record's types as it came.
+        return build_batch(batch.records, checked=True, **framing)
 
     def _collect(self, wait_s: float) -> None:
         """Take the answers that came, waiting up to `wait_s` for one (less if a record is

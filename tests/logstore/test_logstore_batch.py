@@ -32,6 +32,7 @@ from rafka.logstore import (
 )
 from rafka.logstore.batch import (
     batch_size,
+    check_headers,
     decode_columns,
     encode_batch,
     frame_whole_batches,
@@ -252,6 +253,19 @@ def test_the_leaders_check_accepts_every_batch_a_producer_builds(
 ) -> None:
     batch = build_batch(records, compression=codec)
     assert validate_batch(batch, MAX).record_count == len(records)
+
+
+@SMALL
+@given(records=records_strategy, codec=st.sampled_from(CODECS))
+def test_records_the_producer_checked_encode_as_records_checked_by_the_encoder(
+    records: list, codec: str
+) -> None:
+    """The producer checks each record in `send` and tells `build_batch` so: the bytes are the
+    same as when the encoder checks them itself."""
+    as_queued = [(key, value, timestamp, check_headers(headers) or None)
+                 for key, value, timestamp, headers in records]
+    assert (build_batch(as_queued, compression=codec, base_sequence=3, checked=True)
+            == build_batch(records, compression=codec, base_sequence=3))
 
 
 @SMALL
