@@ -104,7 +104,7 @@ def summary(samples: list[tuple[int, float]], records: int, counted_from: int) -
 # A sending process that is ahead sleeps at least this long, and then sends every record that
 # fell due meanwhile, each still stamped with its own due time (so the wait counts against the
 # system measured, not for it): as Kafka's ThroughputThrottler does with its 2 ms. A sleep costs
-# this machine about 10 us of CPU, so sleeping until each record's due time cost the process
+# this machine 10-18 us of CPU, so sleeping until each record's due time cost the process
 # 3 us a record at 50,000/s and 11 us at 5,000/s, CPU taken from the processes measured.
 MIN_SLEEP_NS = 250_000
 
