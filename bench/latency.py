@@ -22,6 +22,10 @@ What it does (issue 26, point 1):
   `--hops` actors of the same kind that pass them on over TCP (loopback, TCP_NODELAY, a length
   before each frame of the records due), with no Ray call on the path.
 
+`--producer-calls batch` has the producer call `send_batch` with the records due at each
+wake-up, as the floors' senders do, instead of `send()` per record: what a producer of almost
+no CPU would buy.
+
 `--transports ray,tcp --rounds 3` compares the two ways requests reach the hosts (the
 producer's, the followers' and the consumer's: actor calls, or connections kept to the hosts'
 data ports), a cluster each, alternating, in one invocation.
@@ -63,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.machine_canary import MachineCanary
 from rafka import Cluster
-from rafka.actors.clients.producer import RecordFuture
+from rafka.actors.clients.producer import RecordFuture, SentRecords
 from rafka.actors.path_trace import HOPS, SentRequest, TracedRecord, hop_breakdown
 from rafka.actors.runtime import init_ray
 
@@ -157,7 +161,7 @@ def settle_heap() -> None:
 
 def producer_process(ray_address: str, zk: str, name: str, topic: str, rate: int, total: int,
                      record_size: int, linger_ms: int, requests_file: str,
-                     transport: str, max_in_flight: int) -> None:
+                     transport: str, max_in_flight: int, calls: str) -> None:
     cluster = Cluster.connect(zk, name, ray_address=ray_address)
     producer = cluster.producer(acks="all", linger_ms=linger_ms, transport=transport,
                                 max_in_flight_requests_per_connection=max_in_flight)
@@ -176,9 +180,21 @@ def producer_process(ray_address: str, zk: str, name: str, topic: str, rate: int
         while waiting and waiting[0].done():
             failed += waiting.popleft().exception(0) is not None
 
-    send_at_rate(send, rate, total, record_size)
+    sent_batches: deque[SentRecords] = deque()
+
+    def send_due(payloads: list[bytes]) -> None:
+        nonlocal failed
+        sent_batches.append(producer.send_batch(topic, payloads))
+        while sent_batches and sent_batches[0].done():
+            failed += sum(future.exception(0) is not None for future in sent_batches.popleft())
+
+    if calls == "batch":
+        send_at_rate(send_due, rate, total, record_size, wait_for_room=lambda: None)
+    else:
+        send_at_rate(send, rate, total, record_size)
     producer.flush(60)
     failed += sum(future.exception(0) is not None for future in waiting)
+    failed += sum(future.exception(0) is not None for sent in sent_batches for future in sent)
     producer.close()
     Path(requests_file).write_bytes(msgpack.packb([tuple(request) for request in requests]))
     print(f"DONE {failed}", flush=True)
@@ -356,7 +372,8 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int, args: argparse.N
     sender, start = start_sender([
         "producer", ray.get_runtime_context().gcs_address, str(cluster.stack.zk_address),
         cluster.name, topic, str(args.rate), str(total), str(args.record_size),
-        str(linger_ms), str(requests_file), transport, str(args.max_in_flight)])
+        str(linger_ms), str(requests_file), transport, str(args.max_in_flight),
+        args.producer_calls])
     counted_from = start + int(args.warmup * 1e9)
     # Plain tuples while timing, TracedRecords after: the collector stops tracking a tuple of
     # ints, but not a named tuple, and every full collection walked the million of them (nine
@@ -462,9 +479,9 @@ def main() -> None:
         role, rest = sys.argv[1], sys.argv[2:]
         if role == "producer":
             (address, zk, name, topic, rate, total, size, linger, requests_file, transport,
-             max_in_flight) = rest
+             max_in_flight, calls) = rest
             producer_process(address, zk, name, topic, int(rate), int(total), int(size),
-                             int(linger), requests_file, transport, int(max_in_flight))
+                             int(linger), requests_file, transport, int(max_in_flight), calls)
         else:
             address, namespace, rate, total, size, in_flight = rest
             chain_process(address, namespace, int(rate), int(total), int(size), int(in_flight))
@@ -491,6 +508,10 @@ def main() -> None:
                         help="the producer's max.in.flight.requests.per.connection (Kafka's "
                              "default 5; 1 makes a partition's next batch wait for the answer "
                              "to its last, and so fewer, fuller requests)")
+    parser.add_argument("--producer-calls", choices=("record", "batch"), default="record",
+                        help="the producer's calls: send() per record, or send_batch() with "
+                             "the records due at each wake-up, as the floors' senders send "
+                             "(what a producer of almost no CPU would buy; docs/latency.md)")
     parser.add_argument("--idle-seconds", type=float, default=5.0,
                         help="the machine canary alone first, for the machine's own weather")
     parser.add_argument("--plot", help="write a chart of the percentiles to this PNG file")
@@ -500,7 +521,8 @@ def main() -> None:
     transports = args.transports.split(",")
     results: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
                                "record_size": args.record_size, "replication_factor": 3,
-                               "acks": "all", "max_in_flight": args.max_in_flight}
+                               "acks": "all", "max_in_flight": args.max_in_flight,
+                               "producer_calls": args.producer_calls}
     with MachineCanary() as canary:
         idle = (canary.idle(args.idle_seconds), time.time())
         spans: dict[str, tuple[float, float]] = {}
