@@ -117,10 +117,9 @@ def send_at_rate(send: Any, rate: int, total: int, record_size: int,
                  wait_for_room: Any = None) -> int:
     """Send record i at `start + i / rate` (or up to MIN_SLEEP_NS after it, with the records
     due meanwhile), each payload stamped with its due time; returns the start (monotonic ns),
-    printed first so the reader knows it. Without `wait_for_room`,
-    `send(payload)` for each record; with it, `send(payloads)` with every record due, once
-    `wait_for_room()` returns (as a producer sends what accumulated while its requests in
-    flight were full)."""
+    printed first so the reader knows it. Without `wait_for_room`, `send(payload)` for each
+    record; with it, `send(payloads)` with every record due, once `wait_for_room()` returns (as
+    a producer sends what accumulated while its requests in flight were full)."""
     interval = 1e9 / rate
     pad = b"\0" * max(0, record_size - STAMPS.size)
     start = time.monotonic_ns() + 100_000_000

@@ -219,8 +219,7 @@ class TcpCalls:
                 error = sock.connect_ex((address, port))
                 if error not in (0, errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
                     raise OSError(error, os.strerror(error))
-                self._selector.register(sock, selectors.EVENT_WRITE, connection)
-                connection.watched = selectors.EVENT_WRITE
+                self._watch(connection, selectors.EVENT_WRITE)
             except (OSError, ray.exceptions.RayError) as error:
                 self._fail(connection, error)
         self._looking_up = waiting
@@ -247,10 +246,14 @@ class TcpCalls:
         events = selectors.EVENT_READ
         if connection.outgoing:
             events |= selectors.EVENT_WRITE
+        self._watch(connection, events)
+
+    def _watch(self, connection: _Connection, events: int) -> None:
+        """Have the selector watch the connection's socket for `events` (and only them)."""
         if not connection.watched:
-            self._selector.register(sock, events, connection)
+            self._selector.register(connection.sock, events, connection)
         elif connection.watched != events:
-            self._selector.modify(sock, events, connection)
+            self._selector.modify(connection.sock, events, connection)
         connection.watched = events
 
     def _drain_wake_ups(self) -> bool:

@@ -342,8 +342,7 @@ class Producer:
         timestamp = now if timestamp_ms is None else timestamp_ms
         future = RecordFuture(topic, partition, timestamp)
         with self._lock:
-            if self._accumulator.buffered_bytes >= self.config.buffer_memory:
-                self._wait_for_buffer_space()
+            self._wait_for_buffer_space()
             appended = self._accumulator.append(
                 topic, partition, key, value, timestamp, headers, now)
             future._bind(self._outcome_of(appended.batch), len(appended.batch.records) - 1)
@@ -555,10 +554,6 @@ class Producer:
     def _partition_count(self, topic: str) -> int:
         """The topic's partition count, waiting up to max.block.ms for a broker to answer, as
         Kafka's send waits for metadata: during a failover every broker may be restarting."""
-        try:
-            return self.metadata.partition_count(topic)  # known: no deadline to compute
-        except BrokerUnavailableError:
-            pass
         deadline = time.monotonic() + self.config.max_block_ms / 1000
         pause = 0.05
         while True:
