@@ -38,6 +38,11 @@ partition's three replicas trace their events (`rafka.actors.path_trace`), and e
 latency is laid along its ten hops, from `late` (the producer's own lag behind the schedule)
 to `delivery` (the consumer's fetch answered to `poll` returning). Each hop's mean, p50 and
 p99 are printed under `hops`; the means add up to the mean latency.
+
+And what it costs: under `cpu`, the cores each process on the path kept busy while records were
+measured (the producer's process, the leader's and followers' replica hosts, the consumer's,
+which is this one) and the whole machine's, and the same as CPU us per record. A change of a
+few per cent of a core shows there run after run, where the tail moves with the machine.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from array import array
 from collections import deque
@@ -143,6 +149,56 @@ def send_at_rate(send: Any, rate: int, total: int, record_size: int,
             i += 1
         send(payloads)
     return start
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User and system CPU of a process, all its threads, from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def machine_busy_seconds() -> float:
+    """CPU time the machine's cores spent on anything but waiting, from /proc/stat."""
+    with open("/proc/stat") as stat:
+        ticks = [int(value) for value in stat.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle and iowait
+    return (sum(ticks[:8]) - idle) / CLOCK_TICKS
+
+
+class CpuWindow(threading.Thread):
+    """CPU each of `pids` (a role each) used between two monotonic instants (ns), and the
+    whole machine's, read from /proc by a thread that sleeps until each instant: less noisy
+    than a latency tail, so an A/B pair can show a change of a few per cent of a core. The
+    reading takes well under a millisecond, so the consumer's loop is not held up by it."""
+
+    def __init__(self, pids: dict[str, int], began_ns: int, ended_ns: int) -> None:
+        super().__init__(daemon=True)
+        self.pids, self.began_ns, self.ended_ns = pids, began_ns, ended_ns
+        self.cores: dict[str, float] = {}
+
+    def _read(self) -> dict[str, float]:
+        used = {role: process_cpu_seconds(pid) for role, pid in self.pids.items()}
+        used["machine"] = machine_busy_seconds()
+        return used
+
+    def run(self) -> None:
+        time.sleep(max(0, self.began_ns - time.monotonic_ns()) / 1e9)
+        before, began = self._read(), time.monotonic_ns()
+        time.sleep(max(0, self.ended_ns - time.monotonic_ns()) / 1e9)
+        after, ended = self._read(), time.monotonic_ns()
+        seconds = (ended - began) / 1e9
+        self.cores = {role: round((after[role] - before[role]) / seconds, 3) for role in after}
+
+    def summary(self, rate: int) -> dict[str, Any]:
+        """Cores busy per role, and CPU us per record at `rate`, once the window has ended."""
+        self.join()
+        return {"cores": self.cores,
+                "us_per_record": {role: round(cores * 1e6 / rate, 2)
+                                  for role, cores in self.cores.items()}}
 
 
 def settle_heap() -> None:
@@ -367,6 +423,8 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int, args: argparse.N
         consumer.position(tp.topic, tp.partition)
     hosts = cluster.replica_hosts(topic, 0)
     ray.get([host.start_tracing_path.remote(topic, 0) for host in hosts.values()])
+    leader = cluster.describe_topic(topic)["partitions"][0]["leader"]
+    host_pids = {broker: ray.get(host.pid.remote()) for broker, host in hosts.items()}
     requests_file = Path(tempfile.mkdtemp(prefix="rafka-bench-latency-")) / "requests"
     sender, start = start_sender([
         "producer", ray.get_runtime_context().gcs_address, str(cluster.stack.zk_address),
@@ -374,6 +432,13 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int, args: argparse.N
         str(linger_ms), str(requests_file), transport, str(args.max_in_flight),
         args.producer_calls])
     counted_from = start + int(args.warmup * 1e9)
+    followers = sorted(broker for broker in host_pids if broker != leader)
+    cpu = CpuWindow({"producer_process": sender.pid, "leader_host": host_pids[leader],
+                     **{f"follower_host_{n}": host_pids[broker]
+                        for n, broker in enumerate(followers, 1)},
+                     "consumer_process": os.getpid()},
+                    counted_from, counted_from + int(args.seconds * 1e9))
+    cpu.start()
     # Plain tuples while timing, TracedRecords after: the collector stops tracking a tuple of
     # ints, but not a named tuple, and every full collection walked the million of them (nine
     # over a 25 s run at 50,000/s, up to 265 ms each, the consumer stopped meanwhile).
@@ -396,13 +461,13 @@ def rafka_latency(cluster: Cluster, topic: str, linger_ms: int, args: argparse.N
     traced = list(map(TracedRecord._make, rows))
     events = {broker: ray.get(host.stop_tracing_path.remote(topic, 0))
               for broker, host in hosts.items()}
-    leader = cluster.describe_topic(topic)["partitions"][0]["leader"]
     requests = [SentRequest(*request) for request in msgpack.unpackb(requests_file.read_bytes())]
     shutil.rmtree(requests_file.parent, ignore_errors=True)
     counted = [record for record in traced if record.due_ns >= counted_from]
     samples = [(record.due_ns, (record.polled_ns - record.due_ns) / 1e6) for record in traced]
     return {**summary(samples, total, counted_from),
             "produce_requests": len(requests),
+            "cpu": cpu.summary(args.rate),
             "hops": hop_summary(hop_breakdown(counted, requests, events.pop(leader), events),
                                 len(counted))}
 
