@@ -32,6 +32,7 @@ from typing import Any
 import ray
 from ray.exceptions import ActorDiedError
 
+from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.logs import log_actor_lines
@@ -282,6 +283,7 @@ class ReplicaHost:
         self.offset_managers.clear()
         for replica in replicas:
             replica.stop()
+        metrics.flush_replica_counts()
         for replica in replicas:
             try:
                 await asyncio.to_thread(replica.release)
@@ -344,6 +346,7 @@ class ReplicaHost:
                     log.exception("ISR check of %s-%d failed", replica.topic, replica.partition)
             self._maintain_due_logs(now)
             self._drop_idle_sessions()
+            metrics.flush_replica_counts()
             if time.monotonic() >= next_checkpoint:
                 next_checkpoint = time.monotonic() + HIGH_WATERMARK_CHECKPOINT_INTERVAL_S
                 # fsyncs: on a thread, so that requests do not wait behind them.

@@ -176,3 +176,27 @@ def test_isr_and_controller_metrics(start_cluster: Callable[..., Cluster],
         s, "ray_rafka_controller_changes_total", cluster=name) == 2, "the second controller")
     assert total(samples, "ray_rafka_controller_changes_total", cluster=name,
                  broker=str(controller)) == 1
+
+
+def test_pending_counts_hand_ray_one_sum_per_counter_and_tags(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica's counters are summed until the host's timer flushes them (pure logic: Ray's
+    side is `metrics.inc`, replaced here by a list)."""
+    from rafka.actors import metrics
+
+    handed: list[tuple[str, float, dict[str, str]]] = []
+    monkeypatch.setattr(metrics, "inc", lambda name, value, tags: handed.append(
+        (name, value, tags)))
+    first, second = {"topic": "a", "partition": "0"}, {"topic": "a", "partition": "1"}
+    counts = metrics.PendingCounts()
+    for records in (3, 4, 5):
+        counts.add("rafka_records_in", records, first)
+    counts.add("rafka_records_in", 7, second)
+    counts.add("rafka_bytes_in", 100, first)
+    assert handed == []
+    counts.flush()
+    assert sorted(handed, key=lambda item: (item[0], item[2]["partition"])) == [
+        ("rafka_bytes_in", 100, first), ("rafka_records_in", 12, first),
+        ("rafka_records_in", 7, second)]
+    counts.flush()
+    assert len(handed) == 3  # nothing new: nothing handed

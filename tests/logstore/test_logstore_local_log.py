@@ -140,3 +140,51 @@ def test_roll_follows_a_config_change(tmp_path: Path, config_change: dict[str, i
     # Three batches no longer fit in one segment, or the first append was too long ago.
     _append(local, 1, now_ms=T0 + 2)
     assert rolls == [2]
+
+
+def _found_by_walking(segment: LogSegment, offset: int) -> tuple[int, BatchHeader] | None:
+    for position, header in segment.iter_headers(0):
+        if header.last_offset >= offset:
+            return position, header
+    return None
+
+
+def test_a_segment_finds_every_offset_where_a_walk_of_its_batches_does(tmp_path: Path) -> None:
+    """`find_position` answers the last batches appended from memory (RECENT_BATCHES): after
+    appends, a truncation that puts batches of another size at the same offsets, and a reload,
+    it must agree with a walk of the file for every offset, near the end or not."""
+    from rafka.logstore.segment import RECENT_BATCHES
+
+    config = small_config(segment_bytes=1 << 20)
+
+    def append(segment: LogSegment, records: int) -> None:
+        start = segment.next_offset
+        data = bytes(stamp_batch(batch_of(records, start=start, ts=T0 + start), start, 0))
+        segment.append(read_header(data), (data,))
+
+    def agrees(segment: LogSegment) -> None:
+        for offset in range(segment.next_offset + 2):
+            assert segment.find_position(offset) == _found_by_walking(segment, offset), offset
+
+    many = LogSegment.open(tmp_path, 0, config, created_ms=T0)
+    for i in range(3 * RECENT_BATCHES):
+        append(many, 1 + i % 4)
+    agrees(many)
+    many.close()
+    reopened = LogSegment.open(tmp_path, 0, config, created_ms=T0)
+    assert reopened.load(verify_crc=True, min_offset=-1) is None
+    agrees(reopened)
+    reopened.close()
+
+    # Batches of 4 (starting at 0, 4, ... 44), cut at 20, then batches of 3 from there: offsets
+    # 24, 28, 36 and 40 start no batch any more.
+    (tmp_path / "few").mkdir()
+    few = LogSegment.open(tmp_path / "few", 0, config, created_ms=T0)
+    for _ in range(12):
+        append(few, 4)
+    few.truncate_to(21)
+    assert few.next_offset == 20
+    for _ in range(10):
+        append(few, 3)
+    agrees(few)
+    few.close()
