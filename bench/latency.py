@@ -67,6 +67,7 @@ from typing import Any
 
 import msgpack
 import numpy as np
+import psutil
 import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -151,37 +152,27 @@ def send_at_rate(send: Any, rate: int, total: int, record_size: int,
     return start
 
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User and system CPU of a process, all its threads, from /proc."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
 def machine_busy_seconds() -> float:
-    """CPU time the machine's cores spent on anything but waiting, from /proc/stat."""
-    with open("/proc/stat") as stat:
-        ticks = [int(value) for value in stat.readline().split()[1:]]
-    idle = ticks[3] + ticks[4]  # idle and iowait
-    return (sum(ticks[:8]) - idle) / CLOCK_TICKS
+    """CPU time the machine's cores spent on anything but waiting (idle and iowait)."""
+    times = psutil.cpu_times()
+    return times.user + times.nice + times.system + times.irq + times.softirq + times.steal
 
 
 class CpuWindow(threading.Thread):
     """CPU each of `pids` (a role each) used between two monotonic instants (ns), and the
-    whole machine's, read from /proc by a thread that sleeps until each instant: less noisy
+    whole machine's (psutil), read by a thread that sleeps until each instant: less noisy
     than a latency tail, so an A/B pair can show a change of a few per cent of a core. The
     reading takes well under a millisecond, so the consumer's loop is not held up by it."""
 
     def __init__(self, pids: dict[str, int], began_ns: int, ended_ns: int) -> None:
         super().__init__(daemon=True)
-        self.pids, self.began_ns, self.ended_ns = pids, began_ns, ended_ns
+        self.processes = {role: psutil.Process(pid) for role, pid in pids.items()}
+        self.began_ns, self.ended_ns = began_ns, ended_ns
         self.cores: dict[str, float] = {}
 
     def _read(self) -> dict[str, float]:
-        used = {role: process_cpu_seconds(pid) for role, pid in self.pids.items()}
+        used = {role: sum(process.cpu_times()[:2])  # user and system, every thread
+                for role, process in self.processes.items()}
         used["machine"] = machine_busy_seconds()
         return used
 
