@@ -65,7 +65,8 @@ class HostConnections:
             reader, writer = idle.pop() if idle else await self._connect(host)
             writer.write(request)
             await writer.drain()
-            body = await asyncio.wait_for(read_frame(reader, self.max_answer_bytes), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                body = await read_frame(reader, self.max_answer_bytes)
             answer = host_frames.ANSWER_READERS[method](body)
         except BaseException:
             # The host may be gone or restarted elsewhere: its other idle connections go too,

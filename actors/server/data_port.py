@@ -126,8 +126,8 @@ class LeaderConnection:
                 await self._connect(leader)
             self._writer.write(host_frames.replica_fetch_request(*arguments))
             await self._writer.drain()
-            body = await asyncio.wait_for(read_frame(self._reader, max_answer_bytes),
-                                          timeout_s)
+            async with asyncio.timeout(timeout_s):
+                body = await read_frame(self._reader, max_answer_bytes)
             return host_frames.read_replica_fetch_answer(body)
         except BaseException:
             self.close()

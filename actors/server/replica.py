@@ -147,8 +147,12 @@ class PartitionReplica:
                 return False
             if self._changed is None:
                 self._changed = asyncio.Event()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the wait in a task of
+            # its own, which takes one more loop turn to wake the waiter (docs/latency.md). The
+            # waits of fetches and of data port answers are written the same way.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await self._changed.wait()
         return True
 
     def not_leader(self) -> dict[str, Any]:

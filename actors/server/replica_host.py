@@ -505,8 +505,9 @@ class ReplicaHost:
                     return
                 event.clear()
                 if all(seen(replica) == states[index] for index, replica in live):
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(event.wait(), remaining)
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(remaining):
+                            await event.wait()
                 for index, replica in live:
                     if seen(replica) == states[index]:
                         continue
@@ -619,8 +620,9 @@ class ReplicaHost:
                 break
             session.event.clear()
             if not session.dirty:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(session.event.wait(), remaining)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        await session.event.wait()
         for tp in watermark_news - set(answers):
             request, replica = session.listed.get(tp), self.replicas.get(tp)
             if request is None or replica is None:
