@@ -105,6 +105,18 @@ class _WakeSessions:
             session.mark(replica.tp)
 
 
+async def _produce_one(replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
+                       request: PartitionProduce, acks: int, timeout_ms: int,
+                       kafka_format: bool) -> dict:
+    """One partition's part of a produce request (a function, not a method of the actor
+    class, whose every method Ray wraps)."""
+    replica = replicas.get(TopicPartition(request.topic, request.partition))
+    if replica is None:
+        return _unknown_partition(broker_id, request.topic, request.partition)
+    return await replica.produce(request.records, acks, timeout_ms, kafka_format,
+                                 record_ends=request.record_ends)
+
+
 def _unknown_partition(broker_id: int, topic: str, partition: int) -> dict[str, Any]:
     return error_reply(
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -136,10 +148,15 @@ class ReplicaHost:
         self._wake_sessions = _WakeSessions(self.session_watchers)
         # Where producers, follower hosts and consumers send their requests over connections
         # they keep (actors/server/data_port.py): this node's address, as other nodes reach it.
+        # The port calls this class's own methods, not the actor's: Ray's actor class wraps
+        # every method for tracing (a frame more on each call and each resumption of a waiting
+        # one), which a request over the port, never traced, need not pay.
+        own = ReplicaHost
         self._data_port = DataPort(
             ray.util.get_node_ip_address(), self.config.socket_request_max_bytes,
-            produce=self.produce, replica_fetch=self.replica_fetch, fetch=self.fetch,
-            list_offsets=self.list_offsets, fetch_offsets=self.fetch_offsets)
+            produce=own.produce.__get__(self), replica_fetch=own.replica_fetch.__get__(self),
+            fetch=own.fetch.__get__(self), list_offsets=own.list_offsets.__get__(self),
+            fetch_offsets=own.fetch_offsets.__get__(self))
         self._handles: dict[str, Any] = {}
         # This host's broker, reached when an ISR changes: looked up and called once now,
         # while Ray's GCS answers, so that an ISR shrinks while it does not (its head
@@ -389,18 +406,12 @@ class ReplicaHost:
         With acks=all the request is answered once every partition's records are in its ISR.
         `kafka_format`: the batches are in Kafka's record format (a Kafka client's)."""
         if len(requests) == 1:
-            return [await self._produce_one(requests[0], acks, timeout_ms, kafka_format)]
+            return [await _produce_one(self.replicas, self.broker_id, requests[0], acks,
+                                       timeout_ms, kafka_format)]
         return list(await asyncio.gather(
-            *(self._produce_one(request, acks, timeout_ms, kafka_format)
+            *(_produce_one(self.replicas, self.broker_id, request, acks, timeout_ms,
+                           kafka_format)
               for request in requests)))
-
-    async def _produce_one(self, request: PartitionProduce, acks: int, timeout_ms: int,
-                           kafka_format: bool) -> dict:
-        replica = self.replicas.get(TopicPartition(request.topic, request.partition))
-        if replica is None:
-            return _unknown_partition(self.broker_id, request.topic, request.partition)
-        return await replica.produce(request.records, acks, timeout_ms, kafka_format,
-                                     record_ends=request.record_ends)
 
     # -------------------------------------------------------------------------- fetch
 
