@@ -1,4 +1,5 @@
-"""Waiting for a condition until a deadline, the one way rafka polls."""
+"""Waiting for a condition until a deadline, the one way rafka polls; and for an asyncio
+event with a timeout, the one way a produce or fetch waits for a change."""
 
 from __future__ import annotations
 
@@ -70,3 +71,19 @@ async def wait_until_async(
         if deadline.expired:
             raise error(f"timed out after {timeout_s:g} s waiting for {what or condition}")
         await asyncio.sleep(min(interval_s, deadline.remaining_s()) or 0.001)
+
+
+async def wait_for_event(event: asyncio.Event, timeout_s: float) -> bool:
+    """Until ``event`` is set, for at most ``timeout_s``: whether it was set.
+
+    `asyncio.timeout`, not `asyncio.wait_for`: on Python 3.11 wait_for runs the wait in a task
+    of its own, which takes one more loop turn to wake the waiter: on a replica host's data path
+    (these waits and the data ports' answer waits) the median latency at 5,000 records/s fell
+    from 3.28 to 2.68 ms without it (docs/latency.md).
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True

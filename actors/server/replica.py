@@ -17,7 +17,6 @@ numbers, not by arrival.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import shutil
 import time
@@ -47,6 +46,7 @@ from rafka.actors.server.replication import (
 from rafka.common.clock import wall_clock_ms
 from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UNDEFINED_EPOCH
 from rafka.common.topic_partition import TopicPartition
+from rafka.common.waiting import wait_for_event
 from rafka.logstore.batch import NO_TIMESTAMP, split_batches, validate_batches
 from rafka.logstore.errors import (
     CorruptRecordError,
@@ -147,12 +147,7 @@ class PartitionReplica:
                 return False
             if self._changed is None:
                 self._changed = asyncio.Event()
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the wait in a task of
-            # its own, which takes one more loop turn to wake the waiter (docs/latency.md). The
-            # waits of fetches and of data port answers are written the same way.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(remaining):
-                    await self._changed.wait()
+            await wait_for_event(self._changed, remaining)
         return True
 
     def not_leader(self) -> dict[str, Any]:

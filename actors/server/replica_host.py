@@ -20,7 +20,6 @@ hands the broker the ISR changes of all its leaders in one call.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import heapq
 import logging
@@ -62,6 +61,7 @@ from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica
 from rafka.actors.server.replica_fetcher import ReplicaFetcher
 from rafka.common.clock import wall_clock_ms
 from rafka.common.topic_partition import TopicPartition
+from rafka.common.waiting import wait_for_event
 from rafka.logstore.batch import decode_columns
 from rafka.wire.records import to_kafka
 
@@ -516,9 +516,7 @@ class ReplicaHost:
                     return
                 event.clear()
                 if all(seen(replica) == states[index] for index, replica in live):
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(remaining):
-                            await event.wait()
+                    await wait_for_event(event, remaining)
                 for index, replica in live:
                     if seen(replica) == states[index]:
                         continue
@@ -631,9 +629,7 @@ class ReplicaHost:
                 break
             session.event.clear()
             if not session.dirty:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(remaining):
-                        await session.event.wait()
+                await wait_for_event(session.event, remaining)
         for tp in watermark_news - set(answers):
             request, replica = session.listed.get(tp), self.replicas.get(tp)
             if request is None or replica is None:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from rafka.common.clock import monotonic_ms, wall_clock_ms
-from rafka.common.waiting import Deadline, wait_until, wait_until_async
+from rafka.common.waiting import Deadline, wait_for_event, wait_until, wait_until_async
 
 
 def test_wait_until_returns_the_first_true_result() -> None:
@@ -68,3 +68,20 @@ def test_the_two_clocks_are_different_clocks() -> None:
     assert wall_clock_ms() > 1_577_836_800_000
     assert abs(wall_clock_ms() - time.time() * 1000) < 1000
     assert abs(monotonic_ms() - time.monotonic() * 1000) < 1000
+
+
+def test_wait_for_event_says_whether_the_event_was_set_in_time() -> None:
+    async def scenario() -> tuple[bool, bool, bool, float]:
+        already = asyncio.Event()
+        already.set()
+        never = asyncio.Event()
+        later = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.05, later.set)
+        started = time.monotonic()
+        timed_out = await wait_for_event(never, 0.1)
+        waited = time.monotonic() - started
+        return await wait_for_event(already, 0), timed_out, await wait_for_event(later, 5), waited
+
+    already_set, timed_out, set_while_waiting, waited = asyncio.run(scenario())
+    assert already_set and set_while_waiting
+    assert not timed_out and waited >= 0.09
