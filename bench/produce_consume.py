@@ -28,10 +28,14 @@ median of the runs:
   per record) through the brokers' Kafka listeners, ``--kafka-records`` (200,000) each, then read
   whole by rafka's consumer and by confluent-kafka's (assigned from the beginning): how a Kafka
   client fares on rafka beside rafka's own, in one run.
-* ``latency``: a producer thread sending at a steady ``--rate`` records/s (5,000) to an RF 3
-  ``acks=all`` topic, each value carrying its ``time.perf_counter_ns()`` send time, while the main
-  thread polls a consumer; latency = the time ``poll`` returned the record - its send time.
-  Percentiles over ``--latency-seconds`` (10) after ``--warmup-seconds`` (1) not counted.
+* ``latency``: ``bench/latency.py``'s measurement on this cluster (issue 26): a producer process
+  of its own sends ``--rate`` records/s (5,000) to a topic of one partition, RF 3, acks=all,
+  each record stamped with when it was due (so a stalled sender shows its own delay); this
+  process's consumer polls; latency = when ``poll`` returned the record - when it was due. One
+  run per ``--latency-lingers`` (0 and the producer's default 5), then the floor: the same
+  records through a chain of four bare Ray actors (as many hops as rafka's path). Percentiles
+  over ``--latency-seconds`` (10) after ``--warmup-seconds`` (1) not counted, each run's p99 over
+  its chain's, and the median run's per-hop breakdown (docs/latency.md).
 
 Produce phases are timed from the first ``send``/``send_batch`` call to the return of ``flush()``
 (every future resolved); consume from the first ``poll`` to the one that returned the last record.
@@ -50,7 +54,9 @@ Sampling costs CPU on a 2-core machine: figures from such a run are not comparab
 
 Targets (issue 5): batch produce RF 1 acks=1 >= 500,000 records/s, RF 3 acks=all >= 250,000;
 per-record ``send()`` >= 200,000 (applied to RF 1 acks=1; RF 3 is reported without a target);
-consume >= 600,000; p99 <= 20 ms at 5,000 records/s with RF 3 acks=all. Issue 23, in the
+consume >= 600,000; p99 <= 20 ms at 5,000 records/s with RF 3 acks=all. Issue 26, at linger.ms 0:
+at 5,000 records/s p50 <= 2 ms, p99 <= 5, p99.9 <= 20 and p99 <= 3x the chain's; at 50,000/s
+p99 <= 20 ms (``LATENCY_TARGETS``). Issue 23, in the
 ``kafka_clients`` phase, per run over rafka's own client on the same topic: confluent-kafka's
 idempotent producer >= 0.8 of ``send()``, its consumer >= 1.0 of rafka's consumer with
 librdkafka's benchmark queue (``queued.min.messages=1000000``; with the defaults it is reported
@@ -73,12 +79,9 @@ import platform
 import shutil
 import signal
 import statistics
-import struct
 import subprocess
 import sys
-import threading
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +92,7 @@ sys.path.insert(0, str(_HERE.parent))
 import psutil  # noqa: E402
 import ray  # noqa: E402
 
+from bench.latency import chain_latency, rafka_latency  # noqa: E402
 from rafka import Cluster  # noqa: E402
 from rafka.actors.clients.accumulator import BATCH_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES  # noqa: E402
 from rafka.actors.clients.config import ConsumerConfig, ProducerConfig  # noqa: E402
@@ -104,6 +108,16 @@ TARGETS = {
     "consume_rf1": 600_000,
 }
 TARGET_P99_MS = 20.0
+# Issue 26, at linger.ms 0: by rate, the bound on each median (p99_vs_ray_chain: a run's p99
+# over its invocation's bare-Ray chain of as many hops as rafka's path).
+LATENCY_TARGETS = {
+    5_000: {"p50_ms": 2.0, "p99_ms": 5.0, "p999_ms": 20.0, "p99_vs_ray_chain": 3.0},
+    50_000: {"p99_ms": 20.0},
+}
+# The floor's chain, as bench/latency.py's defaults: producer to leader host, the follower's
+# fetch answered, its next fetch (the high watermark's move), the consumer's fetch answered.
+LATENCY_HOPS = 4
+LATENCY_CHAIN_IN_FLIGHT = 5
 
 # librdkafka's consumer stops fetching a partition for `fetch.queue.backoff.ms` (1 s) whenever
 # it holds `queued.min.messages` (100,000) records not yet consumed, against Kafka as against
@@ -618,111 +632,34 @@ class Bench:
         return {"seconds": round(elapsed, 3), "records_per_s": round(count / elapsed),
                 "mb_per_s": round(nbytes / elapsed / 1e6, 1), "cpu": meter.result}
 
-    # -- end-to-end latency -------------------------------------------------------------------
+    # -- end-to-end latency (issue 26) ---------------------------------------------------------
 
-    def latency(self, topic: str, profile: bool) -> dict[str, Any]:
-        args = self.args
-        rate, warmup, seconds = args.rate, args.warmup_seconds, args.latency_seconds
-        total = int(rate * (warmup + seconds))
-        pad = self.value[: max(0, args.record_size - 8)]
-        producer_config = dict(self.producer_config)
-        if args.latency_linger_ms is not None:
-            producer_config["linger_ms"] = args.latency_linger_ms
-        producer = self.cluster.producer(acks="all", **producer_config)
-        consumer = self.cluster.consumer([topic], auto_offset_reset="earliest",
-                                         **self.consumer_config)
-        pack = struct.Struct("<q").pack
-        unpack = struct.Struct("<q").unpack_from
-        # Each future is looked at once answered and let go (see bench/latency.py's producer).
-        waiting: deque[Any] = deque()
-        state: dict[str, Any] = {"failed": 0}
-
-        def produce() -> None:
-            try:
-                interval = 1e9 / rate
-                send = producer.send
-                clock = time.perf_counter_ns
-                start = clock()
-                state["start_ns"] = start
-                i = 0
-                while i < total:
-                    due = min(total, int((clock() - start) / interval) + 1)
-                    while i < due:
-                        waiting.append(send(topic, pack(clock()) + pad))
-                        i += 1
-                    while waiting and waiting[0].done():
-                        state["failed"] += waiting.popleft().exception(0) is not None
-                    # Wake at most every 1 ms (5 records per wake at 5,000/s): a sleep per
-                    # record would cost this process (and the GIL) more than the records do.
-                    delay = (start + i * interval - clock()) / 1e9
-                    if delay > 0:
-                        time.sleep(max(delay, 0.001))
-                state["send_seconds"] = (clock() - start) / 1e9
-                producer.flush()
-            except BaseException as error:  # reported by the main thread
-                state["error"] = error
-
+    def latency(self, linger_ms: int, rep: int, profile: bool) -> dict[str, Any]:
+        """`bench/latency.py`'s measurement on this cluster: records due at a steady --rate, sent
+        by a producer process of its own and each stamped with when it was due (not when it was
+        sent: no coordinated omission), to a topic of one partition, RF 3, acks=all; a record's
+        latency is when this process's consumer's poll returned it less when it was due."""
+        topic = self.topic(f"latency-linger-{linger_ms}-{rep}", 3, partitions=1)
         try:
-            producer.metadata.partitions(topic)
-            for tp in consumer.assignment():
-                consumer.position(tp.topic, tp.partition)
-            samples: list[float] = []
-            sent_at: list[int] = []
-            received = 0
-            with self.measure(f"latency-{topic}", topic, profile) as meter:
-                thread = threading.Thread(target=produce, name="bench-producer", daemon=True)
-                thread.start()
-                while "start_ns" not in state and thread.is_alive():
-                    time.sleep(0.001)
-                counted_from = state.get("start_ns", 0) + int(warmup * 1e9)
-                deadline = time.monotonic() + warmup + seconds + 60
-                clock = time.perf_counter_ns
-                while received < total and time.monotonic() < deadline:
-                    if "error" in state:
-                        break
-                    records = consumer.poll(timeout_ms=100)
-                    now = clock()
-                    received += len(records)
-                    for record in records:
-                        sent = unpack(record.value)[0]
-                        if sent >= counted_from:
-                            samples.append((now - sent) / 1e6)
-                            sent_at.append(sent)
-                thread.join(60)
-            if "error" in state:
-                raise RuntimeError(f"latency producer failed: {state['error']!r}")
-            failed = state["failed"] + sum(f.exception(0) is not None for f in waiting)
-            if failed or received != total:
-                raise RuntimeError(f"latency: {failed} sends failed, {received} of {total} "
-                                   "records received")
+            with self.measure(f"latency-linger-{linger_ms}", topic, profile):
+                return rafka_latency(self.cluster, topic, linger_ms, self.latency_args(),
+                                     self.args.transport or ProducerConfig().transport)
         finally:
-            producer.close()
-            consumer.close()
-        # Where the slow records were: p99 and max of each second (by send time), to tell a
-        # steady tail from a few stalls (GC, a neighbour's burst, an ISR change).
-        windows: dict[int, list[float]] = {}
-        for sent, latency in zip(sent_at, samples, strict=True):
-            windows.setdefault(int((sent - counted_from) // 1_000_000_000), []).append(latency)
-        per_second = []
-        for second in sorted(windows):
-            window = sorted(windows[second])
-            per_second.append({"second": second, "p50_ms": round(_percentile(window, 50), 2),
-                               "p99_ms": round(_percentile(window, 99), 2),
-                               "max_ms": round(window[-1], 2)})
-        samples.sort()
-        return {
-            "over_target_records": sum(1 for x in samples if x > TARGET_P99_MS),
-            "cpu": meter.result,
-            "per_second": per_second,
-            "records": total,
-            "measured_records": len(samples),
-            "achieved_send_rate": round(total / state["send_seconds"]),
-            "p50_ms": round(_percentile(samples, 50), 3),
-            "p99_ms": round(_percentile(samples, 99), 3),
-            "p999_ms": round(_percentile(samples, 99.9), 3),
-            "max_ms": round(samples[-1], 3),
-            "mean_ms": round(statistics.fmean(samples), 3),
-        }
+            self.drop(topic)
+
+    def latency_floor(self) -> dict[str, Any]:
+        """The same records at the same rate through a chain of bare Ray actors with as many
+        hops as rafka's path (bench/latency.py): the floor each run's p99 is judged against."""
+        return chain_latency(self.latency_args())
+
+    def latency_args(self) -> argparse.Namespace:
+        args = self.args
+        return argparse.Namespace(
+            rate=args.rate, warmup=args.warmup_seconds, seconds=args.latency_seconds,
+            record_size=args.record_size, producer_calls="record", hops=LATENCY_HOPS,
+            chain_in_flight=LATENCY_CHAIN_IN_FLIGHT,
+            max_in_flight=args.max_in_flight
+            or ProducerConfig().max_in_flight_requests_per_connection)
 
 
 # -------------------------------------------------------------------------------------- run
@@ -808,13 +745,60 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     timed(key, read, *read_args)
                 bench.drop(topic)
             if "latency" in phases:
-                topic = bench.topic(f"latency-rf3-{rep}", 3)
-                timed("latency_rf3_acksall", bench.latency, topic, profile)
-                bench.drop(topic)
+                for linger in args.latency_lingers:
+                    timed(f"latency_linger_{linger}", bench.latency, linger, rep, profile)
+                timed("latency_ray_chain", bench.latency_floor)
             print(f"run {rep + 1}/{args.repeats} done", file=sys.stderr)
     finally:
         cluster.shutdown()
     return report(args, runs, setup_s)
+
+
+def latency_targets(rate: int, linger_ms: int) -> dict[str, float]:
+    """What a latency run is judged against: issue 26's bounds at linger.ms 0 (5,000 and
+    50,000 records/s), issue 5's p99 <= 20 ms at 5,000/s otherwise; nothing at other rates."""
+    if linger_ms == 0 and rate in LATENCY_TARGETS:
+        return LATENCY_TARGETS[rate]
+    return {"p99_ms": TARGET_P99_MS} if rate == 5_000 else {}
+
+
+def latency_report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]]
+                   ) -> tuple[dict[str, Any], dict[str, bool]]:
+    """Each linger.ms's percentiles over the runs, each run's p99 over the same run's bare-Ray
+    chain, the per-hop breakdown of the run with the median p50, and the targets, judged on
+    medians."""
+    percentiles = ("p50_ms", "p99_ms", "p999_ms", "max_ms")
+    chains = runs["latency_ray_chain"]
+    results: dict[str, Any] = {f"latency_ray_chain_{LATENCY_HOPS}_hops": {
+        key: _summary([chain[key] for chain in chains], False, digits=3) for key in percentiles}}
+    passes: dict[str, bool] = {}
+    for linger in args.latency_lingers:
+        measured = runs[f"latency_linger_{linger}"]
+        medians = {key: statistics.median(run[key] for run in measured) for key in percentiles}
+        ratios = [run["p99_ms"] / chain["p99_ms"] for run, chain in zip(measured, chains,
+                                                                          strict=True)]
+        medians["p99_vs_ray_chain"] = statistics.median(ratios)
+        typical = sorted(measured, key=lambda run: run["p50_ms"])[len(measured) // 2]
+        entry: dict[str, Any] = {
+            "rate_records_per_s": args.rate,
+            "linger_ms": linger,
+            "measured_records": measured[0]["measured"],
+            **{key: _summary([run[key] for run in measured], False, digits=3)
+               for key in percentiles},
+            "p99_vs_ray_chain": {"median": round(medians["p99_vs_ray_chain"], 2),
+                                 "runs": [round(ratio, 2) for ratio in ratios]},
+            "produce_requests": _summary([run["produce_requests"] for run in measured], False),
+            "worst_windows": [run["worst_windows"] for run in measured],
+            "cpu_of_median_run": typical["cpu"],
+            "hops_of_median_run": typical["hops"],
+        }
+        targets = latency_targets(args.rate, linger)
+        if targets:
+            entry["targets"] = targets
+            entry["pass"] = all(medians[key] <= bound for key, bound in targets.items())
+            passes[f"latency_rf3_acksall_linger_{linger}"] = entry["pass"]
+        results[f"latency_rf3_acksall_linger_{linger}"] = entry
+    return results, passes
 
 
 def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
@@ -880,19 +864,10 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
             if target is not None:
                 results[name]["pass"] = statistics.median(ratios) >= target
                 passes[name] = results[name]["pass"]
-    if "latency_rf3_acksall" in runs:
-        lat = runs["latency_rf3_acksall"]
-        p99s = [r["p99_ms"] for r in lat]
-        results["latency_rf3_acksall"] = {
-            "rate_records_per_s": args.rate,
-            "achieved_send_rate": _summary([r["achieved_send_rate"] for r in lat]),
-            "measured_records": lat[0]["measured_records"],
-            **{key: _summary([r[key] for r in lat], False, digits=3)
-               for key in ("p50_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms")},
-            "target_p99_ms": TARGET_P99_MS,
-            "pass": statistics.median(p99s) <= TARGET_P99_MS,
-        }
-        passes["latency_rf3_acksall"] = results["latency_rf3_acksall"]["pass"]
+    if "latency_ray_chain" in runs:
+        latency_results, latency_passes = latency_report(args, runs)
+        results.update(latency_results)
+        passes.update(latency_passes)
     if "baseline" in runs:
         base = runs["baseline"]
         results["baseline_bare_ray_actor"] = {
@@ -926,7 +901,6 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
                 "batch_size": args.batch_size or producer_defaults.batch_size,
                 "max_in_flight": args.max_in_flight
                 or producer_defaults.max_in_flight_requests_per_connection,
-                "latency_phase_linger_ms": args.latency_linger_ms,
             },
             "consumer": {
                 "max_poll_records": args.max_poll_records or consumer_defaults.max_poll_records,
@@ -936,7 +910,7 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
                 if args.fetch_max_wait_ms is not None else consumer_defaults.fetch_max_wait_ms,
             },
             "latency": {"rate": args.rate, "warmup_seconds": args.warmup_seconds,
-                        "seconds": args.latency_seconds},
+                        "seconds": args.latency_seconds, "lingers_ms": args.latency_lingers},
             "profiled_with_py_spy": bool(args.py_spy),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
@@ -974,7 +948,8 @@ def plot(result: dict[str, Any], out: str) -> None:
             best.append(base[key]["records_per_s"]["best"])
             median.append(base[key]["records_per_s"]["median"])
             targets.append(None)
-    lat = results.get("latency_rf3_acksall")
+    lat = {key: entry for key, entry in results.items()
+           if key.startswith("latency_rf3_acksall_linger_")}
     fig, axes = plt.subplots(1, 2 if lat else 1, figsize=(12 if lat else 9, 4.5),
                              gridspec_kw={"width_ratios": [3, 1]} if lat else None)
     ax = axes[0] if lat else axes
@@ -991,11 +966,21 @@ def plot(result: dict[str, Any], out: str) -> None:
     ax.set_title(f"rafka, {result['config']['record_size']}-byte records, "
                  f"{result['config']['partitions']} partitions")
     if lat:
+        # Medians of each linger.ms's runs, beside its bounds (issue 26 at linger.ms 0).
         keys = ["p50_ms", "p99_ms", "p999_ms"]
-        axes[1].bar(keys, [lat[k]["best"] for k in keys], label="best")
-        axes[1].axhline(TARGET_P99_MS, color="red", label="p99 target")
-        axes[1].set_ylabel("ms")
-        axes[1].set_title(f"end-to-end latency at {lat['rate_records_per_s']:,}/s")
+        width = 0.8 / len(lat)
+        for n, entry in enumerate(lat.values()):
+            xs = [x + n * width for x in range(len(keys))]
+            axes[1].bar(xs, [entry[k]["median"] for k in keys], width=width,
+                        label=f"linger.ms {entry['linger_ms']}")
+            for x, key in zip(xs, keys, strict=True):
+                bound = entry.get("targets", {}).get(key)
+                if bound:
+                    axes[1].hlines(bound, x - width / 2, x + width / 2, colors="red")
+        axes[1].set_xticks([x + 0.4 - width / 2 for x in range(len(keys))], keys)
+        axes[1].set_yscale("log")
+        axes[1].set_ylabel("ms from due to delivered (median run; red: target)")
+        axes[1].set_title(f"end-to-end latency at {result['config']['latency']['rate']:,}/s")
         axes[1].legend()
     fig.tight_layout()
     fig.savefig(out)
@@ -1046,8 +1031,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=5_000, help="latency phase send rate")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--warmup-seconds", type=float, default=1.0)
-    parser.add_argument("--latency-linger-ms", type=int, default=None,
-                        help="linger.ms of the latency phase's producer (default: --linger-ms)")
+    parser.add_argument("--latency-lingers", default="0,5",
+                        help="linger.ms of the latency phase's producer, a run each "
+                             "(comma-separated; 5 is the producer's default)")
     parser.add_argument("--data-dir", default=None, help="default: a temporary directory")
     parser.add_argument("--phase-timeout", type=float, default=900.0,
                         help="give up (and shut the cluster down) if one phase takes longer")
@@ -1061,6 +1047,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also sample C/C++ frames (Ray's core worker); pauses the process "
                              "at each sample, so it slows it down more")
     args = parser.parse_args(argv)
+    args.latency_lingers = [int(value) for value in args.latency_lingers.split(",")]
     if args.quick:
         args.records = min(args.records, 50_000)
         args.send_records = min(args.send_records, 20_000)
