@@ -3,8 +3,10 @@
 A follower host runs one fetcher per leader host it follows. One request serves every
 partition the two hosts share, each with its own fetch offset and leader epoch, as Kafka's
 replica fetcher threads do per pair of brokers; the leader host answers as soon as any of them
-has records, or after `replica.fetch.wait.max.ms`. The request lists only the partitions whose
-fetch state changed, in a fetch session the leader keeps (`rafka.actors.server.fetch_session`).
+has records, or after `replica.fetch.wait.max.ms` (less while a partition backs off after an
+error, so that it is listed again when its backoff ends: `fetch_wait_ms`). The request lists
+only the partitions whose fetch state changed, in a fetch session the leader keeps
+(`rafka.actors.server.fetch_session`).
 It goes over a TCP connection the fetcher keeps to the leader host's data port
 (`rafka.actors.server.data_port`), or, with `replica.fetch.transport=ray`, as an actor call; the
 rarer calls (truncation's epoch queries, waking a waiting fetch) are actor calls.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +40,17 @@ from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.errors import LogStoreError
 
 log = logging.getLogger(__name__)
+
+
+def fetch_wait_ms(max_wait_ms: int, backoffs: list[float], now: float) -> int:
+    """How long the leader may hold the next fetch: `replica.fetch.wait.max.ms`, or until the
+    soonest of `backoffs` (monotonic s) still ahead ends. A partition backing off after an
+    error (its leader not ready yet, as when a topic is new) is left out of fetches until
+    then, and one held the whole wait would keep it out that long."""
+    ahead = [until - now for until in backoffs if until > now]
+    if not ahead:
+        return max_wait_ms
+    return min(max_wait_ms, math.ceil(min(ahead) * 1000))
 
 
 @dataclass
@@ -101,7 +115,7 @@ class ReplicaFetcher:
         self._removed.discard(tp)
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
-        elif self._waiting and not self._woken and not self._full:
+        elif self._waiting and not self._woken:
             self._woken = True
             self._waking = asyncio.ensure_future(self._wake_session())
 
@@ -141,14 +155,15 @@ class ReplicaFetcher:
             try:
                 leader = await self._handle(self.leader_host)
                 await self._truncate(leader)
-                listing = self._listing()
+                listing, backoffs = self._listing()
                 removed = [tuple(tp) for tp in self._removed]
                 if not listing and not self._in_session and not removed:
                     await asyncio.sleep(backoff_s)  # all truncating or backing off
                     continue
                 self._waiting, self._woken = True, False
                 arguments = (self.broker_id, self.session_id, self._full, listing, removed,
-                              self.config.replica_fetch_wait_max_ms,
+                              fetch_wait_ms(self.config.replica_fetch_wait_max_ms, backoffs,
+                                            time.monotonic()),
                               self.config.replica_fetch_max_bytes,
                               self.config.replica_fetch_response_max_bytes)
                 try:
@@ -188,23 +203,30 @@ class ReplicaFetcher:
         self._in_session.clear()
         self._removed.clear()
 
-    def _listing(self) -> list[ReplicaFetchPartition]:
+    def _listing(self) -> tuple[list[ReplicaFetchPartition], list[float]]:
         """What the next fetch lists: every partition ready to fetch (full) or those changed
-        or answered since the last fetch, unless backing off."""
+        or answered since the last fetch, unless backing off; and when the backoffs of those
+        left out, and of those still to truncate, end (monotonic s)."""
         now = time.monotonic()
         candidates = self.partitions if self._full else self._to_list
         listing = []
+        backing_off = []
         for tp in candidates:
             following = self.partitions.get(tp)
-            if (following is None or tp in self._untruncated or following.backoff_until > now
-                    or not following.current):
+            if following is None or tp in self._untruncated or not following.current:
+                continue
+            if following.backoff_until > now:
+                backing_off.append(tp)
                 continue
             log_ = following.replica.log
             listing.append(ReplicaFetchPartition(tp.topic, tp.partition, log_.log_end_offset,
                                                  following.leader_epoch, log_.high_watermark))
         if self._full:
-            self._to_list.clear()
-        return listing
+            self._to_list = set(backing_off)  # listed once their backoff is over
+        backoffs = [self.partitions[tp].backoff_until for tp in backing_off]
+        backoffs += [self.partitions[tp].backoff_until for tp in self._untruncated
+                     if tp in self.partitions]
+        return listing, backoffs
 
     def _apply(self, tp: TopicPartition, fetch_offset: int,
                reply: FetchedRecords | dict[str, Any]) -> None:

@@ -146,6 +146,10 @@ class ReplicaHost:
         self.sessions: dict[tuple[int, int], FetchSession] = {}
         self.session_watchers: dict[TopicPartition, set[FetchSession]] = {}
         self._wake_sessions = _WakeSessions(self.session_watchers)
+        # Wakes of sessions whose full fetch has not arrived yet (monotonic s when woken): the
+        # session starts woken. The wake is an actor call, the fetch may come over the data
+        # port, and either may come first.
+        self._early_wakes: dict[tuple[int, int], float] = {}
         # Where producers, follower hosts and consumers send their requests over connections
         # they keep (actors/server/data_port.py): this node's address, as other nodes reach it.
         # The port calls this class's own methods, not the actor's: Ray's actor class wraps
@@ -395,6 +399,8 @@ class ReplicaHost:
         limit = time.monotonic() - SESSION_IDLE_TIMEOUT_S
         for session in [s for s in self.sessions.values() if s.last_used < limit]:
             self._close_session(session)
+        for key in [key for key, woken_at in self._early_wakes.items() if woken_at < limit]:
+            del self._early_wakes[key]
 
     # ------------------------------------------------------------------------ produce
 
@@ -577,9 +583,14 @@ class ReplicaHost:
         key = (follower_id, session_id)
         session = self.sessions.get(key)
         if full:
+            # A wake meant for this fetch may have come before it, to the session it replaces
+            # or to none yet: it still answers this fetch at once.
+            woken = self._early_wakes.pop(key, None) is not None
             if session is not None:
+                woken = woken or session.woken
                 self._close_session(session)
             session = self.sessions[key] = FetchSession(follower_id, session_id)
+            session.woken = woken
         elif session is None:
             return error_reply(ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                                f"no fetch session {session_id} of broker {follower_id} here: "
@@ -649,10 +660,13 @@ class ReplicaHost:
         return await self._data_port.start()
 
     async def wake_session(self, follower_id: int, session_id: int) -> None:
-        """The follower has a new partition to list: answer its waiting fetch now."""
+        """The follower has a new partition to list: answer its waiting fetch now (or, if
+        that fetch has not arrived yet, as soon as it does)."""
         session = self.sessions.get((follower_id, session_id))
         if session is not None:
             session.wake()
+        else:
+            self._early_wakes[(follower_id, session_id)] = time.monotonic()
 
     def _unwatch(self, session: FetchSession, tp: TopicPartition) -> None:
         watchers = self.session_watchers.get(tp)

@@ -1,9 +1,11 @@
-"""Fetch sessions and the ISR arithmetic of partitions a session does not list (pure logic)."""
+"""Fetch sessions, the ISR arithmetic of partitions a session does not list, and how long a
+follower lets its leader hold a fetch (pure logic)."""
 
 from __future__ import annotations
 
 from rafka.actors.messages import ReplicaFetchPartition
 from rafka.actors.server.fetch_session import FetchSession
+from rafka.actors.server.replica_fetcher import fetch_wait_ms
 from rafka.actors.server.replication import FetchClock, LeaderState
 from rafka.common.topic_partition import TopicPartition
 
@@ -78,3 +80,15 @@ def test_a_removed_partition_leaves_the_session() -> None:
     session.remove(TopicPartition("t", 0))
     session.mark(TopicPartition("t", 0))
     assert session.take_dirty() == [] and not session.members
+
+
+def test_a_fetch_is_held_no_longer_than_the_soonest_backoff_still_ahead() -> None:
+    # Nothing backing off: the whole replica.fetch.wait.max.ms.
+    assert fetch_wait_ms(2_000, [], now=100.0) == 2_000
+    # Backoffs that ended count for nothing; the soonest ahead bounds the wait, rounded up so
+    # that the fetch after it finds the backoff over.
+    assert fetch_wait_ms(2_000, [99.0, 100.0], now=100.0) == 2_000
+    assert fetch_wait_ms(2_000, [100.5, 100.1234, 99.0], now=100.0) == 124
+    # Never beyond the configured wait, however far the backoff.
+    assert fetch_wait_ms(2_000, [200.0], now=100.0) == 2_000
+    assert fetch_wait_ms(0, [100.5], now=100.0) == 0
