@@ -71,9 +71,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
-import math
 import os
 import platform
 import shutil
@@ -92,7 +90,7 @@ sys.path.insert(0, str(_HERE.parent))
 import psutil  # noqa: E402
 import ray  # noqa: E402
 
-from bench.latency import chain_latency, rafka_latency  # noqa: E402
+from bench.latency import chain_latency, rafka_latency, settle_heap  # noqa: E402
 from rafka import Cluster  # noqa: E402
 from rafka.actors.clients.accumulator import BATCH_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES  # noqa: E402
 from rafka.actors.clients.config import ConsumerConfig, ProducerConfig  # noqa: E402
@@ -145,14 +143,6 @@ COMPARE_PARTITIONS_MIN_RATIO = 0.8
 
 
 # ------------------------------------------------------------------------------------ helpers
-
-
-def _percentile(ordered: list[float], q: float) -> float:
-    """Nearest-rank percentile of an already sorted list."""
-    if not ordered:
-        return float("nan")
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
 
 
 def _summary(values: list[float], higher_is_better: bool = True, digits: int = 0) -> dict:
@@ -227,17 +217,6 @@ def _replica_pids(cluster: Cluster, topic: str) -> dict[str, int]:
     for handle in _topic_brokers(cluster, topic).values():
         pids.update(ray.get(handle.replica_host_pids.remote(), timeout=30))
     return pids
-
-
-def _settle_heap() -> None:
-    """Put what this process holds before a phase out of the collector's sight, as
-    `bench/latency.py` does for its clients' processes. This process is the cluster's Ray
-    driver too, and a full collection walks every object it holds (about 130,000): 80-130 ms
-    each, a few times a phase for a client that allocates an object per record, as
-    confluent-kafka's consumer and delivery callbacks do. A user's client does not share its
-    process with the cluster's driver. What a phase allocates is collected as usual."""
-    gc.collect()
-    gc.freeze()
 
 
 def _broker_pids(cluster: Cluster, topic: str) -> dict[str, int]:
@@ -385,8 +364,11 @@ class Bench:
         targets = {"driver": os.getpid(), **labels} if profile and self.profiler.directory \
             else {}
         meter = CpuMeter({pid: label for label, pid in labels.items()})
+        # This process is the cluster's Ray driver too (about 130,000 objects), and a full
+        # collection of that took 80-130 ms, a few times a phase for a client that allocates
+        # an object per record; a user's client does not share its process with a driver.
         if not self.args.live_heap:
-            _settle_heap()
+            settle_heap()
         with self.profiler.record(phase, targets), meter:
             yield meter
 
