@@ -12,6 +12,7 @@ import ray
 
 from rafka import Cluster
 from rafka.coordination.embedded import EmbeddedZooKeeper
+from rafka.coordination.models import PartitionState, Versioned
 from rafka.coordination.partition_state import PartitionStateStore
 from rafka.coordination.registration import read_brokers
 from tests.support.cluster import cluster_of_its_own
@@ -25,11 +26,19 @@ def detached(zookeeper: EmbeddedZooKeeper, ray_session: None,
     yield from cluster_of_its_own(zookeeper, tmp_path_factory, "restarts", detached=True)
 
 
-def _state_versions(cluster: Cluster, topic: str) -> list[int]:
-    """Each partition's state znode version: it moves at every election and ISR change."""
+def _states(cluster: Cluster, topic: str) -> list[Versioned[PartitionState]]:
+    """Each partition's state as ZooKeeper holds it, with its znode version: the version moves
+    at every election and ISR change."""
     states = PartitionStateStore(cluster.store)
-    return [states.read_partition_state(topic, p["partition"]).version
+    return [states.read_partition_state(topic, p["partition"])
             for p in cluster.describe_topic(topic)["partitions"]]
+
+
+def _states_holding(cluster: Cluster, topic: str, broker: int,
+                    ) -> list[Versioned[PartitionState]] | None:
+    """The partitions' states if `broker` is in every ISR, else None."""
+    states = _states(cluster, topic)
+    return states if all(broker in state.value.isr for state in states) else None
 
 
 def _broker_pid(cluster: Cluster, broker_id: int) -> int | None:
@@ -55,14 +64,23 @@ def test_a_killed_broker_process_comes_back_by_itself(detached: Cluster) -> None
         wait_until(lambda: len(workload.acknowledged) > 1000, 60, "acknowledged records")
         old_pid = _broker_pid(detached, victim)
         old_epoch = read_brokers(detached.store)[victim].epoch
-        old_versions = _state_versions(detached, "restarted")
+        # The victim in every ISR, read with the versions: a replica host that took longer
+        # than replica.lag.time.max.ms to start (a loaded machine) is out of its ISR a while,
+        # and a death then moves nothing for that partition.
+        old_states = wait_until(lambda: _states_holding(detached, "restarted", victim), 60,
+                                f"broker {victim} in every ISR before it is killed")
         os.kill(old_pid, signal.SIGKILL)
-        # The controller acts on the death: every partition loses broker 1 as leader (an
-        # election) or from its ISR (a shrink). Its state's znode version says so for good;
-        # the ISR itself may already hold broker 1 again by the time a poll looks.
-        wait_until(lambda: all(now > before for now, before in zip(
-            _state_versions(detached, "restarted"), old_versions, strict=True)), 30,
-            f"the controller to act on broker {victim}'s death")
+        # The controller acts on the death: every partition loses the victim as leader (an
+        # election) or from its ISR (a shrink, by the controller or, lag past, by the leader).
+        # Its state's znode version says so for good; the ISR itself may already hold the
+        # victim again by the time a poll looks.
+        try:
+            wait_until(lambda: all(now.version > before.version for now, before in zip(
+                _states(detached, "restarted"), old_states, strict=True)), 30,
+                f"the controller to act on broker {victim}'s death")
+        except AssertionError as error:
+            raise AssertionError(f"{error}: partition states before the kill {old_states}, "
+                                 f"now {_states(detached, 'restarted')}") from None
         wait_until(lambda: _broker_pid(detached, victim) not in (None, old_pid), 60,
                    f"Ray to restart broker {victim}")
         wait_until(lambda: (info := read_brokers(detached.store).get(victim)) is not None
