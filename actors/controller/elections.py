@@ -24,8 +24,6 @@ class Election:
         return self.leader < 0
 
 
-
-
 def elect_leader(
     assignment: Iterable[int],
     isr: Iterable[int],
