@@ -24,7 +24,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Set
 from typing import Any
 
 from rafka.actors.broker_handles import BrokerHandles
@@ -418,16 +418,22 @@ class Controller:
         self.states[tp] = Versioned(new_state, version)
         return True
 
-    async def _elect(self, tp: TopicPartition, attempts: int = 3) -> bool:
-        """Offline-partition election for one partition; True if its state changed."""
+    async def _elect(self, tp: TopicPartition, attempts: int = 3,
+                     bounced: Set[int] = frozenset()) -> bool:
+        """Offline-partition election for one partition; True if its state changed.
+
+        A leader that `bounced` (see `elect_leader`) is a new incarnation: even chosen again,
+        it leads under a new leader epoch."""
         for _attempt in range(attempts):
             state = self.states[tp].value
             config = self.configs.get(tp.topic, TopicConfig())
             election = elect_leader(
                 self._replicas(tp), state.isr, set(self.live),
                 unclean_leader_election=config.unclean_leader_election_enable,
+                bounced=bounced,
             )
-            if election.leader == state.leader and set(election.isr) == set(state.isr):
+            if (election.leader == state.leader and set(election.isr) == set(state.isr)
+                    and state.leader not in bounced):
                 return False
             if election.unclean:
                 log.warning("unclean leader election for %s-%d: broker %d leads without being "
@@ -601,6 +607,9 @@ class Controller:
         # A new broker epoch is a bounce: the broker lost what it led, whatever the ids say.
         dead = {b for b, info in old.items() if b not in brokers or brokers[b].epoch != info.epoch}
         born = {b for b, info in brokers.items() if b not in old or old[b].epoch != info.epoch}
+        # Both at once: its old registration gone and its new one made before this read. The
+        # elections below count it as dead (`elect_leader`).
+        bounced = dead & born
         if not dead and not born:
             if brokers != old:  # a registration changed (a new advertised listener)
                 self._update_metadata(set())
@@ -608,8 +617,8 @@ class Controller:
         for broker in dead | born:  # a broker registered anew may be another actor
             self.broker_handles.drop(broker)
             self._leader_and_isr_behind.pop(broker, None)  # a new one is told everything
-        log.info("controller %d: brokers %s; dead %s, new %s", self.broker_id,
-                 sorted(brokers), sorted(dead), sorted(born))
+        log.info("controller %d: brokers %s; dead %s, new %s, bounced %s", self.broker_id,
+                 sorted(brokers), sorted(dead - bounced), sorted(born - bounced), sorted(bounced))
         # Each partition's write is conditional on its own version, so they go to ZooKeeper
         # together (kazoo pipelines them on the session): a broker that led hundreds of
         # partitions costs a few round trips, not hundreds in a row.
@@ -622,7 +631,7 @@ class Controller:
                 to_elect.append(tp)
             elif dead & set(state.isr):
                 to_shrink.append(tp)
-        outcomes = await asyncio.gather(*(self._elect(tp) for tp in to_elect),
+        outcomes = await asyncio.gather(*(self._elect(tp, bounced=bounced) for tp in to_elect),
                                         *(self._shrink_isr(tp, dead) for tp in to_shrink))
         changed = {tp for tp, moved in zip(to_elect + to_shrink, outcomes, strict=True) if moved}
         changed |= await self._bring_online(self._partitions_without_state())

@@ -4,7 +4,7 @@ back, and the ISR left when a broker dies."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
 from rafka.actors.errors import ErrorCode
@@ -30,8 +30,16 @@ def elect_leader(
     live_brokers: set[int],
     *,
     unclean_leader_election: bool = False,
+    bounced: Set[int] = frozenset(),
 ) -> Election:
     """Offline-partition election: the first live ISR member in assignment order leads.
+
+    A `bounced` broker registered anew since the controller last looked (its process or node
+    restarted, its session expired, between two reads of `/brokers/ids`): it is a new
+    incarnation that may lack what its predecessor had not flushed, so it counts as dead here,
+    as Kafka's controller handles a bounce (the broker's failure, then its startup). It leaves
+    the ISR, to rejoin once it has caught up, and it leads only if no other ISR member is live
+    (then again under a new leader epoch, which the controller writes).
 
     With no live ISR member, `unclean.leader.election.enable` lets the first live replica lead
     (it may lack acknowledged records: the checker reports that as loss); otherwise the partition
@@ -40,9 +48,11 @@ def elect_leader(
     assignment = list(assignment)
     isr = list(isr)
     live_isr = [replica for replica in isr if replica in live_brokers]
-    for replica in assignment:
-        if replica in live_isr:
-            return Election(replica, tuple(live_isr))
+    settled_isr = [replica for replica in live_isr if replica not in bounced]
+    for candidates in (settled_isr, live_isr):
+        for replica in assignment:
+            if replica in candidates:
+                return Election(replica, tuple(candidates))
     if unclean_leader_election:
         for replica in assignment:
             if replica in live_brokers:

@@ -49,6 +49,40 @@ def test_a_clean_election_only_ever_picks_a_live_isr_member(assignment, isr, liv
         assert not (isr & live) and election.leader in live
 
 
+def test_a_bounced_leader_gives_way_to_another_live_isr_member_and_leaves_the_isr() -> None:
+    # Broker 1 restarted between two looks: alive and registered, but a new incarnation.
+    election = elect_leader([1, 2, 3], isr=[1, 2, 3], live_brokers={1, 2, 3}, bounced={1})
+    assert election.leader == 2 and set(election.isr) == {2, 3} and not election.unclean
+
+
+def test_a_bounced_broker_leads_again_only_when_no_other_isr_member_is_live() -> None:
+    election = elect_leader([1, 2, 3], isr=[1, 2], live_brokers={1, 3}, bounced={1})
+    assert election.leader == 1 and election.isr == (1,) and not election.unclean
+    # Preferred to an unclean election of a replica out of the ISR.
+    election = elect_leader([3, 1, 2], isr=[1], live_brokers={1, 3}, bounced={1},
+                            unclean_leader_election=True)
+    assert election.leader == 1 and not election.unclean
+
+
+@given(
+    st.permutations([1, 2, 3, 4]),
+    st.sets(st.sampled_from([1, 2, 3, 4])),
+    st.sets(st.sampled_from([1, 2, 3, 4])),
+    st.sets(st.sampled_from([1, 2, 3, 4])),
+)
+def test_a_bounced_broker_leads_only_when_no_settled_isr_member_is_live(
+    assignment, isr, live, bounced
+) -> None:
+    election = elect_leader(assignment, sorted(isr), live, bounced=bounced)
+    settled = (isr & live) - bounced
+    if settled:
+        assert election.leader in settled and set(election.isr) == settled
+    elif isr & live:
+        assert election.leader in isr & live & bounced and set(election.isr) == isr & live
+    else:
+        assert election.offline
+
+
 def test_preferred_leader_takes_over_only_when_in_sync_and_alive() -> None:
     assert preferred_leader_election([1, 2, 3], current_leader=2, isr=[1, 2],
                                      live_brokers={1, 2}) == (1, ErrorCode.NONE)

@@ -18,9 +18,10 @@ from rafka.actors.errors import (
     LeaderNotAvailableError,
     raise_for,
 )
+from rafka.coordination.registration import read_brokers
 from rafka.logstore.batch import build_batch, decode_batches
 from tests.support.cluster import log_bytes, partition_state
-from tests.support.faults import expire_broker_session, host_pids, wait_until_exited
+from tests.support.faults import expire_broker_session, host_pids, paused, wait_until_exited
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
 from tests.support.workloads import Workload, check_acknowledged, read_everything
@@ -109,6 +110,47 @@ def test_a_broker_whose_session_expires_loses_leadership_then_rejoins(cluster: C
     assert values == [f"0-{i}".encode() for i in range(100)] + [f"1-{i}".encode()
                                                                  for i in range(100)]
     producer.close()
+
+
+def test_a_broker_gone_and_back_between_two_looks_of_the_controller_leads_nothing_it_led(
+    start_cluster,
+) -> None:
+    """A bounce the controller sees in one read of `/brokers/ids` (the broker's old session
+    expired and its new registration made before the read) is a death and a birth: another
+    in-sync replica leads what the broker led, at a new leader epoch, and the broker rejoins
+    the ISR once it has caught up, as Kafka's controller handles a bounced broker. The
+    controller is paused (well inside its own session) while the broker bounces, so that it
+    looks only afterwards."""
+    cluster = start_cluster(3, broker_config={"zookeeper.session.timeout.ms": 15000})
+    cluster.create_topic("bounced", partitions=3, replication_factor=3,
+                         config={"min.insync.replicas": 2})
+    controller = cluster.wait_for_controller()
+    victim = next(broker for broker in (1, 2, 0) if broker != controller)
+    with Workload(cluster, "bounced") as workload:
+        wait_until(lambda: len(workload.acknowledged) > 1000, 60, "acknowledged records")
+        # Lead at least one partition, as the preferred replica of one of three does.
+        led = [p["partition"] for p in cluster.describe_topic("bounced")["partitions"]
+               if p["leader"] == victim]
+        assert led, cluster.describe_topic("bounced")
+        before = {p["partition"]: p for p in cluster.describe_topic("bounced")["partitions"]}
+        old_epoch = read_brokers(cluster.store)[victim].epoch
+        controller_pid = ray.get(ray.get_actor(f"broker-{controller}", namespace=cluster.namespace)
+                                 .pid.remote(), timeout=30)
+        with paused([controller_pid]):
+            expire_broker_session(cluster, victim)
+            wait_until(lambda: (info := read_brokers(cluster.store).get(victim)) is not None
+                       and info.epoch != old_epoch, 10, f"broker {victim} registered anew")
+        for partition in led:
+            wait_until(lambda p=partition: partition_state(cluster, "bounced", p)["leader"]
+                       not in (victim, -1), 30, f"a new leader of bounced-{partition}")
+            now = partition_state(cluster, "bounced", partition)
+            assert now["leader_epoch"] > before[partition]["leader_epoch"], now
+        wait_until(lambda: all(victim in p["isr"] for p in
+                               cluster.describe_topic("bounced")["partitions"]),
+                   60, f"broker {victim} back in every ISR")
+        acknowledged = len(workload.acknowledged)
+        wait_until(lambda: len(workload.acknowledged) > acknowledged + 500, 60, "writes after")
+    check_acknowledged(workload.acknowledged, read_everything(cluster, "bounced"))
 
 
 def test_kip101_a_returning_leader_truncates_to_the_new_leaders_log(
