@@ -128,11 +128,10 @@ def test_a_broker_gone_and_back_between_two_looks_of_the_controller_leads_nothin
     victim = next(broker for broker in (1, 2, 0) if broker != controller)
     with Workload(cluster, "bounced") as workload:
         wait_until(lambda: len(workload.acknowledged) > 1000, 60, "acknowledged records")
-        # The victim leads a partition: each broker is the preferred leader of one of the three.
-        led = [p["partition"] for p in cluster.describe_topic("bounced")["partitions"]
-               if p["leader"] == victim]
-        assert led, cluster.describe_topic("bounced")
         before = {p["partition"]: p for p in cluster.describe_topic("bounced")["partitions"]}
+        # The victim leads a partition: each broker is the preferred leader of one of the three.
+        led = [partition for partition, p in before.items() if p["leader"] == victim]
+        assert led, before
         old_epoch = read_brokers(cluster.store)[victim].epoch
         controller_pid = ray.get(ray.get_actor(f"broker-{controller}", namespace=cluster.namespace)
                                  .pid.remote(), timeout=30)
