@@ -7,22 +7,14 @@ rafka.logstore`` (as a replica host does) does not bring Ray, Spark or the clien
 The layers are sub-packages of this one: ``rafka.common`` (what every layer shares),
 ``rafka.logstore``, ``rafka.coordination``, ``rafka.wire``, ``rafka.actors``, ``rafka.pipelines``
 and ``rafka.cli``. In the source tree each is a folder at the top (``actors/``, ``logstore/``,
-...), beside this one; an installed wheel holds them under ``rafka/`` (pyproject's
-``package-dir``).
+...), beside this one, and ``rafka/<layer>`` is a symbolic link to it; an installed wheel holds
+them under ``rafka/``.
 """
 
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import Any
-
-# In a source tree the layers are this folder's siblings. Finding them through this package's own
-# path, not through an installed finder, makes a checkout run its own code: Ray workers start in
-# the driver's working directory, so two worktrees benchmarked side by side each load their own.
-_SOURCE_TREE = Path(__file__).resolve().parent.parent
-if (_SOURCE_TREE / "pyproject.toml").is_file() and (_SOURCE_TREE / "actors").is_dir():
-    __path__.append(str(_SOURCE_TREE))
 
 # name -> the module that defines it
 _EXPORTS = {
