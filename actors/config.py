@@ -114,7 +114,7 @@ class BrokerConfig:
             "(an actor call each).")
     # Not Kafka's: how a broker's Kafka listener hands Kafka clients' Produce, Fetch,
     # ListOffsets and OffsetFetch to its replica hosts. "tcp", over connections it keeps to
-    # their data ports; "ray", an actor call each, as before 2026-11-28.
+    # their data ports; "ray", an actor call each.
     # docs/kafka-protocol.md has the figures.
     kafka_listener_host_transport: str = setting(
         "kafka.listener.host.transport", Type.STRING, "tcp", choices=("tcp", "ray"),

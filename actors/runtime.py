@@ -84,10 +84,10 @@ def run_at_server_priority() -> bool:
     has it.
 
     Ray starts its workers at nice 15, below the raylet and below any client on the machine.
-    That suits tasks, not brokers and replica hosts: measured on two cores, a Kafka client in
-    the driver (librdkafka, whose threads poll while a request is out) took the CPU from the
-    niced brokers, each produce request waited 1-5 s for a core, and confluent-kafka's idempotent
-    producer wrote 16,000 records/s; at nice 0, 110,000 (docs/kafka-protocol.md, "How fast").
+    That suits tasks, not brokers and replica hosts: on two cores a Kafka client in the driver
+    (librdkafka, whose threads poll while a request is out) took the CPU from the niced brokers,
+    each produce request waited seconds for a core, and at nice 0 confluent-kafka's idempotent
+    producer wrote several times as many records/s (docs/kafka-protocol.md, "How fast").
     Raising a priority needs CAP_SYS_NICE (root has it; a container may not): without it the
     process keeps Ray's niceness and says how to lift it.
     """

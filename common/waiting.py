@@ -77,9 +77,9 @@ async def wait_for_event(event: asyncio.Event, timeout_s: float) -> bool:
     """Until ``event`` is set, for at most ``timeout_s``: whether it was set.
 
     `asyncio.timeout`, not `asyncio.wait_for`: on Python 3.11 wait_for runs the wait in a task
-    of its own, which takes one more loop turn to wake the waiter: on a replica host's data path
-    (these waits and the data ports' answer waits) the median latency at 5,000 records/s fell
-    from 3.28 to 2.68 ms without it (docs/latency.md).
+    of its own, which takes one more loop turn to wake the waiter; on a replica host's data path
+    (these waits and the data ports' answer waits) that turn shows in the median latency
+    (docs/latency.md, "Why it is built this way").
     """
     try:
         async with asyncio.timeout(timeout_s):

@@ -1,11 +1,9 @@
 """Kafka's requests and responses: the APIs and versions rafka serves, and their codecs.
 
 The message schemas are kafka-python's (`kafka.protocol`, generated from Kafka's own JSON message
-definitions). kio, the other maintained schema library, was measured beside it in one run
-(`bench/wire_codecs.py`): kio decoded a 1.5 MB Produce request v9 in 39 us against 48 us, and
-built and encoded a 6 MB Fetch response v12 in 0.24 ms against 0.57 ms. Both are under 1 % of
-what converting those records between Kafka's format and rafka's costs (about 65 ms for the
-Fetch response's 60,000 records), so speed did not decide: kafka-python knows every version of
+definitions). kio, the other maintained schema library, is somewhat faster at the schemas
+(`bench/wire_codecs.py`), but both are under 1 % of what converting a request's records between
+Kafka's format and rafka's costs, so speed did not decide: kafka-python knows every version of
 every API back to 0 (kio leaves out those Kafka 4 removed, such as OffsetCommit v0-1, which older
 clients still send), and its record codec and client are the reference the tests check against.
 Produce is the exception: its requests and responses are read and written by hand

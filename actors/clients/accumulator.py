@@ -1,22 +1,17 @@
 """The producer's per-partition batching (Kafka's RecordAccumulator), sans-I/O.
 
-An actor call costs about 1 ms whatever its size (docs/architecture.md), so the producer never
-sends a record alone: ``append`` adds records to the open batch of their partition, and the
-sender asks ``ready`` which batches to send. A batch closes when its estimated size reaches
-``batch_size`` bytes; it is ready when closed, or ``linger_ms`` after its first record while
-nothing of its partition is in flight, or at once while flushing. Time is always passed in
-(``now_ms``), so tests drive the clock and the actor owns the real one.
+``append`` adds records to the open batch of their partition; the sender asks ``ready`` which
+batches to send. A batch closes when its estimated size reaches ``batch_size`` bytes, and is
+ready when closed, ``linger_ms`` after its first record while nothing of its partition is in
+flight, or at once while flushing. Time is always passed in (``now_ms``): tests drive the clock,
+the actor owns the real one.
 
-A partition in flight: an open batch waits for the answers to its partition's requests in
-flight, gathering what comes meanwhile; full batches go up to ``max_in_flight``. Kafka's
-producer sends an open batch as soon as a request slot is free, but its requests to a broker
-share one connection, which the broker serves one request at a time, so that batch waits at the
-broker anyway. rafka's producer gives each request in flight its own connection to the host,
-which works on all of them at once: at linger.ms 0 a busy partition became many requests of a
-few records each, and every request costs each process on the replication path a wake-up. At
-5,000 records/s on two cores (RF 3, acks=all, linger.ms 0), waiting halved the requests and took
-the p50 / p99 from 3.52 / 10.8 ms to 2.30 / 7.73 (medians of 3 alternating pairs; docs/latency.md,
-"Fewer, fuller requests"); throughput at saturation, where batches are full, did not move.
+An open batch waits for its partition's requests in flight, gathering what comes meanwhile;
+full batches go up to ``max_in_flight``. Each request in flight has its own connection to the
+host, which works on all of them at once, so sending an open batch as soon as a slot is free (as
+Kafka's producer does, whose requests queue at the broker anyway) would turn a busy partition
+into many small requests, each costing every process on the replication path a wake-up
+(docs/latency.md, "Why it is built this way").
 
 The sender's loop::
 
@@ -26,25 +21,17 @@ The sender's loop::
         ... on a retriable error: acc.reenqueue(batch, now_ms, retry_backoff_ms)
     sleep at most acc.next_ready_in_ms(now_ms), or until the next append or completion
 
-Ordering: batches of a partition leave in the order their records were appended; at most
-``max_in_flight`` of them are in flight at once; a retried batch goes back to the front of its
-queue and waits until nothing of its partition is in flight, so a retry never overtakes the batches
-it must come before (Kafka only guarantees that with idempotence; here it always holds).
+Ordering: a partition's batches leave in the order their records were appended, at most
+``max_in_flight`` at once; a retried batch goes back to the front of its queue and waits until
+nothing of its partition is in flight, so a retry never overtakes the batches it must come before
+(with or without idempotence).
 
 Idempotence: each partition's batches get consecutive sequence numbers (counting records, as
-Kafka's do) when first sent, and keep them on retry, so the leader can drop a duplicate and refuse a
-batch that arrives ahead of its turn (``OutOfOrderSequence``: reenqueue it and it is resent in
-order). When the leader has lost the producer's state (an ``OutOfOrderSequence`` or
-``UnknownProducerId`` for the *oldest* unacknowledged batch, so no in-flight retry can fill the
-gap), Kafka's producer bumps its epoch and numbers the partition from 0 again (KIP-360); here:
+Kafka's do) when first sent and keep them on retry. When the leader has lost the producer's state
+(``OutOfOrderSequence`` or ``UnknownProducerId`` for the oldest unacknowledged batch),
 ``lost_producer_state`` says so, and once nothing of the partition is in flight ``bump_epoch``
-gives the partition its next epoch and numbers it from 0. Epochs are kept per partition: each
-leader checks only its own partition's state, and the producer id is the client's own (no
-coordinator hands it out), so one partition's bump need not wait for the others.
-
-Measured on this machine (CPython 3.11): ``append`` of a record into an open batch takes about
-0.5 us (16-byte key, 100-byte value, no headers; 0.8 us with one header); ``append_run``, the
-bulk form ``send_batch`` uses, 0.15-0.25 us per record (keyless 100-byte values, CPU time).
+gives the partition its next epoch and numbers it from 0 (KIP-360). Epochs are per partition:
+the producer id is the client's own, so one partition's bump need not wait for the others.
 """
 
 from __future__ import annotations
