@@ -8,7 +8,8 @@ Spark's own Kafka source, nothing is read before an action, and whatever Spark c
 (a second action, a lost executor, a retried task) is read again from the log, with the same
 ranges.
 
-Two other ways RayDP offers were measured and left (`docs/pipelines.md`, "How fast"):
+Two other ways RayDP offers were measured and left (`docs/pipelines.md`, "Where records
+become Arrow"):
 handing Spark a Ray Dataset of the hosts' tables (`to_spark`) converts each table to pandas in
 a Python worker, and RayDP keeps every block referenced for the rest of the Spark session;
 handing it Arrow IPC bytes lets its JVM read them straight from Ray's object store, the

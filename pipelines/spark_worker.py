@@ -3,8 +3,8 @@ import path the jars that hold no Python.
 
 PySpark puts Spark's core jar on every Python worker's ``sys.path`` (``PythonUtils``'
 ``sparkPythonPath``), and before every task it calls ``importlib.invalidate_caches()``, which
-makes Python's zip importer read that jar's directory again: 5,221 entries, about 37 ms a task
-on this machine (docs/pipelines.md, "How fast"). The jar holds no Python module, so nothing can
+makes Python's zip importer read that jar's directory again: thousands of entries, tens of ms
+a task (bench/results/pipelines-history.md). The jar holds no Python module, so nothing can
 be imported from it. Spark reuses a worker for the tasks that follow, so dropping such jars
 from its path once spares every later task of that worker, rafka's or not. A jar with Python
 in it (a package shipped with ``--py-files`` or ``--packages``) stays.
