@@ -275,11 +275,14 @@ class PartitionReplica:
         (`PartitionProduce`)."""
         started = time.perf_counter()
         received_ns = time.monotonic_ns() if self.path_trace is not None else 0
-        checked = self._produce_refusal(acks, timeout_ms)
-        if checked is None:
-            checked = self._checked_batches(records, record_ends)
-        reply = checked if isinstance(checked, dict) else await self._append_checked(
-            *checked, acks, timeout_ms, received_ns)
+        refusal = self._produce_refusal(acks, timeout_ms)
+        checked = refusal if refusal is not None else self._checked_batches(records, record_ends)
+        if isinstance(checked, dict):
+            reply: Appended | dict[str, Any] = checked
+        else:
+            checked_records, headers = checked
+            reply = await self._append_checked(checked_records, headers, acks, timeout_ms,
+                                               received_ns)
         # Every request is timed, refused ones too, as Kafka's request metrics do.
         self.metrics.produce_latency((time.perf_counter() - started) * 1000)
         return reply
@@ -291,11 +294,14 @@ class PartitionReplica:
         the host that owns the partition rather than on the broker's event loop."""
         started = time.perf_counter()
         received_ns = time.monotonic_ns() if self.path_trace is not None else 0
-        checked = self._produce_refusal(acks, timeout_ms)
-        if checked is None:
-            checked = self._converted_batches(records)
-        reply = checked if isinstance(checked, dict) else await self._append_checked(
-            *checked, acks, timeout_ms, received_ns)
+        refusal = self._produce_refusal(acks, timeout_ms)
+        checked = refusal if refusal is not None else self._converted_batches(records)
+        if isinstance(checked, dict):
+            reply: Appended | dict[str, Any] = checked
+        else:
+            checked_records, headers = checked
+            reply = await self._append_checked(checked_records, headers, acks, timeout_ms,
+                                               received_ns)
         self.metrics.produce_latency((time.perf_counter() - started) * 1000)
         return reply
 
