@@ -106,7 +106,7 @@ class BrokerConfig:
         doc="How long a follower waits for its leader's answer beyond "
             "replica.fetch.wait.max.ms before it drops the connection and makes a new one.")
     # Not Kafka's: how a follower's fetches reach the leader's host. "tcp", a connection each
-    # follower host keeps to each leader host's data port (actors/server/data_port.py); "ray",
+    # follower host keeps to each leader host's data port (actors/dataport/server.py); "ray",
     # an actor call per fetch, as rafka replicated before. docs/latency.md has the figures.
     replica_fetch_transport: str = setting(
         "replica.fetch.transport", Type.STRING, "tcp", choices=("tcp", "ray"),

@@ -31,11 +31,12 @@ ALLOWED = {
 # The rooms of `actors/`, and which others each may import. The modules at the root of `actors/`
 # are what every room shares and import no room, except `cluster`, the API on top of them all.
 ROOMS = {
-    "clients": set(),
+    "dataport": set(),
+    "clients": {"dataport"},
     "group": set(),
-    "kafka": {"group"},
+    "kafka": {"group", "dataport"},
     "controller": set(),
-    "server": {"controller", "kafka"},
+    "server": {"controller", "kafka", "dataport"},
 }
 TOP_OF_ACTORS = {"rafka.actors.cluster"}
 # No folder's own modules may hold more than this share of the code.

@@ -73,7 +73,7 @@ def _assignment_strategy(value: Any) -> Any:
 
 def _transport() -> Any:
     # Not Kafka's: how a client's requests reach the replica hosts. "tcp", connections kept to
-    # each host's data port (actors/clients/host_transport.py); "ray", an actor call each,
+    # each host's data port (actors/dataport/blocking_client.py); "ray", an actor call each,
     # kept to measure against. docs/latency.md has the figures of both.
     return setting("transport", Type.STRING, "tcp", choices=("tcp", "ray"),
                    doc="How requests reach the replica hosts: tcp (kept connections) or ray "

@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 import ray
 
 from rafka.actors.clients.config import ConsumerConfig
-from rafka.actors.clients.host_transport import host_calls
 from rafka.actors.clients.metadata import MetadataCache
+from rafka.actors.dataport.calls import host_calls
 from rafka.actors.errors import (
     BrokerUnavailableError,
     OffsetOutOfRangeError,
@@ -290,7 +290,7 @@ class Consumer:
             key = self._calls.send(
                 name, host, "fetch",
                 (requests, config.fetch_max_wait_ms, config.fetch_min_bytes,
-                 config.fetch_max_bytes, False, self._read_committed),
+                 config.fetch_max_bytes, self._read_committed),
                 timeout_s=(config.fetch_max_wait_ms + config.request_timeout_ms) / 1000)
             self._in_flight[key] = (name, parts)
             for tp, _position in parts:

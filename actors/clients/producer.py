@@ -38,10 +38,10 @@ from rafka.actors.clients.accumulator import (
     batch_run_ends,
 )
 from rafka.actors.clients.config import ProducerConfig
-from rafka.actors.clients.host_transport import host_calls
 from rafka.actors.clients.metadata import MetadataCache
 from rafka.actors.clients.partitioner import StickyPartitioner, choose_partition
 from rafka.actors.clients.transactions import TransactionManager
+from rafka.actors.dataport.calls import host_calls
 from rafka.actors.errors import (
     BrokerUnavailableError,
     BufferExhaustedError,
@@ -274,7 +274,7 @@ class Producer:
         self._wakeup = threading.Condition(self._lock)
         # Signalled when queued bytes leave the accumulator (buffer.memory back-pressure).
         self._space = threading.Condition(self._lock)
-        # Each request in flight, by its key (`rafka.actors.clients.host_transport`).
+        # Each request in flight, by its key (`rafka.actors.dataport.blocking_client`).
         self._in_flight: dict[Any, _Request] = {}
         self._calls = host_calls(self.config.transport, self.config.request_timeout_ms,
                                  max_answer_bytes=0)

@@ -36,13 +36,13 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from rafka.actors import host_frames
 from rafka.actors.broker_view import BrokerView
 from rafka.actors.config import TopicConfig
+from rafka.actors.dataport import frames
+from rafka.actors.dataport.async_client import HostConnections, RequestTooLarge
+from rafka.actors.dataport.frames import KAFKA_FETCH, KAFKA_PRODUCE, LIST_OFFSETS
 from rafka.actors.errors import ErrorCode
 from rafka.actors.group.coordinator import CLIENT_HOST, GroupCoordinator
-from rafka.actors.host_connections import HostConnections, RequestTooLarge
-from rafka.actors.host_frames import CONSUMER_FETCH, LIST_OFFSETS, PRODUCE
 from rafka.actors.kafka.admin import KafkaAdminHandler
 from rafka.actors.kafka.connection import KafkaConnection
 from rafka.actors.kafka.limits import ConnectionQuota, RequestMemory
@@ -335,7 +335,7 @@ class KafkaListener:
     async def _call_host(self, host: Any, method: str, wait_ms: int, *arguments: Any) -> Any:
         """`host.<method>(*arguments)`, which may wait `wait_ms` on the host: over a kept
         connection to its data port if the port serves the method, else as an actor call."""
-        if self._host_connections is not None and method in host_frames.REQUESTS:
+        if self._host_connections is not None and method in frames.REQUESTS:
             try:
                 return await self._host_connections.call(
                     host, method, max(wait_ms, 0) / 1000 + self._host_timeout_s, *arguments)
@@ -445,8 +445,8 @@ class KafkaListener:
                     parts.append(PartitionProduce(*tp, records))
         replies = await self._each_host(
             parts, lambda host, share: self._call_host(
-                host, PRODUCE, request.timeout_ms, share, request.acks, request.timeout_ms,
-                True))
+                host, KAFKA_PRODUCE, request.timeout_ms, share, request.acks,
+                request.timeout_ms))
         if request.acks == 0:
             return None
         return _produce_response(version, request.header.correlation_id, errors, replies)
@@ -472,8 +472,8 @@ class KafkaListener:
         read_committed = request.isolation_level == 1
         replies = await self._each_host(
             parts, lambda host, share: self._call_host(
-                host, CONSUMER_FETCH, request.max_wait_ms, share, request.max_wait_ms,
-                request.min_bytes, request.max_bytes, True, read_committed))
+                host, KAFKA_FETCH, request.max_wait_ms, share, request.max_wait_ms,
+                request.min_bytes, request.max_bytes, read_committed))
         response = api.response
         topics: dict[str, list[Any]] = {}
         for tp, reply in replies.items():

@@ -79,6 +79,20 @@ HIGH_WATERMARK_OFFSET = -1
 IsrWriter = Callable[["PartitionReplica", list[int]], Awaitable[dict[str, Any]]]
 
 
+# What reading a producer's batches may refuse them for, and the error each answers with.
+_BATCH_ERROR_CODES = {UnsupportedCompressionError: ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                      RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
+                      CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
+                      InvalidRecordError: ErrorCode.INVALID_RECORD}
+_BATCH_ERRORS = tuple(_BATCH_ERROR_CODES)
+
+
+def _batch_error_reply(error: Exception) -> dict[str, Any]:
+    """The reply to batches refused as read (the first of the error's kinds it is)."""
+    code = next(code for kind, code in _BATCH_ERROR_CODES.items() if isinstance(error, kind))
+    return error_reply(code, str(error))
+
+
 class ChangeListener(Protocol):
     """Told of every change of a replica's log, high watermark or role."""
 
@@ -253,26 +267,46 @@ class PartitionReplica:
             self.notify()
 
     async def produce(
-        self, records: bytes, acks: int = -1, timeout_ms: int = 30_000,
-        kafka_format: bool = False, *, record_ends: bytes | None = None,
+        self, records: bytes, acks: int = -1, timeout_ms: int = 30_000, *,
+        record_ends: bytes | None = None,
     ) -> Appended | dict[str, Any]:
         """Append one producer batch (or several) as leader; reply with the base offset.
-        `kafka_format`: the batches are a Kafka client's, converted here (`rafka.wire.records`),
-        in the host that owns the partition rather than on the broker's event loop.
         `record_ends`: where the producer says each record of a single batch ends
         (`PartitionProduce`)."""
         started = time.perf_counter()
         received_ns = time.monotonic_ns() if self.path_trace is not None else 0
-        reply = await self._produce(records, acks, timeout_ms, kafka_format, record_ends,
-                                    received_ns)
+        refusal = self._produce_refusal(acks, timeout_ms)
+        checked = refusal if refusal is not None else self._checked_batches(records, record_ends)
+        if isinstance(checked, dict):
+            reply: Appended | dict[str, Any] = checked
+        else:
+            checked_records, headers = checked
+            reply = await self._append_checked(checked_records, headers, acks, timeout_ms,
+                                               received_ns)
         # Every request is timed, refused ones too, as Kafka's request metrics do.
         self.metrics.produce_latency((time.perf_counter() - started) * 1000)
         return reply
 
-    async def _produce(
-        self, records: bytes, acks: int, timeout_ms: int, kafka_format: bool,
-        record_ends: bytes | None = None, received_ns: int = 0,
+    async def produce_kafka(
+        self, records: bytes, acks: int = -1, timeout_ms: int = 30_000,
     ) -> Appended | dict[str, Any]:
+        """`produce` for a Kafka client's batches, converted here (`rafka.wire.records`), in
+        the host that owns the partition rather than on the broker's event loop."""
+        started = time.perf_counter()
+        received_ns = time.monotonic_ns() if self.path_trace is not None else 0
+        refusal = self._produce_refusal(acks, timeout_ms)
+        checked = refusal if refusal is not None else self._converted_batches(records)
+        if isinstance(checked, dict):
+            reply: Appended | dict[str, Any] = checked
+        else:
+            checked_records, headers = checked
+            reply = await self._append_checked(checked_records, headers, acks, timeout_ms,
+                                               received_ns)
+        self.metrics.produce_latency((time.perf_counter() - started) * 1000)
+        return reply
+
+    def _produce_refusal(self, acks: int, timeout_ms: int) -> dict[str, Any] | None:
+        """Why a produce is refused before its records are even read (None: it is not)."""
         if not isinstance(timeout_ms, (int, float)):
             # Before the append: acks=all would only trip on it afterwards, batch in the log.
             raise TypeError(f"timeout_ms must be a number, got {type(timeout_ms).__name__}")
@@ -280,28 +314,39 @@ class PartitionReplica:
             return error_reply(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}: use 0, 1 or -1")
         if self.role != LEADER:
             return self.not_leader()
+        return None
+
+    # Every record decoded and checked, not only the CRC: a CRC proves the bytes are the ones
+    # the client sent, not that they are records; one malformed record stored would fail
+    # every consumer that reads that far.
+
+    def _checked_batches(self, records: bytes, record_ends: bytes | None,
+                         ) -> tuple[bytes, list] | dict[str, Any]:
+        """The batches and their headers, each record checked (or the error reply)."""
         try:
-            # Every record decoded and checked, not only the CRC: a CRC proves the bytes are
-            # the ones the client sent, not that they are records; one malformed record stored
-            # would fail every consumer that reads that far.
-            if kafka_format:
-                # Bounded by max.message.bytes as the client sent it, and checked as read (the
-                # converted batch may come out a few bytes larger, and is not refused for it).
-                records = from_kafka(records, self.config.log.max_message_bytes,
-                                     require_keys=self.config.log.compact)
-                headers = [header for header, _ in split_batches(records, verify_crc=False)]
-            else:
-                headers = validate_batches(records, self.config.log.max_message_bytes,
-                                           require_keys=self.config.log.compact,
-                                           record_ends=record_ends)
-        except UnsupportedCompressionError as error:
-            return error_reply(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(error))
-        except RecordTooLargeError as error:
-            return error_reply(ErrorCode.MESSAGE_TOO_LARGE, str(error))
-        except CorruptRecordError as error:
-            return error_reply(ErrorCode.CORRUPT_MESSAGE, str(error))
-        except InvalidRecordError as error:
-            return error_reply(ErrorCode.INVALID_RECORD, str(error))
+            return records, validate_batches(records, self.config.log.max_message_bytes,
+                                             require_keys=self.config.log.compact,
+                                             record_ends=record_ends)
+        except _BATCH_ERRORS as error:
+            return _batch_error_reply(error)
+
+    def _converted_batches(self, records: bytes) -> tuple[bytes, list] | dict[str, Any]:
+        """A Kafka client's batches in this log's format, with their headers (or the error
+        reply)."""
+        try:
+            # Bounded by max.message.bytes as the client sent it, and checked as read (the
+            # converted batch may come out a few bytes larger, and is not refused for it).
+            converted = from_kafka(records, self.config.log.max_message_bytes,
+                                   require_keys=self.config.log.compact)
+            return converted, [header for header, _ in split_batches(converted,
+                                                                     verify_crc=False)]
+        except _BATCH_ERRORS as error:
+            return _batch_error_reply(error)
+
+    async def _append_checked(
+        self, records: bytes, headers: list, acks: int, timeout_ms: int, received_ns: int,
+    ) -> Appended | dict[str, Any]:
+        """Append batches already checked (`headers` theirs) as leader, and acknowledge."""
         if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
             return error_reply(
                 ErrorCode.NOT_ENOUGH_REPLICAS,

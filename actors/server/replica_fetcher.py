@@ -8,7 +8,7 @@ error, so that it is listed again when its backoff ends: `fetch_wait_ms`). The r
 only the partitions whose fetch state changed, in a fetch session the leader keeps
 (`rafka.actors.server.fetch_session`).
 It goes over a TCP connection the fetcher keeps to the leader host's data port
-(`rafka.actors.server.data_port`), or, with `replica.fetch.transport=ray`, as an actor call; the
+(`rafka.actors.dataport.server`), or, with `replica.fetch.transport=ray`, as an actor call; the
 rarer calls (truncation's epoch queries, waking a waiting fetch) are actor calls.
 
 A partition that starts following (a new leader epoch) first truncates where the leader's epochs
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rafka.actors.config import BrokerConfig
+from rafka.actors.dataport.async_client import LeaderConnection
 from rafka.actors.errors import ErrorCode
 from rafka.actors.messages import EpochQuery, FetchedRecords, ReplicaFetchPartition
-from rafka.actors.server.data_port import LeaderConnection
 from rafka.actors.server.replica import FOLLOWER, PartitionReplica
 from rafka.actors.server.replication import follower_truncation
 from rafka.common.topic_partition import TopicPartition

@@ -33,6 +33,7 @@ from ray.exceptions import ActorDiedError
 
 from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
+from rafka.actors.dataport.server import DataPort
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.logs import log_actor_lines
 from rafka.actors.messages import (
@@ -54,7 +55,6 @@ from rafka.actors.naming import broker_name, partition_log_dir
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
 from rafka.actors.path_trace import CONSUMER, PathTrace
 from rafka.actors.runtime import run_at_server_priority
-from rafka.actors.server.data_port import DataPort
 from rafka.actors.server.fetch_session import FetchSession
 from rafka.actors.server.offset_manager import OffsetManager
 from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica
@@ -106,15 +106,23 @@ class _WakeSessions:
 
 
 async def _produce_one(replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
-                       request: PartitionProduce, acks: int, timeout_ms: int,
-                       kafka_format: bool) -> dict:
+                       request: PartitionProduce, acks: int, timeout_ms: int) -> dict:
     """One partition's part of a produce request (a function, not a method of the actor
     class, whose every method Ray wraps)."""
     replica = replicas.get(TopicPartition(request.topic, request.partition))
     if replica is None:
         return _unknown_partition(broker_id, request.topic, request.partition)
-    return await replica.produce(request.records, acks, timeout_ms, kafka_format,
+    return await replica.produce(request.records, acks, timeout_ms,
                                  record_ends=request.record_ends)
+
+
+async def _produce_one_kafka(replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
+                             request: PartitionProduce, acks: int, timeout_ms: int) -> dict:
+    """`_produce_one` for a Kafka client's batches."""
+    replica = replicas.get(TopicPartition(request.topic, request.partition))
+    if replica is None:
+        return _unknown_partition(broker_id, request.topic, request.partition)
+    return await replica.produce_kafka(request.records, acks, timeout_ms)
 
 
 def _unknown_partition(broker_id: int, topic: str, partition: int) -> dict[str, Any]:
@@ -151,15 +159,17 @@ class ReplicaHost:
         # port, and either may come first.
         self._early_wakes: dict[tuple[int, int], float] = {}
         # Where producers, follower hosts and consumers send their requests over connections
-        # they keep (actors/server/data_port.py): this node's address, as other nodes reach it.
+        # they keep (actors/dataport/server.py): this node's address, as other nodes reach it.
         # The port calls this class's own methods, not the actor's: Ray's actor class wraps
         # every method for tracing (a frame more on each call and each resumption of a waiting
         # one), which a request over the port, never traced, need not pay.
         own = ReplicaHost
         self._data_port = DataPort(
             ray.util.get_node_ip_address(), self.config.socket_request_max_bytes,
-            produce=own.produce.__get__(self), replica_fetch=own.replica_fetch.__get__(self),
-            fetch=own.fetch.__get__(self), list_offsets=own.list_offsets.__get__(self),
+            produce=own.produce.__get__(self), produce_kafka=own.produce_kafka.__get__(self),
+            replica_fetch=own.replica_fetch.__get__(self), fetch=own.fetch.__get__(self),
+            fetch_kafka=own.fetch_kafka.__get__(self),
+            list_offsets=own.list_offsets.__get__(self),
             fetch_offsets=own.fetch_offsets.__get__(self))
         self._handles: dict[str, Any] = {}
         # This host's broker, reached when an ISR changes: looked up and called once now,
@@ -406,17 +416,26 @@ class ReplicaHost:
 
     async def produce(
         self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000,
-        kafka_format: bool = False,
     ) -> list[dict[str, Any]]:
         """Append each partition's batches as its leader; one reply per partition, in order.
-        With acks=all the request is answered once every partition's records are in its ISR.
-        `kafka_format`: the batches are in Kafka's record format (a Kafka client's)."""
+        With acks=all the request is answered once every partition's records are in its ISR."""
         if len(requests) == 1:
             return [await _produce_one(self.replicas, self.broker_id, requests[0], acks,
-                                       timeout_ms, kafka_format)]
+                                       timeout_ms)]
         return list(await asyncio.gather(
-            *(_produce_one(self.replicas, self.broker_id, request, acks, timeout_ms,
-                           kafka_format)
+            *(_produce_one(self.replicas, self.broker_id, request, acks, timeout_ms)
+              for request in requests)))
+
+    async def produce_kafka(
+        self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000,
+    ) -> list[dict[str, Any]]:
+        """`produce` for a broker's Kafka listener: the batches are in Kafka's record format
+        (a Kafka client's), checked and converted here."""
+        if len(requests) == 1:
+            return [await _produce_one_kafka(self.replicas, self.broker_id, requests[0], acks,
+                                             timeout_ms)]
+        return list(await asyncio.gather(
+            *(_produce_one_kafka(self.replicas, self.broker_id, request, acks, timeout_ms)
               for request in requests)))
 
     # -------------------------------------------------------------------------- fetch
@@ -427,16 +446,13 @@ class ReplicaHost:
         max_wait_ms: int = 0,
         min_bytes: int = 1,
         max_bytes: int = 52_428_800,
-        kafka_format: bool = False,
         read_committed: bool = False,
     ) -> list[FetchedRecords | dict[str, Any]]:
         """A consumer's fetch: whole batches of each partition from its offset, up to the high
         watermark (the last stable offset when `read_committed`, Kafka's
         isolation.level=read_committed, with the aborted transactions among the batches);
         waits up to `max_wait_ms` until `min_bytes` are there in all, waking when a
-        partition's high watermark, role or leader epoch changes. `kafka_format`: the batches
-        converted to Kafka's record format (for a Kafka client), here, in parallel across the
-        hosts rather than on the broker's event loop."""
+        partition's high watermark, role or leader epoch changes."""
         started = time.perf_counter()
         replicas = [self.replicas.get(TopicPartition(r.topic, r.partition)) for r in requests]
         replies: list[FetchedRecords | dict[str, Any]] = []
@@ -459,11 +475,24 @@ class ReplicaHost:
         self._count_served(((TopicPartition(r.topic, r.partition), r.offset, reply)
                             for r, reply in zip(requests, replies, strict=True)),
                            started, replica_id=CONSUMER)
-        if kafka_format:
-            return [reply._replace(records=to_kafka(reply.records))
-                    if isinstance(reply, FetchedRecords) and reply.records else reply
-                    for reply in replies]
         return replies
+
+    async def fetch_kafka(
+        self,
+        requests: list[PartitionFetch],
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+        max_bytes: int = 52_428_800,
+        read_committed: bool = False,
+    ) -> list[FetchedRecords | dict[str, Any]]:
+        """`fetch` for a broker's Kafka listener: the batches converted to Kafka's record
+        format (for a Kafka client), here, in parallel across the hosts rather than on the
+        broker's event loop."""
+        replies = await ReplicaHost.fetch(self, requests, max_wait_ms, min_bytes, max_bytes,
+                                          read_committed)
+        return [reply._replace(records=to_kafka(reply.records))
+                if isinstance(reply, FetchedRecords) and reply.records else reply
+                for reply in replies]
 
     @ray.method(num_returns=2)
     async def read_table(

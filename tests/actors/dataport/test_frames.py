@@ -6,16 +6,18 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from rafka.actors import host_frames
-from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.host_frames import (
+from rafka.actors.dataport import frames
+from rafka.actors.dataport.frames import (
     ConsumerFetchRequest,
     FetchOffsetsRequest,
     FrameError,
     FrameReader,
+    KafkaFetchRequest,
+    KafkaProduceRequest,
     ListOffsetsRequest,
     ProduceRequest,
 )
+from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.messages import (
     Appended,
     FetchedRecords,
@@ -26,12 +28,12 @@ from rafka.actors.messages import (
     ReplicaFetchPartition,
 )
 
-LIMIT = host_frames.MAX_REQUEST_BYTES
+LIMIT = frames.MAX_REQUEST_BYTES
 
 
 def body(frame: bytes) -> bytes:
     """A frame's body, after checking the length in front of it."""
-    length = host_frames.frame_length(frame[:4], LIMIT)
+    length = frames.frame_length(frame[:4], LIMIT)
     assert length == len(frame) - 4
     return frame[4:]
 
@@ -44,7 +46,7 @@ def test_a_fetch_request_reads_back_as_the_calls_arguments() -> None:
     listed = [ReplicaFetchPartition("orders", 0, 120, 3, 100),
               ReplicaFetchPartition("payments.eu-1", 7, 0, 0, 0)]
     arguments = (2, 2**61 + 5, True, listed, [("gone", 4)], 500, 1_048_576, 10_485_760)
-    request = host_frames.read_request(body(host_frames.replica_fetch_request(*arguments)))
+    request = frames.decode_request(body(frames.replica_fetch_request(*arguments)))
     assert tuple(request) == arguments
     assert all(isinstance(p, ReplicaFetchPartition) for p in request.partitions)
 
@@ -58,89 +60,93 @@ def test_a_fetch_answer_reads_back_as_the_calls_reply() -> None:
         ReplicaFetchAnswer("orders", 1, 9, nothing),
         ReplicaFetchAnswer("orders", 2, 40, refused),
     ]}
-    framed = host_frames.replica_fetch_answer(reply)
-    assert host_frames.read_replica_fetch_answer(body(framed)) == reply
+    framed = frames.replica_fetch_answer(reply)
+    assert frames.read_replica_fetch_answer(body(framed)) == reply
 
 
 def test_a_records_view_is_sent_as_its_bytes() -> None:
     view = memoryview(b"0123456789")[2:6]
     reply = {"error": 0, "partitions": [
         ReplicaFetchAnswer("t", 0, 0, FetchedRecords(view, 4, 4, 0, 4))]}
-    answer = host_frames.read_replica_fetch_answer(body(host_frames.replica_fetch_answer(reply)))
+    answer = frames.read_replica_fetch_answer(body(frames.replica_fetch_answer(reply)))
     assert answer["partitions"][0].reply.records == b"2345"
 
 
 def test_a_session_error_without_partitions_reads_back() -> None:
     reply = error_reply(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "no fetch session 5")
-    assert host_frames.read_replica_fetch_answer(body(host_frames.replica_fetch_answer(reply))) == {
+    assert frames.read_replica_fetch_answer(body(frames.replica_fetch_answer(reply))) == {
         **reply, "partitions": []}
 
 
 def test_a_consumers_fetch_reads_back_as_the_calls_arguments() -> None:
     asked = [PartitionFetch("orders", 0, 120, 1_048_576), PartitionFetch("orders", 3, 0, 10)]
-    request = host_frames.read_request(body(
-        host_frames.consumer_fetch_request(asked, 500, 1, 52_428_800, False, True)))
-    assert request == ConsumerFetchRequest(asked, 500, 1, 52_428_800, False, True)
+    request = frames.decode_request(body(
+        frames.consumer_fetch_request(asked, 500, 1, 52_428_800, True)))
+    assert request == ConsumerFetchRequest(asked, 500, 1, 52_428_800, True)
+    assert type(request) is ConsumerFetchRequest
     assert all(isinstance(p, PartitionFetch) for p in request.requests)
 
 
 def test_a_kafka_listeners_requests_say_so() -> None:
-    """A broker's Kafka listener asks the host to read and write Kafka's record format."""
+    """A broker's Kafka listener asks the host to read and write Kafka's record format: its
+    requests are methods of their own, so they never reach the native entry points."""
     asked = [PartitionFetch("orders", 0, 120, 1_048_576)]
-    fetch = host_frames.read_request(body(
-        host_frames.consumer_fetch_request(asked, 500, 1, 52_428_800, True, False)))
-    assert fetch == ConsumerFetchRequest(asked, 500, 1, 52_428_800, True, False)
+    fetch = frames.decode_request(body(
+        frames.kafka_fetch_request(asked, 500, 1, 52_428_800, False)))
+    assert fetch == KafkaFetchRequest(asked, 500, 1, 52_428_800, False)
+    assert type(fetch) is KafkaFetchRequest
     parts = [PartitionProduce("orders", 0, b"kafka-batch", None)]
-    produce = host_frames.read_request(body(
-        host_frames.produce_request(parts, -1, 30_000, kafka_format=True)))
-    assert produce == ProduceRequest(parts, -1, 30_000, True)
+    produce = frames.decode_request(body(frames.kafka_produce_request(parts, -1, 30_000)))
+    assert produce == KafkaProduceRequest(parts, -1, 30_000)
+    assert type(produce) is KafkaProduceRequest
 
 
 def test_a_consumers_answer_reads_back_in_the_order_asked() -> None:
     replies = [FetchedRecords(b"batches", 130, 125, 0, 130, 125),
                error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "refresh metadata"),
                FetchedRecords(b"", 9, 9, 2, 9, 9, ((4, 7), (5, 8)))]
-    assert host_frames.read_consumer_fetch_answer(
-        body(host_frames.consumer_fetch_answer(replies))) == replies
+    assert frames.read_consumer_fetch_answer(
+        body(frames.consumer_fetch_answer(replies))) == replies
 
 
 def test_a_producers_request_reads_back_as_the_calls_arguments() -> None:
     parts = [PartitionProduce("orders", 0, b"batch-0", None),
              PartitionProduce("orders", 1, b"batch-1", b"\x05\x00\x00\x00")]
-    request = host_frames.read_request(body(host_frames.produce_request(parts, -1, 30_000)))
-    assert request == ProduceRequest(parts, -1, 30_000, False)
+    request = frames.decode_request(body(frames.produce_request(parts, -1, 30_000)))
+    assert request == ProduceRequest(parts, -1, 30_000)
+    assert type(request) is ProduceRequest
     assert all(isinstance(p, PartitionProduce) for p in request.requests)
 
 
 def test_a_producers_answer_reads_back_in_the_order_sent() -> None:
     replies = [Appended(100, 199, -1, 0),
                error_reply(ErrorCode.NOT_ENOUGH_REPLICAS, "2 in sync, 3 needed")]
-    assert host_frames.read_produce_answer(body(host_frames.produce_answer(replies))) == replies
+    assert frames.read_produce_answer(body(frames.produce_answer(replies))) == replies
 
 
 def test_a_list_offsets_request_and_answer_read_back() -> None:
     queries = [OffsetQuery("orders", 0, -1, False), OffsetQuery("orders", 2, 1_700_000, True)]
-    request = host_frames.read_request(body(host_frames.list_offsets_request(queries)))
+    request = frames.decode_request(body(frames.list_offsets_request(queries)))
     assert request == ListOffsetsRequest(queries)
     assert all(isinstance(q, OffsetQuery) for q in request.queries)
     replies = [{"error": 0, "offset": 130, "timestamp": -1, "leader_epoch": 4},
                {"error": 0, "offset": None, "timestamp": -1, "leader_epoch": -1},
                error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "refresh metadata", leader=None)]
-    assert host_frames.read_list_offsets_answer(
-        body(host_frames.list_offsets_answer(replies))) == replies
+    assert frames.read_list_offsets_answer(
+        body(frames.list_offsets_answer(replies))) == replies
 
 
 def test_an_offset_fetch_and_its_answer_read_back() -> None:
     for partitions in (None, [["orders", 0], ["orders", 3]]):
-        request = host_frames.read_request(body(
-            host_frames.fetch_offsets_request(17, "billing", partitions)))
+        request = frames.decode_request(body(
+            frames.fetch_offsets_request(17, "billing", partitions)))
         assert request == FetchOffsetsRequest(17, "billing", partitions)
     reply = {"error": 0, "offsets": [["orders", 0, 120, "", 3], ["orders", 3, 7, "m", -1]]}
-    assert host_frames.read_fetch_offsets_answer(
-        body(host_frames.fetch_offsets_answer(reply))) == reply
+    assert frames.read_fetch_offsets_answer(
+        body(frames.fetch_offsets_answer(reply))) == reply
     refused = error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "moved", leader=2)
-    assert host_frames.read_fetch_offsets_answer(
-        body(host_frames.fetch_offsets_answer(refused))) == refused
+    assert frames.read_fetch_offsets_answer(
+        body(frames.fetch_offsets_answer(refused))) == refused
 
 
 @pytest.mark.parametrize("frame_body", [
@@ -152,7 +158,7 @@ def test_an_offset_fetch_and_its_answer_read_back() -> None:
 ])
 def test_anything_but_an_offset_fetch_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
-        host_frames.read_request(frame_body)
+        frames.decode_request(frame_body)
 
 
 @pytest.mark.parametrize("frame_body", [
@@ -163,7 +169,7 @@ def test_anything_but_an_offset_fetch_is_refused(frame_body: bytes) -> None:
 ])
 def test_anything_but_an_offset_fetch_answer_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
-        host_frames.read_fetch_offsets_answer(frame_body)
+        frames.read_fetch_offsets_answer(frame_body)
 
 
 @pytest.mark.parametrize("frame_body", [
@@ -175,7 +181,7 @@ def test_anything_but_an_offset_fetch_answer_is_refused(frame_body: bytes) -> No
 ])
 def test_anything_but_a_list_offsets_request_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
-        host_frames.read_request(frame_body)
+        frames.decode_request(frame_body)
 
 
 @pytest.mark.parametrize("frame_body", [
@@ -185,21 +191,25 @@ def test_anything_but_a_list_offsets_request_is_refused(frame_body: bytes) -> No
 ])
 def test_anything_but_a_list_offsets_answer_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
-        host_frames.read_list_offsets_answer(frame_body)
+        frames.read_list_offsets_answer(frame_body)
 
 
 @pytest.mark.parametrize("frame_body", [
-    packed(["produce", [["t", 0, b"r", None]], -1, 1000]),           # a field missing
-    packed(["produce", [["t", 0, "r", None]], -1, 1000, False]),     # records not bytes
-    packed(["produce", [["t", 0, b"r", 5]], -1, 1000, False]),       # record ends not bytes
-    packed(["produce", [["t", 0, b"r"]], -1, 1000, False]),          # a short partition
-    packed(["produce", "t", -1, 1000, False]),                       # partitions not a list
-    packed(["produce", [], "all", 1000, False]),                     # acks not an integer
-    packed(["produce", [], -1, 1000, 1]),                            # the format not a boolean
+    packed(["produce", [["t", 0, b"r", None]], -1]),                 # a field missing
+    packed(["produce", [["t", 0, "r", None]], -1, 1000]),            # records not bytes
+    packed(["produce", [["t", 0, b"r", 5]], -1, 1000]),              # record ends not bytes
+    packed(["produce", [["t", 0, b"r"]], -1, 1000]),                 # a short partition
+    packed(["produce", "t", -1, 1000]),                              # partitions not a list
+    packed(["produce", [], "all", 1000]),                            # acks not an integer
+    packed(["produce", [], -1, 1000, True]),                         # a field too many
+    packed(["produce_kafka", [["t", 0, b"r", None]], -1]),           # a field missing
+    packed(["produce_kafka", [["t", 0, "r", None]], -1, 1000]),      # records not bytes
+    packed(["produce_kafka", [], -1, "1000"]),                       # a string timeout
+    packed(["produce_kafka", [], -1, 1000, True]),                   # a field too many
 ])
 def test_anything_but_a_producers_request_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
-        host_frames.read_request(frame_body)
+        frames.decode_request(frame_body)
 
 
 @pytest.mark.parametrize("frame_body", [
@@ -210,19 +220,18 @@ def test_anything_but_a_producers_request_is_refused(frame_body: bytes) -> None:
 ])
 def test_anything_but_a_producers_answer_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
-        host_frames.read_produce_answer(frame_body)
+        frames.read_produce_answer(frame_body)
 
 
 def test_frames_come_out_whole_however_the_bytes_are_cut() -> None:
-    frames = [host_frames.frame(["a"]), host_frames.frame([b"x" * 70_000]),
-              host_frames.frame([])]
-    stream = b"".join(frames)
+    framed = [frames.frame(["a"]), frames.frame([b"x" * 70_000]), frames.frame([])]
+    stream = b"".join(framed)
     for cut in (1, 3, 4, 5, 1000, len(stream)):
         reader = FrameReader(LIMIT)
         bodies = []
         for start in range(0, len(stream), cut):
             bodies += reader.feed(stream[start:start + cut])
-        assert bodies == [frame[4:] for frame in frames], f"cut every {cut} bytes"
+        assert bodies == [frame[4:] for frame in framed], f"cut every {cut} bytes"
 
 
 def test_a_reader_refuses_a_frame_beyond_its_limit_from_its_header() -> None:
@@ -232,7 +241,7 @@ def test_a_reader_refuses_a_frame_beyond_its_limit_from_its_header() -> None:
 
 
 def test_the_hello_carries_the_token() -> None:
-    assert host_frames.read_hello(body(host_frames.hello(b"k" * 16))) == b"k" * 16
+    assert frames.read_hello(body(frames.hello(b"k" * 16))) == b"k" * 16
 
 
 GOOD_REQUEST = ["replica_fetch", 2, 5, False, [["t", 0, 1, 0, 0]], [], 500, 1024, 4096]
@@ -256,15 +265,19 @@ def replica_fetch(*fields: object) -> bytes:
     replica_fetch(2, 5, False, [["t", 0, 1, 0]], [], 500, 1024, 4096),  # a short partition
     replica_fetch(2, 5, False, [], [["t"]], 500, 1024, 4096),        # a short removal
     replica_fetch(2, 5, False, "t", [], 500, 1024, 4096),            # partitions not a list
-    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096, False]),            # a field missing
-    packed(["fetch", [["t", 0, 0]], 500, 1, 4096, False, False]),           # a short partition
-    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096, 0, False]),         # not a boolean
-    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096, False, "yes"]),     # nor the format
-    packed(["fetch", [["t", 0, 0, "1024"]], 500, 1, 4096, False, False]),   # a string for bytes
+    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096]),                   # a field missing
+    packed(["fetch", [["t", 0, 0]], 500, 1, 4096, False]),                  # a short partition
+    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096, 0]),                # not a boolean
+    packed(["fetch", [["t", 0, 0, 1024]], 500, 1, 4096, False, True]),      # a field too many
+    packed(["fetch", [["t", 0, 0, "1024"]], 500, 1, 4096, False]),          # a string for bytes
+    packed(["fetch_kafka", [["t", 0, 0, 1024]], 500, 1, 4096]),             # a field missing
+    packed(["fetch_kafka", [["t", 0, 0]], 500, 1, 4096, False]),            # a short partition
+    packed(["fetch_kafka", [["t", 0, 0, 1024]], 500, 1, 4096, "yes"]),      # not a boolean
+    packed(["fetch_kafka", [["t", 0, 0, 1024]], 500, 1, 4096, False, True]),  # too many
 ])
 def test_anything_but_a_fetch_request_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
-        host_frames.read_request(frame_body)
+        frames.decode_request(frame_body)
 
 
 @pytest.mark.parametrize("frame_body", [
@@ -278,7 +291,7 @@ def test_anything_but_a_fetch_request_is_refused(frame_body: bytes) -> None:
 ])
 def test_anything_but_a_fetch_answer_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
-        host_frames.read_replica_fetch_answer(frame_body)
+        frames.read_replica_fetch_answer(frame_body)
 
 
 @pytest.mark.parametrize("frame_body", [
@@ -288,9 +301,9 @@ def test_anything_but_a_fetch_answer_is_refused(frame_body: bytes) -> None:
 ])
 def test_a_connection_must_open_with_the_hello(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
-        host_frames.read_hello(frame_body)
+        frames.read_hello(frame_body)
 
 
 def test_a_frame_longer_than_allowed_is_refused_before_it_is_read() -> None:
     with pytest.raises(FrameError, match="more than the 1024 allowed"):
-        host_frames.frame_length((1025).to_bytes(4, "big"), 1024)
+        frames.frame_length((1025).to_bytes(4, "big"), 1024)

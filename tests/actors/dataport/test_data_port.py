@@ -1,5 +1,5 @@
 """Requests over the connections producers, followers and consumers keep to the hosts' data
-ports (`replica.fetch.transport=tcp`, the clients' `transport=tcp`, `actors/server/data_port.py`),
+ports (`replica.fetch.transport=tcp`, the clients' `transport=tcp`, `actors/dataport/server.py`),
 against a real cluster: producing, replicating and consuming work over either transport, the
 port admits nobody without the host's token, a client that hears nothing from a host drops
 the connection and makes a new one, and a host that cannot answer holds up only its own
@@ -14,7 +14,7 @@ import psutil
 import pytest
 import ray
 
-from rafka.actors import host_frames
+from rafka.actors.dataport import frames
 from rafka.actors.errors import raise_for
 from rafka.actors.messages import ReplicaFetchPartition
 from rafka.logstore.batch import build_batch
@@ -136,13 +136,13 @@ def test_a_stranger_on_the_data_port_learns_nothing_and_moves_nothing(
     # What a stranger would send to move the high watermark: each follower's fetch, at the
     # leader's log end, at the right epoch.
     forged = b"".join(
-        host_frames.replica_fetch_request(follower.broker, 1, True,
+        frames.replica_fetch_request(follower.broker, 1, True,
                                    [ReplicaFetchPartition("guarded", 0, 5, epoch, 0)],
                                    [], 0, 1 << 20, 1 << 20)
         for follower in followers)
     attempts = {
         "no hello": forged,
-        "a wrong token": host_frames.hello(bytes(len(token))) + forged,
+        "a wrong token": frames.hello(bytes(len(token))) + forged,
         "garbage": b"\x00\x00\x00\x05\xc1\xc1\xc1\xc1\xc1" + forged,
         "an oversized frame": (2**31).to_bytes(4, "big") + forged,
     }

@@ -1,15 +1,15 @@
-"""How clients' requests reach the replica hosts: over connections kept to their data ports
-(`TcpCalls`, `transport=tcp`, the default) or as actor calls (`RayCalls`, `transport=ray`): a
-producer's `produce` and a consumer's `fetch`.
+"""A client's blocking calls to replica hosts over connections kept to their data ports
+(`TcpCalls`, `transport=tcp`, the default): a producer's `produce` and a consumer's `fetch`.
+The other transport, an actor call each, is `rafka.actors.dataport.ray_calls.RayCalls`;
+`rafka.actors.dataport.calls` has the interface both keep and picks one.
 
 Nothing a client does over TCP blocks its thread but its own `wait`: a new connection's lookup
 (where the host listens: an actor call), its connect and its writes all go on inside `wait`'s
 `select`. A host that cannot answer (its node cut off, or its death unconfirmed while the GCS is
 down) holds only the requests sent to it, as an actor call to it would
-(`tests/actors/test_data_port.py`, `tests/harness/test_deployment.py`'s GCS-down test).
+(`tests/actors/dataport/test_data_port.py`, `tests/harness/test_deployment.py`'s GCS-down test).
 
-Both send a request and hand back a key for it, wait until some of the keys in flight are
-answered, and give each answer (the host method's reply) or raise what went wrong. A connection
+A connection
 carries one request at a time, as Kafka's broker serves a connection, so a client keeps as many
 to a host as it has requests there at once: a consumer usually one, a producer up to
 `max.in.flight.requests.per.connection` (requests to one host carry every partition led there).
@@ -32,9 +32,9 @@ from typing import Any
 
 import ray
 
-from rafka.actors import host_frames
+from rafka.actors.dataport import frames
+from rafka.actors.dataport.frames import FrameError, FrameReader
 from rafka.actors.errors import RafkaError
-from rafka.actors.host_frames import FrameError, FrameReader
 
 # An answer carries at most what was asked (fetch.max.bytes), and one batch beyond it per
 # partition.
@@ -49,34 +49,6 @@ class HostConnectionError(RafkaError):
     come in time): retriable, as Kafka's NetworkException is."""
 
     retriable = True
-
-
-class RayCalls:
-    """Each request an actor call; the key is its object ref."""
-
-    def send(self, name: str, host: Any, method: str, arguments: tuple[Any, ...],
-             timeout_s: float | None = None) -> Any:
-        return getattr(host, method).remote(*arguments)
-
-    def wait(self, keys: list[Any], timeout_s: float) -> list[Any]:
-        """The keys answered, waiting up to `timeout_s` for the first."""
-        ready, _ = ray.wait(keys, num_returns=1, timeout=timeout_s, fetch_local=True)
-        if not ready:
-            return []
-        done, _ = ray.wait(keys, num_returns=len(keys), timeout=0, fetch_local=True)
-        return done
-
-    def result(self, key: Any) -> Any:
-        return ray.get(key)
-
-    def abandon(self, key: Any) -> None:
-        pass  # its answer is dropped with the ref
-
-    def wake(self) -> None:
-        pass  # Ray's wait cannot be woken: it waits out its timeout
-
-    def close(self) -> None:
-        pass
 
 
 class _Connection:
@@ -141,13 +113,13 @@ class TcpCalls:
              timeout_s: float | None = None) -> _Connection:
         """Send `host.method(*arguments)` (or start to: the rest goes out in `wait`); with
         `timeout_s`, an answer later than that fails the request (and drops the connection)."""
-        frame = host_frames.REQUESTS[method](*arguments)
+        request = frames.REQUESTS[method](*arguments)
         idle = self._idle.get(name)
         connection = idle.pop() if idle else _Connection(name, self.max_answer_bytes)
         connection.method = method
         now = time.monotonic()
         connection.deadline = float("inf") if timeout_s is None else now + timeout_s
-        connection.outgoing += frame
+        connection.outgoing += request
         if connection.sock is None:
             # Connecting counts against the request's own deadline and the connect timeout.
             connection.deadline = min(connection.deadline, now + self.connect_timeout_s)
@@ -215,7 +187,7 @@ class TcpCalls:
                 connection.sock = sock
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                connection.outgoing[:0] = host_frames.hello(token)
+                connection.outgoing[:0] = frames.hello(token)
                 error = sock.connect_ex((address, port))
                 if error not in (0, errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
                     raise OSError(error, os.strerror(error))
@@ -271,7 +243,7 @@ class TcpCalls:
                 raise ConnectionResetError("the host closed the connection")
             bodies = connection.reader.feed(data)
             if bodies:
-                connection.answer = host_frames.ANSWER_READERS[connection.method](bodies[0])
+                connection.answer = frames.ANSWER_READERS[connection.method](bodies[0])
                 connection.answered = True
         except BlockingIOError:
             return
@@ -330,12 +302,3 @@ def _as_host_error(error: BaseException) -> BaseException:
     failed.__cause__ = error
     return failed
 
-
-def host_calls(transport: str, request_timeout_ms: int,
-               max_answer_bytes: int) -> RayCalls | TcpCalls:
-    """The calls of a client configured with `transport` ("tcp" or "ray"): connecting waits
-    up to `request_timeout_ms`, and an answer may carry `max_answer_bytes` (and a batch per
-    partition beyond)."""
-    if transport == "tcp":
-        return TcpCalls(request_timeout_ms / 1000, max_answer_bytes)
-    return RayCalls()

@@ -2,10 +2,12 @@
 connection, msgpack with the length in front.
 
 The steady data path runs over connections kept to each replica host's data port
-(`rafka.actors.server.data_port`) instead of a Ray actor call each: a producer's requests
+(`rafka.actors.dataport.server`) instead of a Ray actor call each: a producer's requests
 (`ReplicaHost.produce`), a follower host's fetches from its leader host
 (`ReplicaHost.replica_fetch`) and a consumer's (`ReplicaHost.fetch`), and a broker's Kafka
-listener's produce and fetch requests on behalf of Kafka clients. A Ray call costs a hop
+listener's produce and fetch requests on behalf of Kafka clients (`ReplicaHost.produce_kafka`
+and `ReplicaHost.fetch_kafka`: their batches are in Kafka's record format, converted on the
+host). A Ray call costs a hop
 about 2-8 ms on this project's machines, a frame on a kept connection well under one
 (docs/latency.md). Each request is the actor call's arguments, tagged with the method's name,
 and each answer its reply; this module turns them into bytes and back, and checks every field of
@@ -13,8 +15,8 @@ what it reads, since anything that can reach the port can write to it. A connect
 must carry the host's token, which only a caller of the host actor learns
 (`ReplicaHost.data_port_address`), so the port admits exactly who Ray would.
 
-No I/O here: the port and its clients read and write the frames (`FrameReader` gathers them
-from bytes as they come).
+No I/O here, as h11 keeps its state machine free of it: the port and its clients read and
+write the frames (`FrameReader` gathers them from bytes as they come).
 """
 
 from __future__ import annotations
@@ -37,10 +39,13 @@ from rafka.actors.messages import (
 LENGTH = struct.Struct(">I")
 # A fetch request lists partitions (about 40 bytes each).
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
-VERSION = 1
+# 2: Kafka-format produce and fetch became methods of their own (no flag in the frames).
+VERSION = 2
 REPLICA_FETCH = "replica_fetch"
 CONSUMER_FETCH = "fetch"
+KAFKA_FETCH = "fetch_kafka"
 PRODUCE = "produce"
+KAFKA_PRODUCE = "produce_kafka"
 LIST_OFFSETS = "list_offsets"
 FETCH_OFFSETS = "fetch_offsets"
 
@@ -122,7 +127,7 @@ def read_hello(body: bytes) -> bytes:
     message = _unpack(body)
     if (not isinstance(message, list) or len(message) != 2 or message[0] != VERSION
             or not isinstance(message[1], bytes)):
-        raise FrameError("the first frame must be [version 1, token]")
+        raise FrameError(f"the first frame must be [version {VERSION}, token]")
     return message[1]
 
 
@@ -142,25 +147,41 @@ class ReplicaFetchRequest(NamedTuple):
 
 
 class ConsumerFetchRequest(NamedTuple):
-    """`ReplicaHost.fetch`'s arguments, in its order (`kafka_format` for a broker's Kafka
-    listener, which asks the host to convert)."""
+    """`ReplicaHost.fetch`'s arguments, in its order."""
 
     requests: list[PartitionFetch]
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
-    kafka_format: bool
+    read_committed: bool
+
+
+class KafkaFetchRequest(NamedTuple):
+    """`ReplicaHost.fetch_kafka`'s arguments, in its order: a broker's Kafka listener's fetch,
+    whose batches the host converts to Kafka's record format."""
+
+    requests: list[PartitionFetch]
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
     read_committed: bool
 
 
 class ProduceRequest(NamedTuple):
-    """`ReplicaHost.produce`'s arguments, in its order (`kafka_format` for a broker's Kafka
-    listener: the batches are a Kafka client's, which the host checks and converts)."""
+    """`ReplicaHost.produce`'s arguments, in its order."""
 
     requests: list[PartitionProduce]
     acks: int
     timeout_ms: int
-    kafka_format: bool
+
+
+class KafkaProduceRequest(NamedTuple):
+    """`ReplicaHost.produce_kafka`'s arguments, in its order: a broker's Kafka listener's
+    produce, whose batches are a Kafka client's, which the host checks and converts."""
+
+    requests: list[PartitionProduce]
+    acks: int
+    timeout_ms: int
 
 
 class ListOffsetsRequest(NamedTuple):
@@ -178,12 +199,16 @@ class FetchOffsetsRequest(NamedTuple):
     partitions: list[list[Any]] | None
 
 
-def produce_request(requests: list[PartitionProduce], acks: int, timeout_ms: int,
-                    kafka_format: bool = False) -> bytes:
+def produce_request(requests: list[PartitionProduce], acks: int, timeout_ms: int) -> bytes:
     """The frame of a producer's request: each partition's batches, and where each record ends
     when the producer says (`PartitionProduce.record_ends`)."""
-    return frame([PRODUCE, [list(request) for request in requests], acks, timeout_ms,
-                  kafka_format])
+    return frame([PRODUCE, [list(request) for request in requests], acks, timeout_ms])
+
+
+def kafka_produce_request(requests: list[PartitionProduce], acks: int,
+                          timeout_ms: int) -> bytes:
+    """The frame of a Kafka listener's produce: each partition's Kafka batches."""
+    return frame([KAFKA_PRODUCE, [list(request) for request in requests], acks, timeout_ms])
 
 
 def replica_fetch_request(follower_id: int, session_id: int, full: bool,
@@ -196,10 +221,17 @@ def replica_fetch_request(follower_id: int, session_id: int, full: bool,
 
 
 def consumer_fetch_request(requests: list[PartitionFetch], max_wait_ms: int, min_bytes: int,
-                           max_bytes: int, kafka_format: bool, read_committed: bool) -> bytes:
+                           max_bytes: int, read_committed: bool) -> bytes:
     """The frame of a consumer's fetch (`ReplicaHost.fetch`'s arguments)."""
     return frame([CONSUMER_FETCH, [list(request) for request in requests], max_wait_ms,
-                  min_bytes, max_bytes, read_committed, kafka_format])
+                  min_bytes, max_bytes, read_committed])
+
+
+def kafka_fetch_request(requests: list[PartitionFetch], max_wait_ms: int, min_bytes: int,
+                        max_bytes: int, read_committed: bool) -> bytes:
+    """The frame of a Kafka listener's fetch (`ReplicaHost.fetch_kafka`'s arguments)."""
+    return frame([KAFKA_FETCH, [list(request) for request in requests], max_wait_ms,
+                  min_bytes, max_bytes, read_committed])
 
 
 def list_offsets_request(queries: list[OffsetQuery]) -> bytes:
@@ -214,9 +246,13 @@ def fetch_offsets_request(partition: int, group: str,
                   None if partitions is None else [list(tp) for tp in partitions]])
 
 
-def read_request(body: bytes) -> (ProduceRequest | ReplicaFetchRequest | ConsumerFetchRequest
-                                  | ListOffsetsRequest | FetchOffsetsRequest):
-    """A request, checked field by field (FrameError for anything else)."""
+Request = (ProduceRequest | KafkaProduceRequest | ReplicaFetchRequest | ConsumerFetchRequest
+           | KafkaFetchRequest | ListOffsetsRequest | FetchOffsetsRequest)
+
+
+def decode_request(body: bytes) -> Request:
+    """A request frame's body as the request it is, checked field by field (FrameError for
+    anything else)."""
     message = _unpack(body)
     if not isinstance(message, list) or not message:
         raise FrameError("a request is [method, fields...]")
@@ -224,16 +260,20 @@ def read_request(body: bytes) -> (ProduceRequest | ReplicaFetchRequest | Consume
     if method == REPLICA_FETCH:
         return _read_replica_fetch(fields)
     if method == CONSUMER_FETCH:
-        return _read_consumer_fetch(fields)
+        return ConsumerFetchRequest(*_read_consumer_fetch(fields))
+    if method == KAFKA_FETCH:
+        return KafkaFetchRequest(*_read_consumer_fetch(fields))
     if method == PRODUCE:
-        return _read_produce(fields)
+        return ProduceRequest(*_read_produce(fields))
+    if method == KAFKA_PRODUCE:
+        return KafkaProduceRequest(*_read_produce(fields))
     if method == LIST_OFFSETS:
         return _read_list_offsets(fields)
     if method == FETCH_OFFSETS:
         return _read_fetch_offsets(fields)
     raise FrameError(f"no method {method!r} here: the port serves {PRODUCE!r}, "
-                     f"{REPLICA_FETCH!r}, {CONSUMER_FETCH!r}, {LIST_OFFSETS!r} and "
-                     f"{FETCH_OFFSETS!r}")
+                     f"{KAFKA_PRODUCE!r}, {REPLICA_FETCH!r}, {CONSUMER_FETCH!r}, "
+                     f"{KAFKA_FETCH!r}, {LIST_OFFSETS!r} and {FETCH_OFFSETS!r}")
 
 
 def _read_replica_fetch(fields: list[Any]) -> ReplicaFetchRequest:
@@ -253,29 +293,29 @@ def _read_replica_fetch(fields: list[Any]) -> ReplicaFetchRequest:
                                partition_max_bytes, max_bytes)
 
 
-def _read_consumer_fetch(fields: list[Any]) -> ConsumerFetchRequest:
-    if len(fields) != 6:
-        raise FrameError("a consumer's fetch has 6 fields")
-    requests, max_wait_ms, min_bytes, max_bytes, read_committed, kafka_format = fields
+def _read_consumer_fetch(fields: list[Any]) -> tuple[list[PartitionFetch], int, int, int,
+                                                      bool]:
+    """A consumer's fetch's fields (a Kafka listener's too), checked."""
+    if len(fields) != 5:
+        raise FrameError("a consumer's fetch has 5 fields")
+    requests, max_wait_ms, min_bytes, max_bytes, read_committed = fields
     _ints([max_wait_ms, min_bytes, max_bytes], "a consumer's fetch")
-    if not isinstance(requests, list) or not isinstance(read_committed, bool) \
-            or not isinstance(kafka_format, bool):
-        raise FrameError("a consumer's fetch has a list of partitions and booleans "
-                         "`read_committed` and `kafka_format`")
+    if not isinstance(requests, list) or not isinstance(read_committed, bool):
+        raise FrameError("a consumer's fetch has a list of partitions and a boolean "
+                         "`read_committed`")
     asked = [PartitionFetch(*_partition_entry(entry, 4, "a fetched partition"))
              for entry in requests]
-    return ConsumerFetchRequest(asked, max_wait_ms, min_bytes, max_bytes, kafka_format,
-                                read_committed)
+    return asked, max_wait_ms, min_bytes, max_bytes, read_committed
 
 
-def _read_produce(fields: list[Any]) -> ProduceRequest:
-    if len(fields) != 4:
-        raise FrameError("a producer's request has 4 fields")
-    requests, acks, timeout_ms, kafka_format = fields
+def _read_produce(fields: list[Any]) -> tuple[list[PartitionProduce], int, int]:
+    """A producer's request's fields (a Kafka listener's too), checked."""
+    if len(fields) != 3:
+        raise FrameError("a producer's request has 3 fields")
+    requests, acks, timeout_ms = fields
     _ints([acks, timeout_ms], "a producer's request")
-    if not isinstance(requests, list) or not isinstance(kafka_format, bool):
-        raise FrameError("a producer's request has a list of partitions and a boolean "
-                         "`kafka_format`")
+    if not isinstance(requests, list):
+        raise FrameError("a producer's request has a list of partitions")
     parts = []
     for entry in requests:
         if (not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[0], str)
@@ -284,7 +324,7 @@ def _read_produce(fields: list[Any]) -> ProduceRequest:
             raise FrameError("a produced partition is [topic, partition, records, record ends "
                              "or nil]")
         parts.append(PartitionProduce(*entry))
-    return ProduceRequest(parts, acks, timeout_ms, kafka_format)
+    return parts, acks, timeout_ms
 
 
 def _read_list_offsets(fields: list[Any]) -> ListOffsetsRequest:
@@ -434,16 +474,20 @@ def read_fetch_offsets_answer(body: bytes) -> dict[str, Any]:
 
 
 ANSWERS = {ReplicaFetchRequest: replica_fetch_answer, ConsumerFetchRequest: consumer_fetch_answer,
-           ProduceRequest: produce_answer, ListOffsetsRequest: list_offsets_answer,
+           KafkaFetchRequest: consumer_fetch_answer, ProduceRequest: produce_answer,
+           KafkaProduceRequest: produce_answer, ListOffsetsRequest: list_offsets_answer,
            FetchOffsetsRequest: fetch_offsets_answer}
 """How each request's reply is framed, by the request's type."""
 
-REQUESTS = {PRODUCE: produce_request, CONSUMER_FETCH: consumer_fetch_request,
+REQUESTS = {PRODUCE: produce_request, KAFKA_PRODUCE: kafka_produce_request,
+            CONSUMER_FETCH: consumer_fetch_request, KAFKA_FETCH: kafka_fetch_request,
             REPLICA_FETCH: replica_fetch_request, LIST_OFFSETS: list_offsets_request,
             FETCH_OFFSETS: fetch_offsets_request}
 """How a client frames each method's arguments."""
 
-ANSWER_READERS = {PRODUCE: read_produce_answer, CONSUMER_FETCH: read_consumer_fetch_answer,
+ANSWER_READERS = {PRODUCE: read_produce_answer, KAFKA_PRODUCE: read_produce_answer,
+                  CONSUMER_FETCH: read_consumer_fetch_answer,
+                  KAFKA_FETCH: read_consumer_fetch_answer,
                   REPLICA_FETCH: read_replica_fetch_answer,
                   LIST_OFFSETS: read_list_offsets_answer,
                   FETCH_OFFSETS: read_fetch_offsets_answer}

@@ -1,8 +1,8 @@
-"""Connections to replica hosts' data ports from a caller on an event loop: a follower host's
-to its leader hosts (`rafka.actors.server.data_port.LeaderConnection`) and a broker's Kafka
-listener's to the hosts of its broker (`HostConnections`). The port itself, and why the data
-path runs over it, are in `rafka.actors.server.data_port`; the frames in
-`rafka.actors.host_frames`."""
+"""Connections to replica hosts' data ports from a caller on an event loop: a broker's Kafka
+listener's to the hosts of its broker (`HostConnections`) and a follower host's to each of its
+leader hosts (`LeaderConnection`). Both open a connection the same way (`open_connection`:
+the host's address and token from an actor call, the hello first) and read an answer the same
+way (`read_frame`); the server side shares `read_frame` and `no_delay`."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import asyncio
 import socket
 from typing import Any
 
-from rafka.actors import host_frames
+from rafka.actors.dataport import frames
 
 
 async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
     """The next frame's body (IncompleteReadError at the end of the stream)."""
-    header = await reader.readexactly(host_frames.LENGTH.size)
-    return await reader.readexactly(host_frames.frame_length(header, limit))
+    header = await reader.readexactly(frames.LENGTH.size)
+    return await reader.readexactly(frames.frame_length(header, limit))
 
 
 def no_delay(writer: asyncio.StreamWriter) -> None:
@@ -24,6 +24,18 @@ def no_delay(writer: asyncio.StreamWriter) -> None:
     sock = writer.get_extra_info("socket")
     if sock is not None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+async def open_connection(address: tuple[str, int, bytes], connect_timeout_s: float,
+                          ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to the data port at `address` (a host's `data_port_address`), the hello
+    written (it goes out with the first request)."""
+    name, port, token = address
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(name, port),
+                                            connect_timeout_s)
+    no_delay(writer)
+    writer.write(frames.hello(token))
+    return reader, writer
 
 
 class RequestTooLarge(ValueError):
@@ -56,8 +68,8 @@ class HostConnections:
         when the connection fails (it is then dropped), Ray's errors when the host cannot
         tell where it listens, and RequestTooLarge, before sending anything, for a request
         longer than the port takes (socket.request.max.bytes)."""
-        request = host_frames.REQUESTS[method](*arguments)
-        if len(request) - host_frames.LENGTH.size > self.max_request_bytes:
+        request = frames.REQUESTS[method](*arguments)
+        if len(request) - frames.LENGTH.size > self.max_request_bytes:
             raise RequestTooLarge(f"a {method} request of {len(request)} bytes")
         idle = self._idle.setdefault(host, [])
         writer = None
@@ -67,7 +79,7 @@ class HostConnections:
             await writer.drain()
             async with asyncio.timeout(timeout_s):
                 body = await read_frame(reader, self.max_answer_bytes)
-            answer = host_frames.ANSWER_READERS[method](body)
+            answer = frames.ANSWER_READERS[method](body)
         except BaseException:
             # The host may be gone or restarted elsewhere: its other idle connections go too,
             # and its address is asked again.
@@ -89,12 +101,7 @@ class HostConnections:
         address = self._addresses.get(host)
         if address is None:
             address = self._addresses[host] = tuple(await host.data_port_address.remote())
-        name, port, token = address
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(name, port),
-                                                self.connect_timeout_s)
-        no_delay(writer)
-        writer.write(host_frames.hello(token))
-        return reader, writer
+        return await open_connection(address, self.connect_timeout_s)
 
     def close(self) -> None:
         """Close every idle connection (those in use close when their answer comes)."""
@@ -103,3 +110,37 @@ class HostConnections:
             for _, writer in connections:
                 writer.close()
         self._idle.clear()
+
+
+class LeaderConnection:
+    """A follower host's connection to one leader host's data port (used by
+    `rafka.actors.server.replica_fetcher`); made on the first fetch, and again after any
+    failure."""
+
+    def __init__(self, connect_timeout_s: float) -> None:
+        self.connect_timeout_s = connect_timeout_s
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def fetch(self, leader: Any, arguments: tuple[Any, ...], timeout_s: float,
+                    max_answer_bytes: int) -> dict[str, Any]:
+        """`leader.replica_fetch(*arguments)` over the connection; raises OSError,
+        asyncio.TimeoutError, IncompleteReadError or FrameError when it fails (the connection
+        is then dropped), Ray's errors when the leader host cannot tell where it listens."""
+        try:
+            if self._writer is None:
+                self._reader, self._writer = await open_connection(
+                    tuple(await leader.data_port_address.remote()), self.connect_timeout_s)
+            self._writer.write(frames.replica_fetch_request(*arguments))
+            await self._writer.drain()
+            async with asyncio.timeout(timeout_s):
+                body = await read_frame(self._reader, max_answer_bytes)
+            return frames.read_replica_fetch_answer(body)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None

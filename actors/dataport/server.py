@@ -1,0 +1,115 @@
+"""A replica host's data port: the TCP port that answers producers' requests, followers' and
+consumers' fetches, and a broker's Kafka listener's produce and fetch requests.
+
+Each follower host keeps one connection to each leader host it fetches from
+(`rafka.actors.dataport.async_client.LeaderConnection`, used by
+`rafka.actors.server.replica_fetcher`), producers and consumers keep theirs to each host they
+write to or read from (`rafka.actors.dataport.blocking_client`), and a broker's Kafka listener
+keeps its own to its hosts (`rafka.actors.dataport.async_client.HostConnections`); each
+connection carries one request at a time, as Kafka's broker serves a connection. The port hands
+each request to the host's own method (`produce`, `produce_kafka`, `replica_fetch`, `fetch`,
+`fetch_kafka`, `list_offsets` or `fetch_offsets`, the same calls Ray would make) and writes the
+answer back as soon as it is ready. Frames and their checks are in
+`rafka.actors.dataport.frames`. A connection that opens with a wrong token, or sends anything
+that is not a request, is closed; nothing it sent is acted on.
+
+Where the network fails silently (a cut, a paused host), a follower waits for a fetch's answer at
+most `replica.socket.timeout.ms` beyond the fetch's own wait, then drops the connection and
+makes another: no fetch waits on a dead connection for longer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rafka.actors.dataport import frames
+from rafka.actors.dataport.async_client import no_delay, read_frame
+from rafka.actors.dataport.frames import (
+    ConsumerFetchRequest,
+    FetchOffsetsRequest,
+    FrameError,
+    KafkaFetchRequest,
+    KafkaProduceRequest,
+    ListOffsetsRequest,
+    ProduceRequest,
+    ReplicaFetchRequest,
+)
+
+log = logging.getLogger(__name__)
+
+# How long a new connection has to say who it is.
+HELLO_TIMEOUT_S = 10.0
+
+
+class DataPort:
+    """Serves a host's `produce`, `produce_kafka`, `replica_fetch`, `fetch`, `fetch_kafka`,
+    `list_offsets` and `fetch_offsets` on `host`, any free port; a request may be
+    `max_request_bytes` long (the broker's socket.request.max.bytes)."""
+
+    def __init__(self, host: str, max_request_bytes: int, *,
+                 produce: Callable[..., Awaitable[list[Any]]],
+                 produce_kafka: Callable[..., Awaitable[list[Any]]],
+                 replica_fetch: Callable[..., Awaitable[dict[str, Any]]],
+                 fetch: Callable[..., Awaitable[list[Any]]],
+                 fetch_kafka: Callable[..., Awaitable[list[Any]]],
+                 list_offsets: Callable[..., Awaitable[list[Any]]],
+                 fetch_offsets: Callable[..., Awaitable[dict[str, Any]]]) -> None:
+        self.host = host
+        self.max_request_bytes = max_request_bytes
+        self._methods: dict[type, Callable[..., Awaitable[Any]]] = {
+            ProduceRequest: produce, KafkaProduceRequest: produce_kafka,
+            ReplicaFetchRequest: replica_fetch, ConsumerFetchRequest: fetch,
+            KafkaFetchRequest: fetch_kafka, ListOffsetsRequest: list_offsets,
+            FetchOffsetsRequest: fetch_offsets}
+        self.token = secrets.token_bytes(16)
+        self.port: int | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> tuple[str, int, bytes]:
+        """Listening, if not yet: where, and the token a connection must open with."""
+        if self._server is None:
+            self._server = await asyncio.start_server(self._serve, self.host, 0)
+            self.port = self._server.sockets[0].getsockname()[1]
+        return self.host, self.port, self.token
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for writer in list(self._connections):
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        no_delay(writer)
+        self._connections.add(writer)
+        peer = writer.get_extra_info("peername")
+        try:
+            token = frames.read_hello(await asyncio.wait_for(
+                read_frame(reader, frames.MAX_REQUEST_BYTES), HELLO_TIMEOUT_S))
+            if not hmac.compare_digest(token, self.token):
+                raise FrameError("a wrong token")
+            while True:
+                request = frames.decode_request(
+                    await read_frame(reader, self.max_request_bytes))
+                reply = await self._methods[type(request)](*request)
+                writer.write(frames.ANSWERS[type(request)](reply))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
+            pass  # the client went (or never spoke): it connects again when it needs to
+        except FrameError as error:
+            log.warning("closing a data port connection from %s: %s", peer, error)
+        except Exception:  # a bug: this connection goes, the port and the others stay
+            log.exception("a data port connection from %s failed", peer)
+        finally:
+            self._connections.discard(writer)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
