@@ -217,8 +217,13 @@ class Cluster:
         return found.value.brokerid if found else None
 
     def wait_for_controller(self, timeout_s: float = 60.0) -> int:
-        return _wait_for(lambda: self.controller() is not None and self.controller() + 1,
-                         timeout_s, "a controller") - 1
+        def controller_plus_one() -> int | None:  # truthy for controller 0 too
+            controller = self.controller()
+            return None if controller is None else controller + 1
+
+        found = _wait_for(controller_plus_one, timeout_s, "a controller")
+        assert found is not None  # wait_until answers only a truthy result
+        return found - 1
 
     def stop_broker(self, broker_id: int, *, graceful: bool = True) -> None:
         """Stop a broker. Graceful: it resigns and unregisters first; else it is killed, and
@@ -440,8 +445,8 @@ class Cluster:
         registered. It holds nothing until topics are created or replicas reassigned to it."""
         if broker_id is None:
             taken = set(read_brokers(self.store)) | set(self._brokers)
-            taken |= {broker_id_of(name) for name in self._named_actors(
-                lambda name: broker_id_of(name) is not None)}
+            taken |= {broker_id for broker_id in map(broker_id_of, self._named_actors(
+                lambda name: broker_id_of(name) is not None)) if broker_id is not None}
             broker_id = max(taken, default=-1) + 1
         elif broker_id in read_brokers(self.store):
             raise BrokerIdInUseError(f"broker {broker_id} is registered already: choose "
@@ -545,7 +550,8 @@ class Cluster:
         wanted = [TopicPartition(*tp) for tp in partitions]
         found: dict[tuple[str, int], int | None] = dict.fromkeys(wanted)
         if self.admin.topic_exists(OFFSETS_TOPIC):
-            found.update(fetch_committed(Consumer(self.namespace).metadata, group, wanted, 30))
+            found.update(
+                fetch_committed(Consumer(self.namespace).metadata, group, wanted, 30).items())
         groups = GroupStore(self.store)
         for tp in wanted:  # offsets.storage=zookeeper
             if found[tp] is None:
@@ -584,13 +590,13 @@ class Cluster:
         reader = Consumer(self.namespace)
         wanted = [(topic, p) for topic in topics if self.admin.topic_exists(topic)
                   for p in range(self.admin.read_assignment(topic).value.partition_count)]
-        with_offsets = {}
+        with_offsets: dict[TopicPartition, int | None] = {}
         if self.admin.topic_exists(OFFSETS_TOPIC):
             with_offsets = fetch_committed(reader.metadata, group, wanted, timeout_s=30)
         for topic in topics:  # offsets.storage=zookeeper
             for partition, offset in groups.read_offsets(group, topic).items():
-                if with_offsets.get((topic, partition)) is None:
-                    with_offsets[(topic, partition)] = offset
+                if with_offsets.get(TopicPartition(topic, partition)) is None:
+                    with_offsets[TopicPartition(topic, partition)] = offset
         partitions = []
         for topic in topics:
             if not self.admin.topic_exists(topic):
@@ -599,8 +605,8 @@ class Cluster:
             count = self.admin.read_assignment(topic).value.partition_count
             ends = reader.end_offsets([(topic, p) for p in range(count)])
             for partition in range(count):
-                committed = with_offsets.get((topic, partition))
-                end = ends[(topic, partition)]
+                committed = with_offsets.get(TopicPartition(topic, partition))
+                end = ends[TopicPartition(topic, partition)]
                 partitions.append({
                     "topic": topic,
                     "partition": partition,
@@ -630,8 +636,8 @@ class Cluster:
     def shutdown(self) -> None:
         """Stop every broker of this cluster, then what `start()` started (ZooKeeper, Ray)."""
         ids = set(self._brokers)
-        ids |= {broker_id_of(name)
-                for name in self._named_actors(lambda name: broker_id_of(name) is not None)}
+        ids |= {broker_id for broker_id in map(broker_id_of, self._named_actors(
+                lambda name: broker_id_of(name) is not None)) if broker_id is not None}
         for broker_id in sorted(ids):
             with contextlib.suppress(BrokerUnavailableError):
                 self.stop_broker(broker_id)

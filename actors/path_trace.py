@@ -116,10 +116,11 @@ class TraceIncompleteError(ValueError):
     wrong. Trace a shorter run."""
 
 
-def _first_beyond(values: Sequence[int], times: Sequence[int],
-                  offsets: np.ndarray) -> np.ndarray:
-    """For each offset, the time of the first event whose value (an offset that only grows,
-    such as a log end or a high watermark) passed it; -1 where none did."""
+def _first_beyond(events: Sequence[Sequence[int]], offsets: np.ndarray) -> np.ndarray:
+    """For each offset, the time of the first of the `(value, time)` events whose value (an
+    offset that only grows, such as a log end or a high watermark) passed it; -1 where none
+    did."""
+    values, times = _columns(events, 2)
     if not len(values):
         return np.full(len(offsets), -1, dtype=np.int64)
     reached = np.maximum.accumulate(np.asarray(values, dtype=np.int64))
@@ -170,22 +171,22 @@ def hop_breakdown(
     leader_received = np.where(traced, np.append(received, -1)[append], -1)
     leader_appended = np.where(traced, np.append(appended, -1)[append], -1)
 
-    high_watermark = _first_beyond(*_columns(leader["high_watermarks"], 2), offset)
+    high_watermark = _first_beyond(leader["high_watermarks"], offset)
     reads = leader["reads"]
     consumer_reads = [(next_offset, at) for reader, next_offset, at in reads
                       if reader == CONSUMER]
-    consumer_answered = _first_beyond(*_columns(consumer_reads, 2), offset)
+    consumer_answered = _first_beyond(consumer_reads, offset)
 
     # Per follower: answered, appended there, and its next fetch's position at the leader.
     waited_for = np.full((3, len(offset)), -1, dtype=np.int64)
     for follower_id, events in followers.items():
-        answered = _first_beyond(*_columns(
+        answered = _first_beyond(
             [(next_offset, at) for reader, next_offset, at in reads if reader == follower_id],
-            2), offset)
-        follower_appended = _first_beyond(*_columns(events["fetched_appends"], 2), offset)
-        position = _first_beyond(*_columns(
+            offset)
+        follower_appended = _first_beyond(events["fetched_appends"], offset)
+        position = _first_beyond(
             [(at_offset, at) for follower, at_offset, at in leader["positions"]
-             if follower == follower_id], 2), offset)
+             if follower == follower_id], offset)
         # The latest position that came no later than the high watermark's move.
         later = (position >= 0) & (position <= high_watermark) & (position > waited_for[2])
         waited_for[:, later] = np.stack([answered, follower_appended, position])[:, later]

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 import ray
@@ -239,9 +240,9 @@ class RayHead:
                 "pointer_before": self.pointer_before}
 
     @classmethod
-    def from_record(cls, record: Mapping[str, object]) -> RayHead:
+    def from_record(cls, record: Mapping[str, Any]) -> RayHead:
         return cls(int(record["pid"]), str(record["address"]), Path(str(record["log"])),
-                   pointer_before=record.get("pointer_before"))  # type: ignore[arg-type]
+                   pointer_before=record.get("pointer_before"))
 
     def stop(self, timeout_s: float = 60.0) -> list[int]:
         """SIGTERM the head (it drains and stops its processes), then kill what is left of its

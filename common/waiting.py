@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -81,6 +82,12 @@ async def wait_for_event(event: asyncio.Event, timeout_s: float) -> bool:
     (these waits and the data ports' answer waits) that turn shows in the median latency
     (docs/latency.md, "Why it is built this way").
     """
+    if sys.version_info < (3, 11):  # no asyncio.timeout before 3.11
+        try:
+            await asyncio.wait_for(event.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        return True
     try:
         async with asyncio.timeout(timeout_s):
             await event.wait()

@@ -110,10 +110,10 @@ def assign_replicas(
     leaders: list[int] = []
     for index in range(partitions):
         base = start + first_partition + index
-        leader = min(
-            order,
-            key=lambda b, base=base: (leader_counts[b], replica_counts[b], rotation(b, base)),
-        )
+        def leader_rank(b: int, base: int = base) -> tuple[int, int, int]:
+            return (leader_counts[b], replica_counts[b], rotation(b, base))
+
+        leader = min(order, key=leader_rank)
         leader_counts[leader] += 1
         replica_counts[leader] += 1
         leaders.append(leader)
@@ -151,15 +151,12 @@ def assign_replicas(
             base = position[leader] + 1 + shift + follower
             # A broker whose followers are all placed comes last, however few partitions it
             # could still follow (it may lead the rest): else it takes one more than its share.
-            chosen = min(
-                candidates,
-                key=lambda b, base=base, could_follow=could_follow: (
-                    need[b] <= 0,
-                    could_follow[b] - need[b],
-                    -need[b],
-                    rotation(b, base),
-                ),
-            )
+            def follower_rank(b: int, base: int = base,
+                              could_follow: dict[int, int] = could_follow,
+                              ) -> tuple[bool, int, int, int]:
+                return (need[b] <= 0, could_follow[b] - need[b], -need[b], rotation(b, base))
+
+            chosen = min(candidates, key=follower_rank)
             need[chosen] -= 1
             replicas.append(chosen)
         assignment[partition] = replicas

@@ -179,7 +179,8 @@ class Ensemble:
         ports = [free_port(host) for _ in range(3 * size)]
         if len(set(ports)) < len(ports):  # the kernel handed a port out twice: ask again
             return cls.on_free_ports(size, host)
-        return cls(tuple(EnsembleServer(index + 1, host, *ports[3 * index:3 * index + 3])
+        return cls(tuple(EnsembleServer(index + 1, host, ports[3 * index], ports[3 * index + 1],
+                                        ports[3 * index + 2])
                          for index in range(size)))
 
     @property
@@ -455,8 +456,10 @@ class EnsembleMember(EmbeddedZooKeeper):
             return mode if mode in QUORUM_MODES else None
 
         try:
-            return wait_until(in_quorum, timeout_s, f"{self.label} to join a quorum",
+            mode = wait_until(in_quorum, timeout_s, f"{self.label} to join a quorum",
                               interval_s=0.1)
+            assert mode is not None  # wait_until answers only a truthy result
+            return mode
         except TimeoutError:
             raise ZooKeeperStartError(
                 f"{self.label} found no quorum within {timeout_s:g} s: a majority "

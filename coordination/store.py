@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import json
 import logging
 import threading
@@ -602,7 +603,8 @@ class ClusterStore:
             if self.stat(current) is None:
                 with contextlib.suppress(ZNodeExistsError):
                     self._call(
-                        "create", current, lambda p=current: client.create_async(p, acl=self.acl)
+                        "create", current, functools.partial(client.create_async, current,
+                                                             acl=self.acl)
                     )
 
     def delete(self, path: str, *, version: int | None = None, recursive: bool = False) -> bool:

@@ -198,7 +198,7 @@ def _normalise(records: Sequence[Any]) -> list[tuple[Any, Any, int, Any]]:
     return out
 
 
-def check_headers(headers: Any) -> tuple[tuple[str, bytes | None], ...]:
+def check_headers(headers: Any) -> tuple[tuple[str, bytes | bytearray | memoryview | None], ...]:
     """Record headers as a tuple of ``(str, bytes)`` pairs (a value may be None, as in
     Kafka); ``TypeError`` for anything else."""
     if headers is None:
@@ -208,7 +208,7 @@ def check_headers(headers: Any) -> tuple[tuple[str, bytes | None], ...]:
     return tuple(_check_header_pair(pair) for pair in headers)
 
 
-def _check_header_pair(pair: Any) -> tuple[str, bytes | None]:
+def _check_header_pair(pair: Any) -> tuple[str, bytes | bytearray | memoryview | None]:
     try:
         name, value = pair
     except (TypeError, ValueError):
@@ -327,7 +327,8 @@ class RecordsPayload(NamedTuple):
     """
 
     data: bytes | memoryview
-    count: int
+    # Kafka's name for the field; it shadows tuple.count, which nothing here calls.
+    count: int  # type: ignore[assignment]
     first_timestamp: int
     max_timestamp: int
     record_ends: bytes | None = None
@@ -440,7 +441,7 @@ def batch_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
     Raises :class:`CorruptRecordError` if the length is smaller than a header: the bytes there
     are not a batch. The caller makes sure the first ``LOG_OVERHEAD`` bytes are present.
     """
-    length = _FRAMING.unpack_from(buf, pos)[1]
+    length: int = _FRAMING.unpack_from(buf, pos)[1]
     if length < MIN_LENGTH:
         raise CorruptRecordError(
             f"batch at byte {pos} has length {length}, less than the {MIN_LENGTH}-byte header"

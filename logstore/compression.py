@@ -70,14 +70,15 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     return ctx
 
 
-def compress(codec: int, data: bytes) -> bytes:
-    """Compress ``data`` with the codec id ``codec`` (``NONE`` returns it unchanged)."""
+def compress(codec: int, data: bytes | memoryview) -> bytes:
+    """Compress ``data`` with the codec id ``codec`` (``NONE`` returns it unchanged, as bytes)."""
     if codec == NONE:
-        return data
+        return data if isinstance(data, bytes) else bytes(data)
     if codec == ZSTD:
         return _zstd_compressor().compress(data)
     if codec == LZ4:
-        return lz4.frame.compress(data, store_size=True)
+        compressed: bytes = lz4.frame.compress(data, store_size=True)
+        return compressed
     if codec == GZIP:
         compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # wbits 31: gzip framing
         return compressor.compress(data) + compressor.flush()
@@ -144,7 +145,7 @@ def _lz4_decompress(data: bytes | memoryview, max_size: int) -> bytes:
     if declared > max_size:
         raise _too_large(max_size)
     decompressor = lz4.frame.LZ4FrameDecompressor()
-    out = decompressor.decompress(data, max_length=max_size + 1)
+    out: bytes = decompressor.decompress(data, max_length=max_size + 1)
     if len(out) > max_size:
         raise _too_large(max_size)
     if not decompressor.eof:
@@ -166,9 +167,9 @@ def _gzip_decompress(data: bytes | memoryview, max_size: int) -> bytes:
     return out
 
 
-def _snappy_compress(data: bytes) -> bytes:
+def _snappy_compress(data: bytes | memoryview) -> bytes:
     view = memoryview(data)
-    parts = [XERIAL_HEADER]
+    parts: list[bytes | cramjam.Buffer] = [XERIAL_HEADER]
     # At least one block, so that no reader takes a bare header for a raw block.
     for start in range(0, max(len(view), 1), XERIAL_BLOCK_SIZE):
         block = cramjam.snappy.compress_raw(view[start:start + XERIAL_BLOCK_SIZE])

@@ -250,7 +250,7 @@ class LocalLog:
     # ----------------------------------------------------------------- truncate and delete
 
     def truncate_to(
-        self, offset: int, *, on_kept_batch: Callable[[BatchHeader, bytes | None], None]
+        self, offset: int, *, on_kept_batch: Callable[[BatchHeader, bytes | None], object]
     ) -> list[int]:
         """Remove every batch whose last offset is >= ``offset``; the base offsets of the
         segments deleted.

@@ -651,8 +651,8 @@ class Log:
 
     def producers(self) -> list[ProducerEntry]:
         """Copies of what the log knows of every producer whose batches it still holds."""
-        return [self._producers.get(producer_id).copy()
-                for producer_id in self._producers.producer_ids]
+        entries = (self._producers.get(producer_id) for producer_id in self._producers.producer_ids)
+        return [entry.copy() for entry in entries if entry is not None]
 
     def last_sequence(self, producer_id: int) -> tuple[int, int] | None:
         """``(producer_epoch, last_sequence)`` of the producer's last batch, None if unknown."""

@@ -71,9 +71,9 @@ def _is_headers_column(column: object) -> bool:
             "key", "value"}:
         return False
     key, value = pair.field("key").type, pair.field("value").type
-    return ((pa.types.is_string(key) or pa.types.is_large_string(key))
-            and (pa.types.is_binary(value) or pa.types.is_large_binary(value)
-                 or pa.types.is_string(value) or pa.types.is_large_string(value)))
+    return bool((pa.types.is_string(key) or pa.types.is_large_string(key))
+                and (pa.types.is_binary(value) or pa.types.is_large_binary(value)
+                     or pa.types.is_string(value) or pa.types.is_large_string(value)))
 
 
 def header_lengths(headers: pa.Array, overhead_per_header: int = 0) -> np.ndarray:
@@ -84,13 +84,14 @@ def header_lengths(headers: pa.Array, overhead_per_header: int = 0) -> np.ndarra
     np.cumsum(binary_lengths(names) + binary_lengths(values) + overhead_per_header,
               out=running[1:])
     ends = np.cumsum(counts)
-    return running[ends] - running[ends - counts]
+    lengths: np.ndarray = running[ends] - running[ends - counts]
+    return lengths
 
 
 def binary_buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """A binary or string column's buffers as numpy, without a copy: each string's offsets
     (n + 1, into the data), the data's bytes, and which strings are not null (None: all)."""
-    offsets = np.frombuffer(column.buffers()[1], dtype=_offset_type(column.type),
+    offsets: np.ndarray = np.frombuffer(column.buffers()[1], dtype=_offset_type(column.type),
                             count=len(column) + 1, offset=column.offset * _offset_size(column.type))
     data = column.buffers()[2]
     return (offsets, np.frombuffer(data, dtype=np.uint8) if data is not None
@@ -156,7 +157,7 @@ def encode_binary_records(values: pa.Array, keys: pa.Array | None, timestamp_ms:
     parts.insert(0, _run_headers(starts, ends, count, binary))
     joined = pc.binary_join_element_wise(*parts, pa.scalar(b"", binary),
                                          null_handling="replace", null_replacement=b"")
-    record_offsets = np.frombuffer(joined.buffers()[1], dtype=_offset_type(binary),
+    record_offsets: np.ndarray = np.frombuffer(joined.buffers()[1], dtype=_offset_type(binary),
                                    count=count + 1, offset=joined.offset * _offset_size(binary))
     data = memoryview(joined.buffers()[2]).cast("B")
     payloads = []
@@ -176,7 +177,7 @@ def _run_headers(starts: np.ndarray, ends: np.ndarray, count: int,
     headers = [array_header(run) for run in (ends - starts).tolist()]
     lengths = np.zeros(count, dtype=np.int64)
     lengths[starts] = [len(header) for header in headers]
-    offsets = np.zeros(count + 1, dtype=_offset_type(binary))
+    offsets: np.ndarray = np.zeros(count + 1, dtype=_offset_type(binary))
     np.cumsum(lengths, out=offsets[1:])
     return pa.Array.from_buffers(binary, count, [None, pa.py_buffer(offsets),
                                                  pa.py_buffer(b"".join(headers))])
@@ -196,7 +197,7 @@ def _record_headers(headers: pa.Array, binary: pa.DataType) -> pa.Array | None:
         pa.scalar(_HEADER_START, binary), _as(_str_headers(names), binary), names,
         _as(_bin_headers(values), binary), values, pa.scalar(b"", binary),
         null_handling="replace", null_replacement=b"")
-    offsets = np.zeros(len(counts) + 1, dtype=_offset_type(binary))
+    offsets: np.ndarray = np.zeros(len(counts) + 1, dtype=_offset_type(binary))
     np.cumsum(counts, out=offsets[1:])
     list_type = pa.large_list(binary) if _offset_type(binary) is np.int64 else pa.list_(binary)
     per_record = pa.Array.from_buffers(list_type, len(counts), [None, pa.py_buffer(offsets)],
@@ -236,7 +237,7 @@ def _looked_up(numbers: np.ndarray, table: pa.Array, encode: Callable[[int], byt
 
 
 def _is_large(column: pa.Array) -> bool:
-    return pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type)
+    return bool(pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type))
 
 
 def _as(column: pa.Array, binary: pa.DataType) -> pa.Array:

@@ -321,7 +321,7 @@ class LogSegment:
         *,
         verify_crc: bool,
         min_offset: int,
-        on_batch: Callable[[BatchHeader, int], None] | None = None,
+        on_batch: Callable[[BatchHeader, int], object] | None = None,
     ) -> str | None:
         """Recompute the state from the file, truncating it at the first invalid batch.
 
@@ -453,7 +453,7 @@ class LogSegment:
     # ------------------------------------------------------------------------------ truncation
 
     def truncate_to(
-        self, offset: int, *, on_batch: Callable[[BatchHeader, int], None] | None = None
+        self, offset: int, *, on_batch: Callable[[BatchHeader, int], object] | None = None
     ) -> int:
         """Keep only the batches whose last offset is below ``offset``, and the aborted
         transactions whose marker is; bytes removed.

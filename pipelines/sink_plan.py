@@ -12,6 +12,8 @@ partition (so small Spark partitions do not all start on the same one).
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
 
 from rafka.actors.clients.sequenced_producer import derive_producer_id
@@ -56,7 +58,7 @@ def keyless_runs(partitions: int, spark_partition: int, first_row: int,
                  row_count: int) -> list[tuple[int, int, int]]:
     """`target_partitions` for rows with neither key nor explicit partition, as runs:
     `(partition, start, stop)`, rows `[start, stop)` counted from `first_row`."""
-    runs = []
+    runs: list[tuple[int, int, int]] = []
     start = 0
     while start < row_count:
         row = first_row + start
@@ -66,6 +68,10 @@ def keyless_runs(partitions: int, spark_partition: int, first_row: int,
     return runs
 
 
+@overload
+def _keyless_partition(row: int, spark_partition: int, partitions: int) -> int: ...
+@overload
+def _keyless_partition(row: np.ndarray, spark_partition: int, partitions: int) -> np.ndarray: ...
 def _keyless_partition(row: int | np.ndarray, spark_partition: int,
                        partitions: int) -> int | np.ndarray:
     """Where row `row` of a Spark partition goes without key or explicit partition (each row's,

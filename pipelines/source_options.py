@@ -76,11 +76,17 @@ class Offsets:
     specific: Mapping[TopicPartitionKey, int] | None = None
     timestamp: int | None = None
 
+    @property
+    def per_partition(self) -> Mapping[TopicPartitionKey, int]:
+        """`specific`, for the kinds that give it ("specific" and "timestamps")."""
+        assert self.specific is not None, f"{self.kind!r} offsets name no partitions"
+        return self.specific
+
     def timestamp_of(self, tp: TopicPartitionKey) -> int | None:
         if self.kind == "timestamp":
             return self.timestamp
         if self.kind == "timestamps":
-            return self.specific[tp]
+            return self.per_partition[tp]
         return None
 
 
@@ -107,6 +113,7 @@ class SourceOptions:
             return list(self.subscribe)
         if self.assign is not None:
             return sorted({topic for topic, _partition in self.assign})
+        assert self.subscribe_pattern is not None  # the one strategy left
         pattern = re.compile(self.subscribe_pattern)
         return sorted(t for t in existing if pattern.fullmatch(t) and not t.startswith("__"))
 
@@ -156,7 +163,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool,
         if not subscribe:
             raise SourceOptionError("option 'subscribe' names no topic")
     elif "subscribepattern" in given:
-        pattern = text("subscribepattern")
+        pattern = str(given["subscribepattern"][1])
         try:
             re.compile(pattern)
         except re.error as error:
@@ -174,11 +181,11 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool,
         raise SourceOptionError("endingOffsets='earliest' is not allowed (as in Spark)")
     for offsets, name in ((starting, "startingOffsets"), (ending, "endingOffsets")):
         if offsets.kind == "specific" and not streaming and name == "startingOffsets" and any(
-                offset == LATEST for offset in offsets.specific.values()):
+                offset == LATEST for offset in offsets.per_partition.values()):
             raise SourceOptionError("startingOffsets may not use -1 (latest) for batch "
                                     "queries (as in Spark)")
         if offsets.kind == "specific" and name == "endingOffsets" and any(
-                offset == EARLIEST for offset in offsets.specific.values()):
+                offset == EARLIEST for offset in offsets.per_partition.values()):
             raise SourceOptionError("endingOffsets may not use -2 (earliest) (as in Spark)")
     strategy = (text("startingoffsetsbytimestampstrategy") or "error").lower()
     if strategy not in ("error", "latest"):
@@ -312,8 +319,8 @@ def resolve_ranges(
     for offsets, name in ((options.starting, "startingOffsets"),
                           (options.ending, "endingOffsets")):
         if offsets.kind in ("specific", "timestamps"):
-            missing = sorted(set(bounds) - set(offsets.specific))
-            unknown = sorted(set(offsets.specific) - set(bounds))
+            missing = sorted(set(bounds) - set(offsets.per_partition))
+            unknown = sorted(set(offsets.per_partition) - set(bounds))
             if missing or unknown:
                 by = name if offsets.kind == "specific" else name + "ByTimestamp"
                 raise SourceOptionError(
@@ -359,7 +366,7 @@ def _position(offsets: Offsets, tp: TopicPartitionKey, log_start: int, high_wate
         offset = (committed or {}).get(tp)
         return log_start if offset is None else offset
     if kind == "specific":
-        offset = offsets.specific[tp]
+        offset = offsets.per_partition[tp]
         return {EARLIEST: log_start, LATEST: high_watermark}.get(offset, offset)
     offset = (found or {}).get(tp)
     if offset is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import zipfile
+from typing import Any
 
 import ray
 
@@ -34,7 +35,7 @@ def join_ray(ray_address: str, driver_namespace: str) -> None:
                  logging_level=logging.WARNING, log_to_driver=False)
 
 
-def drop_python_free_jars(path: list[str], importer_cache: dict[str, object]) -> list[str]:
+def drop_python_free_jars(path: list[str], importer_cache: dict[str, Any]) -> list[str]:
     """Remove from `path` (and its importers from `importer_cache`) every ``.jar`` in which no
     file is Python; returns what was removed."""
     dropped = [entry for entry in path if entry.endswith(".jar") and not _holds_python(entry)]

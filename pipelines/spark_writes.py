@@ -120,6 +120,7 @@ def _write_partition(ray_address: str, driver_namespace: str, namespace: str, to
     earlier attempt of it wrote; yield how many rows went to each Kafka partition."""
     prepare_task(ray_address, driver_namespace)
     task = TaskContext.get()
+    assert task is not None  # this runs in a Spark task
     spark_partition = task.partitionId()
     producer = SequencedProducer(namespace, sink_producer_id(write_id, spark_partition),
                                  acks=acks)
@@ -144,9 +145,9 @@ def _write_partition(ray_address: str, driver_namespace: str, namespace: str, to
             keys = batch.column(columns.key) if columns.key else None
             headers = batch.column(columns.headers) if columns.headers else None
             if keys is None and columns.partition is None:  # slices, not a partition per row
-                groups = [(target, range(start, stop)) for target, start, stop
-                          in keyless_runs(partitions, spark_partition, first_row,
-                                          batch.num_rows)]
+                groups: list[tuple[int, range | np.ndarray]] = [
+                    (target, range(start, stop)) for target, start, stop
+                    in keyless_runs(partitions, spark_partition, first_row, batch.num_rows)]
             else:
                 explicit, given = _explicit_partitions(batch, columns.partition)
                 by_key = None if keys is None else key_partitions(keys, partitions)

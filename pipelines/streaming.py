@@ -204,7 +204,8 @@ class TopicStream:
             raise TypeError(f"with output_topic=, fn returns the batch's output DataFrame "
                             f"(a 'value' column; 'key', 'partition', 'headers' optional), not "
                             f"{type(output).__name__}")
-        assert self.checkpoint is not None  # stream_topic requires one with output_topic
+        # stream_topic requires a checkpoint with output_topic, and calls this only with one.
+        assert self.checkpoint is not None and self.output_topic is not None
         present = set(output.columns)
         write_topic(output, self.cluster, self.output_topic,
                     key_col="key" if "key" in present else None,

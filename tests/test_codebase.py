@@ -195,3 +195,10 @@ def test_ruff_is_clean() -> None:
         [ruff, "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_type_checker_is_clean() -> None:
+    """mypy, configured in pyproject.toml: strict on the pure layers, default elsewhere."""
+    mypy = shutil.which("mypy") or str(Path(sys.executable).with_name("mypy"))
+    result = subprocess.run([mypy], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any, cast
 
 FLEXIBLE_FROM = 9
 
@@ -95,12 +96,13 @@ class _Reader:
         if size < 0 or end > len(self.data):
             raise ProduceFormatError(f"{size} bytes wanted at offset {self.offset} of "
                                      f"{len(self.data)}")
-        chunk = self.data[self.offset:end] if self.view is None \
+        # No view only over bytes, whose slices are bytes.
+        chunk = cast(bytes, self.data[self.offset:end]) if self.view is None \
             else bytes(self.view[self.offset:end])
         self.offset = end
         return chunk
 
-    def unpack(self, layout: struct.Struct) -> tuple:
+    def unpack(self, layout: struct.Struct) -> tuple[Any, ...]:
         try:
             values = layout.unpack_from(self.data, self.offset)
         except struct.error:
@@ -126,9 +128,15 @@ class _Reader:
         """A string's, bytes' or array's length; -1 for null."""
         if flexible:
             return self.unsigned_varint() - 1
-        return self.unpack(_INT32 if wide else _INT16)[0]
+        length: int = self.unpack(_INT32 if wide else _INT16)[0]
+        return length
 
-    def string(self, flexible: bool, what: str, nullable: bool = False) -> str | None:
+    def string(self, flexible: bool, what: str) -> str:
+        string = self.nullable_string(flexible, what, nullable=False)
+        assert string is not None  # refused as null above
+        return string
+
+    def nullable_string(self, flexible: bool, what: str, nullable: bool = True) -> str | None:
         size = self.length(flexible)
         if size < 0:
             if nullable and size == -1:
@@ -160,11 +168,11 @@ def read_produce_request(frame: bytes | bytearray, version: int) -> ProduceReque
     flexible = version >= FLEXIBLE_FROM
     reader = _Reader(frame, 0)
     api_key, api_version, correlation_id = reader.unpack(_HEADER)
-    client_id = reader.string(False, "client_id", nullable=True)  # int16 length in every header
+    client_id = reader.nullable_string(False, "client_id")  # int16 length in every header
     if flexible:
         reader.skip_tagged_fields()
     header = RequestHeader(api_key, api_version, correlation_id, client_id)
-    transactional_id = reader.string(flexible, "transactional_id", nullable=True)
+    transactional_id = reader.nullable_string(flexible, "transactional_id")
     acks, timeout_ms = reader.unpack(_ACKS_TIMEOUT)
     topics = []
     for _ in range(reader.array_length(flexible, "topic_data")):

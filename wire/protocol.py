@@ -124,7 +124,8 @@ class Api:
 
     @property
     def name(self) -> str:
-        return self.key.name
+        name: str = self.key.name
+        return name
 
 
 # From the oldest version that carries v2 record batches (Produce 3, Fetch 4, ListOffsets 1) to

@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 import sys
 from operator import itemgetter
+from typing import Any
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from crc32c import crc32c
@@ -181,7 +182,7 @@ def from_idempotent_producer(data: bytes | memoryview) -> bool:
     return 0 < pos == len(view)
 
 
-def _check_records(header: BatchHeader, entries: list[tuple], require_keys: bool) -> None:
+def _check_records(header: BatchHeader, entries: list[tuple[Any, ...]], require_keys: bool) -> None:
     """What a producer's batch must hold beyond well-formed records; checked over whole columns
     (C loops), as the leader's own validation does."""
     count = len(entries)
@@ -221,7 +222,8 @@ def _read_records(
 ) -> list[tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]]:
     # bytes, not a memoryview: indexing and slicing them is faster, for one copy of the section.
     data = bytes(buffer)
-    entries = []
+    entries: list[
+        tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]] = []
     append = entries.append
     pos = 0
     # Every varint is read inline when it takes one or two bytes (below 8,192 once zigzagged:
@@ -265,7 +267,7 @@ def _read_records(
             byte = data[pos]
             if 2 <= byte < 0x80 and not byte & 1:  # shorter than 64 bytes
                 pos += 1 + (byte >> 1)
-                value = data[pos - (byte >> 1):pos]
+                value: bytes | None = data[pos - (byte >> 1):pos]
             elif byte >= 0x80 and data[pos + 1] < 0x80 and not byte & 1:  # shorter than 4 KiB
                 size = ((byte & 0x7F) | (data[pos + 1] << 7)) >> 1
                 pos += 2 + size
@@ -318,7 +320,7 @@ def to_kafka(data: bytes | memoryview) -> bytes:
     checked when it let them in, so no client's bytes are parsed by code outside rafka.
     """
     out = bytearray()
-    no_headers: list = []
+    no_headers: list[tuple[str, bytes]] = []
     for header, batch in iter_batches(data):
         # The leader bounded every stored batch when it let it in.
         entries = unpack_entries(batch, 0, header, DEFAULT_MAX_DECOMPRESSED_SIZE)

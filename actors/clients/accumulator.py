@@ -43,7 +43,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from operator import add
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -347,7 +347,8 @@ class RecordAccumulator:
             window = values[at:end]
             key_window = keys[at:end] if keys is not None else None
             if key_window is None and None not in window:
-                sizes = map(len, window)
+                # No None in the window (just checked), which mypy cannot narrow a list by.
+                sizes = map(len, cast("Sequence[bytes]", window))
             else:
                 sizes = map(_payload_size, key_window or repeat(None, len(window)), window)
             cumulative = list(accumulate(map(add, sizes, repeat(RECORD_OVERHEAD_BYTES))))

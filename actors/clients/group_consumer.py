@@ -243,7 +243,7 @@ class GroupConsumer(Consumer):
                 partitions[topic] = self.admin.read_assignment(topic).value.partition_count
             except CoordinationError:
                 continue  # deleted, or not created yet
-        current = {m: [] for m in members}
+        current: dict[str, list[TopicPartition]] = {m: [] for m in members}
         for topic in topics:
             for partition, owner in self.groups.owners(self.group, topic).items():
                 if owner in current:
@@ -359,8 +359,8 @@ class GroupConsumer(Consumer):
         return set(self._owned)
 
     def _consumed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self._positions[tp] for tp in partitions
-                if self._positions.get(tp) is not None}
+        return {tp: position for tp in partitions
+                if (position := self._positions.get(tp)) is not None}
 
     def commit(
         self, offsets: Mapping[tuple[str, int], int] | None = None, timeout_s: float = 10.0
@@ -370,17 +370,16 @@ class GroupConsumer(Consumer):
         Raises CommitFailedError if it does not complete in time, or names a partition this
         member no longer owns (the group rebalanced: another member may have read it).
         """
-        if offsets is None:
-            offsets = self._consumed(self._owned)
-        offsets = {TopicPartition(*tp): offset for tp, offset in offsets.items()}
-        foreign = set(offsets) - self._owned
+        by_partition = (self._consumed(self._owned) if offsets is None
+                        else {TopicPartition(*tp): offset for tp, offset in offsets.items()})
+        foreign = set(by_partition) - self._owned
         if foreign:
             raise CommitFailedError(
                 f"cannot commit {sorted(foreign)}: this member no longer owns them (the group "
                 "rebalanced); their records may be read again by their new owner"
             )
-        if offsets:
-            self._store_offsets(offsets, timeout_s)
+        if by_partition:
+            self._store_offsets(by_partition, timeout_s)
 
     def commit_async(self, offsets: Mapping[tuple[str, int], int] | None = None) -> None:
         """Commit without waiting; a failure is logged (the next commit covers it).
@@ -388,8 +387,9 @@ class GroupConsumer(Consumer):
         Commits are stored in the order they were asked for, as Kafka's go over one
         connection in order: an earlier commit landing last would move the offset back.
         """
-        offsets = self._consumed(self._owned) if offsets is None else offsets
-        self._async_commits.submit(self._commit_quietly, dict(offsets))
+        self._async_commits.submit(
+            self._commit_quietly, self._consumed(self._owned) if offsets is None
+            else {TopicPartition(*tp): offset for tp, offset in offsets.items()})
 
     def _commit_quietly(self, offsets: Mapping[TopicPartition, int]) -> None:
         try:

@@ -34,10 +34,11 @@ class ConsumerMember:
         self.consumer.commit(offsets)
 
     def positions(self) -> dict[tuple[str, int], int]:
-        return {tuple(tp): self.consumer.position(*tp) for tp in self.consumer.assignment()}
+        return {(tp.topic, tp.partition): self.consumer.position(*tp)
+                for tp in self.consumer.assignment()}
 
     def assignment(self) -> list[tuple[str, int]]:
-        return sorted(tuple(tp) for tp in self.consumer.assignment())
+        return sorted((tp.topic, tp.partition) for tp in self.consumer.assignment())
 
     def close(self) -> None:
         self.consumer.close()
@@ -82,5 +83,6 @@ def start_members(
         )
         for _ in range(count)
     ]
-    ray.get([member.member_id.remote() for member in members])  # constructed and registered
+    # Ray's stubs type an actor's methods as the class's, without .remote.
+    ray.get([member.member_id.remote() for member in members])  # type: ignore[union-attr]  # constructed and registered
     return ConsumerGroupHandle(group, members)

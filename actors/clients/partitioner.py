@@ -70,7 +70,7 @@ def murmur2_many(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     (int64s equal to `murmur2`'s): a column of keys hashed without a Python step per key, in
     as many steps as the longest key has 4-byte words."""
     starts = np.asarray(offsets[:-1], dtype=np.int64)
-    lengths = np.diff(np.asarray(offsets, dtype=np.int64))
+    lengths: np.ndarray = np.diff(np.asarray(offsets, dtype=np.int64))
     data = np.asarray(data, dtype=np.uint8)
     m = np.uint32(_M)
     h = (np.uint32(_SEED) ^ lengths.astype(np.uint32))
@@ -94,7 +94,8 @@ def murmur2_many(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     h ^= h >> 13
     h *= m
     h ^= h >> 15
-    return h.view(np.int32).astype(np.int64)
+    hashes: np.ndarray = h.view(np.int32).astype(np.int64)
+    return hashes
 
 
 def default_partitions(offsets: np.ndarray, data: np.ndarray, num_partitions: int) -> np.ndarray:

@@ -126,13 +126,13 @@ class SequencedProducer(Producer):
                 self.metadata.invalidate(topic)
                 continue
             for partition, reply in zip(led, replies, strict=True):
-                error = error_for(reply)
-                if error is None:
+                reply_error = error_for(reply)
+                if reply_error is None:
                     answers[partition] = reply
-                elif is_retriable(error):
+                elif is_retriable(reply_error):
                     self.metadata.invalidate(topic)
                 else:
-                    raise error
+                    raise reply_error
         return answers
 
     def _out_of_order(self, batch: PendingBatch, expected_sequence: int | None) -> bool:

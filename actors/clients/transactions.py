@@ -85,13 +85,13 @@ class TransactionManager:
                 last, self._coordinator = error, None
                 time.sleep(RETRY_BACKOFF_S)
                 continue
-            error = error_for(reply)
-            if error is None:
+            reply_error = error_for(reply)
+            if reply_error is None:
                 return reply
-            if not is_retriable(error):
-                raise error
-            last = error
-            if isinstance(error, (CoordinatorNotAvailableError, NotCoordinatorError)):
+            if not is_retriable(reply_error):
+                raise reply_error
+            last = reply_error
+            if isinstance(reply_error, (CoordinatorNotAvailableError, NotCoordinatorError)):
                 self._coordinator = None
             time.sleep(RETRY_BACKOFF_S)
         raise RequestTimedOutError(

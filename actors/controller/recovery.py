@@ -76,7 +76,7 @@ class RecoveryPolicy:
 
     def backoff_s(self, attempts: int) -> float:
         """How long to wait after the `attempts`-th failure in a row (1 for the first)."""
-        return min(self.max_backoff_s, self.first_backoff_s * 2 ** max(0, attempts - 1))
+        return min(self.max_backoff_s, self.first_backoff_s * 2.0 ** max(0, attempts - 1))
 
     def decide(
         self, error: BaseException, *, attempts: int, elapsed_s: float, elected: bool

@@ -291,7 +291,7 @@ class ClassicGroup:
 
     def _join_result(self, member: Member) -> JoinResult:
         assert self.leader is not None and self.protocol_name is not None
-        members = ()
+        members: tuple[tuple[str, bytes, str | None], ...] = ()
         if member.member_id == self.leader:
             members = tuple((m.member_id, m.metadata_for(self.protocol_name), m.instance_id)
                             for m in self.members.values())
@@ -349,7 +349,7 @@ class ClassicGroup:
         return ErrorCode.NONE
 
     def leave(self, leaving: list[tuple[str, str | None]], now_ms: int,
-              ) -> tuple[dict[str, int], Answers]:
+              ) -> tuple[dict[tuple[str, str | None], int], Answers]:
         """LeaveGroup of (member id, group.instance.id) pairs (v3+ may name a static member by
         its instance id alone): an error code per pair, and what their leaving completed."""
         errors: dict[tuple[str, str | None], int] = {}

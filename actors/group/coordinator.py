@@ -291,9 +291,9 @@ class GroupCoordinator:
         return {"throttle_time_ms": 0, "error_code": error}
 
     async def leave_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        leaving = ([(request.member_id, None)] if version < 3
-                   else [(member.member_id, member.group_instance_id)
-                         for member in request.members])
+        leaving: list[tuple[str, str | None]] = (
+            [(request.member_id, None)] if version < 3
+            else [(member.member_id, member.group_instance_id) for member in request.members])
         error, group = await self._coordinates(request.group_id, membership=True)
         errors: dict[tuple[str, str | None], int] = dict.fromkeys(
             leaving, error or ErrorCode.UNKNOWN_MEMBER_ID)
@@ -448,7 +448,7 @@ class GroupCoordinator:
         error, _group = await self._coordinates(request.group_id)
         wanted = None if request.topics is None else [
             [topic.name, index] for topic in request.topics for index in topic.partition_indexes]
-        found: dict[tuple[str, int], tuple[int, str]] = {}
+        found: dict[tuple[str, int], tuple[int, str, int]] = {}
         if error == 0:
             reply = await self._ask_offset_manager(request.group_id, "fetch_offsets", wanted)
             error = reply["error"]

@@ -36,6 +36,7 @@ from rafka.coordination.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
+from rafka.coordination.store import ClusterStore
 from rafka.coordination.validation import validate_broker_id, validate_topic_name
 from rafka.wire.protocol import Api
 
@@ -73,9 +74,13 @@ class KafkaAdminHandler:
         self.advertised_listener: str | None = None
 
     @property
+    def store(self) -> ClusterStore:
+        assert self.broker.store is not None  # a broker's APIs are served once it has one
+        return self.broker.store
+
+    @property
     def admin(self) -> TopicAdmin:
-        assert self.broker.store is not None
-        return TopicAdmin(self.broker.store)
+        return TopicAdmin(self.store)
 
     async def create_topics(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         """Answered once this broker's metadata cache has a leader for every new partition
@@ -97,7 +102,7 @@ class KafkaAdminHandler:
                                   "partition count and replication factor")
             else:
                 try:
-                    await asyncio.to_thread(create_topic, self.broker.store, topic.name,
+                    await asyncio.to_thread(create_topic, self.store, topic.name,
                                             partitions, replication, config,
                                             validate_only=validate_only)
                 except Exception as failure:
@@ -142,7 +147,7 @@ class KafkaAdminHandler:
         partitions get leaders in a moment, and the client asks again)."""
         config = self.broker.config
         try:
-            await asyncio.to_thread(create_topic, self.broker.store, name,
+            await asyncio.to_thread(create_topic, self.store, name,
                                     config.num_partitions, config.default_replication_factor)
         except TopicExistsError:
             pass  # another client's request created it first
@@ -306,7 +311,7 @@ class KafkaAdminHandler:
                 if resource.resource_type == TOPIC_RESOURCE:
                     current = (await asyncio.to_thread(self.admin.read_config,
                                                        resource.resource_name)).value
-                    await asyncio.to_thread(alter_topic_config, self.broker.store,
+                    await asyncio.to_thread(alter_topic_config, self.store,
                                             resource.resource_name,
                                             changes(resource, current),
                                             validate_only=request.validate_only)
@@ -335,7 +340,7 @@ class KafkaAdminHandler:
             raise ValueError(f"broker {name!r}: name the broker by its id; {dynamic} is set per "
                              "broker, and rafka has no cluster-wide broker settings")
         broker_id = validate_broker_id(int(name))
-        current = (await asyncio.to_thread(read_broker_config, self.broker.store,
+        current = (await asyncio.to_thread(read_broker_config, self.store,
                                            broker_id)).value
         updates = changes(resource, current)
         if fixed := sorted(set(updates) - DYNAMIC_BROKER_SETTINGS):
@@ -344,7 +349,7 @@ class KafkaAdminHandler:
         BrokerConfig.from_dict({key: value for key, value in updates.items()
                                 if value is not None})  # InvalidConfigError: a bad value
         if not validate_only:
-            await asyncio.to_thread(alter_broker_config, self.broker.store, broker_id, updates)
+            await asyncio.to_thread(alter_broker_config, self.store, broker_id, updates)
 
     async def _configs(self, resource_type: int, name: str) -> list[DescribedConfig]:
         """Every setting of a topic, or of this broker, with its source and its default."""

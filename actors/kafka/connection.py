@@ -19,7 +19,7 @@ decides, from the size alone, whether and when a frame's bytes may be read
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 SIZE_BYTES = 4
@@ -35,7 +35,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     (which raise `asyncio.IncompleteReadError` or `ConnectionError` once the client is gone, as
     a stream's `readexactly` does) and answers with `write` and `drain`."""
 
-    def __init__(self, serve: Callable[[KafkaConnection], Awaitable[None]],
+    def __init__(self, serve: Callable[[KafkaConnection], Coroutine[Any, Any, None]],
                  receive_buffer_bytes: int = RECEIVE_BUFFER_BYTES) -> None:
         self._serve = serve
         self._buffer = bytearray(receive_buffer_bytes)
@@ -124,20 +124,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
             frame = bytes(memoryview(self._buffer)[self._start:self._start + size])
             self._took(size)
             return frame
-        frame = bytearray(size)
+        large_frame = bytearray(size)
         unread = self._end - self._start
-        frame[:unread] = memoryview(self._buffer)[self._start:self._end]
+        large_frame[:unread] = memoryview(self._buffer)[self._start:self._end]
         self._start = self._end = 0
-        self._frame, self._filled = frame, unread
+        self._frame, self._filled = large_frame, unread
         self._resume_reading()
         try:
             while self._frame is not None:
                 if self._eof:
-                    raise asyncio.IncompleteReadError(bytes(frame[:self._filled]), size)
+                    raise asyncio.IncompleteReadError(bytes(large_frame[:self._filled]), size)
                 await self._wait()
         finally:
             self._frame = None
-        return frame
+        return large_frame
 
     def write(self, data: bytes) -> None:
         assert self._transport is not None

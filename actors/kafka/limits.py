@@ -83,7 +83,8 @@ class RequestMemory:
 
     def _grant(self) -> None:
         assert self.capacity is not None or not self._waiting
-        while self._waiting and self.in_use + self._waiting[0][0] <= self.capacity:
+        while (self._waiting and self.capacity is not None
+               and self.in_use + self._waiting[0][0] <= self.capacity):
             size, future = self._waiting.pop(0)
             self.in_use += size
             future.set_result(None)

@@ -77,7 +77,7 @@ class ReplicaAdminHandler:
                               ) -> dict[tuple[str, int], tuple[int, str]]:
         """INVALID_REPLICATION_FACTOR for each target that would change its partition's
         replica count (KIP-860: the client said it may not)."""
-        refused = {}
+        refused: dict[tuple[str, int], tuple[int, str]] = {}
         for (name, index), replicas in targets.items():
             try:
                 now = self.admin.read_assignment(name).value.partitions.get(index)

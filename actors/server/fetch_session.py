@@ -20,6 +20,7 @@ the follower fetched it, at its last listed offset, at the session's time (`Fetc
 from __future__ import annotations
 
 import asyncio
+import builtins
 import time
 
 from rafka.actors.messages import ReplicaFetchPartition
@@ -74,7 +75,7 @@ class FetchSession:
             self.dirty.add(tp)
             self.event.set()
 
-    def take_dirty(self) -> list[tuple[TopicPartition, ReplicaFetchPartition]]:
+    def take_dirty(self) -> builtins.list[tuple[TopicPartition, ReplicaFetchPartition]]:
         """The changed partitions the follower waits to hear about; clears the marks."""
         dirty, self.dirty = self.dirty, set()
         return [(tp, self.listed[tp]) for tp in dirty if tp in self.listed]

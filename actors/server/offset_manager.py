@@ -14,7 +14,7 @@ the log does the same with the markers it finds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rafka.actors.messages import Appended
@@ -69,8 +69,9 @@ class OffsetCache:
             offsets[(topic, partition)] = committed
 
     def get(
-        self, group: str, partitions: Iterable[tuple[str, int]] | None = None
+        self, group: str, partitions: Iterable[Sequence[Any]] | None = None
     ) -> dict[tuple[str, int], OffsetAndMetadata]:
+        """The group's offsets, of every partition or of those `[topic, partition]` names."""
         offsets = self._groups.get(group, {})
         if partitions is None:
             return dict(offsets)
@@ -144,7 +145,8 @@ class OffsetManager:
         reply = await self._write(group, dict.fromkeys(committed), timeout_ms)
         return {**reply, "forgotten": len(committed)} if reply["error"] == 0 else reply
 
-    async def _write(self, group: str, offsets: dict[tuple[str, int], OffsetAndMetadata | None],
+    async def _write(self, group: str,
+                     offsets: Mapping[tuple[str, int], OffsetAndMetadata | None],
                      timeout_ms: int) -> dict[str, Any]:
         if not self.serving:
             return self.replica.not_leader()

@@ -156,7 +156,7 @@ class ReplicaFetcher:
                 leader = await self._handle(self.leader_host)
                 await self._truncate(leader)
                 listing, backoffs = self._listing()
-                removed = [tuple(tp) for tp in self._removed]
+                removed = [(tp.topic, tp.partition) for tp in self._removed]
                 if not listing and not self._in_session and not removed:
                     await asyncio.sleep(backoff_s)  # all truncating or backing off
                     continue
@@ -186,7 +186,8 @@ class ReplicaFetcher:
                 self._restart_session()
                 continue
             self._full = False
-            self._removed.difference_update(TopicPartition(*tp) for tp in removed)
+            self._removed.difference_update(TopicPartition(topic, partition)
+                                            for topic, partition in removed)
             for request in listing:
                 tp = TopicPartition(request.topic, request.partition)
                 self._to_list.discard(tp)
@@ -272,7 +273,8 @@ class ReplicaFetcher:
             if not asking:
                 return
             queries = [EpochQuery(tp.topic, tp.partition, epoch, self.partitions[tp].leader_epoch)
-                       for tp, epoch in asking.items() if tp in self.partitions]
+                       for tp, epoch in asking.items()
+                       if tp in self.partitions and epoch is not None]  # Nones left above
             answers = await leader.offsets_for_leader_epoch.remote(queries)
             next_round = {}
             for query, answer in zip(queries, answers, strict=True):

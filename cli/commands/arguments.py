@@ -30,3 +30,10 @@ def topic_of(args: argparse.Namespace) -> str | None:
     if topic is None and args.topic_required:
         raise CliError("which topic? give its name (or --topic NAME)", EXIT_USAGE)
     return None if topic is None else checked_topic(topic)
+
+
+def required_topic_of(args: argparse.Namespace) -> str:
+    """`topic_of` for a command whose topic `add_topic_argument` made required."""
+    topic = topic_of(args)
+    assert topic is not None  # topic_of refuses a missing required topic
+    return topic

@@ -21,7 +21,7 @@ from typing import Any
 
 from rafka.actors.clients.consumer import ConsumerRecord
 from rafka.actors.cluster import Cluster
-from rafka.cli.commands.arguments import add_topic_argument, topic_of
+from rafka.cli.commands.arguments import add_topic_argument, required_topic_of
 from rafka.cli.commands.connection import add_connection_options, connected
 from rafka.cli.commands.errors import CliError, checked_count
 from rafka.cli.commands.output import (
@@ -60,7 +60,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    topic = topic_of(args)
+    topic = required_topic_of(args)
     checked_count(args.partition, "--partition", 0)
     checked_count(args.max_messages, "--max-messages", 0)
     checked_count(args.timeout_ms, "--timeout-ms", 0)

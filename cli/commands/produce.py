@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO
 
 from rafka.actors.clients.producer import RecordFuture
-from rafka.cli.commands.arguments import add_topic_argument, topic_of
+from rafka.cli.commands.arguments import add_topic_argument, required_topic_of
 from rafka.cli.commands.connection import add_connection_options, connected
 from rafka.cli.commands.errors import CliError, checked_count
 from rafka.cli.commands.output import add_key_value_option, console_properties, key_values
@@ -47,7 +47,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    topic = topic_of(args)
+    topic = required_topic_of(args)
     checked_count(args.partition, "--partition", 0)
     settings = key_values(args.producer_property, "--producer-property")
     properties = console_properties(args.property, {

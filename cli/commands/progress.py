@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
+    ProgressColumn,
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
@@ -53,7 +54,7 @@ class Progress:
         console = _console(stream, enabled)
         self._bar: RichProgress | None = None
         if console is not None:
-            columns = [TextColumn("{task.description}")]
+            columns: list[ProgressColumn] = [TextColumn("{task.description}")]
             if total:
                 columns += [BarColumn(), TaskProgressColumn()]
             columns += [MofNCompleteColumn() if total else TextColumn("{task.completed:,.0f}"),

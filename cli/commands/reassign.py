@@ -60,7 +60,8 @@ def _plan(args: argparse.Namespace, cluster: Cluster | None) -> Plan | None:
         except (OSError, ValueError) as error:
             raise CliError(f"cannot read the reassignment file {path}: {error}", 2) from None
         try:
-            return {tuple(tp): list(r) for tp, r in parse_reassignment(data).items()}
+            return {(tp.topic, tp.partition): list(r)
+                    for tp, r in parse_reassignment(data).items()}
         except InvalidReplicaAssignmentError as error:
             raise CliError(f"{path}: {error}", 2) from None
     if not args.topic and not args.replicas:

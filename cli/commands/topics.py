@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from rafka.actors.cluster import Cluster
-from rafka.cli.commands.arguments import add_topic_argument, topic_of
+from rafka.cli.commands.arguments import add_topic_argument, required_topic_of, topic_of
 from rafka.cli.commands.connection import add_connection_options, connected
 from rafka.cli.commands.errors import CliError, checked_count
 from rafka.cli.commands.output import add_key_value_option, echo, key_values, table
@@ -64,7 +64,7 @@ def _with_cluster(args: argparse.Namespace, work: Any) -> int:
 
 
 def _create(args: argparse.Namespace) -> int:
-    topic = topic_of(args)
+    topic = required_topic_of(args)
     checked_count(args.partitions, "--partitions", 1)
     checked_count(args.replication_factor, "--replication-factor", 1)
     config = key_values(args.config, "--config")
@@ -138,7 +138,7 @@ def _render(description: dict[str, Any]) -> str:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    topic = topic_of(args)
+    topic = required_topic_of(args)
 
     def delete(cluster: Cluster) -> int:
         try:
@@ -153,7 +153,7 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _alter(args: argparse.Namespace) -> int:
-    topic = topic_of(args)
+    topic = required_topic_of(args)
     updates: dict[str, str | None] = dict(key_values(args.config, "--config"))
     for key in args.delete_config:
         if key in updates:

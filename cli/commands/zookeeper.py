@@ -20,6 +20,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from rafka.cli.commands import state as cluster_state
 from rafka.cli.commands.errors import EXIT_USAGE, CliError
@@ -251,7 +252,8 @@ def _status(args: argparse.Namespace) -> int:
         with contextlib.suppress(TimeoutError):
             wait_until(lambda: serving(ensemble_modes(address).values()), args.wait,
                        "the ensemble to serve", interval_s=1.0)
-    rows = [{"id": server_id, "address": f"{host}:{port}", "mode": server_mode(host, port),
+    rows: list[dict[str, Any]] = [
+            {"id": server_id, "address": f"{host}:{port}", "mode": server_mode(host, port),
              "this": server_id is not None and server_id == member_id}
             for server_id, (host, port) in zip(ids, address.hosts, strict=True)]
     up = sum(1 for row in rows if serving([row["mode"]]))
