@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Set
@@ -29,6 +28,8 @@ from typing import Any
 
 from rafka.actors.broker_handles import BrokerHandles
 from rafka.actors.config import TopicConfig
+from rafka.actors.controller import channel
+from rafka.actors.controller.channel import BrokerDidNotAnswer, ControllerChannel
 from rafka.actors.controller.elections import (
     elect_leader,
     preferred_leader_election,
@@ -84,49 +85,6 @@ from rafka.coordination.watches import ClusterWatches
 
 log = logging.getLogger(__name__)
 
-# How long the controller waits for the brokers' answers to one of its requests (LeaderAndIsr,
-# StopReplica, a config change). A broker cut off from the network would otherwise hold the
-# controller's one event task until Ray gave up on it, which can be never, and no partition
-# would be elected meanwhile. Past it the controller goes on; the request is still delivered if
-# the broker comes back (Ray keeps one caller's calls to an actor in order), and a broker that
-# registers anew is told everything again.
-BROKER_ANSWER_TIMEOUT_S = 5.0
-# How often brokers an UpdateMetadata did not reach are sent everything again, and brokers
-# that did not apply a LeaderAndIsr are sent it again.
-METADATA_RESYNC_S = 2.0
-
-
-class BrokerDidNotAnswer(TimeoutError):
-    """A broker did not answer the controller within `BROKER_ANSWER_TIMEOUT_S`."""
-
-
-async def answers_of(calls: dict[int, Awaitable[Any]], what: str) -> dict[int, Any]:
-    """Each broker's answer to `calls` (its exception if it raised), waiting at most
-    `BROKER_ANSWER_TIMEOUT_S`: a broker still silent then answers `BrokerDidNotAnswer`, and its
-    call goes on without us."""
-    tasks = {broker: asyncio.ensure_future(call) for broker, call in calls.items()}
-    if not tasks:
-        return {}
-    await asyncio.wait(tasks.values(), timeout=BROKER_ANSWER_TIMEOUT_S)
-    answers: dict[int, Any] = {}
-    for broker, task in tasks.items():
-        if not task.done():
-            # Not cancelled: the request stays queued for the broker, as in Kafka's controller
-            # channel, and is dropped with the broker if it never comes back.
-            task.add_done_callback(_retrieve_late_answer)
-            answers[broker] = BrokerDidNotAnswer(
-                f"broker {broker} did not answer {what} within {BROKER_ANSWER_TIMEOUT_S:g} s")
-        else:
-            answers[broker] = task.exception() or task.result()
-    return answers
-
-
-def _retrieve_late_answer(task: asyncio.Future) -> None:
-    # Read, so that asyncio does not report an exception nobody retrieved.
-    if not task.cancelled() and task.exception() is not None:
-        log.info("a late answer to the controller: %r", task.exception())
-
-
 class Controller:
     """The active controller; `start()` on the broker's loop, `stop()` when resigning."""
 
@@ -175,10 +133,10 @@ class Controller:
         self._watches: list[Any] = []
         # Each topic's watches: its assignment (partitions added) and its config.
         self._topic_watches: dict[str, tuple[Any, ...]] = {}
-        # Broker actor handles, kept warm by the broker hosting this controller: looking one
-        # up asks Ray's GCS, which may be down (its head restarting) while brokers and
-        # ZooKeeper are fine, and the controller must still move leaders then.
-        self.broker_handles = broker_handles or BrokerHandles(namespace)
+        # How requests reach the brokers, and what they missed (`channel.py`).
+        self.channel = ControllerChannel(broker_id, self.epoch,
+                                         broker_handles or BrokerHandles(namespace),
+                                         lambda: self.live)
         self._forget_everything()
 
     def _forget_everything(self) -> None:
@@ -202,12 +160,7 @@ class Controller:
         self._reassignment_announced: set[TopicPartition] = set()
         self._reassignment_check_queued = False
         self._assignment_versions: dict[str, int] = {}
-        # Brokers an UpdateMetadata did not reach: they are sent everything next.
-        self._metadata_behind: set[int] = set()
-        # The partitions whose LeaderAndIsr each broker did not apply (its actor restarted
-        # under the call, a host failed, it was not registered yet): sent again until applied,
-        # as Kafka's controller channel retries a request until its broker answers or leaves.
-        self._leader_and_isr_behind: dict[int, set[TopicPartition]] = {}
+        self.channel.forget()
 
     # ------------------------------------------------------------------------ life cycle
 
@@ -473,7 +426,7 @@ class Controller:
         with it (unless told not to) UpdateMetadata of them to every live broker, as Kafka's
         controller sends them together. Waits (unless told not to) for the answers, at most
         `BROKER_ANSWER_TIMEOUT_S`; a broker that does not apply its part, even later, is
-        sent it again (`_leader_and_isr_answered`)."""
+        sent it again (`ControllerChannel`)."""
         requests: dict[int, list[dict[str, Any]]] = {}
         for tp in partitions:
             if tp not in self.states or tp.topic not in self.assignments or (
@@ -494,47 +447,15 @@ class Controller:
             for replica in self._replicas(tp):
                 if replica in self.live and (brokers is None or replica in brokers):
                     requests.setdefault(replica, []).append(request)
-        calls = {}
-        for broker, batch in requests.items():
-            sent = {TopicPartition(r["topic"], r["partition"]) for r in batch}
-            handle = self.broker_handles.get(broker)
-            if handle is None:
-                self._leader_and_isr_behind.setdefault(broker, set()).update(sent)
-                continue
-            calls[broker] = asyncio.ensure_future(handle.leader_and_isr.remote(self.epoch, batch))
-            calls[broker].add_done_callback(functools.partial(
-                self._leader_and_isr_answered, broker, self.live[broker].epoch, sent))
+        calls = self.channel.send_leader_and_isr(requests)
         if update_metadata and partitions:
             self._update_metadata(partitions)
         if not wait:
             return
-        for reply in (await answers_of(calls, "LeaderAndIsr")).values():
-            if isinstance(reply, BaseException) or reply.get("error") or reply.get("failed"):
-                log.warning("LeaderAndIsr not applied everywhere: %r", reply)
-
-    def _leader_and_isr_answered(self, broker: int, broker_epoch: int | None,
-                                 sent: set[TopicPartition], call: asyncio.Future) -> None:
-        """A broker's answer to LeaderAndIsr, whenever it comes: what it did not apply is
-        sent again at the next resend, unless the broker registered anew meanwhile (it is
-        then sent everything it holds) or the answer says this controller is stale."""
-        if call.cancelled():
-            return
-        failure = call.exception()
-        reply = None if failure is not None else call.result()
-        if reply is not None and not reply.get("error") and not reply.get("failed"):
-            return
-        if reply is not None and reply.get("error") == ErrorCode.STALE_CONTROLLER_EPOCH:
-            return
-        info = self.live.get(broker)
-        if info is None or info.epoch != broker_epoch:
-            return
-        log.info("controller %d: broker %d did not apply LeaderAndIsr of %d partitions (%r): "
-                 "sending it again", self.broker_id, broker, len(sent), failure or reply)
-        self._leader_and_isr_behind.setdefault(broker, set()).update(sent)
+        await self.channel.wait_for_leader_and_isr(calls)
 
     async def _on_leader_and_isr_resend(self, _event: LeaderAndIsrResend) -> None:
-        behind, self._leader_and_isr_behind = self._leader_and_isr_behind, {}
-        for broker, partitions in sorted(behind.items()):
+        for broker, partitions in sorted(self.channel.take_leader_and_isr_behind().items()):
             if broker in self.live:
                 # Not waited for: a broker that still does not answer must not hold up the
                 # controller's events; its failure brings it back here.
@@ -545,31 +466,9 @@ class Controller:
                          deleted: tuple[str, ...] = ()) -> None:
         """UpdateMetadata to every live broker: `partitions` (everything for None) and the
         topics `deleted`; a broker a previous one did not reach gets everything. Their metadata
-        caches answer clients, so no client request reads ZooKeeper.
-
-        Sent, not waited for: a broker that does not answer (cut off, not yet expired) must
-        not hold the controller up. Ray runs one caller's calls to an actor in order; a call
-        that fails marks its broker for everything at the next resync."""
-        brokers = {broker: handle for broker in sorted(self.live)
-                   if (handle := self.broker_handles.get(broker)) is not None}
-        if not brokers:
-            return
-        behind = self._metadata_behind & set(brokers) if partitions is not None else set(brokers)
-        full = self._metadata_message(None) if behind else None
-        changed = full if partitions is None else self._metadata_message(partitions, deleted)
-        self._metadata_behind -= set(brokers)
-        for broker, handle in brokers.items():
-            call = asyncio.ensure_future(
-                handle.update_metadata.remote(full if broker in behind else changed))
-            call.add_done_callback(functools.partial(self._metadata_answered, broker))
-
-    def _metadata_answered(self, broker: int, call: asyncio.Future) -> None:
-        failure = None if call.cancelled() else call.exception()
-        if failure is None and not call.cancelled() and not call.result().get("error"):
-            return
-        log.warning("controller %d: UpdateMetadata not applied by broker %d: %r",
-                    self.broker_id, broker, failure or call)
-        self._metadata_behind.add(broker)
+        caches answer clients, so no client request reads ZooKeeper. Sent, not waited for
+        (`ControllerChannel.update_metadata`)."""
+        self.channel.update_metadata(self._metadata_message, partitions, deleted)
 
     def _metadata_message(self, partitions: set[TopicPartition] | None,
                           deleted: tuple[str, ...] = ()) -> UpdateMetadataRequest:
@@ -588,15 +487,14 @@ class Controller:
 
     async def _resync_metadata_forever(self) -> None:
         while True:
-            await asyncio.sleep(METADATA_RESYNC_S)
-            if self._metadata_behind:
+            await asyncio.sleep(channel.METADATA_RESYNC_S)
+            if self.channel.metadata_behind:
                 self.events.put_nowait(MetadataResync())
-            if self._leader_and_isr_behind:
+            if self.channel.leader_and_isr_behind:
                 self.events.put_nowait(LeaderAndIsrResend())
 
     async def _on_metadata_resync(self, _event: MetadataResync) -> None:
-        self._metadata_behind &= set(self.live)
-        if self._metadata_behind:
+        if self.channel.live_brokers_behind_on_metadata():
             self._update_metadata(set())
 
     # --------------------------------------------------------------------------- events
@@ -615,8 +513,7 @@ class Controller:
                 self._update_metadata(set())
             return
         for broker in dead | born:  # a broker registered anew may be another actor
-            self.broker_handles.drop(broker)
-            self._leader_and_isr_behind.pop(broker, None)  # a new one is told everything
+            self.channel.broker_registered_anew(broker)  # a new one is told everything
         log.info("controller %d: brokers %s; dead %s, new %s, bounced %s", self.broker_id,
                  sorted(brokers), sorted(dead - bounced), sorted(born - bounced), sorted(bounced))
         # Each partition's write is conditional on its own version, so they go to ZooKeeper
@@ -637,7 +534,7 @@ class Controller:
         changed |= await self._bring_online(self._partitions_without_state())
         # New brokers learn every partition they hold, to lead or to follow; every broker,
         # the brokers now and what changed (a new one, everything).
-        self._metadata_behind |= born
+        self.channel.needs_everything(born)
         await self._send_leader_and_isr(changed)
         hosted = {tp for tp in self.states if born & set(self._replicas(tp))}
         await self._send_leader_and_isr(hosted - changed, brokers=born, update_metadata=False)
@@ -708,14 +605,7 @@ class Controller:
             return
         self.raw_configs[topic], self.configs[topic] = raw, config
         brokers = self.assignments[topic].brokers & set(self.live)
-        calls = {}
-        for broker in sorted(brokers):
-            handle = self.broker_handles.get(broker)
-            if handle is not None:
-                calls[broker] = handle.update_topic_config.remote(self.epoch, topic, raw)
-        for reply in (await answers_of(calls, f"the config of {topic}")).values():
-            if isinstance(reply, BaseException) or reply.get("error") or reply.get("failed"):
-                log.warning("the config of %s not applied everywhere: %r", topic, reply)
+        await self.channel.update_topic_config(sorted(brokers), topic, raw)
         log.info("controller %d: %s config now %s", self.broker_id, topic, raw)
 
     async def _on_deletions(self, event: DeletionsRequested) -> None:
@@ -733,15 +623,8 @@ class Controller:
             for partition, replicas in assignment.partitions.items():
                 for replica in replicas:
                     hosts.setdefault(replica, []).append((topic, partition))
-            calls = {}
-            for broker, partitions in hosts.items():
-                if broker not in self.live:
-                    continue
-                handle = self.broker_handles.get(broker)
-                if handle is not None:
-                    calls[broker] = handle.stop_replicas.remote(self.epoch, partitions, True)
-            silent = {broker for broker, reply in
-                      (await answers_of(calls, f"StopReplica of {topic}")).items()
+            answers = await self.channel.stop_replicas(hosts, True, f"StopReplica of {topic}")
+            silent = {broker for broker, reply in answers.items()
                       if isinstance(reply, BrokerDidNotAnswer)}
             # A broker that did not answer may still hold its replicas: as one that is down,
             # the deletion waits for it (and goes on when it registers again).
@@ -933,15 +816,10 @@ class Controller:
     async def _stop_replicas(self, tp: TopicPartition, brokers: list[int], *, delete: bool) -> None:
         """StopReplica to `brokers` for one partition. A broker that is down keeps its copy, as
         in Kafka, until it is told again (the log is no longer in the assignment)."""
-        calls = {}
-        for broker in brokers:
-            if broker not in self.live:
-                continue
-            handle = self.broker_handles.get(broker)
-            if handle is not None:
-                calls[broker] = handle.stop_replicas.remote(self.epoch, [tuple(tp)], delete)
-        for reply in (await answers_of(calls, f"StopReplica of {tp.topic}-{tp.partition}")
-                      ).values():
+        answers = await self.channel.stop_replicas(
+            {broker: [tuple(tp)] for broker in brokers}, delete,
+            f"StopReplica of {tp.topic}-{tp.partition}")
+        for reply in answers.values():
             if isinstance(reply, BaseException) or reply.get("error"):
                 log.warning("StopReplica %s-%d not applied everywhere: %r", tp.topic,
                             tp.partition, reply)
