@@ -161,7 +161,7 @@ class ControllerChannel:
         """Start LeaderAndIsr to each broker; the calls, to `wait_for_leader_and_isr`. A
         broker that does not apply its part, even later, is sent it again at the next resend
         (`_leader_and_isr_answered`)."""
-        calls = {}
+        calls: dict[int, asyncio.Future] = {}
         for broker, batch in requests.items():
             sent = {TopicPartition(r["topic"], r["partition"]) for r in batch}
             sender = self.sender(broker)

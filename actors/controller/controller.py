@@ -49,28 +49,18 @@ from rafka.actors.controller.events import (
     TopicConfigChanged,
     TopicsChanged,
 )
-from rafka.actors.controller.reassignment import (
-    AddReplicas,
-    CompleteReassignment,
-    ReassignmentDone,
-    ReorderReplicas,
-    WaitForReplicas,
-    next_reassignment_step,
-)
+from rafka.actors.controller.reassigner import Reassigner
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
 from rafka.actors.errors import ErrorCode
 from rafka.actors.messages import PartitionMetadata, UpdateMetadataRequest
 from rafka.common.config import InvalidConfigError
 from rafka.common.topic_partition import TopicPartition
-from rafka.coordination.admin import TopicAdmin, parse_reassignment
+from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.election import ControllerElection
 from rafka.coordination.errors import (
-    ControllerMovedError,
-    CoordinationError,
     StaleVersionError,
     UnknownTopicError,
 )
-from rafka.coordination.layout import REASSIGN_PARTITIONS
 from rafka.coordination.models import (
     BrokerInfo,
     ControllerFence,
@@ -111,9 +101,10 @@ class Controller:
         self.election = election
         self.recovery = recovery
         self.preferred_leader_check_s = preferred_leader_check_s
-        self.reassignment_check_s = reassignment_check_s
         self.admin = TopicAdmin(store)
         self.partition_states = PartitionStateStore(store)
+        # Carries out reassignments (`reassigner.py`), on this controller's picture.
+        self.reassigner = Reassigner(self, reassignment_check_s)
         # Which method handles which event: every event the controller knows, in one place.
         self._handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
             BrokersChanged: self._on_brokers,
@@ -123,8 +114,8 @@ class Controller:
             DeletionsRequested: self._on_deletions,
             IsrChangesNotified: self._on_isr_changes,
             PreferredLeaderCheck: self._on_preferred_leader_check,
-            ReassignmentsRequested: self._on_reassignments,
-            ReassignmentCheck: self._on_reassignment_check,
+            ReassignmentsRequested: self.reassigner.on_reassignments,
+            ReassignmentCheck: self.reassigner.on_reassignment_check,
             MetadataResync: self._on_metadata_resync,
             LeaderAndIsrResend: self._on_leader_and_isr_resend,
         }
@@ -153,12 +144,9 @@ class Controller:
         self.deleting: set[str] = set()
         # Events queued so far are about what the rebuild reads afresh.
         self.events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
-        # Reassignment: the target replicas of each partition being moved, the partitions whose
-        # new replicas this controller has announced (a new controller announces them again),
-        # and the assignment versions it wrote (so that a late watch event cannot undo them).
-        self.reassigning: dict[TopicPartition, tuple[int, ...]] = {}
-        self._reassignment_announced: set[TopicPartition] = set()
-        self._reassignment_check_queued = False
+        # Reassignment: what is being moved, and the assignment versions its steps wrote (so
+        # that a late watch event cannot undo them).
+        self.reassigner.forget()
         self._assignment_versions: dict[str, int] = {}
         self.channel.forget()
 
@@ -167,7 +155,7 @@ class Controller:
     def start(self) -> None:
         self._tasks = [asyncio.ensure_future(self._run()),
                        asyncio.ensure_future(self._check_preferred_leaders_forever()),
-                       asyncio.ensure_future(self._check_reassignments_forever()),
+                       asyncio.ensure_future(self.reassigner.check_forever()),
                        asyncio.ensure_future(self._resync_metadata_forever())]
 
     def stop(self) -> None:
@@ -648,8 +636,9 @@ class Controller:
                 self.states[tp] = fresh
         self._update_metadata(set(partitions))
         # A new replica joining the ISR is what a reassignment waits for.
-        if self.reassigning and set(partitions) & set(self.reassigning):
-            await self._continue_reassignments()
+        reassigning = self.reassigner.reassigning
+        if reassigning and set(partitions) & set(reassigning):
+            await self.reassigner.continue_reassignments()
 
     # ---------------------------------------------------------------- preferred leaders
 
@@ -702,124 +691,3 @@ class Controller:
                 outcomes[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE  # if no try succeeds
         await self._send_leader_and_isr({tp for tp, outcome in outcomes.items() if outcome == 0})
         return outcomes
-
-    # ---------------------------------------------------------------------- reassignment
-    #
-    # The steps, and the decision of which comes next, are in `reassignment.py`; here they are
-    # carried out. Waiting never blocks the event loop: steps are re-checked on ISR
-    # change notifications and every `reassignment_check_s`.
-
-    async def _on_reassignments(self, event: ReassignmentsRequested) -> None:
-        versioned = event.request
-        if versioned is None:
-            self.reassigning = {}
-            self._reassignment_announced.clear()
-            return
-        try:
-            targets = parse_reassignment(versioned.value)
-        except Exception as error:  # a malformed request must not wedge the controller
-            log.error("controller %d: ignoring malformed reassignment request: %s",
-                      self.broker_id, error)
-            try:
-                await self._zk(self.store.delete, REASSIGN_PARTITIONS, version=versioned.version)
-            except CoordinationError as cleanup_error:  # the next request replaces it anyway
-                log.warning("controller %d: could not delete the malformed request: %s",
-                            self.broker_id, cleanup_error)
-            return
-        self.reassigning = targets
-        self._reassignment_announced &= set(targets)
-        log.info("controller %d: reassigning %s", self.broker_id,
-                 {f"{tp.topic}-{tp.partition}": list(r) for tp, r in targets.items()})
-        await self._continue_reassignments()
-
-    async def _check_reassignments_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.reassignment_check_s)
-            if self.reassigning and not self._reassignment_check_queued:
-                self._reassignment_check_queued = True
-                self.events.put_nowait(ReassignmentCheck())
-
-    async def _on_reassignment_check(self, _event: ReassignmentCheck) -> None:
-        self._reassignment_check_queued = False
-        await self._continue_reassignments()
-
-    async def _continue_reassignments(self) -> None:
-        done = []
-        for tp, target in sorted(self.reassigning.items()):
-            try:
-                if await self._reassign_partition(tp, target):
-                    done.append(tp)
-            except ControllerMovedError:
-                raise
-            except Exception:
-                log.exception("controller %d: reassigning %s-%d failed; retrying", self.broker_id,
-                              tp.topic, tp.partition)
-        if done:
-            left = await self._zk(self.admin.complete_reassignment, done, fence=self.fence)
-            self.reassigning = dict(left)
-            self._reassignment_announced -= set(done)
-            log.info("controller %d: reassignment of %s done", self.broker_id,
-                     [f"{tp.topic}-{tp.partition}" for tp in done])
-
-    async def _reassign_partition(self, tp: TopicPartition, target: tuple[int, ...]) -> bool:
-        """Take one partition one step further; True once it is done (or moot)."""
-        assignment = self.assignments.get(tp.topic)
-        if assignment is None or tp.partition not in assignment.partitions:
-            return True  # topic deleted meanwhile: nothing left to move
-        # The leader writes ISR changes itself: read what is there now, not our cached copy.
-        fresh = await self._zk(self.partition_states.read_partition_state, *tp)
-        if fresh is None:
-            return False  # not online yet: its state comes first
-        self.states[tp] = fresh
-        current = self._replicas(tp)
-        step = next_reassignment_step(current, target, fresh.value, set(self.live),
-                                      announced=tp in self._reassignment_announced,
-                                      controller_epoch=self.epoch)
-        match step:
-            case ReassignmentDone():
-                return True
-            case ReorderReplicas(replicas):
-                await self._write_replicas(tp, replicas)
-                await self._send_leader_and_isr({tp})
-                return True
-            case AddReplicas(replicas, state):
-                if replicas != current:
-                    await self._write_replicas(tp, replicas)
-                if not await self._write_state(tp, state):
-                    return False  # the leader changed the ISR meanwhile: again at the next check
-                self._reassignment_announced.add(tp)
-                log.info("%s-%d: replicas %s -> %s, waiting for %s to catch up", tp.topic,
-                         tp.partition, list(current), list(replicas),
-                         sorted(set(target) - set(state.isr)))
-                await self._send_leader_and_isr({tp})
-                return False
-            case WaitForReplicas():
-                return False
-            case CompleteReassignment(state, leaving):
-                if not await self._write_state(tp, state):
-                    return False
-                await self._write_replicas(tp, target)
-                log.info("%s-%d: replicas %s, leader %d at epoch %d, ISR %s; %s leave", tp.topic,
-                         tp.partition, list(target), state.leader, state.leader_epoch,
-                         list(state.isr), list(leaving))
-                await self._send_leader_and_isr({tp})
-                await self._stop_replicas(tp, list(leaving), delete=True)
-                return True
-        raise AssertionError(f"unknown reassignment step {step!r}")
-
-    async def _write_replicas(self, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
-        written = await self._zk(self.admin.write_partition_replicas, tp.topic, tp.partition,
-                                 replicas, fence=self.fence)
-        self.assignments[tp.topic] = written.value
-        self._assignment_versions[tp.topic] = written.version
-
-    async def _stop_replicas(self, tp: TopicPartition, brokers: list[int], *, delete: bool) -> None:
-        """StopReplica to `brokers` for one partition. A broker that is down keeps its copy, as
-        in Kafka, until it is told again (the log is no longer in the assignment)."""
-        answers = await self.channel.stop_replicas(
-            {broker: [tuple(tp)] for broker in brokers}, delete,
-            f"StopReplica of {tp.topic}-{tp.partition}")
-        for reply in answers.values():
-            if isinstance(reply, BaseException) or reply.get("error"):
-                log.warning("StopReplica %s-%d not applied everywhere: %r", tp.topic,
-                            tp.partition, reply)
