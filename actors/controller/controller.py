@@ -29,7 +29,8 @@ from typing import Any
 from rafka.actors.broker_handles import BrokerHandles
 from rafka.actors.config import TopicConfig
 from rafka.actors.controller import channel
-from rafka.actors.controller.channel import BrokerDidNotAnswer, ControllerChannel
+from rafka.actors.controller.channel import ControllerChannel
+from rafka.actors.controller.deletion import TopicDeleter
 from rafka.actors.controller.elections import (
     elect_leader,
     preferred_leader_election,
@@ -103,15 +104,17 @@ class Controller:
         self.preferred_leader_check_s = preferred_leader_check_s
         self.admin = TopicAdmin(store)
         self.partition_states = PartitionStateStore(store)
-        # Carries out reassignments (`reassigner.py`), on this controller's picture.
+        # Carry out reassignments (`reassigner.py`) and topic deletions (`deletion.py`), on
+        # this controller's picture.
         self.reassigner = Reassigner(self, reassignment_check_s)
+        self.deleter = TopicDeleter(self)
         # Which method handles which event: every event the controller knows, in one place.
         self._handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
             BrokersChanged: self._on_brokers,
             TopicsChanged: self._on_topics,
             AssignmentChanged: self._on_assignment,
             TopicConfigChanged: self._on_topic_config,
-            DeletionsRequested: self._on_deletions,
+            DeletionsRequested: self.deleter.on_deletions,
             IsrChangesNotified: self._on_isr_changes,
             PreferredLeaderCheck: self._on_preferred_leader_check,
             ReassignmentsRequested: self.reassigner.on_reassignments,
@@ -274,7 +277,7 @@ class Controller:
                                         update_metadata=False)
         self._update_metadata()  # every broker: the whole picture, from its controller
         for topic in sorted(self.deleting):
-            await self._delete_topic(topic)
+            await self.deleter.delete_topic(topic)
 
     async def _load_topic(self, topic: str) -> None:
         try:
@@ -531,7 +534,7 @@ class Controller:
         # A deletion that waited for a broker goes on now that it is back.
         waiting = [topic for topic in self.deleting if topic in self.assignments]
         for topic in sorted(t for t in waiting if born & self.assignments[t].brokers):
-            await self._delete_topic(topic)
+            await self.deleter.delete_topic(topic)
 
     async def _on_topics(self, event: TopicsChanged) -> None:
         topics = event.topics
@@ -595,36 +598,6 @@ class Controller:
         brokers = self.assignments[topic].brokers & set(self.live)
         await self.channel.update_topic_config(sorted(brokers), topic, raw)
         log.info("controller %d: %s config now %s", self.broker_id, topic, raw)
-
-    async def _on_deletions(self, event: DeletionsRequested) -> None:
-        topics = event.topics
-        for topic in sorted(topics):
-            await self._delete_topic(topic)
-
-    async def _delete_topic(self, topic: str) -> None:
-        """Delete the replicas of `topic` on the live brokers; once none is left anywhere (its
-        brokers may have been down: Kafka's replicas ineligible for deletion), its znodes."""
-        self.deleting.add(topic)
-        assignment = self.assignments.get(topic)
-        if assignment is not None:
-            hosts: dict[int, list[tuple[str, int]]] = {}
-            for partition, replicas in assignment.partitions.items():
-                for replica in replicas:
-                    hosts.setdefault(replica, []).append((topic, partition))
-            answers = await self.channel.stop_replicas(hosts, True, f"StopReplica of {topic}")
-            silent = {broker for broker, reply in answers.items()
-                      if isinstance(reply, BrokerDidNotAnswer)}
-            # A broker that did not answer may still hold its replicas: as one that is down,
-            # the deletion waits for it (and goes on when it registers again).
-            waiting_for = sorted((set(hosts) - set(self.live)) | silent)
-            if waiting_for:
-                log.warning("controller %d: deleting topic %s waits for brokers %s, which hold "
-                            "replicas of it", self.broker_id, topic, waiting_for)
-                return
-        await self._zk(self.admin.delete_topic_znodes, topic, fence=self.fence)
-        self._forget_topic(topic)
-        self._update_metadata(set(), deleted=(topic,))
-        log.info("controller %d deleted topic %s", self.broker_id, topic)
 
     async def _on_isr_changes(self, event: IsrChangesNotified) -> None:
         if not event.notifications:

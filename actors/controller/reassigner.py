@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Protocol
 
-from rafka.actors.controller.channel import ControllerChannel
+from rafka.actors.controller.context import ControllerContext
 from rafka.actors.controller.events import (
-    ControllerEvent,
     ReassignmentCheck,
     ReassignmentsRequested,
 )
@@ -27,55 +25,21 @@ from rafka.actors.controller.reassignment import (
     next_reassignment_step,
 )
 from rafka.common.topic_partition import TopicPartition
-from rafka.coordination.admin import TopicAdmin, parse_reassignment
+from rafka.coordination.admin import parse_reassignment
 from rafka.coordination.errors import ControllerMovedError, CoordinationError
 from rafka.coordination.layout import REASSIGN_PARTITIONS
-from rafka.coordination.models import (
-    BrokerInfo,
-    ControllerFence,
-    PartitionState,
-    TopicAssignment,
-    Versioned,
-)
-from rafka.coordination.partition_state import PartitionStateStore
-from rafka.coordination.store import ClusterStore
 
 log = logging.getLogger(__name__)
-
-
-class ReassignmentContext(Protocol):
-    """What a reassignment reads and writes of its controller (the `Controller` is one)."""
-
-    broker_id: int
-    epoch: int
-    fence: ControllerFence
-    store: ClusterStore
-    admin: TopicAdmin
-    partition_states: PartitionStateStore
-    channel: ControllerChannel
-    events: asyncio.Queue[ControllerEvent]
-    live: dict[int, BrokerInfo]
-    assignments: dict[str, TopicAssignment]
-    states: dict[TopicPartition, Versioned[PartitionState]]
-    _assignment_versions: dict[str, int]
-
-    async def _zk(self, function: Any, *args: Any, **kwargs: Any) -> Any: ...
-
-    def _replicas(self, tp: TopicPartition) -> tuple[int, ...]: ...
-
-    async def _write_state(self, tp: TopicPartition, new_state: PartitionState) -> bool: ...
-
-    async def _send_leader_and_isr(self, partitions: set[TopicPartition]) -> None: ...
 
 
 class Reassigner:
     """The partitions being moved and their next steps, for one controller.
 
     It shares the controller's picture (`live`, `assignments`, `states`) and its fenced writes
-    (`_write_state`, `_send_leader_and_isr`) on purpose: a step is a change of that picture, made
-    as any other controller event makes it."""
+    (`_write_state`, `_send_leader_and_isr`) on purpose, through `ControllerContext`: a step is
+    a change of that picture, made as any other controller event makes it."""
 
-    def __init__(self, controller: ReassignmentContext, check_s: float) -> None:
+    def __init__(self, controller: ControllerContext, check_s: float) -> None:
         self.controller = controller
         self.check_s = check_s
         self.forget()
