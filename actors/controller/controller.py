@@ -10,7 +10,10 @@ is fenced by its controller epoch, so a deposed controller can change nothing.
 As in Kafka it runs inside its broker (here: on the broker actor's asyncio loop) and keeps no
 state it cannot rebuild from ZooKeeper. Watch callbacks only queue events; one task handles them
 in order, as Kafka's controller event thread does. The decisions are pure functions: who leads
-in `elections.py`, the next reassignment step in `reassignment.py`.
+in `elections.py`, the next reassignment step in `reassignment.py`. How requests reach the
+brokers, and their resends, is the `ControllerChannel`'s (`channel.py`); reassignments are
+carried out by the `Reassigner` (`reassigner.py`), topic deletions by the `TopicDeleter`
+(`deletion.py`), both on this controller's picture (`context.py`).
 
 A step that fails (the initialization, or the handling of an event) is never just logged: the
 controller rebuilds from ZooKeeper after a backoff, resigns so that another broker takes over, or
@@ -77,7 +80,12 @@ from rafka.coordination.watches import ClusterWatches
 log = logging.getLogger(__name__)
 
 class Controller:
-    """The active controller; `start()` on the broker's loop, `stop()` when resigning."""
+    """The active controller; `start()` on the broker's loop, `stop()` when resigning.
+
+    Above 400 lines because it holds the picture of the cluster and every handler that changes
+    it (brokers, topics, assignments, configs, ISR changes, elections, preferred leaders) with
+    the fenced writes they share; the next split would be Kafka's partition state machine
+    (`_bring_online`, `_elect`, `_shrink_isr`, `_write_state`) into a class of its own."""
 
     def __init__(
         self,
