@@ -10,7 +10,10 @@ is fenced by its controller epoch, so a deposed controller can change nothing.
 As in Kafka it runs inside its broker (here: on the broker actor's asyncio loop) and keeps no
 state it cannot rebuild from ZooKeeper. Watch callbacks only queue events; one task handles them
 in order, as Kafka's controller event thread does. The decisions are pure functions: who leads
-in `elections.py`, the next reassignment step in `reassignment.py`.
+in `elections.py`, the next reassignment step in `reassignment.py`. How requests reach the
+brokers, and their resends, is the `ControllerChannel`'s (`channel.py`); reassignments are
+carried out by the `Reassigner` (`reassigner.py`), topic deletions by the `TopicDeleter`
+(`deletion.py`), both on this controller's picture (`context.py`).
 
 A step that fails (the initialization, or the handling of an event) is never just logged: the
 controller rebuilds from ZooKeeper after a backoff, resigns so that another broker takes over, or
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Set
@@ -29,6 +31,9 @@ from typing import Any
 
 from rafka.actors.broker_handles import BrokerHandles
 from rafka.actors.config import TopicConfig
+from rafka.actors.controller import channel
+from rafka.actors.controller.channel import ControllerChannel
+from rafka.actors.controller.deletion import TopicDeleter
 from rafka.actors.controller.elections import (
     elect_leader,
     preferred_leader_election,
@@ -48,28 +53,18 @@ from rafka.actors.controller.events import (
     TopicConfigChanged,
     TopicsChanged,
 )
-from rafka.actors.controller.reassignment import (
-    AddReplicas,
-    CompleteReassignment,
-    ReassignmentDone,
-    ReorderReplicas,
-    WaitForReplicas,
-    next_reassignment_step,
-)
+from rafka.actors.controller.reassigner import Reassigner
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
 from rafka.actors.errors import ErrorCode
 from rafka.actors.messages import PartitionMetadata, UpdateMetadataRequest
 from rafka.common.config import InvalidConfigError
 from rafka.common.topic_partition import TopicPartition
-from rafka.coordination.admin import TopicAdmin, parse_reassignment
+from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.election import ControllerElection
 from rafka.coordination.errors import (
-    ControllerMovedError,
-    CoordinationError,
     StaleVersionError,
     UnknownTopicError,
 )
-from rafka.coordination.layout import REASSIGN_PARTITIONS
 from rafka.coordination.models import (
     BrokerInfo,
     ControllerFence,
@@ -84,51 +79,13 @@ from rafka.coordination.watches import ClusterWatches
 
 log = logging.getLogger(__name__)
 
-# How long the controller waits for the brokers' answers to one of its requests (LeaderAndIsr,
-# StopReplica, a config change). A broker cut off from the network would otherwise hold the
-# controller's one event task until Ray gave up on it, which can be never, and no partition
-# would be elected meanwhile. Past it the controller goes on; the request is still delivered if
-# the broker comes back (Ray keeps one caller's calls to an actor in order), and a broker that
-# registers anew is told everything again.
-BROKER_ANSWER_TIMEOUT_S = 5.0
-# How often brokers an UpdateMetadata did not reach are sent everything again, and brokers
-# that did not apply a LeaderAndIsr are sent it again.
-METADATA_RESYNC_S = 2.0
-
-
-class BrokerDidNotAnswer(TimeoutError):
-    """A broker did not answer the controller within `BROKER_ANSWER_TIMEOUT_S`."""
-
-
-async def answers_of(calls: dict[int, Awaitable[Any]], what: str) -> dict[int, Any]:
-    """Each broker's answer to `calls` (its exception if it raised), waiting at most
-    `BROKER_ANSWER_TIMEOUT_S`: a broker still silent then answers `BrokerDidNotAnswer`, and its
-    call goes on without us."""
-    tasks = {broker: asyncio.ensure_future(call) for broker, call in calls.items()}
-    if not tasks:
-        return {}
-    await asyncio.wait(tasks.values(), timeout=BROKER_ANSWER_TIMEOUT_S)
-    answers: dict[int, Any] = {}
-    for broker, task in tasks.items():
-        if not task.done():
-            # Not cancelled: the request stays queued for the broker, as in Kafka's controller
-            # channel, and is dropped with the broker if it never comes back.
-            task.add_done_callback(_retrieve_late_answer)
-            answers[broker] = BrokerDidNotAnswer(
-                f"broker {broker} did not answer {what} within {BROKER_ANSWER_TIMEOUT_S:g} s")
-        else:
-            answers[broker] = task.exception() or task.result()
-    return answers
-
-
-def _retrieve_late_answer(task: asyncio.Future) -> None:
-    # Read, so that asyncio does not report an exception nobody retrieved.
-    if not task.cancelled() and task.exception() is not None:
-        log.info("a late answer to the controller: %r", task.exception())
-
-
 class Controller:
-    """The active controller; `start()` on the broker's loop, `stop()` when resigning."""
+    """The active controller; `start()` on the broker's loop, `stop()` when resigning.
+
+    Above 400 lines because it holds the picture of the cluster and every handler that changes
+    it (brokers, topics, assignments, configs, ISR changes, elections, preferred leaders) with
+    the fenced writes they share; the next split would be Kafka's partition state machine
+    (`_bring_online`, `_elect`, `_shrink_isr`, `_write_state`) into a class of its own."""
 
     def __init__(
         self,
@@ -153,20 +110,23 @@ class Controller:
         self.election = election
         self.recovery = recovery
         self.preferred_leader_check_s = preferred_leader_check_s
-        self.reassignment_check_s = reassignment_check_s
         self.admin = TopicAdmin(store)
         self.partition_states = PartitionStateStore(store)
+        # Carry out reassignments (`reassigner.py`) and topic deletions (`deletion.py`), on
+        # this controller's picture.
+        self.reassigner = Reassigner(self, reassignment_check_s)
+        self.deleter = TopicDeleter(self)
         # Which method handles which event: every event the controller knows, in one place.
         self._handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
             BrokersChanged: self._on_brokers,
             TopicsChanged: self._on_topics,
             AssignmentChanged: self._on_assignment,
             TopicConfigChanged: self._on_topic_config,
-            DeletionsRequested: self._on_deletions,
+            DeletionsRequested: self.deleter.on_deletions,
             IsrChangesNotified: self._on_isr_changes,
             PreferredLeaderCheck: self._on_preferred_leader_check,
-            ReassignmentsRequested: self._on_reassignments,
-            ReassignmentCheck: self._on_reassignment_check,
+            ReassignmentsRequested: self.reassigner.on_reassignments,
+            ReassignmentCheck: self.reassigner.on_reassignment_check,
             MetadataResync: self._on_metadata_resync,
             LeaderAndIsrResend: self._on_leader_and_isr_resend,
         }
@@ -175,10 +135,10 @@ class Controller:
         self._watches: list[Any] = []
         # Each topic's watches: its assignment (partitions added) and its config.
         self._topic_watches: dict[str, tuple[Any, ...]] = {}
-        # Broker actor handles, kept warm by the broker hosting this controller: looking one
-        # up asks Ray's GCS, which may be down (its head restarting) while brokers and
-        # ZooKeeper are fine, and the controller must still move leaders then.
-        self.broker_handles = broker_handles or BrokerHandles(namespace)
+        # How requests reach the brokers, and what they missed (`channel.py`).
+        self.channel = ControllerChannel(broker_id, self.epoch,
+                                         broker_handles or BrokerHandles(namespace),
+                                         lambda: self.live)
         self._forget_everything()
 
     def _forget_everything(self) -> None:
@@ -195,26 +155,18 @@ class Controller:
         self.deleting: set[str] = set()
         # Events queued so far are about what the rebuild reads afresh.
         self.events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
-        # Reassignment: the target replicas of each partition being moved, the partitions whose
-        # new replicas this controller has announced (a new controller announces them again),
-        # and the assignment versions it wrote (so that a late watch event cannot undo them).
-        self.reassigning: dict[TopicPartition, tuple[int, ...]] = {}
-        self._reassignment_announced: set[TopicPartition] = set()
-        self._reassignment_check_queued = False
+        # Reassignment: what is being moved, and the assignment versions its steps wrote (so
+        # that a late watch event cannot undo them).
+        self.reassigner.forget()
         self._assignment_versions: dict[str, int] = {}
-        # Brokers an UpdateMetadata did not reach: they are sent everything next.
-        self._metadata_behind: set[int] = set()
-        # The partitions whose LeaderAndIsr each broker did not apply (its actor restarted
-        # under the call, a host failed, it was not registered yet): sent again until applied,
-        # as Kafka's controller channel retries a request until its broker answers or leaves.
-        self._leader_and_isr_behind: dict[int, set[TopicPartition]] = {}
+        self.channel.forget()
 
     # ------------------------------------------------------------------------ life cycle
 
     def start(self) -> None:
         self._tasks = [asyncio.ensure_future(self._run()),
                        asyncio.ensure_future(self._check_preferred_leaders_forever()),
-                       asyncio.ensure_future(self._check_reassignments_forever()),
+                       asyncio.ensure_future(self.reassigner.check_forever()),
                        asyncio.ensure_future(self._resync_metadata_forever())]
 
     def stop(self) -> None:
@@ -333,7 +285,7 @@ class Controller:
                                         update_metadata=False)
         self._update_metadata()  # every broker: the whole picture, from its controller
         for topic in sorted(self.deleting):
-            await self._delete_topic(topic)
+            await self.deleter.delete_topic(topic)
 
     async def _load_topic(self, topic: str) -> None:
         try:
@@ -473,7 +425,7 @@ class Controller:
         with it (unless told not to) UpdateMetadata of them to every live broker, as Kafka's
         controller sends them together. Waits (unless told not to) for the answers, at most
         `BROKER_ANSWER_TIMEOUT_S`; a broker that does not apply its part, even later, is
-        sent it again (`_leader_and_isr_answered`)."""
+        sent it again (`ControllerChannel`)."""
         requests: dict[int, list[dict[str, Any]]] = {}
         for tp in partitions:
             if tp not in self.states or tp.topic not in self.assignments or (
@@ -494,47 +446,15 @@ class Controller:
             for replica in self._replicas(tp):
                 if replica in self.live and (brokers is None or replica in brokers):
                     requests.setdefault(replica, []).append(request)
-        calls = {}
-        for broker, batch in requests.items():
-            sent = {TopicPartition(r["topic"], r["partition"]) for r in batch}
-            handle = self.broker_handles.get(broker)
-            if handle is None:
-                self._leader_and_isr_behind.setdefault(broker, set()).update(sent)
-                continue
-            calls[broker] = asyncio.ensure_future(handle.leader_and_isr.remote(self.epoch, batch))
-            calls[broker].add_done_callback(functools.partial(
-                self._leader_and_isr_answered, broker, self.live[broker].epoch, sent))
+        calls = self.channel.send_leader_and_isr(requests)
         if update_metadata and partitions:
             self._update_metadata(partitions)
         if not wait:
             return
-        for reply in (await answers_of(calls, "LeaderAndIsr")).values():
-            if isinstance(reply, BaseException) or reply.get("error") or reply.get("failed"):
-                log.warning("LeaderAndIsr not applied everywhere: %r", reply)
-
-    def _leader_and_isr_answered(self, broker: int, broker_epoch: int | None,
-                                 sent: set[TopicPartition], call: asyncio.Future) -> None:
-        """A broker's answer to LeaderAndIsr, whenever it comes: what it did not apply is
-        sent again at the next resend, unless the broker registered anew meanwhile (it is
-        then sent everything it holds) or the answer says this controller is stale."""
-        if call.cancelled():
-            return
-        failure = call.exception()
-        reply = None if failure is not None else call.result()
-        if reply is not None and not reply.get("error") and not reply.get("failed"):
-            return
-        if reply is not None and reply.get("error") == ErrorCode.STALE_CONTROLLER_EPOCH:
-            return
-        info = self.live.get(broker)
-        if info is None or info.epoch != broker_epoch:
-            return
-        log.info("controller %d: broker %d did not apply LeaderAndIsr of %d partitions (%r): "
-                 "sending it again", self.broker_id, broker, len(sent), failure or reply)
-        self._leader_and_isr_behind.setdefault(broker, set()).update(sent)
+        await self.channel.wait_for_leader_and_isr(calls)
 
     async def _on_leader_and_isr_resend(self, _event: LeaderAndIsrResend) -> None:
-        behind, self._leader_and_isr_behind = self._leader_and_isr_behind, {}
-        for broker, partitions in sorted(behind.items()):
+        for broker, partitions in sorted(self.channel.take_leader_and_isr_behind().items()):
             if broker in self.live:
                 # Not waited for: a broker that still does not answer must not hold up the
                 # controller's events; its failure brings it back here.
@@ -545,31 +465,9 @@ class Controller:
                          deleted: tuple[str, ...] = ()) -> None:
         """UpdateMetadata to every live broker: `partitions` (everything for None) and the
         topics `deleted`; a broker a previous one did not reach gets everything. Their metadata
-        caches answer clients, so no client request reads ZooKeeper.
-
-        Sent, not waited for: a broker that does not answer (cut off, not yet expired) must
-        not hold the controller up. Ray runs one caller's calls to an actor in order; a call
-        that fails marks its broker for everything at the next resync."""
-        brokers = {broker: handle for broker in sorted(self.live)
-                   if (handle := self.broker_handles.get(broker)) is not None}
-        if not brokers:
-            return
-        behind = self._metadata_behind & set(brokers) if partitions is not None else set(brokers)
-        full = self._metadata_message(None) if behind else None
-        changed = full if partitions is None else self._metadata_message(partitions, deleted)
-        self._metadata_behind -= set(brokers)
-        for broker, handle in brokers.items():
-            call = asyncio.ensure_future(
-                handle.update_metadata.remote(full if broker in behind else changed))
-            call.add_done_callback(functools.partial(self._metadata_answered, broker))
-
-    def _metadata_answered(self, broker: int, call: asyncio.Future) -> None:
-        failure = None if call.cancelled() else call.exception()
-        if failure is None and not call.cancelled() and not call.result().get("error"):
-            return
-        log.warning("controller %d: UpdateMetadata not applied by broker %d: %r",
-                    self.broker_id, broker, failure or call)
-        self._metadata_behind.add(broker)
+        caches answer clients, so no client request reads ZooKeeper. Sent, not waited for
+        (`ControllerChannel.update_metadata`)."""
+        self.channel.update_metadata(self._metadata_message, partitions, deleted)
 
     def _metadata_message(self, partitions: set[TopicPartition] | None,
                           deleted: tuple[str, ...] = ()) -> UpdateMetadataRequest:
@@ -588,15 +486,14 @@ class Controller:
 
     async def _resync_metadata_forever(self) -> None:
         while True:
-            await asyncio.sleep(METADATA_RESYNC_S)
-            if self._metadata_behind:
+            await asyncio.sleep(channel.METADATA_RESYNC_S)
+            if self.channel.metadata_behind:
                 self.events.put_nowait(MetadataResync())
-            if self._leader_and_isr_behind:
+            if self.channel.leader_and_isr_behind:
                 self.events.put_nowait(LeaderAndIsrResend())
 
     async def _on_metadata_resync(self, _event: MetadataResync) -> None:
-        self._metadata_behind &= set(self.live)
-        if self._metadata_behind:
+        if self.channel.live_brokers_behind_on_metadata():
             self._update_metadata(set())
 
     # --------------------------------------------------------------------------- events
@@ -615,8 +512,7 @@ class Controller:
                 self._update_metadata(set())
             return
         for broker in dead | born:  # a broker registered anew may be another actor
-            self.broker_handles.drop(broker)
-            self._leader_and_isr_behind.pop(broker, None)  # a new one is told everything
+            self.channel.broker_registered_anew(broker)  # a new one is told everything
         log.info("controller %d: brokers %s; dead %s, new %s, bounced %s", self.broker_id,
                  sorted(brokers), sorted(dead - bounced), sorted(born - bounced), sorted(bounced))
         # Each partition's write is conditional on its own version, so they go to ZooKeeper
@@ -637,7 +533,7 @@ class Controller:
         changed |= await self._bring_online(self._partitions_without_state())
         # New brokers learn every partition they hold, to lead or to follow; every broker,
         # the brokers now and what changed (a new one, everything).
-        self._metadata_behind |= born
+        self.channel.needs_everything(born)
         await self._send_leader_and_isr(changed)
         hosted = {tp for tp in self.states if born & set(self._replicas(tp))}
         await self._send_leader_and_isr(hosted - changed, brokers=born, update_metadata=False)
@@ -646,7 +542,7 @@ class Controller:
         # A deletion that waited for a broker goes on now that it is back.
         waiting = [topic for topic in self.deleting if topic in self.assignments]
         for topic in sorted(t for t in waiting if born & self.assignments[t].brokers):
-            await self._delete_topic(topic)
+            await self.deleter.delete_topic(topic)
 
     async def _on_topics(self, event: TopicsChanged) -> None:
         topics = event.topics
@@ -708,52 +604,8 @@ class Controller:
             return
         self.raw_configs[topic], self.configs[topic] = raw, config
         brokers = self.assignments[topic].brokers & set(self.live)
-        calls = {}
-        for broker in sorted(brokers):
-            handle = self.broker_handles.get(broker)
-            if handle is not None:
-                calls[broker] = handle.update_topic_config.remote(self.epoch, topic, raw)
-        for reply in (await answers_of(calls, f"the config of {topic}")).values():
-            if isinstance(reply, BaseException) or reply.get("error") or reply.get("failed"):
-                log.warning("the config of %s not applied everywhere: %r", topic, reply)
+        await self.channel.update_topic_config(sorted(brokers), topic, raw)
         log.info("controller %d: %s config now %s", self.broker_id, topic, raw)
-
-    async def _on_deletions(self, event: DeletionsRequested) -> None:
-        topics = event.topics
-        for topic in sorted(topics):
-            await self._delete_topic(topic)
-
-    async def _delete_topic(self, topic: str) -> None:
-        """Delete the replicas of `topic` on the live brokers; once none is left anywhere (its
-        brokers may have been down: Kafka's replicas ineligible for deletion), its znodes."""
-        self.deleting.add(topic)
-        assignment = self.assignments.get(topic)
-        if assignment is not None:
-            hosts: dict[int, list[tuple[str, int]]] = {}
-            for partition, replicas in assignment.partitions.items():
-                for replica in replicas:
-                    hosts.setdefault(replica, []).append((topic, partition))
-            calls = {}
-            for broker, partitions in hosts.items():
-                if broker not in self.live:
-                    continue
-                handle = self.broker_handles.get(broker)
-                if handle is not None:
-                    calls[broker] = handle.stop_replicas.remote(self.epoch, partitions, True)
-            silent = {broker for broker, reply in
-                      (await answers_of(calls, f"StopReplica of {topic}")).items()
-                      if isinstance(reply, BrokerDidNotAnswer)}
-            # A broker that did not answer may still hold its replicas: as one that is down,
-            # the deletion waits for it (and goes on when it registers again).
-            waiting_for = sorted((set(hosts) - set(self.live)) | silent)
-            if waiting_for:
-                log.warning("controller %d: deleting topic %s waits for brokers %s, which hold "
-                            "replicas of it", self.broker_id, topic, waiting_for)
-                return
-        await self._zk(self.admin.delete_topic_znodes, topic, fence=self.fence)
-        self._forget_topic(topic)
-        self._update_metadata(set(), deleted=(topic,))
-        log.info("controller %d deleted topic %s", self.broker_id, topic)
 
     async def _on_isr_changes(self, event: IsrChangesNotified) -> None:
         if not event.notifications:
@@ -765,8 +617,9 @@ class Controller:
                 self.states[tp] = fresh
         self._update_metadata(set(partitions))
         # A new replica joining the ISR is what a reassignment waits for.
-        if self.reassigning and set(partitions) & set(self.reassigning):
-            await self._continue_reassignments()
+        reassigning = self.reassigner.reassigning
+        if reassigning and set(partitions) & set(reassigning):
+            await self.reassigner.continue_reassignments()
 
     # ---------------------------------------------------------------- preferred leaders
 
@@ -819,129 +672,3 @@ class Controller:
                 outcomes[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE  # if no try succeeds
         await self._send_leader_and_isr({tp for tp, outcome in outcomes.items() if outcome == 0})
         return outcomes
-
-    # ---------------------------------------------------------------------- reassignment
-    #
-    # The steps, and the decision of which comes next, are in `reassignment.py`; here they are
-    # carried out. Waiting never blocks the event loop: steps are re-checked on ISR
-    # change notifications and every `reassignment_check_s`.
-
-    async def _on_reassignments(self, event: ReassignmentsRequested) -> None:
-        versioned = event.request
-        if versioned is None:
-            self.reassigning = {}
-            self._reassignment_announced.clear()
-            return
-        try:
-            targets = parse_reassignment(versioned.value)
-        except Exception as error:  # a malformed request must not wedge the controller
-            log.error("controller %d: ignoring malformed reassignment request: %s",
-                      self.broker_id, error)
-            try:
-                await self._zk(self.store.delete, REASSIGN_PARTITIONS, version=versioned.version)
-            except CoordinationError as cleanup_error:  # the next request replaces it anyway
-                log.warning("controller %d: could not delete the malformed request: %s",
-                            self.broker_id, cleanup_error)
-            return
-        self.reassigning = targets
-        self._reassignment_announced &= set(targets)
-        log.info("controller %d: reassigning %s", self.broker_id,
-                 {f"{tp.topic}-{tp.partition}": list(r) for tp, r in targets.items()})
-        await self._continue_reassignments()
-
-    async def _check_reassignments_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.reassignment_check_s)
-            if self.reassigning and not self._reassignment_check_queued:
-                self._reassignment_check_queued = True
-                self.events.put_nowait(ReassignmentCheck())
-
-    async def _on_reassignment_check(self, _event: ReassignmentCheck) -> None:
-        self._reassignment_check_queued = False
-        await self._continue_reassignments()
-
-    async def _continue_reassignments(self) -> None:
-        done = []
-        for tp, target in sorted(self.reassigning.items()):
-            try:
-                if await self._reassign_partition(tp, target):
-                    done.append(tp)
-            except ControllerMovedError:
-                raise
-            except Exception:
-                log.exception("controller %d: reassigning %s-%d failed; retrying", self.broker_id,
-                              tp.topic, tp.partition)
-        if done:
-            left = await self._zk(self.admin.complete_reassignment, done, fence=self.fence)
-            self.reassigning = dict(left)
-            self._reassignment_announced -= set(done)
-            log.info("controller %d: reassignment of %s done", self.broker_id,
-                     [f"{tp.topic}-{tp.partition}" for tp in done])
-
-    async def _reassign_partition(self, tp: TopicPartition, target: tuple[int, ...]) -> bool:
-        """Take one partition one step further; True once it is done (or moot)."""
-        assignment = self.assignments.get(tp.topic)
-        if assignment is None or tp.partition not in assignment.partitions:
-            return True  # topic deleted meanwhile: nothing left to move
-        # The leader writes ISR changes itself: read what is there now, not our cached copy.
-        fresh = await self._zk(self.partition_states.read_partition_state, *tp)
-        if fresh is None:
-            return False  # not online yet: its state comes first
-        self.states[tp] = fresh
-        current = self._replicas(tp)
-        step = next_reassignment_step(current, target, fresh.value, set(self.live),
-                                      announced=tp in self._reassignment_announced,
-                                      controller_epoch=self.epoch)
-        match step:
-            case ReassignmentDone():
-                return True
-            case ReorderReplicas(replicas):
-                await self._write_replicas(tp, replicas)
-                await self._send_leader_and_isr({tp})
-                return True
-            case AddReplicas(replicas, state):
-                if replicas != current:
-                    await self._write_replicas(tp, replicas)
-                if not await self._write_state(tp, state):
-                    return False  # the leader changed the ISR meanwhile: again at the next check
-                self._reassignment_announced.add(tp)
-                log.info("%s-%d: replicas %s -> %s, waiting for %s to catch up", tp.topic,
-                         tp.partition, list(current), list(replicas),
-                         sorted(set(target) - set(state.isr)))
-                await self._send_leader_and_isr({tp})
-                return False
-            case WaitForReplicas():
-                return False
-            case CompleteReassignment(state, leaving):
-                if not await self._write_state(tp, state):
-                    return False
-                await self._write_replicas(tp, target)
-                log.info("%s-%d: replicas %s, leader %d at epoch %d, ISR %s; %s leave", tp.topic,
-                         tp.partition, list(target), state.leader, state.leader_epoch,
-                         list(state.isr), list(leaving))
-                await self._send_leader_and_isr({tp})
-                await self._stop_replicas(tp, list(leaving), delete=True)
-                return True
-        raise AssertionError(f"unknown reassignment step {step!r}")
-
-    async def _write_replicas(self, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
-        written = await self._zk(self.admin.write_partition_replicas, tp.topic, tp.partition,
-                                 replicas, fence=self.fence)
-        self.assignments[tp.topic] = written.value
-        self._assignment_versions[tp.topic] = written.version
-
-    async def _stop_replicas(self, tp: TopicPartition, brokers: list[int], *, delete: bool) -> None:
-        """StopReplica to `brokers` for one partition. A broker that is down keeps its copy, as
-        in Kafka, until it is told again (the log is no longer in the assignment)."""
-        calls = {}
-        for broker in brokers:
-            if broker not in self.live:
-                continue
-            handle = self.broker_handles.get(broker)
-            if handle is not None:
-                calls[broker] = handle.stop_replicas.remote(self.epoch, [tuple(tp)], delete)
-        for reply in (await answers_of(calls, f"StopReplica of {tp.topic}-{tp.partition}")
-                      ).values():
-            if isinstance(reply, BaseException) or reply.get("error"):
-                log.warning("StopReplica %s-%d not applied everywhere: %r", tp.topic,
-                            tp.partition, reply)

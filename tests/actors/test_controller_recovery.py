@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rafka.actors.controller import controller as controller_module
+from rafka.actors.controller import channel as channel_module
 from rafka.actors.controller.controller import Controller
 from rafka.actors.controller.events import PreferredLeaderCheck
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
@@ -245,7 +245,7 @@ def test_a_controller_whose_connection_dropped_stops_without_resigning() -> None
 def test_a_silent_broker_does_not_hold_the_controller(monkeypatch: pytest.MonkeyPatch) -> None:
     """A broker cut off from the network answers nothing, and Ray may never give up on it: the
     controller stops waiting after its bound, and its request stays on its way."""
-    monkeypatch.setattr(controller_module, "BROKER_ANSWER_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(channel_module, "BROKER_ANSWER_TIMEOUT_S", 0.2)
 
     async def scenario() -> tuple[dict[int, Any], float, asyncio.Future]:
         loop = asyncio.get_running_loop()
@@ -255,14 +255,14 @@ def test_a_silent_broker_does_not_hold_the_controller(monkeypatch: pytest.Monkey
         failed: asyncio.Future = loop.create_future()
         failed.set_exception(RuntimeError("the actor died"))
         started = loop.time()
-        answers = await controller_module.answers_of(
+        answers = await channel_module.answers_of(
             {0: answered, 1: silent, 2: failed}, "LeaderAndIsr")
         return answers, loop.time() - started, silent
 
     answers, waited_s, silent = asyncio.run(scenario())
     assert waited_s < 2
     assert answers[0] == {"error": None}
-    assert isinstance(answers[1], controller_module.BrokerDidNotAnswer)
+    assert isinstance(answers[1], channel_module.BrokerDidNotAnswer)
     assert "broker 1 did not answer LeaderAndIsr" in str(answers[1])
     assert isinstance(answers[2], RuntimeError)
     assert not silent.cancelled()  # still on its way, should the broker come back
@@ -304,14 +304,14 @@ def test_a_leader_and_isr_a_broker_did_not_apply_is_sent_again(
     never hears of its partition never fetches, and never comes back into the ISR. A broker
     registered anew meanwhile (a new broker epoch) is told everything it holds by the
     BrokersChanged that says so instead."""
-    monkeypatch.setattr(controller_module, "METADATA_RESYNC_S", 0.02)
-    monkeypatch.setattr(controller_module, "BROKER_ANSWER_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(channel_module, "METADATA_RESYNC_S", 0.02)
+    monkeypatch.setattr(channel_module, "BROKER_ANSWER_TIMEOUT_S", 0.05)
     broker = RestartingBroker()
     tp = TopicPartition("orders", 0)
 
     async def scenario(controller: Controller, _election: StandInElection) -> None:
         await until(lambda: controller.initializations == 1)  # type: ignore[attr-defined]
-        controller.broker_handles = broker  # type: ignore[assignment]
+        controller.channel.handles = broker  # type: ignore[assignment]
         controller.live = {2: BrokerInfo(2, "broker-2", "n3", epoch=7)}
         controller.assignments = {"orders": TopicAssignment({0: (1, 2)})}
         controller.states = {tp: Versioned(PartitionState(1, 4, (1,), FENCE.epoch), 12)}
