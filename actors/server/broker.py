@@ -1,8 +1,9 @@
 """Broker: a named Ray actor per broker id. It holds the broker's ZooKeeper session, registers
-`/brokers/ids/<id>`, competes for controller (and hosts the Controller when it wins), creates and
-owns its pool of ReplicaHost actors on its own Ray node (`num.replica.hosts`), passes the
-controller's LeaderAndIsr requests to them (one call per host, carrying all its partitions), and
-writes its leaders' ISR changes to ZooKeeper.
+`/brokers/ids/<id>`, competes for controller (and hosts the Controller when it wins), keeps the
+metadata cache, and writes its leaders' ISR changes to ZooKeeper. Its replicas are its
+ReplicaHostPool's (`actors/server/replica_host_pool.py`): the replica-host actors on its own Ray
+node (`num.replica.hosts`), to which the controller's LeaderAndIsr requests are passed (one call
+per host, carrying all its partitions).
 
 Kazoo calls back on its own threads; everything the broker does with its state happens on its
 asyncio loop, where those callbacks are handed with `call_soon_threadsafe`.
@@ -15,14 +16,12 @@ import contextlib
 import dataclasses
 import logging
 import os
-import shutil
 import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rafka.actors import metrics
 from rafka.actors.broker_handles import BrokerHandles
@@ -37,10 +36,10 @@ from rafka.actors.messages import (
     PartitionMetadata,
     UpdateMetadataRequest,
 )
-from rafka.actors.naming import broker_name, partition_log_dir, replica_host_name
+from rafka.actors.naming import broker_name
 from rafka.actors.runtime import run_at_server_priority
 from rafka.actors.server.metadata_cache import NO_CONTROLLER_EPOCH, MetadataCache
-from rafka.actors.server.replica_host import ReplicaHostActor
+from rafka.actors.server.replica_host_pool import ReplicaHostPool
 from rafka.actors.txn.coordinator import TransactionCoordinator
 from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
 from rafka.common.sentinels import NO_LEADER, UNDEFINED_EPOCH
@@ -70,8 +69,6 @@ log = logging.getLogger(__name__)
 
 # How long a broker Ray restarted waits before it dies again when it could not start.
 RESTART_PAUSE_S = 5.0
-# How long describe_replicas waits for each replica host.
-HOST_ANSWER_TIMEOUT_S = 2.0
 # How long a LeaderAndIsr waits for this broker's registration to be marked ours: the moment
 # between the znode's creation and the registering thread seeing it (see _registered_within).
 REGISTRATION_GRACE_S = 5.0
@@ -80,7 +77,13 @@ METADATA_WAIT_S = 30.0
 
 
 class Broker:
-    """One rafka broker. Start it with `start()` after creating the actor."""
+    """One rafka broker. Start it with `start()` after creating the actor.
+
+    Over 400 lines because every call the cluster makes on a broker (the controller's
+    requests, rafka's clients' metadata and transaction calls, fault injection) must be a
+    method of the actor's class; most are short shells over the replica-host pool, the
+    metadata cache and the transaction coordinator, which do the work.
+    """
 
     def __init__(
         self,
@@ -109,17 +112,16 @@ class Broker:
         # Not part of `config`, which is described and printed.
         self.zk_credentials = as_credentials(zk_credentials)
         self.node_id = ray.get_runtime_context().get_node_id()
-        # The replica-host actors by name, and the last LeaderAndIsr applied to each replica
-        # hosted on them: a host that dies is recreated, and its replicas from these.
-        self.hosts: dict[str, Any] = {}
-        self.replica_states: dict[TopicPartition, LeaderAndIsrRequest] = {}
-        # Every broker's replica-host pool size, from its registration: it names the host of
-        # a partition's leader, which followers fetch from.
-        self._pool_sizes: dict[int, int] = {}
-        # One task per host, awaiting the host's lifeline call: it fails when the host dies.
-        self._host_watches: dict[str, asyncio.Task] = {}
         self.controller_epoch = -1
         self.store: ClusterStore | None = None
+        # This broker's replicas, on its replica hosts (Kafka's ReplicaManager).
+        self.replica_hosts = ReplicaHostPool(
+            broker_id, namespace, self.node_id, self.data_dir, self.raw_config,
+            self.config.num_replica_hosts, lambda: self.store)
+        # The last LeaderAndIsr applied to each replica here (the pool's, read by the
+        # listener, the group and the transaction coordinators).
+        self.replica_states: dict[TopicPartition, LeaderAndIsrRequest] = \
+            self.replica_hosts.replica_states
         self.registration: BrokerRegistration | None = None
         self.election: ControllerElection | None = None
         self.controller: Controller | None = None
@@ -290,9 +292,7 @@ class Broker:
 
     def replica_host_for(self, topic: str, partition: int) -> Any:
         """The host of this broker's replica of the partition, None if it holds none."""
-        if TopicPartition(topic, partition) not in self.replica_states:
-            return None
-        return self._host(self._host_name(topic, partition))
+        return self.replica_hosts.replica_host_for(topic, partition)
 
     def _call_soon(self, function: Any, *args: Any) -> None:
         """From a kazoo thread onto this actor's loop."""
@@ -324,7 +324,7 @@ class Broker:
         if event in (SessionEvent.CONNECTED, SessionEvent.RECONNECTED) and self.store is not None:
             self._granted_session_timeout_ms = self.store.session_timeout_ms
         if event is SessionEvent.RECONNECTED and self._fenced_while_cut_off:
-            self._unfencing = asyncio.gather(*(self._recreate_host(name) for name in self.hosts))
+            self._unfencing = self.replica_hosts.restore_all()
         self._fenced_while_cut_off = False
 
     async def _fence_when_expired(self, timeout_s: float) -> None:
@@ -333,8 +333,7 @@ class Broker:
                     "its session is gone, fencing its replicas", self.broker_id, timeout_s)
         self._fenced_while_cut_off = True
         self._cut_off = None
-        for host in self.hosts.values():
-            host.fence.remote()
+        self.replica_hosts.fence()
 
     def _on_unregistered(self) -> None:
         # Our session expired: another broker may already lead our partitions. Lead nothing
@@ -342,8 +341,7 @@ class Broker:
         if not self._shutting_down:
             log.warning("broker %d lost its ZooKeeper session: fencing its replicas",
                         self.broker_id)
-        for host in self.hosts.values():
-            host.fence.remote()
+        self.replica_hosts.fence()
 
     def _on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
         """Keep the handles of the live brokers warm; drop those that left or registered anew
@@ -382,8 +380,7 @@ class Broker:
     async def shutdown(self) -> None:
         """Controlled shutdown: resign, unregister, close every replica, close the session."""
         self._shutting_down = True
-        for watch in self._host_watches.values():
-            watch.cancel()
+        self.replica_hosts.stop_watching()
         if self.kafka_listener is not None:
             await self.kafka_listener.close()
         self.transactions.close()
@@ -394,40 +391,11 @@ class Broker:
             await asyncio.to_thread(self.election.stop)
         if self.registration is not None:
             await asyncio.to_thread(self.registration.unregister)
-        await asyncio.gather(
-            *(host.close.remote() for host in self.hosts.values()),
-            return_exceptions=True,
-        )
+        await self.replica_hosts.close()
         if self.store is not None:
             await asyncio.to_thread(self.store.close)
 
-    # ----------------------------------------------------------------------- replica hosts
-
-    def _host_name(self, topic: str, partition: int) -> str:
-        return replica_host_name(self.broker_id, topic, partition,
-                                 self.config.num_replica_hosts)
-
-    def _host(self, name: str) -> Any:
-        handle = self.hosts.get(name)
-        if handle is None:
-            handle = ReplicaHostActor.options(
-                name=name,
-                namespace=self.namespace,
-                # The logs live on this node's disk: the host must run here.
-                scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_id, soft=False),
-                get_if_exists=True,
-            ).remote(name, self.broker_id, str(self.data_dir), self.raw_config, self.namespace)
-            self.hosts[name] = handle
-            self._host_watches[name] = asyncio.ensure_future(self._watch_host(name, handle))
-        return handle
-
-    async def _leader_hosts(self, requests: list[dict[str, Any]]) -> dict[int, int]:
-        """The pool size of every leader named in `requests`, reading ZooKeeper for new ones."""
-        leaders = {p["leader"] for p in requests if p["leader"] >= 0}
-        if not leaders <= set(self._pool_sizes) and self.store is not None:
-            brokers = await asyncio.to_thread(read_brokers, self.store)
-            self._pool_sizes.update({b: info.replica_hosts for b, info in brokers.items()})
-        return self._pool_sizes
+    # ----------------------------------------------------------- the controller's requests
 
     async def leader_and_isr(
         self, controller_epoch: int, partitions: list[dict[str, Any]]
@@ -445,17 +413,7 @@ class Broker:
                 f"broker {self.broker_id} is not registered in ZooKeeper",
             )
         self.controller_epoch = controller_epoch
-        pools = await self._leader_hosts(partitions)
-        by_host: dict[str, list[LeaderAndIsrRequest]] = {}
-        for entry in partitions:
-            leader = entry["leader"]
-            leader_host = (replica_host_name(leader, entry["topic"], entry["partition"],
-                                             pools.get(leader, 0)) if leader >= 0 else None)
-            request = LeaderAndIsrRequest.from_controller(entry, controller_epoch, leader_host)
-            self.replica_states[TopicPartition(request.topic, request.partition)] = request
-            by_host.setdefault(self._host_name(request.topic, request.partition),
-                               []).append(request)
-        return await self._apply_on_hosts(by_host)
+        return await self.replica_hosts.leader_and_isr(controller_epoch, partitions)
 
     async def _registered_within(self, timeout_s: float) -> bool:
         """Whether this broker is registered in its current session, waiting up to `timeout_s`.
@@ -472,14 +430,6 @@ class Broker:
         except TimeoutError:
             return False
 
-    async def _apply_on_hosts(
-        self, by_host: dict[str, list[LeaderAndIsrRequest]]
-    ) -> dict[str, Any]:
-        calls = {name: self._host(name).leader_and_isr.remote(requests)
-                 for name, requests in by_host.items()}
-        return await _failures(calls, {name: [(r.topic, r.partition) for r in requests]
-                                       for name, requests in by_host.items()})
-
     async def update_topic_config(
         self, controller_epoch: int, topic: str, config: dict[str, Any]
     ) -> dict[str, Any]:
@@ -488,16 +438,7 @@ class Broker:
         if controller_epoch < self.controller_epoch:
             return error_reply(ErrorCode.STALE_CONTROLLER_EPOCH, "stale controller epoch")
         self.controller_epoch = controller_epoch
-        by_host: dict[str, list[tuple[str, int]]] = {}
-        for tp, request in list(self.replica_states.items()):
-            if tp.topic == topic:
-                self.replica_states[tp] = dataclasses.replace(request, config=dict(config))
-                name = self._host_name(tp.topic, tp.partition)
-                if name in self.hosts:
-                    by_host.setdefault(name, []).append((tp.topic, tp.partition))
-        return await _failures(
-            {name: self.hosts[name].update_topic_config.remote(topic, config)
-             for name in by_host}, by_host)
+        return await self.replica_hosts.update_topic_config(topic, config)
 
     async def stop_replicas(
         self, controller_epoch: int, partitions: list[tuple[str, int]], delete: bool
@@ -506,76 +447,7 @@ class Broker:
         if controller_epoch < self.controller_epoch:
             return error_reply(ErrorCode.STALE_CONTROLLER_EPOCH, "stale controller epoch")
         self.controller_epoch = controller_epoch
-        by_host: dict[str, list[tuple[str, int]]] = {}
-        for topic, partition in partitions:
-            self.replica_states.pop(TopicPartition(topic, partition), None)
-            name = self._host_name(topic, partition)
-            if name in self.hosts:
-                by_host.setdefault(name, []).append((topic, partition))
-        await asyncio.gather(
-            *(self.hosts[name].stop_replicas.remote(tps, delete) for name, tps in by_host.items()),
-            return_exceptions=True,
-        )
-        if delete:
-            # Every directory goes, including those no host had open (this broker was down when
-            # the topic was deleted, say): a topic of the same name must start empty.
-            await asyncio.gather(*(
-                asyncio.to_thread(shutil.rmtree, partition_log_dir(self.data_dir, *tp), True)
-                for tp in partitions))
-        # A host of one replica (num.replica.hosts=0) has nothing left to do.
-        if self.config.num_replica_hosts <= 0:
-            for name in by_host:
-                ray.kill(self.hosts.pop(name), no_restart=True)
-                self._host_watches.pop(name).cancel()
-        return {"error": 0}
-
-    async def _watch_host(self, name: str, handle: Any) -> None:
-        """Recreate a replica host that dies while this broker lives.
-
-        In Kafka a replica cannot die without its broker; here its host is a process of its
-        own. The host answers its lifeline call only by dying, so this costs nothing while it
-        lives and notices at once when it goes. The logs survive on disk, so a new host reopens
-        them (recovering torn tails) and takes each partition's current state from ZooKeeper,
-        the same leader epochs included.
-        """
-        try:
-            await handle.lifeline.remote()
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            if self.hosts.get(name) is handle and not self._shutting_down:
-                log.warning("replica host %s of broker %d died (%s): recreating it", name,
-                            self.broker_id, type(error).__name__)
-                self.hosts.pop(name, None)
-                await self._recreate_host(name)
-
-    async def _recreate_host(self, name: str) -> None:
-        """Give a host its replicas again, as ZooKeeper has them now (after the host was
-        recreated, or fenced while the session turned out to be alive)."""
-        hosted = [tp for tp in self.replica_states if self._host_name(*tp) == name]
-        if not hosted or self.store is None:
-            return
-        states = PartitionStateStore(self.store)
-        current = await asyncio.to_thread(
-            lambda: {tp: states.read_partition_state(*tp) for tp in hosted})
-        pools = await self._leader_hosts(
-            [{"leader": found.value.leader} for found in current.values() if found is not None])
-        requests = []
-        for tp in hosted:
-            request = self.replica_states[tp]
-            found = current.get(tp)
-            if found is not None:
-                leader = found.value.leader
-                request = dataclasses.replace(
-                    request, leader=leader, leader_epoch=found.value.leader_epoch,
-                    isr=tuple(found.value.isr), zk_version=found.version,
-                    leader_host=replica_host_name(leader, tp.topic, tp.partition,
-                                                  pools.get(leader, 0)) if leader >= 0 else None)
-            requests.append(request)
-        applied = await self._apply_on_hosts({name: requests})
-        if applied["failed"]:
-            log.warning("replica host %s of broker %d did not take back %s", name,
-                        self.broker_id, applied["failed"])
+        return await self.replica_hosts.stop_replicas(partitions, delete)
 
     # ------------------------------------------------------------------- ZooKeeper writes
 
@@ -647,18 +519,12 @@ class Broker:
             "controller": bool(self.election and self.election.is_controller),
             "controller_epoch": self.election.epoch if self.election else None,
             "replicas": sorted(f"{topic}-{partition}" for topic, partition in self.replica_states),
-            "replica_hosts": sorted(self.hosts),
+            "replica_hosts": sorted(self.replica_hosts.hosts),
         }
 
     async def describe_replicas(self, topic: str | None = None) -> list[dict[str, Any]]:
         """Every replica this broker hosts (of `topic` only, if given), as its host sees it."""
-        calls = [asyncio.wait_for(asyncio.wrap_future(host.describe.remote(topic).future()),
-                                  HOST_ANSWER_TIMEOUT_S)
-                 for host in self.hosts.values()]
-        # A host that does not answer (paused, dying) leaves its replicas out.
-        found = await asyncio.gather(*calls, return_exceptions=True)
-        return [replica for replicas in found if not isinstance(replicas, BaseException)
-                for replica in replicas]
+        return await self.replica_hosts.describe_replicas(topic)
 
     async def ping(self) -> int:
         return self.broker_id
@@ -721,20 +587,15 @@ class Broker:
 
     async def replica_host_of(self, topic: str, partition: int) -> str:
         """The name of the replica host that holds (or would hold) this broker's replica."""
-        return self._host_name(topic, partition)
+        return self.replica_hosts.host_name(topic, partition)
 
     async def replica_pid(self, topic: str, partition: int) -> int | None:
         """The process id of the host of one of this broker's replicas (fault injection)."""
-        handle = self.hosts.get(self._host_name(topic, partition))
-        return None if handle is None else await handle.pid.remote()
+        return await self.replica_hosts.replica_pid(topic, partition)
 
     async def replica_host_pids(self) -> dict[str, int]:
         """The process id of each of this broker's replica hosts."""
-        names = list(self.hosts)
-        pids = await asyncio.gather(*(self.hosts[name].pid.remote() for name in names),
-                                    return_exceptions=True)
-        return {name: pid for name, pid in zip(names, pids, strict=True)
-                if isinstance(pid, int)}
+        return await self.replica_hosts.host_pids()
 
 
 def _was_restarted() -> bool:
@@ -800,18 +661,3 @@ def read_metadata(store: ClusterStore, topics: list[str] | None = None) -> Updat
 
 BrokerActor = ray.remote(num_cpus=0, max_concurrency=1000)(Broker)
 
-
-async def _failures(calls: dict[str, Any], partitions: dict[str, list[tuple[str, int]]],
-                    ) -> dict[str, Any]:
-    """Await each replica host's call and gather what failed, by partition: all of a host's
-    `partitions` when its call raised, else what its reply lists."""
-    names = list(calls)
-    replies = await asyncio.gather(*(calls[name] for name in names), return_exceptions=True)
-    failed: dict[str, Any] = {}
-    for name, reply in zip(names, replies, strict=True):
-        if isinstance(reply, BaseException):
-            failed.update({f"{topic}-{partition}": repr(reply)
-                           for topic, partition in partitions[name]})
-        else:
-            failed.update(reply.get("failed", {}))
-    return {"error": 0, "failed": failed}

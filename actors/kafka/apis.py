@@ -1,0 +1,444 @@
+"""The handlers of Kafka's APIs for one broker, one `handle_<api>` per ApiKey, as Kafka's
+`KafkaApis` beside its `SocketServer` (`actors/kafka/listener.py` reads the requests and
+writes the answers; this answers them).
+
+`handler_for(api_key)` is the one table every request is dispatched through, so what must
+wrap every handler (authorization, say) has one place to do it. A Produce or Fetch goes to
+the replica host of this broker's replica (the same calls rafka's own clients make), and a
+partition this broker does not hold gets NOT_LEADER_OR_FOLLOWER, after which the client asks
+for metadata again. Metadata comes from the broker's metadata cache (kept by the controller,
+never read from ZooKeeper per request), with each broker's address from the `endpoints` of
+its registration. A batch too large for its topic is refused from its header before it goes
+anywhere. Record batches are converted between Kafka's format and rafka's by
+`rafka.wire.records`, in the replica hosts that hold the partitions (the handlers only pass
+bytes through); group requests go to the group coordinator (`actors/group/coordinator.py`),
+topic administration to `actors/kafka/admin.py`, transactions to
+`actors/kafka/transactions.py`, reassignments and log dirs to `actors/kafka/replica_admin.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kafka.protocol.api_key import ApiKey
+
+from rafka.actors.broker_view import BrokerView
+from rafka.actors.config import TopicConfig
+from rafka.actors.dataport import frames
+from rafka.actors.dataport.async_client import HostConnections, RequestTooLarge
+from rafka.actors.dataport.frames import KAFKA_FETCH, KAFKA_PRODUCE, LIST_OFFSETS
+from rafka.actors.errors import ErrorCode
+from rafka.actors.group.coordinator import GroupCoordinator
+from rafka.actors.kafka.admin import KafkaAdminHandler
+from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
+from rafka.actors.kafka.transactions import KafkaTransactionHandler
+from rafka.actors.messages import (
+    Appended,
+    FetchedRecords,
+    OffsetQuery,
+    PartitionFetch,
+    PartitionProduce,
+    RecordsDeletion,
+    TxnMarker,
+)
+from rafka.actors.offsets_topic import OFFSETS_TOPIC
+from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
+from rafka.common.sentinels import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from rafka.common.topic_partition import TopicPartition
+from rafka.coordination.validation import is_valid_topic_name
+from rafka.logstore.batch import NO_TIMESTAMP
+from rafka.logstore.errors import RecordTooLargeError
+from rafka.wire.produce import PartitionAnswer, produce_response
+from rafka.wire.protocol import Api
+from rafka.wire.records import check_bounds
+
+log = logging.getLogger(__name__)
+
+INTERNAL_TOPICS = frozenset((OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC))
+# Metadata v10+ carries topic ids; rafka names topics only (Kafka's "no id").
+NO_TOPIC_ID = uuid.UUID(int=0)
+
+# A handler returns its response's fields, the response already written (Produce), or None (none).
+Handler = Callable[[Api, int, Any], Awaitable[dict[str, Any] | bytes | None]]
+# How long a WriteTxnMarkers request waits for each marker to reach its partition's ISR (the
+# request carries no timeout; Kafka's coordinator waits on its own request.timeout.ms).
+_MARKER_TIMEOUT_MS = 30_000
+# The most a replica host's answer over its data port may carry: a fetch's records beyond the
+# client's max_bytes when its first batch is larger, as Kafka answers. The host is the
+# cluster's own, token-checked; this bounds a stray answer, not a hostile one.
+_MAX_HOST_ANSWER_BYTES = 1 << 30
+
+
+class KafkaApis:
+    """Answers the Kafka requests `broker` is sent, each by its ApiKey's handler."""
+
+    def __init__(self, broker: BrokerView) -> None:
+        self.broker = broker
+        # Calls to a replica host that raised or found the host gone (each answered
+        # NOT_LEADER_OR_FOLLOWER): none while the hosts are healthy, whatever clients send.
+        self.host_failures = 0
+        config = broker.config
+        # Each topic's max.message.bytes, and the config it was read from.
+        self._topic_limits: dict[str, tuple[dict[str, Any], int]] = {}
+        # Kafka clients' Produce, Fetch, ListOffsets and OffsetFetch go to the replica hosts
+        # over connections kept to their data ports (kafka.listener.host.transport=tcp): an
+        # actor call cost the listener more than the rest of a produce request's work, and
+        # made OffsetFetch slower than Produce (docs/kafka-protocol.md).
+        self._host_timeout_s = config.request_timeout_ms / 1000
+        self._host_connections = HostConnections(
+            self._host_timeout_s, config.socket_request_max_bytes, _MAX_HOST_ANSWER_BYTES,
+        ) if config.kafka_listener_host_transport == "tcp" else None
+        self.groups = GroupCoordinator(broker, self._call_host)
+        self.transactions = KafkaTransactionHandler(broker.transactions)
+        self.topics = KafkaAdminHandler(broker)
+        self.replicas = ReplicaAdminHandler(broker)
+        self._handlers: dict[int, Handler] = {
+            ApiKey.Produce: self.handle_produce,
+            ApiKey.Fetch: self.handle_fetch,
+            ApiKey.ListOffsets: self.handle_list_offsets,
+            ApiKey.Metadata: self.handle_metadata,
+            ApiKey.OffsetCommit: self.groups.offset_commit,
+            ApiKey.OffsetFetch: self.groups.offset_fetch,
+            ApiKey.FindCoordinator: self.groups.find_coordinator,
+            ApiKey.JoinGroup: self.groups.join_group,
+            ApiKey.Heartbeat: self.groups.heartbeat,
+            ApiKey.LeaveGroup: self.groups.leave_group,
+            ApiKey.SyncGroup: self.groups.sync_group,
+            ApiKey.DescribeGroups: self.groups.describe_groups,
+            ApiKey.ListGroups: self.groups.list_groups,
+            ApiKey.DeleteGroups: self.groups.delete_groups,
+            ApiKey.CreateTopics: self.topics.create_topics,
+            ApiKey.DeleteTopics: self.topics.delete_topics,
+            ApiKey.InitProducerId: self.transactions.init_producer_id,
+            ApiKey.AddPartitionsToTxn: self.transactions.add_partitions_to_txn,
+            ApiKey.AddOffsetsToTxn: self.transactions.add_offsets_to_txn,
+            ApiKey.EndTxn: self.transactions.end_txn,
+            ApiKey.TxnOffsetCommit: self.groups.txn_offset_commit,
+            ApiKey.ListTransactions: self.transactions.list_transactions,
+            ApiKey.DescribeTransactions: self.transactions.describe_transactions,
+            ApiKey.DescribeConfigs: self.topics.describe_configs,
+            ApiKey.AlterConfigs: self.topics.alter_configs,
+            ApiKey.IncrementalAlterConfigs: self.topics.incremental_alter_configs,
+            ApiKey.CreatePartitions: self.topics.create_partitions,
+            ApiKey.ElectLeaders: self.topics.elect_leaders,
+            ApiKey.DeleteRecords: self.handle_delete_records,
+            ApiKey.DescribeProducers: self.handle_describe_producers,
+            ApiKey.WriteTxnMarkers: self.handle_write_txn_markers,
+            ApiKey.DescribeLogDirs: self.replicas.describe_log_dirs,
+            ApiKey.AlterReplicaLogDirs: self.replicas.alter_replica_log_dirs,
+            ApiKey.AlterPartitionReassignments: self.replicas.alter_partition_reassignments,
+            ApiKey.ListPartitionReassignments: self.replicas.list_partition_reassignments,
+        }
+
+    def start(self) -> None:
+        """Start the group coordinator's timers (sessions, rebalances)."""
+        self.groups.start()
+
+    async def close(self) -> None:
+        await self.groups.close()
+        if self._host_connections is not None:
+            self._host_connections.close()
+
+    def handler_for(self, api_key: int) -> Handler:
+        """The handler of the API `api_key` (one rafka serves: the request decoded)."""
+        return self._handlers[api_key]
+
+    @property
+    def host_calls_over_data_ports(self) -> int:
+        """How many calls to replica hosts were answered over their data ports."""
+        return 0 if self._host_connections is None else self._host_connections.answered
+
+    async def _call_host(self, host: Any, method: str, wait_ms: int, *arguments: Any) -> Any:
+        """`host.<method>(*arguments)`, which may wait `wait_ms` on the host: over a kept
+        connection to its data port if the port serves the method, else as an actor call."""
+        if self._host_connections is not None and method in frames.REQUESTS:
+            try:
+                return await self._host_connections.call(
+                    host, method, max(wait_ms, 0) / 1000 + self._host_timeout_s, *arguments)
+            except RequestTooLarge:
+                pass  # longer than the port takes: an actor call has no such bound
+        return await getattr(host, method).remote(*arguments)
+
+    async def _each_host(self, parts: list[Any], call: Callable[[Any, list[Any]], Any],
+                         ) -> dict[tuple[str, int], dict[str, Any]]:
+        """Hand each replica host of this broker its share of `parts` (each names a topic and
+        a partition) in one `call`, and return every part's reply by (topic, partition), in
+        the order asked; a partition this broker holds no replica of is NOT_LEADER_OR_FOLLOWER,
+        so the client asks for metadata again."""
+        replies: dict[tuple[str, int], dict[str, Any]] = {}
+        by_host: dict[Any, list[Any]] = {}
+        for part in parts:
+            tp = (part.topic, part.partition)
+            replies[tp] = _not_here(self.broker.broker_id, tp)
+            host = self.broker.replica_host_for(*tp)
+            if host is not None:
+                by_host.setdefault(host, []).append(part)
+        hosts = list(by_host)
+        answers = await asyncio.gather(*(call(host, by_host[host]) for host in hosts),
+                                       return_exceptions=True)
+        self.host_failures += sum(isinstance(answer, BaseException) for answer in answers)
+        for host, answer in zip(hosts, answers, strict=True):
+            for part, reply in _each_reply(by_host[host], answer):
+                replies[(part.topic, part.partition)] = reply
+        return replies
+
+    # ------------------------------------------------------------------------ metadata
+
+    async def handle_metadata(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        # v0 asks for every topic with an empty list; later versions with null.
+        wanted = None if not request.topics and (version == 0 or request.topics is None) \
+            else [topic.name for topic in request.topics or ()]
+        invalid = {name for name in wanted or () if not is_valid_topic_name(name)}
+        metadata = await self.broker.metadata(
+            None if wanted is None else [name for name in wanted if name not in invalid])
+        # Kafka creates a topic a client asks about, unless either side said not to (v4+ ask
+        # whether to; older versions always may). Internal topics are never created so.
+        may_create = self.broker.config.auto_create_topics_enable and (
+            version < 4 or request.allow_auto_topic_creation)
+        errors: dict[str, int] = {name: ErrorCode.INVALID_TOPIC_EXCEPTION for name in invalid}
+        for name in wanted or ():
+            if name not in invalid and name not in metadata["topics"]:
+                errors[name] = (await self.topics.create_topic_for_metadata(name)
+                                if may_create and not name.startswith("__")
+                                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        live = set(metadata["brokers"])
+        response = api.response
+        brokers = []
+        for broker_id, endpoints in sorted(metadata["endpoints"].items()):
+            if endpoints:
+                host, port = endpoints[0]
+                brokers.append(response.MetadataResponseBroker(
+                    node_id=broker_id, host=host, port=port, rack=None))
+        topics = []
+        for name in wanted if wanted is not None else sorted(metadata["topics"]):
+            partitions = metadata["topics"].get(name)
+            if partitions is None:
+                topics.append(response.MetadataResponseTopic(
+                    error_code=errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                    name=name, topic_id=NO_TOPIC_ID, is_internal=False, partitions=[]))
+                continue
+            topics.append(response.MetadataResponseTopic(
+                error_code=0, name=name, topic_id=NO_TOPIC_ID,
+                is_internal=name in INTERNAL_TOPICS,
+                partitions=[self._partition_metadata(response, index, state, live)
+                            for index, state in sorted(partitions.items())]))
+        controller = metadata["controller"]
+        return {"throttle_time_ms": 0, "brokers": brokers,
+                "cluster_id": self.broker.cluster_name,
+                "controller_id": -1 if controller is None else controller, "topics": topics}
+
+    @staticmethod
+    def _partition_metadata(response: Any, index: int, state: dict[str, Any],
+                            live: set[int]) -> Any:
+        leader = state["leader"]
+        return response.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=0 if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=index, leader_id=leader, leader_epoch=state["leader_epoch"],
+            replica_nodes=state["replicas"], isr_nodes=state["isr"],
+            offline_replicas=[r for r in state["replicas"] if r not in live])
+
+    # ------------------------------------------------------------------------- produce
+
+    async def handle_produce(self, api: Api, version: int, request: Any) -> bytes | None:
+        # A transactional producer's batches carry their flag; the leader takes them as any
+        # idempotent producer's (the client added the partition to its transaction first).
+        # The hosts convert each partition's batches: in parallel, and never on this loop,
+        # where the controller and every other connection of this broker run. A batch too
+        # large for its topic by its headers alone is refused here, without a trip to a host.
+        parts: list[PartitionProduce] = []
+        errors: dict[tuple[str, int], tuple[int, str]] = {}
+        for topic in request.topic_data:
+            for part in topic.partition_data:
+                tp = (topic.name, part.index)
+                records = part.records or b""
+                limit = self._max_message_bytes(*tp)
+                try:
+                    if limit is not None:
+                        check_bounds(records, limit)
+                except RecordTooLargeError as error:
+                    errors[tp] = (ErrorCode.MESSAGE_TOO_LARGE, str(error))
+                else:
+                    parts.append(PartitionProduce(*tp, records))
+        replies = await self._each_host(
+            parts, lambda host, share: self._call_host(
+                host, KAFKA_PRODUCE, request.timeout_ms, share, request.acks,
+                request.timeout_ms))
+        if request.acks == 0:
+            return None
+        return _produce_response(version, request.header.correlation_id, errors, replies)
+
+    def _max_message_bytes(self, topic: str, partition: int) -> int | None:
+        """The topic's max.message.bytes, from the config its replica here was given (None if
+        this broker holds none); parsed once per config the controller sends."""
+        state = self.broker.replica_states.get(TopicPartition(topic, partition))
+        if state is None:
+            return None
+        cached = self._topic_limits.get(topic)
+        if cached is None or cached[0] is not state.config:
+            cached = self._topic_limits[topic] = (
+                state.config, TopicConfig.from_dict(state.config).log.max_message_bytes)
+        return cached[1]
+
+    # --------------------------------------------------------------------------- fetch
+
+    async def handle_fetch(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        parts = [PartitionFetch(topic.topic, part.partition, part.fetch_offset,
+                                part.partition_max_bytes)
+                 for topic in request.topics for part in topic.partitions]
+        read_committed = request.isolation_level == 1
+        replies = await self._each_host(
+            parts, lambda host, share: self._call_host(
+                host, KAFKA_FETCH, request.max_wait_ms, share, request.max_wait_ms,
+                request.min_bytes, request.max_bytes, read_committed))
+        response = api.response
+        topics: dict[str, list[Any]] = {}
+        for tp, reply in replies.items():
+            partition_data = response.FetchableTopicResponse.PartitionData
+            aborted: list[Any] = []
+            if isinstance(reply, FetchedRecords):
+                error, high_watermark, log_start_offset, last_stable_offset = (
+                    0, reply.high_watermark, reply.log_start_offset, reply.last_stable_offset)
+                records = reply.records
+                aborted = [partition_data.AbortedTransaction(producer_id=producer_id,
+                                                             first_offset=first_offset)
+                           for producer_id, first_offset in reply.aborted_transactions]
+            else:  # an error: an out-of-range offset still says where the log stands
+                error, high_watermark, log_start_offset, records = (
+                    reply["error"], reply.get("high_watermark", -1),
+                    reply.get("log_start_offset", -1), b"")
+                last_stable_offset = -1
+            topics.setdefault(tp[0], []).append(partition_data(
+                partition_index=tp[1], error_code=error, high_watermark=high_watermark,
+                last_stable_offset=last_stable_offset, log_start_offset=log_start_offset,
+                aborted_transactions=aborted if read_committed else None,
+                preferred_read_replica=-1, records=records))
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+                "responses": [response.FetchableTopicResponse(topic=name, partitions=answers)
+                              for name, answers in topics.items()]}
+
+    # -------------------------------------------------------------------- list offsets
+
+    async def handle_list_offsets(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        read_committed = version >= 2 and request.isolation_level == 1
+        queries = [OffsetQuery(topic.name, part.partition_index, part.timestamp, read_committed)
+                   for topic in request.topics for part in topic.partitions]
+        replies = await self._each_host(
+            queries, lambda host, share: self._call_host(host, LIST_OFFSETS, 0, share))
+        response = api.response.ListOffsetsTopicResponse
+        topics = _per_topic(replies, lambda partition, reply: (
+            response.ListOffsetsPartitionResponse(
+                partition_index=partition, error_code=reply.get("error", 0),
+                timestamp=reply.get("timestamp", NO_TIMESTAMP),
+                offset=UNDEFINED_OFFSET if reply.get("offset") is None else reply["offset"],
+                leader_epoch=reply.get("leader_epoch", UNDEFINED_EPOCH))))
+        return {"throttle_time_ms": 0,
+                "topics": [response(name=name, partitions=parts)
+                           for name, parts in topics.items()]}
+
+    # --------------------------------------------------------------- describe producers
+
+    async def handle_describe_producers(self, api: Api, version: int, request: Any
+                                  ) -> dict[str, Any]:
+        """The producers each partition's leader knows (what `kafka-transactions.sh
+        describe-producers` shows, to find a transaction left open), at the leader, as
+        Kafka asks it there."""
+        partitions = [TopicPartition(topic.name, index)
+                      for topic in request.topics for index in topic.partition_indexes]
+        replies = await self._each_host(
+            partitions, lambda host, share: host.active_producers.remote(share))
+        response = api.response.TopicResponse
+        state = response.PartitionResponse.ProducerState
+        topics = _per_topic(replies, lambda partition, reply: response.PartitionResponse(
+            partition_index=partition, error_code=reply.get("error", 0),
+            error_message=reply.get("message"),
+            active_producers=[state(**producer) for producer in reply.get("producers", ())]))
+        return {"throttle_time_ms": 0, "topics": [response(name=name, partitions=parts)
+                                                  for name, parts in topics.items()]}
+
+    async def handle_write_txn_markers(self, api: Api, version: int, request: Any
+                                 ) -> dict[str, Any]:
+        """Commit or abort markers written at the partitions' leaders, each answered once
+        its ISR holds it. rafka's own coordinator writes its markers through Ray; this is
+        for `kafka-transactions.sh abort`, which ends a transaction its coordinator lost by
+        writing the marker itself. The leader refuses a producer epoch older than its
+        producer's (INVALID_PRODUCER_EPOCH) and a coordinator epoch older than the
+        producer's last marker there (TRANSACTION_COORDINATOR_FENCED), as Kafka's does."""
+
+        async def write(entry: Any) -> Any:
+            markers = [TxnMarker(topic.name, index, entry.producer_id, entry.producer_epoch,
+                                 entry.transaction_result, entry.coordinator_epoch)
+                       for topic in entry.topics for index in topic.partition_indexes]
+            replies = await self._each_host(markers, lambda host, share: (
+                host.write_txn_markers.remote(share, _MARKER_TIMEOUT_MS)))
+            result = api.response.WritableTxnMarkerResult.WritableTxnMarkerTopicResult
+            topics = _per_topic(replies, lambda partition, reply: (
+                result.WritableTxnMarkerPartitionResult(partition_index=partition,
+                                                        error_code=reply.get("error", 0))))
+            return api.response.WritableTxnMarkerResult(
+                producer_id=entry.producer_id,
+                topics=[result(name=name, partitions=parts) for name, parts in topics.items()])
+
+        return {"markers": list(await asyncio.gather(*map(write, request.markers)))}
+
+    # ------------------------------------------------------------------ delete records
+
+    async def handle_delete_records(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        """DeleteRecords, at each partition's leader (clients send it there, as Produce):
+        answered once the leader's log start moved, with the new log start as the low
+        watermark; the followers follow on their next fetch."""
+        deletions = [RecordsDeletion(topic.name, part.partition_index, part.offset)
+                     for topic in request.topics for part in topic.partitions]
+        replies = await self._each_host(
+            deletions, lambda host, share: host.delete_records.remote(share))
+        response = api.response.DeleteRecordsTopicResult
+        topics = _per_topic(replies, lambda partition, reply: (
+            response.DeleteRecordsPartitionResult(
+                partition_index=partition, low_watermark=reply.get("low_watermark", -1),
+                error_code=reply.get("error", 0))))
+        return {"throttle_time_ms": 0, "topics": [response(name=name, partitions=parts)
+                                                  for name, parts in topics.items()]}
+
+
+def _each_reply(parts: list[Any], answer: Any) -> list[tuple[Any, dict[str, Any]]]:
+    """Pair each part of a call to a host with its reply; a host that died or raised answers
+    NOT_LEADER_OR_FOLLOWER for all of them, so the client asks where they are now."""
+    if isinstance(answer, BaseException):
+        log.warning("a replica host did not answer: %r", answer)
+        failed = {"error": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                  "message": f"the replica host did not answer: {answer!r}"}
+        return [(part, failed) for part in parts]
+    return list(zip(parts, answer, strict=True))
+
+
+def _per_topic(replies: dict[tuple[str, int], dict[str, Any]],
+               answer: Callable[[int, dict[str, Any]], Any]) -> dict[str, list[Any]]:
+    """`answer(partition, reply)` for each partition's reply, grouped by topic, as responses
+    nest them."""
+    topics: dict[str, list[Any]] = {}
+    for (topic, partition), reply in replies.items():
+        topics.setdefault(topic, []).append(answer(partition, reply))
+    return topics
+
+
+def _not_here(broker_id: int, tp: tuple[str, int]) -> dict[str, Any]:
+    return {"error": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            "message": f"broker {broker_id} holds no replica of {tp[0]}-{tp[1]}"}
+
+
+def _produce_response(version: int, correlation_id: int,
+                      errors: dict[tuple[str, int], tuple[int, str]],
+                      replies: dict[tuple[str, int], dict[str, Any]]) -> bytes:
+    answers = []
+    for tp in sorted({*errors, *replies}):
+        reply = replies.get(tp)
+        if isinstance(reply, Appended):
+            answers.append(PartitionAnswer(*tp, 0, reply.base_offset, reply.log_append_time,
+                                           reply.log_start_offset))
+        else:
+            code, message = errors[tp] if tp in errors else (reply["error"], reply.get("message"))
+            answers.append(PartitionAnswer(*tp, code, error_message=message))
+    return produce_response(version, correlation_id, answers)

@@ -1,0 +1,283 @@
+"""ReplicaHostPool: the replica-host actors of one broker and the replicas they hold.
+
+The nearest analogue is Kafka's ReplicaManager: it owns a broker's replicas and applies the
+controller's LeaderAndIsr, StopReplica and topic config changes to them. Here the replicas live
+in ReplicaHost actors on the broker's own Ray node (`num.replica.hosts`; which host holds a
+partition is `rafka.actors.naming`'s), so the pool creates those hosts, hands each its share of
+a request in one call (all hosts at once), watches each host's lifeline, and recreates a host
+that died, giving it back the replicas it held as ZooKeeper has them now.
+
+It runs on the broker actor's event loop; the `Broker` keeps the life cycle, the ZooKeeper
+session, the controller it may host and the metadata, and delegates the replicas here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from rafka.actors.messages import LeaderAndIsrRequest
+from rafka.actors.naming import partition_log_dir, replica_host_name
+from rafka.actors.server.replica_host import ReplicaHostActor
+from rafka.common.topic_partition import TopicPartition
+from rafka.coordination.partition_state import PartitionStateStore
+from rafka.coordination.registration import read_brokers
+from rafka.coordination.store import ClusterStore
+
+log = logging.getLogger(__name__)
+
+# How long describe_replicas waits for each replica host.
+HOST_ANSWER_TIMEOUT_S = 2.0
+
+
+class ReplicaHostPool:
+    """The replica hosts of broker `broker_id`, created on Ray node `node_id` on demand.
+
+    `store` gives the broker's ZooKeeper store once it has one (None before it started).
+    """
+
+    def __init__(self, broker_id: int, namespace: str, node_id: str, data_dir: Path,
+                 raw_config: dict[str, Any], num_replica_hosts: int,
+                 store: Callable[[], ClusterStore | None]) -> None:
+        self.broker_id = broker_id
+        self.namespace = namespace
+        self.node_id = node_id
+        self.data_dir = data_dir
+        self.raw_config = raw_config
+        self.num_replica_hosts = num_replica_hosts
+        self._store = store
+        # The replica-host actors by name, and the last LeaderAndIsr applied to each replica
+        # hosted on them: a host that dies is recreated, and its replicas from these.
+        self.hosts: dict[str, Any] = {}
+        self.replica_states: dict[TopicPartition, LeaderAndIsrRequest] = {}
+        # Every broker's replica-host pool size, from its registration: it names the host of
+        # a partition's leader, which followers fetch from.
+        self._pool_sizes: dict[int, int] = {}
+        # One task per host, awaiting the host's lifeline call: it fails when the host dies.
+        self._host_watches: dict[str, asyncio.Task] = {}
+        self._closing = False
+
+    # ------------------------------------------------------------------------ finding hosts
+
+    def host_name(self, topic: str, partition: int) -> str:
+        """The name of the host that holds (or would hold) this broker's replica."""
+        return replica_host_name(self.broker_id, topic, partition, self.num_replica_hosts)
+
+    def host(self, name: str) -> Any:
+        """The host called `name`, created (and watched) if it is not yet."""
+        handle = self.hosts.get(name)
+        if handle is None:
+            handle = ReplicaHostActor.options(
+                name=name,
+                namespace=self.namespace,
+                # The logs live on this node's disk: the host must run here.
+                scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_id, soft=False),
+                get_if_exists=True,
+            ).remote(name, self.broker_id, str(self.data_dir), self.raw_config, self.namespace)
+            self.hosts[name] = handle
+            self._host_watches[name] = asyncio.ensure_future(self._watch_host(name, handle))
+        return handle
+
+    def replica_host_for(self, topic: str, partition: int) -> Any:
+        """The host of this broker's replica of the partition, None if it holds none."""
+        if TopicPartition(topic, partition) not in self.replica_states:
+            return None
+        return self.host(self.host_name(topic, partition))
+
+    async def _leader_hosts(self, requests: list[dict[str, Any]]) -> dict[int, int]:
+        """The pool size of every leader named in `requests`, reading ZooKeeper for new ones."""
+        leaders = {p["leader"] for p in requests if p["leader"] >= 0}
+        store = self._store()
+        if not leaders <= set(self._pool_sizes) and store is not None:
+            brokers = await asyncio.to_thread(read_brokers, store)
+            self._pool_sizes.update({b: info.replica_hosts for b, info in brokers.items()})
+        return self._pool_sizes
+
+    # --------------------------------------------------------------- the controller's requests
+
+    async def leader_and_isr(self, controller_epoch: int, partitions: list[dict[str, Any]]
+                             ) -> dict[str, Any]:
+        """Apply the controller's LeaderAndIsr to this broker's replicas, creating them: one
+        call per replica host, carrying all of its partitions."""
+        pools = await self._leader_hosts(partitions)
+        by_host: dict[str, list[LeaderAndIsrRequest]] = {}
+        for entry in partitions:
+            leader = entry["leader"]
+            leader_host = (replica_host_name(leader, entry["topic"], entry["partition"],
+                                             pools.get(leader, 0)) if leader >= 0 else None)
+            request = LeaderAndIsrRequest.from_controller(entry, controller_epoch, leader_host)
+            self.replica_states[TopicPartition(request.topic, request.partition)] = request
+            by_host.setdefault(self.host_name(request.topic, request.partition),
+                               []).append(request)
+        return await self._apply_on_hosts(by_host)
+
+    async def _apply_on_hosts(
+        self, by_host: dict[str, list[LeaderAndIsrRequest]]
+    ) -> dict[str, Any]:
+        calls = {name: self.host(name).leader_and_isr.remote(requests)
+                 for name, requests in by_host.items()}
+        return await _failures(calls, {name: [(r.topic, r.partition) for r in requests]
+                                       for name, requests in by_host.items()})
+
+    async def update_topic_config(self, topic: str, config: dict[str, Any]) -> dict[str, Any]:
+        """`topic`'s config changed: the hosts of its replicas here apply it, and a host
+        recreated later is given it with its LeaderAndIsr."""
+        by_host: dict[str, list[tuple[str, int]]] = {}
+        for tp, request in list(self.replica_states.items()):
+            if tp.topic == topic:
+                self.replica_states[tp] = dataclasses.replace(request, config=dict(config))
+                name = self.host_name(tp.topic, tp.partition)
+                if name in self.hosts:
+                    by_host.setdefault(name, []).append((tp.topic, tp.partition))
+        return await _failures(
+            {name: self.hosts[name].update_topic_config.remote(topic, config)
+             for name in by_host}, by_host)
+
+    async def stop_replicas(self, partitions: list[tuple[str, int]], delete: bool
+                            ) -> dict[str, Any]:
+        """Stop (and with `delete`, remove from disk) replicas: topic deletion, reassignment."""
+        by_host: dict[str, list[tuple[str, int]]] = {}
+        for topic, partition in partitions:
+            self.replica_states.pop(TopicPartition(topic, partition), None)
+            name = self.host_name(topic, partition)
+            if name in self.hosts:
+                by_host.setdefault(name, []).append((topic, partition))
+        await asyncio.gather(
+            *(self.hosts[name].stop_replicas.remote(tps, delete) for name, tps in by_host.items()),
+            return_exceptions=True,
+        )
+        if delete:
+            # Every directory goes, including those no host had open (this broker was down when
+            # the topic was deleted, say): a topic of the same name must start empty.
+            await asyncio.gather(*(
+                asyncio.to_thread(shutil.rmtree, partition_log_dir(self.data_dir, *tp), True)
+                for tp in partitions))
+        # A host of one replica (num.replica.hosts=0) has nothing left to do.
+        if self.num_replica_hosts <= 0:
+            for name in by_host:
+                ray.kill(self.hosts.pop(name), no_restart=True)
+                self._host_watches.pop(name).cancel()
+        return {"error": 0}
+
+    # ------------------------------------------------------------------- fencing, life cycle
+
+    def fence(self) -> None:
+        """Have every host stop leading (the broker's session is gone, or must be)."""
+        for host in self.hosts.values():
+            host.fence.remote()
+
+    def restore_all(self) -> asyncio.Future:
+        """Give every host its replicas back as ZooKeeper has them (fenced while the session
+        turned out to be alive)."""
+        return asyncio.gather(*(self._recreate_host(name) for name in self.hosts))
+
+    def stop_watching(self) -> None:
+        """Recreate no host from now on (the broker is shutting down)."""
+        self._closing = True
+        for watch in self._host_watches.values():
+            watch.cancel()
+
+    async def close(self) -> None:
+        """Close every host (its replicas flush and close their logs)."""
+        await asyncio.gather(
+            *(host.close.remote() for host in self.hosts.values()),
+            return_exceptions=True,
+        )
+
+    async def _watch_host(self, name: str, handle: Any) -> None:
+        """Recreate a replica host that dies while this broker lives.
+
+        In Kafka a replica cannot die without its broker; here its host is a process of its
+        own. The host answers its lifeline call only by dying, so this costs nothing while it
+        lives and notices at once when it goes. The logs survive on disk, so a new host reopens
+        them (recovering torn tails) and takes each partition's current state from ZooKeeper,
+        the same leader epochs included.
+        """
+        try:
+            await handle.lifeline.remote()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            if self.hosts.get(name) is handle and not self._closing:
+                log.warning("replica host %s of broker %d died (%s): recreating it", name,
+                            self.broker_id, type(error).__name__)
+                self.hosts.pop(name, None)
+                await self._recreate_host(name)
+
+    async def _recreate_host(self, name: str) -> None:
+        """Give a host its replicas again, as ZooKeeper has them now (after the host was
+        recreated, or fenced while the session turned out to be alive)."""
+        hosted = [tp for tp in self.replica_states if self.host_name(*tp) == name]
+        store = self._store()
+        if not hosted or store is None:
+            return
+        states = PartitionStateStore(store)
+        current = await asyncio.to_thread(
+            lambda: {tp: states.read_partition_state(*tp) for tp in hosted})
+        pools = await self._leader_hosts(
+            [{"leader": found.value.leader} for found in current.values() if found is not None])
+        requests = []
+        for tp in hosted:
+            request = self.replica_states[tp]
+            found = current.get(tp)
+            if found is not None:
+                leader = found.value.leader
+                request = dataclasses.replace(
+                    request, leader=leader, leader_epoch=found.value.leader_epoch,
+                    isr=tuple(found.value.isr), zk_version=found.version,
+                    leader_host=replica_host_name(leader, tp.topic, tp.partition,
+                                                  pools.get(leader, 0)) if leader >= 0 else None)
+            requests.append(request)
+        applied = await self._apply_on_hosts({name: requests})
+        if applied["failed"]:
+            log.warning("replica host %s of broker %d did not take back %s", name,
+                        self.broker_id, applied["failed"])
+
+    # ----------------------------------------------------------------------- what they hold
+
+    async def describe_replicas(self, topic: str | None = None) -> list[dict[str, Any]]:
+        """Every replica this broker hosts (of `topic` only, if given), as its host sees it."""
+        calls = [asyncio.wait_for(asyncio.wrap_future(host.describe.remote(topic).future()),
+                                  HOST_ANSWER_TIMEOUT_S)
+                 for host in self.hosts.values()]
+        # A host that does not answer (paused, dying) leaves its replicas out.
+        found = await asyncio.gather(*calls, return_exceptions=True)
+        return [replica for replicas in found if not isinstance(replicas, BaseException)
+                for replica in replicas]
+
+    async def replica_pid(self, topic: str, partition: int) -> int | None:
+        """The process id of the host of one of this broker's replicas (None: no such host)."""
+        handle = self.hosts.get(self.host_name(topic, partition))
+        return None if handle is None else await handle.pid.remote()
+
+    async def host_pids(self) -> dict[str, int]:
+        """The process id of each of this broker's replica hosts."""
+        names = list(self.hosts)
+        pids = await asyncio.gather(*(self.hosts[name].pid.remote() for name in names),
+                                    return_exceptions=True)
+        return {name: pid for name, pid in zip(names, pids, strict=True)
+                if isinstance(pid, int)}
+
+
+async def _failures(calls: dict[str, Any], partitions: dict[str, list[tuple[str, int]]],
+                    ) -> dict[str, Any]:
+    """Await each replica host's call and gather what failed, by partition: all of a host's
+    `partitions` when its call raised, else what its reply lists."""
+    names = list(calls)
+    replies = await asyncio.gather(*(calls[name] for name in names), return_exceptions=True)
+    failed: dict[str, Any] = {}
+    for name, reply in zip(names, replies, strict=True):
+        if isinstance(reply, BaseException):
+            failed.update({f"{topic}-{partition}": repr(reply)
+                           for topic, partition in partitions[name]})
+        else:
+            failed.update(reply.get("failed", {}))
+    return {"error": 0, "failed": failed}
