@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -169,12 +170,18 @@ def test_uncommitted_and_recent_segments_are_left_alone(tmp_path: Path) -> None:
     lagged.close()
 
 
-def test_appends_continue_between_compaction_steps(tmp_path: Path) -> None:
+def _log_after_one_compaction_step(tmp_path: Path) -> tuple[Log, FakeClock, Iterator[object]]:
+    """A committed keyed log whose compaction has taken its first step and waits for the next."""
     clock = FakeClock()
     log = _keyed_log(tmp_path / "t-0", clock, rounds=20)
     log.high_watermark = log.log_end_offset
     steps = log.iter_compaction()
     next(steps)
+    return log, clock, steps
+
+
+def test_appends_continue_between_compaction_steps(tmp_path: Path) -> None:
+    log, clock, steps = _log_after_one_compaction_step(tmp_path)
     append(log, [(b"k0", b"during", clock.ms)])  # the owner appends between two steps
     for _ in steps:
         append(log, [(b"k9", b"during", clock.ms)])
@@ -188,11 +195,7 @@ def test_appends_continue_between_compaction_steps(tmp_path: Path) -> None:
 
 
 def test_a_truncation_between_steps_stops_the_compaction(tmp_path: Path) -> None:
-    clock = FakeClock()
-    log = _keyed_log(tmp_path / "t-0", clock, rounds=20)
-    log.high_watermark = log.log_end_offset
-    steps = log.iter_compaction()
-    next(steps)
+    log, _clock, steps = _log_after_one_compaction_step(tmp_path)
     log.truncate_to(log.segments[-2].base_offset)
     assert list(steps) == []
     log.close()
