@@ -227,19 +227,15 @@ class StickyAssignor(_StrategyAssignor):
         return sticky_assign(members, partitions_per_topic, current_assignment)
 
 
-class _FunctionAssignor:
+class _FunctionAssignor(_StrategyAssignor):
     """A plain function ``f(members, partitions_per_topic, current_assignment)`` as an assignor."""
 
     def __init__(self, function: Callable[..., GroupAssignment]) -> None:
         self.function = function
         self.name = getattr(function, "__name__", "custom")
 
-    def assign(
-        self,
-        members: Members,
-        partitions_per_topic: Mapping[str, int],
-        current_assignment: CurrentAssignment | None = None,
-    ) -> GroupAssignment:
+    def _strategy(self, members: Members, partitions_per_topic: Mapping[str, int],
+                  current_assignment: CurrentAssignment | None) -> GroupAssignment:
         return self.function(members, partitions_per_topic, current_assignment or {})
 
 
