@@ -321,24 +321,29 @@ class CpuMeter:
 # ----------------------------------------------------------------------------------- phases
 
 
+def _given_settings(**settings: Any) -> dict[str, Any]:
+    """The client settings given on the command line (an option left out keeps the default)."""
+    return {key: value for key, value in settings.items() if value is not None}
+
+
 class Bench:
     def __init__(self, cluster: Cluster, args: argparse.Namespace, profiler: Profiler) -> None:
         self.cluster = cluster
         self.args = args
         self.profiler = profiler
         self.value = os.urandom(args.record_size)
-        self.producer_config = {k: v for k, v in {
-            "linger_ms": args.linger_ms,
-            "batch_size": args.batch_size,
-            "max_in_flight_requests_per_connection": args.max_in_flight,
-            "transport": args.transport,
-        }.items() if v is not None}
-        self.consumer_config = {k: v for k, v in {
-            "max_poll_records": args.max_poll_records,
-            "max_partition_fetch_bytes": args.max_partition_fetch_bytes,
-            "fetch_max_wait_ms": args.fetch_max_wait_ms,
-            "transport": args.transport,
-        }.items() if v is not None}
+        self.producer_config = _given_settings(
+            linger_ms=args.linger_ms,
+            batch_size=args.batch_size,
+            max_in_flight_requests_per_connection=args.max_in_flight,
+            transport=args.transport,
+        )
+        self.consumer_config = _given_settings(
+            max_poll_records=args.max_poll_records,
+            max_partition_fetch_bytes=args.max_partition_fetch_bytes,
+            fetch_max_wait_ms=args.fetch_max_wait_ms,
+            transport=args.transport,
+        )
 
     # -- topics -------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -407,29 +408,20 @@ class EmbeddedZooKeeper:
 
     def kill(self) -> None:
         """SIGKILL the server (by its PID) and reap it: a crash, with no clean shutdown."""
-        process, self._process = self._process, None
-        _running_servers.discard(self)
-        if process is None:
-            return
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        with contextlib.suppress(FileNotFoundError):
-            (self.data_dir / "zookeeper.pid").unlink()
+        self._end(_kill_and_reap)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the server this object started (by its PID), SIGKILL if it will not go."""
+        self._end(lambda process: _terminate_or_kill(process, timeout_s))
+
+    def _end(self, halt: Callable[[subprocess.Popen[bytes]], None]) -> None:
+        """Forget the server's process, `halt` it if it still runs, and remove its PID file."""
         process, self._process = self._process, None
         _running_servers.discard(self)
         if process is None:
             return
         if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            halt(process)
         with contextlib.suppress(FileNotFoundError):
             (self.data_dir / "zookeeper.pid").unlink()
 
@@ -442,6 +434,20 @@ class EmbeddedZooKeeper:
     def __repr__(self) -> str:
         state = f"pid={self.pid} port={self.port}" if self.running() else "stopped"
         return f"{type(self).__name__}({str(self.data_dir)!r}, {state})"
+
+
+def _kill_and_reap(process: subprocess.Popen[bytes]) -> None:
+    process.kill()
+    process.wait()
+
+
+def _terminate_or_kill(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """SIGTERM, and SIGKILL if the process is still there after `timeout_s`."""
+    process.terminate()
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_and_reap(process)
 
 
 _running_servers: weakref.WeakSet[EmbeddedZooKeeper] = weakref.WeakSet()

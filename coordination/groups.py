@@ -16,7 +16,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from rafka.coordination import layout
 from rafka.coordination.errors import (
@@ -36,6 +37,8 @@ from rafka.coordination.validation import (
     validate_partition,
     validate_topic_name,
 )
+
+T = TypeVar("T")
 
 
 class MemberRegistration(EphemeralRegistration):
@@ -198,13 +201,19 @@ class GroupStore:
 
     def owners(self, group: str, topic: str) -> dict[int, str]:
         """`{partition: member}` of a topic's owned partitions in a group."""
-        owners = {}
-        for name in self.store.children_or_empty(layout.owner_topic_path(group, topic)):
+        return self._per_partition(layout.owner_topic_path(group, topic),
+                                   lambda partition: self.owner(group, topic, partition))
+
+    def _per_partition(self, parent: str, read: Callable[[int], T | None]) -> dict[int, T]:
+        """`{partition: read(partition)}` over the partition children of `parent`, leaving out
+        the ones `read` finds nothing for (gone since the listing)."""
+        found = {}
+        for name in self.store.children_or_empty(parent):
             if name.isdigit():
-                member = self.owner(group, topic, int(name))
-                if member is not None:
-                    owners[int(name)] = member
-        return owners
+                value = read(int(name))
+                if value is not None:
+                    found[int(name)] = value
+        return found
 
     def _owned_by_us(self, path: str, member_id: str) -> int | None:
         """The znode version if `path` holds `member_id` and was created by our session."""
@@ -224,13 +233,9 @@ class GroupStore:
 
     def read_offsets(self, group: str, topic: str) -> dict[int, int]:
         """`{partition: offset}` of a topic's committed offsets in a group."""
-        offsets = {}
-        for name in self.store.children_or_empty(layout.offset_topic_path(group, topic)):
-            if name.isdigit():
-                found = self.read_offset(group, topic, int(name))
-                if found is not None:
-                    offsets[int(name)] = found.value
-        return offsets
+        found = self._per_partition(layout.offset_topic_path(group, topic),
+                                    lambda partition: self.read_offset(group, topic, partition))
+        return {partition: offset.value for partition, offset in found.items()}
 
     def commit_offset(
         self,

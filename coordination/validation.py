@@ -48,14 +48,20 @@ def _problem(name: object, pattern: re.Pattern[str]) -> str | None:
     return None
 
 
+def _validated(
+    name: str, pattern: re.Pattern[str], error: type[Exception], what: str, rule: str
+) -> str:
+    """Return `name` if it is legal under `pattern`, else raise `error` saying what and the rule."""
+    problem = _problem(name, pattern)
+    if problem:
+        raise error(f"{what} {name!r} {problem}: {rule}")
+    return name
+
+
 def validate_topic_name(name: str) -> str:
     """Return `name` if it is a legal topic name, else raise `InvalidTopicError`."""
-    problem = _problem(name, _NAME)
-    if problem:
-        raise InvalidTopicError(
-            f"topic name {name!r} {problem}: a topic name is {_ALLOWED}, and not '.' or '..'"
-        )
-    return name
+    return _validated(name, _NAME, InvalidTopicError, "topic name",
+                      f"a topic name is {_ALLOWED}, and not '.' or '..'")
 
 
 def is_valid_topic_name(name: str) -> bool:
@@ -71,36 +77,24 @@ def is_valid_group_id(group: str) -> bool:
 
 def validate_group_id(group: str) -> str:
     """Return `group` if it is a legal consumer group id, else raise `InvalidGroupIdError`."""
-    problem = _problem(group, _NAME)
-    if problem:
-        raise InvalidGroupIdError(
-            f"consumer group id {group!r} {problem}: a group id is {_ALLOWED}, "
-            f"and not '.' or '..' (it becomes the znode /consumers/<group>)"
-        )
-    return group
+    return _validated(group, _NAME, InvalidGroupIdError, "consumer group id",
+                      f"a group id is {_ALLOWED}, "
+                      f"and not '.' or '..' (it becomes the znode /consumers/<group>)")
 
 
 def validate_member_id(member: str) -> str:
     """Return `member` if it is a legal group member id, else raise `InvalidMemberIdError`."""
-    problem = _problem(member, _MEMBER)
-    if problem:
-        raise InvalidMemberIdError(
-            f"consumer member id {member!r} {problem}: a member id is 1 to {MAX_NAME_LENGTH} "
-            f"characters of ASCII letters, digits, '.', '_', '-' and ':', such as "
-            f"'host:uuid', and not '.' or '..'"
-        )
-    return member
+    return _validated(member, _MEMBER, InvalidMemberIdError, "consumer member id",
+                      f"a member id is 1 to {MAX_NAME_LENGTH} "
+                      f"characters of ASCII letters, digits, '.', '_', '-' and ':', such as "
+                      f"'host:uuid', and not '.' or '..'")
 
 
 def validate_cluster_name(name: str) -> str:
     """Return `name` if it is a legal cluster name, else raise `InvalidClusterNameError`."""
-    problem = _problem(name, _NAME)
-    if problem:
-        raise InvalidClusterNameError(
-            f"cluster name {name!r} {problem}: a cluster name is {_ALLOWED}, and not '.' or "
-            f"'..' (the cluster lives under the ZooKeeper chroot /rafka/<name>)"
-        )
-    return name
+    return _validated(name, _NAME, InvalidClusterNameError, "cluster name",
+                      f"a cluster name is {_ALLOWED}, and not '.' or "
+                      f"'..' (the cluster lives under the ZooKeeper chroot /rafka/<name>)")
 
 
 def validate_broker_id(broker_id: int) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
+from typing import Any
 
 import cramjam
 import lz4.frame
@@ -146,24 +147,30 @@ def _lz4_decompress(data: bytes | memoryview, max_size: int) -> bytes:
         raise _too_large(max_size)
     decompressor = lz4.frame.LZ4FrameDecompressor()
     out: bytes = decompressor.decompress(data, max_length=max_size + 1)
-    if len(out) > max_size:
-        raise _too_large(max_size)
-    if not decompressor.eof:
-        raise CorruptRecordError("lz4 records are truncated (the frame has no end mark)")
-    if decompressor.unused_data:
-        raise CorruptRecordError("unexpected bytes after the lz4 frame of the records")
-    return out
+    return _whole_stream(out, decompressor, max_size,
+                         truncated="lz4 records are truncated (the frame has no end mark)",
+                         trailing="unexpected bytes after the lz4 frame of the records")
 
 
 def _gzip_decompress(data: bytes | memoryview, max_size: int) -> bytes:
     decompressor = zlib.decompressobj(31)
     out = decompressor.decompress(data, max_size + 1)
+    return _whole_stream(out, decompressor, max_size,
+                         truncated="gzip records are truncated (the stream has no end)",
+                         trailing="unexpected bytes after the gzip stream of the records")
+
+
+def _whole_stream(out: bytes, decompressor: Any, max_size: int, *, truncated: str,
+                  trailing: str) -> bytes:
+    """`out`, if the stream decompressed to at most `max_size` bytes, ended, and had nothing after
+    its end; else the error that says which (`decompressor` is zlib's or lz4's, both with `eof`
+    and `unused_data`)."""
     if len(out) > max_size:
         raise _too_large(max_size)
     if not decompressor.eof:
-        raise CorruptRecordError("gzip records are truncated (the stream has no end)")
+        raise CorruptRecordError(truncated)
     if decompressor.unused_data:
-        raise CorruptRecordError("unexpected bytes after the gzip stream of the records")
+        raise CorruptRecordError(trailing)
     return out
 
 

@@ -180,8 +180,11 @@ def _move_one_for_balance(members: Members, result: GroupAssignment, ordered: li
     return False
 
 
-class RangeAssignor:
-    name = "range"
+class _StrategyAssignor:
+    """An assignor object over one of the strategy functions above: subclasses name the
+    strategy and say how it is called (range and round-robin ignore the current assignment)."""
+
+    name: str
 
     def assign(
         self,
@@ -189,46 +192,50 @@ class RangeAssignor:
         partitions_per_topic: Mapping[str, int],
         current_assignment: CurrentAssignment | None = None,
     ) -> GroupAssignment:
+        return self._strategy(members, partitions_per_topic, current_assignment)
+
+    def _strategy(
+        self,
+        members: Members,
+        partitions_per_topic: Mapping[str, int],
+        current_assignment: CurrentAssignment | None,
+    ) -> GroupAssignment:
+        raise NotImplementedError
+
+
+class RangeAssignor(_StrategyAssignor):
+    name = "range"
+
+    def _strategy(self, members: Members, partitions_per_topic: Mapping[str, int],
+                  current_assignment: CurrentAssignment | None) -> GroupAssignment:
         return range_assign(members, partitions_per_topic)
 
 
-class RoundRobinAssignor:
+class RoundRobinAssignor(_StrategyAssignor):
     name = "roundrobin"
 
-    def assign(
-        self,
-        members: Members,
-        partitions_per_topic: Mapping[str, int],
-        current_assignment: CurrentAssignment | None = None,
-    ) -> GroupAssignment:
+    def _strategy(self, members: Members, partitions_per_topic: Mapping[str, int],
+                  current_assignment: CurrentAssignment | None) -> GroupAssignment:
         return round_robin_assign(members, partitions_per_topic)
 
 
-class StickyAssignor:
+class StickyAssignor(_StrategyAssignor):
     name = "sticky"
 
-    def assign(
-        self,
-        members: Members,
-        partitions_per_topic: Mapping[str, int],
-        current_assignment: CurrentAssignment | None = None,
-    ) -> GroupAssignment:
+    def _strategy(self, members: Members, partitions_per_topic: Mapping[str, int],
+                  current_assignment: CurrentAssignment | None) -> GroupAssignment:
         return sticky_assign(members, partitions_per_topic, current_assignment)
 
 
-class _FunctionAssignor:
+class _FunctionAssignor(_StrategyAssignor):
     """A plain function ``f(members, partitions_per_topic, current_assignment)`` as an assignor."""
 
     def __init__(self, function: Callable[..., GroupAssignment]) -> None:
         self.function = function
         self.name = getattr(function, "__name__", "custom")
 
-    def assign(
-        self,
-        members: Members,
-        partitions_per_topic: Mapping[str, int],
-        current_assignment: CurrentAssignment | None = None,
-    ) -> GroupAssignment:
+    def _strategy(self, members: Members, partitions_per_topic: Mapping[str, int],
+                  current_assignment: CurrentAssignment | None) -> GroupAssignment:
         return self.function(members, partitions_per_topic, current_assignment or {})
 
 

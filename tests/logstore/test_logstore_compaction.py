@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -101,10 +102,17 @@ def _keyed_log(directory: Path, clock: FakeClock, rounds: int = 12, **config: ob
     return log
 
 
+def _committed_keyed_log(directory: Path, clock: FakeClock, rounds: int = 12,
+                         **config: object) -> Log:
+    """A keyed log with every record below the high watermark, so compaction may clean them."""
+    log = _keyed_log(directory, clock, rounds, **config)
+    log.high_watermark = log.log_end_offset
+    return log
+
+
 def test_newest_value_per_key_survives_and_offsets_keep_their_gaps(tmp_path: Path) -> None:
     clock = FakeClock()
-    log = _keyed_log(tmp_path / "t-0", clock)
-    log.high_watermark = log.log_end_offset
+    log = _committed_keyed_log(tmp_path / "t-0", clock)
     size_before = log.size_in_bytes
     result = log.compact()
     assert result.segments_cleaned > 0 and result.records_removed > 0
@@ -169,12 +177,17 @@ def test_uncommitted_and_recent_segments_are_left_alone(tmp_path: Path) -> None:
     lagged.close()
 
 
-def test_appends_continue_between_compaction_steps(tmp_path: Path) -> None:
+def _log_after_one_compaction_step(tmp_path: Path) -> tuple[Log, FakeClock, Iterator[object]]:
+    """A committed keyed log whose compaction has taken its first step and waits for the next."""
     clock = FakeClock()
-    log = _keyed_log(tmp_path / "t-0", clock, rounds=20)
-    log.high_watermark = log.log_end_offset
+    log = _committed_keyed_log(tmp_path / "t-0", clock, rounds=20)
     steps = log.iter_compaction()
     next(steps)
+    return log, clock, steps
+
+
+def test_appends_continue_between_compaction_steps(tmp_path: Path) -> None:
+    log, clock, steps = _log_after_one_compaction_step(tmp_path)
     append(log, [(b"k0", b"during", clock.ms)])  # the owner appends between two steps
     for _ in steps:
         append(log, [(b"k9", b"during", clock.ms)])
@@ -188,11 +201,7 @@ def test_appends_continue_between_compaction_steps(tmp_path: Path) -> None:
 
 
 def test_a_truncation_between_steps_stops_the_compaction(tmp_path: Path) -> None:
-    clock = FakeClock()
-    log = _keyed_log(tmp_path / "t-0", clock, rounds=20)
-    log.high_watermark = log.log_end_offset
-    steps = log.iter_compaction()
-    next(steps)
+    log, _clock, steps = _log_after_one_compaction_step(tmp_path)
     log.truncate_to(log.segments[-2].base_offset)
     assert list(steps) == []
     log.close()
@@ -200,8 +209,7 @@ def test_a_truncation_between_steps_stops_the_compaction(tmp_path: Path) -> None
 
 def test_delete_only_logs_are_not_compacted(tmp_path: Path) -> None:
     clock = FakeClock()
-    log = _keyed_log(tmp_path / "t-0", clock, cleanup_policy="delete")
-    log.high_watermark = log.log_end_offset
+    log = _committed_keyed_log(tmp_path / "t-0", clock, cleanup_policy="delete")
     assert log.compact().segments_cleaned == 0
     assert len(read_all(log)) == 36
     log.close()
@@ -229,8 +237,7 @@ def test_an_idempotent_producers_last_batch_survives_as_an_empty_batch(tmp_path:
 
 def test_compaction_survives_a_crash_at_the_swap(tmp_path: Path) -> None:
     clock = FakeClock()
-    log = _keyed_log(tmp_path / "live", clock)
-    log.high_watermark = log.log_end_offset
+    log = _committed_keyed_log(tmp_path / "live", clock)
     log.flush()
     before = tmp_path / "before"
     shutil.copytree(tmp_path / "live", before)  # the disk just before the swap
@@ -251,8 +258,7 @@ def test_compaction_survives_a_crash_at_the_swap(tmp_path: Path) -> None:
 
 def test_compaction_keeps_follower_replication_working(tmp_path: Path) -> None:
     clock = FakeClock()
-    leader = _keyed_log(tmp_path / "leader", clock)
-    leader.high_watermark = leader.log_end_offset
+    leader = _committed_keyed_log(tmp_path / "leader", clock)
     leader.compact()
     follower = Log.open(tmp_path / "follower", compact_config(), clock=clock)
     while follower.log_end_offset < leader.log_end_offset:
