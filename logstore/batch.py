@@ -198,7 +198,11 @@ def _normalise(records: Sequence[Any]) -> list[tuple[Any, Any, int, Any]]:
     return out
 
 
-def check_headers(headers: Any) -> tuple[tuple[str, bytes | bytearray | memoryview | None], ...]:
+# A record header: its name, and its value as given (None, as Kafka allows).
+Header = tuple[str, bytes | bytearray | memoryview | None]
+
+
+def check_headers(headers: Any) -> tuple[Header, ...]:
     """Record headers as a tuple of ``(str, bytes)`` pairs (a value may be None, as in
     Kafka); ``TypeError`` for anything else."""
     if headers is None:
@@ -208,7 +212,7 @@ def check_headers(headers: Any) -> tuple[tuple[str, bytes | bytearray | memoryvi
     return tuple(_check_header_pair(pair) for pair in headers)
 
 
-def _check_header_pair(pair: Any) -> tuple[str, bytes | bytearray | memoryview | None]:
+def _check_header_pair(pair: Any) -> Header:
     try:
         name, value = pair
     except (TypeError, ValueError):

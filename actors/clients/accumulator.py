@@ -48,7 +48,7 @@ from typing import NamedTuple, cast
 import numpy as np
 
 from rafka.common.sequences import decrement_sequence, increment_sequence, sequence_before
-from rafka.logstore.batch import HEADER_SIZE, RecordsPayload
+from rafka.logstore.batch import HEADER_SIZE, Header, RecordsPayload
 
 __all__ = [
     "BATCH_OVERHEAD_BYTES",
@@ -74,7 +74,7 @@ HEADER_OVERHEAD_BYTES = 4
 MAX_PRODUCER_EPOCH = 0x7FFF
 _END_OF_TIME = 2**63  # a "now" after every backoff
 
-Headers = Sequence[tuple[str, bytes]]
+Headers = Sequence[Header]
 # One record as it waits in a batch: (key, value, timestamp_ms, headers). A plain tuple: a named
 # tuple would cost more than the rest of ``append`` together.
 Record = tuple[bytes | None, bytes | None, int, Headers | None]

@@ -24,7 +24,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import groupby, repeat
-from typing import TYPE_CHECKING, Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, overload
 
 import numpy as np
 import ray
@@ -146,12 +146,22 @@ class RecordFuture:
         return None
 
 
+class _Framing(TypedDict):
+    """How a batch is framed: `build_batch`'s and `frame_batch`'s keyword arguments."""
+
+    compression: str
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    transactional: bool
+
+
 class _Span(NamedTuple):
     """Records ``start .. start + count`` of a `send_batch` call (in partition order) went to
     ``partition``, into the batch of ``outcome`` from ``first_index`` on."""
 
     start: int
-    count: int
+    record_count: int
     partition: int
     outcome: _BatchOutcome
     first_index: int
@@ -177,7 +187,7 @@ class SentRecords(Sequence[RecordFuture]):
             self._position = [0] * len(order)
             for at, index in enumerate(order):
                 self._position[index] = at
-        self._length = sum(span.count for span in spans)
+        self._length = sum(span.record_count for span in spans)
 
     def __len__(self) -> int:
         return self._length
@@ -218,7 +228,7 @@ class SentRecords(Sequence[RecordFuture]):
                                            f"acknowledged within {timeout} s")
             if span.outcome.error is not None:
                 raise span.outcome.error
-            counts[span.partition] = counts.get(span.partition, 0) + span.count
+            counts[span.partition] = counts.get(span.partition, 0) + span.record_count
         return counts
 
 
@@ -256,7 +266,8 @@ class Producer:
             batch_size=self.config.batch_size,
             linger_ms=self.config.linger_ms,
             max_in_flight=self.config.max_in_flight_requests_per_connection,
-            enable_idempotence=self.config.enable_idempotence,
+            # Resolved to True or False by the config (None only until then).
+            enable_idempotence=self.config.enable_idempotence is True,
         )
         self._sticky = StickyPartitioner()
         # Kafka asks a broker for a producer id (InitProducerId); a random 62-bit id is unique
@@ -326,7 +337,7 @@ class Producer:
                                 f"got {timestamp_ms!r}")
             if timestamp_ms < 0:
                 raise ValueError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
-        headers = check_headers(headers) or None
+        checked_headers = check_headers(headers) or None
         size = (len(value) if value else 0) + (len(key) if key else 0)
         if size > self.config.max_request_size:
             raise RecordTooLargeError(
@@ -344,7 +355,7 @@ class Producer:
         with self._lock:
             self._wait_for_buffer_space()
             appended = self._accumulator.append(
-                topic, partition, key, value, timestamp, headers, now)
+                topic, partition, key, value, timestamp, checked_headers, now)
             future._bind(self._outcome_of(appended.batch), len(appended.batch.records) - 1)
             # A new batch starts a linger.ms clock the sender must know of; a full one can go.
             if appended.batch_is_full or appended.new_batch_created:
@@ -737,7 +748,7 @@ class Producer:
 
     def _encode(self, batch: PendingBatch) -> bytes:
         """The record batch that carries `batch` now (its sequence numbers are assigned)."""
-        framing = {
+        framing: _Framing = {
             "compression": self.config.compression_type,
             "producer_id": self.producer_id,
             "producer_epoch": self._accumulator.producer_epoch(batch.topic, batch.partition),
@@ -806,14 +817,15 @@ class Producer:
                     "or may not be written"))
 
     def _complete(self, batch: PendingBatch, reply: Appended | dict[str, Any]) -> None:
-        error = error_for(reply)
-        if error is None:
+        if isinstance(reply, Appended):
             with self._lock:
                 self._accumulator.on_completed(batch)
                 outcome = self._outcomes.pop(batch.batch_id)
                 self._wakeup.notify_all()
             outcome.complete(reply.base_offset, log_append_time=reply.log_append_time)
-        elif is_retriable(error):
+            return
+        error = error_for(reply) or RafkaError(f"a produce answer without offsets: {reply!r}")
+        if is_retriable(error):
             self.metadata.invalidate(batch.topic)
             if isinstance(error, OutOfOrderSequenceError) and not self._out_of_order(
                     batch, reply.get("expected_sequence")):

@@ -439,6 +439,11 @@ def _produce_response(version: int, correlation_id: int,
             answers.append(PartitionAnswer(*tp, 0, reply.base_offset, reply.log_append_time,
                                            reply.log_start_offset))
         else:
-            code, message = errors[tp] if tp in errors else (reply["error"], reply.get("message"))
+            message: str | None
+            if tp in errors:
+                code, message = errors[tp]
+            else:
+                assert reply is not None  # every partition asked has an error or a reply
+                code, message = reply["error"], reply.get("message")
             answers.append(PartitionAnswer(*tp, code, error_message=message))
     return produce_response(version, correlation_id, answers)

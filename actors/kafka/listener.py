@@ -20,6 +20,7 @@ Connections and queued request bytes are bounded (`actors/kafka/limits.py`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -59,7 +60,7 @@ class KafkaListener:
         self.listener = listener
         self.advertised = advertised
         self.max_request_bytes = max_request_bytes
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
         config = broker.config
         self.quota = ConnectionQuota(config.max_connections, config.max_connections_per_ip)
@@ -114,6 +115,9 @@ class KafkaListener:
                 "queued_request_bytes_peak": self.request_memory.peak,
                 "host_failures": self.apis.host_failures,
                 "host_calls_over_data_ports": self.apis.host_calls_over_data_ports}
+
+    def _release_request(self, size: int, _answered: asyncio.Task[bytes | None]) -> None:
+        self.request_memory.release(size)
 
     async def _serve(self, connection: KafkaConnection) -> None:
         peer = connection.peername
@@ -186,7 +190,7 @@ class KafkaListener:
             answer.add_done_callback(working.discard)
             # A callback, not the task's own `finally`: it also runs for a task cancelled
             # before it started.
-            answer.add_done_callback(lambda _done, size=size: self.request_memory.release(size))
+            answer.add_done_callback(functools.partial(self._release_request, size))
             if in_order:
                 last_in_order = answer
             await answers.put(answer)

@@ -143,7 +143,7 @@ class Broker:
         self._metadata_filled = asyncio.Event()
         # The other brokers' actors, kept warm for the controller this broker may become.
         self.peers = BrokerHandles(namespace)
-        self._peer_epochs: dict[int, int] = {}
+        self._peer_epochs: dict[int, int | None] = {}
         self._peer_watch: Any = None
         # This broker's dynamic settings in ZooKeeper, and the registration update the last
         # change of its advertised listener made.
@@ -573,7 +573,8 @@ class Broker:
         partitions: list[tuple[str, int]],
     ) -> dict[str, Any]:
         return {"error": await self.transactions.add_partitions(
-            transactional_id, producer_id, producer_epoch, [tuple(p) for p in partitions])}
+            transactional_id, producer_id, producer_epoch,
+            [(topic, partition) for topic, partition in partitions])}
 
     async def add_offsets_to_transaction(self, transactional_id: str, producer_id: int,
                                          producer_epoch: int, group_id: str) -> dict[str, Any]:
@@ -659,5 +660,6 @@ def read_metadata(store: ClusterStore, topics: list[str] | None = None) -> Updat
         full=topics is None)
 
 
-BrokerActor = ray.remote(num_cpus=0, max_concurrency=1000)(Broker)
+# Ray's typed overloads of `remote` leave out actor options such as max_concurrency.
+BrokerActor = ray.remote(num_cpus=0, max_concurrency=1000)(Broker)  # type: ignore[call-overload]
 
