@@ -11,6 +11,7 @@ import socket
 from typing import Any
 
 from rafka.actors import host_frames
+from rafka.common.errors import RafkaError
 
 
 async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
@@ -26,7 +27,7 @@ def no_delay(writer: asyncio.StreamWriter) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-class RequestTooLarge(ValueError):
+class RequestTooLarge(RafkaError, ValueError):
     """A request longer than a data port takes: nothing was sent (an actor call has no such
     bound)."""
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from rafka.common.errors import RafkaError
+
 FLEXIBLE_FROM = 9
 
 _HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
@@ -27,7 +29,7 @@ _PARTITION_ANSWER = struct.Struct(">ihqq")
 _INT64 = struct.Struct(">q")
 
 
-class ProduceFormatError(ValueError):
+class ProduceFormatError(RafkaError, ValueError):
     """A Produce request whose bytes are not one (cut short, a negative length, a null
     where the schema allows none)."""
 

@@ -60,6 +60,7 @@ from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
 from rafka.actors.errors import ErrorCode
 from rafka.actors.messages import PartitionMetadata, UpdateMetadataRequest
 from rafka.common.config import InvalidConfigError
+from rafka.common.errors import RafkaError
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import TopicAdmin, parse_reassignment
 from rafka.coordination.election import ControllerElection
@@ -96,7 +97,7 @@ BROKER_ANSWER_TIMEOUT_S = 5.0
 METADATA_RESYNC_S = 2.0
 
 
-class BrokerDidNotAnswer(TimeoutError):
+class BrokerDidNotAnswer(RafkaError, TimeoutError):
     """A broker did not answer the controller within `BROKER_ANSWER_TIMEOUT_S`."""
 
 
