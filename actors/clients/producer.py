@@ -18,7 +18,6 @@ the sender adds each partition to the transaction before the first batch it send
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
 from bisect import bisect_right
@@ -59,6 +58,7 @@ from rafka.actors.messages import Appended, PartitionProduce
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
 from rafka.actors.path_trace import SentRequest
 from rafka.common.clock import wall_clock_ms
+from rafka.common.producer_ids import random_producer_id
 from rafka.logstore.batch import NO_TIMESTAMP, build_batch, check_headers, frame_batch
 
 if TYPE_CHECKING:
@@ -263,7 +263,7 @@ class Producer:
         # enough among the producers of one cluster and needs no round trip.
         # Its epoch is per partition, in the accumulator. A transactional producer's id and
         # epoch are its coordinator's, from init_transactions.
-        self.producer_id = secrets.randbits(62) if self.config.enable_idempotence else -1
+        self.producer_id = random_producer_id() if self.config.enable_idempotence else -1
         self.transactions: TransactionManager | None = None
         if self.config.transactional_id is not None:
             self.producer_id = -1
