@@ -38,7 +38,7 @@ from rafka.actors.clients.accumulator import (
 )
 from rafka.actors.clients.config import ProducerConfig
 from rafka.actors.clients.host_transport import host_calls
-from rafka.actors.clients.metadata import MetadataCache
+from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.clients.partitioner import StickyPartitioner, choose_partition
 from rafka.actors.clients.transactions import TransactionManager
 from rafka.actors.errors import (
@@ -250,7 +250,7 @@ class Producer:
 
     def __init__(self, namespace: str, **config: Any) -> None:
         self.config = ProducerConfig.from_kwargs(**config)
-        self.metadata = MetadataCache(
+        self.metadata = ClientMetadata(
             namespace, max_age_s=self.config.metadata_max_age_ms / 1000)
         self._accumulator = RecordAccumulator(
             batch_size=self.config.batch_size,
