@@ -23,6 +23,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rafka.common.errors import RafkaError
+
 # Kafka's replica id of a consumer's fetch.
 CONSUMER = -1
 MAX_EVENTS = 500_000
@@ -111,7 +113,7 @@ class PathTrace:
                 "fetched_appends": self.fetched_appends, "overflowed": self.overflowed}
 
 
-class TraceIncompleteError(ValueError):
+class TraceIncompleteError(RafkaError, ValueError):
     """A trace dropped events (more than `MAX_EVENTS` of a kind): its breakdown would be
     wrong. Trace a shorter run."""
 

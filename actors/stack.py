@@ -23,6 +23,7 @@ import ray
 from ray._common.utils import get_ray_address_file
 
 from rafka.actors.runtime import init_ray
+from rafka.common.errors import RafkaError
 from rafka.common.waiting import wait_until
 from rafka.coordination.embedded import (
     EmbeddedZooKeeper,
@@ -113,7 +114,7 @@ class LocalStack:
         self.stop()
 
 
-class RayHeadError(RuntimeError):
+class RayHeadError(RafkaError, RuntimeError):
     """The Ray head could not be started: the message holds the end of its log."""
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from rafka.common.errors import ErrorCode, RafkaError
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
@@ -26,7 +28,7 @@ _NO_VALUE: Any = object()
 _KEY_METADATA = "rafka.config.key"
 
 
-class InvalidConfigError(ValueError):
+class InvalidConfigError(RafkaError, ValueError):
     """A setting is unknown, has a wrong type or value, or conflicts with another (Kafka's
     ConfigException; the Kafka listener answers it with INVALID_CONFIG).
 
@@ -35,6 +37,8 @@ class InvalidConfigError(ValueError):
     from one message, for a rule across settings (`key` is then None). A ValueError too, since a
     bad setting is a bad argument.
     """
+
+    code = ErrorCode.INVALID_CONFIG
 
     def __init__(self, key_or_message: str, value: Any = _NO_VALUE, allowed: str = "") -> None:
         if value is _NO_VALUE:

@@ -21,3 +21,13 @@ NO_PRODUCER_ID = -1
 """A batch written without idempotence."""
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
+
+MAX_PRODUCER_EPOCH = 0x7FFF
+"""The largest producer epoch: the batch header holds it as an int16 (Kafka's Short.MaxValue)."""
+
+
+def producer_epoch_exhausted(epoch: int) -> bool:
+    """Whether the transaction coordinator must give the producer a new id (at epoch 0) instead of
+    bumping this epoch: as Kafka's, it keeps the last epoch for the bump that fences the producer
+    when its transaction is ended for it."""
+    return epoch >= MAX_PRODUCER_EPOCH - 1

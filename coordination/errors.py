@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from rafka.common.errors import ErrorCode, RafkaError
 
-class CoordinationError(Exception):
+
+class CoordinationError(RafkaError):
     """Base class of every error raised by `coordination`."""
 
 
@@ -83,6 +85,8 @@ class MemberIdInUseError(CoordinationError):
 class TopicExistsError(CoordinationError):
     """The topic to create exists already."""
 
+    code = ErrorCode.TOPIC_ALREADY_EXISTS
+
 
 class UnknownTopicError(CoordinationError, LookupError):
     """The topic does not exist in this cluster."""
@@ -91,9 +95,13 @@ class UnknownTopicError(CoordinationError, LookupError):
 class InvalidTopicError(CoordinationError, ValueError):
     """A topic name that is not allowed (it would become a znode name)."""
 
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
 
 class InvalidGroupIdError(CoordinationError, ValueError):
     """A consumer group id that is not allowed (it would become a znode name)."""
+
+    code = ErrorCode.INVALID_GROUP_ID
 
 
 class InvalidMemberIdError(CoordinationError, ValueError):
@@ -111,13 +119,19 @@ class InvalidClusterNameError(CoordinationError, ValueError):
 class InvalidPartitionsError(CoordinationError, ValueError):
     """A partition count or partition index that is not allowed (fewer than 1, or shrinking)."""
 
+    code = ErrorCode.INVALID_PARTITIONS
+
 
 class InvalidReplicationFactorError(CoordinationError, ValueError):
     """A replication factor below 1 or above the number of brokers."""
 
+    code = ErrorCode.INVALID_REPLICATION_FACTOR
+
 
 class InvalidReplicaAssignmentError(CoordinationError, ValueError):
     """A replica assignment that is malformed (gaps, duplicates, unequal replication factors)."""
+
+    code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
 
 
 class InvalidTopicConfigError(CoordinationError, ValueError):
@@ -127,6 +141,8 @@ class InvalidTopicConfigError(CoordinationError, ValueError):
 class InconsistentGroupProtocolError(CoordinationError):
     """A group id in use by the other kind of group: Kafka clients' (Kafka's group protocol)
     or rafka's own consumers' (in ZooKeeper). Kafka's INCONSISTENT_GROUP_PROTOCOL."""
+
+    code = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 class PartitionOwnedError(CoordinationError):
@@ -143,3 +159,5 @@ class UnknownBrokerError(InvalidReplicaAssignmentError):
 
 class ReassignmentInProgressError(CoordinationError):
     """A partition reassignment is under way; another one must wait until it is done."""
+
+    code = ErrorCode.REASSIGNMENT_IN_PROGRESS

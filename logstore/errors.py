@@ -5,18 +5,15 @@ Every message says what happened and, where there is one, what the caller should
 
 from __future__ import annotations
 
-# What LogConfig raises for a bad setting: the one config error of every layer, defined with the
-# config schema it comes from and re-exported here with the log store's other errors.
+from rafka.common.errors import ErrorCode, RafkaError
 
 
-class LogStoreError(Exception):
+class LogStoreError(RafkaError):
     """Base class of every error raised by :mod:`logstore`.
 
-    ``retriable``: whether a client may send the same request again and succeed (Kafka's
-    RetriableException), read by the clients through ``rafka.actors.errors.is_retriable``.
+    ``retriable`` (from `RafkaError`): whether a client may send the same request again and
+    succeed, read by the clients through ``rafka.actors.errors.is_retriable``.
     """
-
-    retriable = False
 
 
 class CorruptRecordError(LogStoreError):
@@ -29,6 +26,8 @@ class CorruptRecordError(LogStoreError):
     and recovery truncates it.
     """
 
+    code = ErrorCode.CORRUPT_MESSAGE
+
 
 class InvalidRecordError(LogStoreError):
     """A well-formed batch that breaks a rule of the log (Kafka: InvalidRecordException).
@@ -36,6 +35,8 @@ class InvalidRecordError(LogStoreError):
     Example: a record without a key sent to a compacted topic. Resending does not help: the
     producer must change what it sends.
     """
+
+    code = ErrorCode.INVALID_RECORD
 
 
 class RecordTooLargeError(LogStoreError):
@@ -45,6 +46,8 @@ class RecordTooLargeError(LogStoreError):
     ``max.message.bytes`` should be raised.
     """
 
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
 
 class OffsetOutOfRangeError(LogStoreError):
     """A fetch or a truncation asked for an offset outside [log start offset, log end offset].
@@ -52,6 +55,8 @@ class OffsetOutOfRangeError(LogStoreError):
     A consumer should reset its position (``auto.offset.reset``) to one of the two bounds
     given in the message.
     """
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
 
     def __init__(self, message: str, *, log_start_offset: int, log_end_offset: int) -> None:
         super().__init__(message)
@@ -79,4 +84,5 @@ class FencedLeaderEpochError(LogStoreError):
     at the new leader.
     """
 
+    code = ErrorCode.FENCED_LEADER_EPOCH
     retriable = True

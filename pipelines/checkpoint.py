@@ -23,13 +23,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from rafka.common.errors import RafkaError
 from rafka.pipelines.source_options import OffsetRanges
 
 # Spark's spark.sql.streaming.minBatchesToRetain.
 RETAINED_BATCHES = 100
 
 
-class CheckpointError(ValueError):
+class CheckpointError(RafkaError, ValueError):
     """The checkpoint belongs to another stream, or cannot be read."""
 
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 import ray
 from ray.exceptions import RayActorError
 
-from rafka.actors.clients.metadata import MetadataCache
+from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.errors import (
     BrokerUnavailableError,
     OffsetOutOfRangeError,
@@ -90,7 +90,7 @@ def read_tables(namespace: str, pieces: list[Piece], include_headers: bool, *,
     `max_bytes` takes several calls. Records gone before they were read raise `DataLossError`,
     or with `fail_on_data_loss=False` are skipped (logged), as Spark's Kafka source does.
     """
-    metadata = MetadataCache(namespace)
+    metadata = ClientMetadata(namespace)
     tables: list[tuple[Piece, int, TableRef]] = []
     pending = list(pieces)
     last_progress = time.monotonic()
@@ -143,7 +143,7 @@ def read_tables(namespace: str, pieces: list[Piece], include_headers: bool, *,
     return [table for _piece, _end, table in tables]
 
 
-def _after_error(piece: Piece, read: TableRead, metadata: MetadataCache,
+def _after_error(piece: Piece, read: TableRead, metadata: ClientMetadata,
                  fail_on_data_loss: bool) -> Piece | None:
     """What is left to read of `piece` after its read failed with `read.error`."""
     error = error_for(read.error)

@@ -56,7 +56,7 @@ _REFUSED = {
 }
 
 
-class SourceOptionError(ValueError):
+class SourceOptionError(RafkaError, ValueError):
     """An option Spark's Kafka source would take that is wrong, or that rafka does not do."""
 
 

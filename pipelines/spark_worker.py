@@ -24,11 +24,11 @@ _PYTHON_SUFFIXES = (".py", ".pyc", ".so")
 
 def prepare_task(ray_address: str, driver_namespace: str) -> None:
     """Ready this worker for a rafka task: see the module docstring."""
-    join_ray(ray_address, driver_namespace)
+    join_driver_ray(ray_address, driver_namespace)
     drop_python_free_jars(sys.path, sys.path_importer_cache)
 
 
-def join_ray(ray_address: str, driver_namespace: str) -> None:
+def join_driver_ray(ray_address: str, driver_namespace: str) -> None:
     """Join Ray from a Spark task's Python worker, once per worker (Spark reuses them)."""
     if not ray.is_initialized():
         ray.init(address=ray_address, namespace=driver_namespace,

@@ -38,13 +38,16 @@ _ERRORS = (
     "BrokerUnavailableError", "BufferExhaustedError", "CommitFailedError", "CoordinationError",
     "CorruptRecordError", "ErrorCode", "FencedLeaderEpochError", "InvalidConfigError",
     "InvalidProducerEpochError", "InvalidRecordError", "InvalidRequiredAcksError",
-    "InvalidTopicError", "KafkaStorageError", "LeaderNotAvailableError", "NotEnoughReplicasError",
+    "InvalidTopicError", "KafkaStorageError", "LeaderNotAvailableError", "LogStoreError",
+    "NotEnoughReplicasError",
     "NotEnoughReplicasAfterAppendError", "NotLeaderError", "OffsetNotAvailableError",
     "OffsetOutOfRangeError", "OutOfOrderSequenceError", "RafkaError", "RecordTooLargeError",
     "RequestTimedOutError", "UnknownLeaderEpochError", "UnknownPartitionError",
     "UnknownTopicError",
 )
 _EXPORTS.update(dict.fromkeys(_ERRORS, "rafka.actors.errors"))
+# The root and the codes live at the bottom layer: importing them brings no Ray.
+_EXPORTS.update(dict.fromkeys(("ErrorCode", "RafkaError"), "rafka.common.errors"))
 
 __all__ = sorted(_EXPORTS)
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from rafka.common.errors import RafkaError
+
 SECURITY_PROTOCOL = "PLAINTEXT"
 
 
-class InvalidListenerError(ValueError):
+class InvalidListenerError(RafkaError, ValueError):
     """A listener string rafka cannot serve."""
 
 

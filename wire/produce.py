@@ -17,6 +17,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, cast
 
+from rafka.common.errors import RafkaError
+
 FLEXIBLE_FROM = 9
 
 _HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
@@ -28,7 +30,7 @@ _PARTITION_ANSWER = struct.Struct(">ihqq")
 _INT64 = struct.Struct(">q")
 
 
-class ProduceFormatError(ValueError):
+class ProduceFormatError(RafkaError, ValueError):
     """A Produce request whose bytes are not one (cut short, a negative length, a null
     where the schema allows none)."""
 

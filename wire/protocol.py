@@ -103,6 +103,7 @@ from kafka.protocol.producer import (
     WriteTxnMarkersResponse,
 )
 
+from rafka.common.errors import RafkaError
 from rafka.wire.produce import ProduceFormatError, read_produce_request
 
 # Kafka's error code for a version (or API) the broker does not serve.
@@ -178,11 +179,11 @@ APIS: dict[int, Api] = {api.key: api for api in (
 API_VERSIONS = APIS[ApiKey.ApiVersions]
 
 
-class MalformedRequestError(Exception):
+class MalformedRequestError(RafkaError):
     """A frame that is not a request rafka can read: Kafka closes such a connection."""
 
 
-class UnsupportedRequestError(Exception):
+class UnsupportedRequestError(RafkaError):
     """A request of an API or version rafka does not serve; answered, not fatal."""
 
     def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:

@@ -47,6 +47,7 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
+from rafka.common.sentinels import MAX_PRODUCER_EPOCH
 from rafka.common.sequences import decrement_sequence, increment_sequence, sequence_before
 from rafka.logstore.batch import HEADER_SIZE, Header, RecordsPayload
 
@@ -70,8 +71,6 @@ BATCH_OVERHEAD_BYTES = HEADER_SIZE
 RECORD_OVERHEAD_BYTES = 16
 # A header's: its 2-element array and its name's and value's length prefixes.
 HEADER_OVERHEAD_BYTES = 4
-# A producer epoch is an int16 in the batch header.
-MAX_PRODUCER_EPOCH = 0x7FFF
 _END_OF_TIME = 2**63  # a "now" after every backoff
 
 Headers = Sequence[Header]

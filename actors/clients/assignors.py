@@ -39,7 +39,7 @@ __all__ = [
     "revocations",
     "round_robin_assign",
     "sticky_assign",
-    "validate_assignment",
+    "validate_group_assignment",
 ]
 
 
@@ -68,7 +68,7 @@ class PartitionAssignor(Protocol):
     """A user-supplied assignor: give it to the consumer as ``partition_assignment_strategy``.
 
     ``assign`` must follow the rules of the module docstring; the group checks its answer with
-    ``validate_assignment`` before any member acts on it.
+    ``validate_group_assignment`` before any member acts on it.
     """
 
     name: str
@@ -282,7 +282,7 @@ def resolve_assignor(
 # -- checking and comparing assignments --------------------------------------------------------
 
 
-def validate_assignment(
+def validate_group_assignment(
     members: Members, partitions_per_topic: Mapping[str, int], assignment: Mapping[str, Any]
 ) -> None:
     """Raise ValueError unless ``assignment`` gives every partition of every subscribed topic to

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import ray
 
 from rafka.actors.clients.config import ConsumerConfig
-from rafka.actors.clients.metadata import MetadataCache
+from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.dataport.calls import host_calls
 from rafka.actors.errors import (
     BrokerUnavailableError,
@@ -79,7 +79,7 @@ class Consumer:
     def __init__(self, namespace: str, **config: Any) -> None:
         self.config = ConsumerConfig.from_kwargs(**config)
         self._read_committed = self.config.isolation_level == "read_committed"
-        self.metadata = MetadataCache(
+        self.metadata = ClientMetadata(
             namespace, max_age_s=self.config.metadata_max_age_ms / 1000)
         # The next offset to hand to the caller (Kafka's position), and the next to fetch, which
         # runs ahead of it by what is buffered.

@@ -28,7 +28,7 @@ import ray
 
 from rafka.actors.clients.assignors import Subscription, resolve_assignor
 from rafka.actors.clients.consumer import Consumer, ConsumerRecord
-from rafka.actors.clients.metadata import MetadataCache
+from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.errors import (
     BrokerUnavailableError,
     CommitFailedError,
@@ -72,7 +72,7 @@ def new_member_id(client_id: str) -> str:
            f"{uuid.uuid4().hex[:8]}"
 
 
-def offset_manager(metadata: MetadataCache, group: str, wait_s: float
+def offset_manager(metadata: ClientMetadata, group: str, wait_s: float
                    ) -> tuple[str, Any, int]:
     """The replica host that manages `group`'s offsets (it leads the group's partition of
     `__consumer_offsets`): its name and actor, and that partition."""
@@ -82,7 +82,7 @@ def offset_manager(metadata: MetadataCache, group: str, wait_s: float
 
 
 def fetch_committed(
-    metadata: MetadataCache, group: str, partitions: Iterable[tuple[str, int]], timeout_s: float
+    metadata: ClientMetadata, group: str, partitions: Iterable[tuple[str, int]], timeout_s: float
 ) -> dict[TopicPartition, int | None]:
     """A group's committed offsets from its offset manager (None where none is committed)."""
     wanted = [TopicPartition(*tp) for tp in partitions]
@@ -113,7 +113,7 @@ def fetch_committed(
 
 
 def store_committed(
-    metadata: MetadataCache, group: str, offsets: Mapping[tuple[str, int], int], timeout_s: float
+    metadata: ClientMetadata, group: str, offsets: Mapping[tuple[str, int], int], timeout_s: float
 ) -> None:
     """Commit a group's offsets through its offset manager; CommitFailedError if not in time."""
     entries = [[topic, partition, offset, ""] for (topic, partition), offset in offsets.items()]

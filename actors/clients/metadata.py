@@ -26,7 +26,7 @@ from rafka.actors.runtime import named_actors
 from rafka.coordination.validation import validate_topic_name
 
 
-class MetadataCache:
+class ClientMetadata:
     """Topic metadata from the brokers, and actor handles by name, shared by client threads."""
 
     def __init__(

@@ -18,7 +18,6 @@ the sender adds each partition to the transaction before the first batch it send
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
 from bisect import bisect_right
@@ -38,7 +37,7 @@ from rafka.actors.clients.accumulator import (
     batch_run_ends,
 )
 from rafka.actors.clients.config import ProducerConfig
-from rafka.actors.clients.metadata import MetadataCache
+from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.clients.partitioner import StickyPartitioner, choose_partition
 from rafka.actors.clients.transactions import TransactionManager
 from rafka.actors.dataport.calls import host_calls
@@ -59,6 +58,7 @@ from rafka.actors.messages import Appended, PartitionProduce
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
 from rafka.actors.path_trace import SentRequest
 from rafka.common.clock import wall_clock_ms
+from rafka.common.producer_ids import random_producer_id
 from rafka.logstore.batch import NO_TIMESTAMP, build_batch, check_headers, frame_batch
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ class Producer:
 
     def __init__(self, namespace: str, **config: Any) -> None:
         self.config = ProducerConfig.from_kwargs(**config)
-        self.metadata = MetadataCache(
+        self.metadata = ClientMetadata(
             namespace, max_age_s=self.config.metadata_max_age_ms / 1000)
         self._accumulator = RecordAccumulator(
             batch_size=self.config.batch_size,
@@ -274,7 +274,7 @@ class Producer:
         # enough among the producers of one cluster and needs no round trip.
         # Its epoch is per partition, in the accumulator. A transactional producer's id and
         # epoch are its coordinator's, from init_transactions.
-        self.producer_id = secrets.randbits(62) if self.config.enable_idempotence else -1
+        self.producer_id = random_producer_id() if self.config.enable_idempotence else -1
         self.transactions: TransactionManager | None = None
         if self.config.transactional_id is not None:
             self.producer_id = -1

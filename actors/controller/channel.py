@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from rafka.actors.broker_handles import BrokerHandles
 from rafka.actors.errors import ErrorCode
 from rafka.actors.messages import UpdateMetadataRequest
+from rafka.common.errors import RafkaError
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.models import BrokerInfo
 
@@ -44,7 +45,7 @@ METADATA_RESYNC_S = 2.0
 MetadataMessage = Callable[[set[TopicPartition] | None, tuple[str, ...]], UpdateMetadataRequest]
 
 
-class BrokerDidNotAnswer(TimeoutError):
+class BrokerDidNotAnswer(RafkaError, TimeoutError):
     """A broker did not answer the controller within `BROKER_ANSWER_TIMEOUT_S`."""
 
 

@@ -11,6 +11,7 @@ import socket
 from typing import Any
 
 from rafka.actors.dataport import frames
+from rafka.common.errors import RafkaError
 
 
 async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
@@ -38,7 +39,7 @@ async def open_connection(address: tuple[str, int, bytes], connect_timeout_s: fl
     return reader, writer
 
 
-class RequestTooLarge(ValueError):
+class RequestTooLarge(RafkaError, ValueError):
     """A request longer than a data port takes: nothing was sent (an actor call has no such
     bound)."""
 

@@ -35,6 +35,7 @@ from rafka.actors.messages import (
     ReplicaFetchAnswer,
     ReplicaFetchPartition,
 )
+from rafka.common.errors import RafkaError
 
 LENGTH = struct.Struct(">I")
 # A fetch request lists partitions (about 40 bytes each).
@@ -52,7 +53,7 @@ FETCH_OFFSETS = "fetch_offsets"
 Reply = FetchedRecords | dict[str, Any]
 
 
-class FrameError(ValueError):
+class FrameError(RafkaError, ValueError):
     """A frame that is not what this protocol sends: the connection is closed."""
 
 

@@ -6,17 +6,14 @@ for a transactional id is answered there too."""
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 from rafka.actors.broker_view import TransactionCoordinatorView
 from rafka.actors.errors import ErrorCode
 from rafka.actors.txn.transaction_state import select_listed
 from rafka.common.clock import wall_clock_ms
+from rafka.common.producer_ids import random_producer_id
 from rafka.wire.protocol import Api
-
-# An idempotent producer's id is drawn at random, as rafka's own producers draw theirs.
-_PRODUCER_ID_BITS = 62
 
 
 class KafkaTransactionHandler:
@@ -38,7 +35,7 @@ class KafkaTransactionHandler:
         elif expected is not None:
             error, producer_id, epoch = ErrorCode.NONE, expected[0], (expected[1] + 1) % 32768
         else:
-            error, producer_id, epoch = ErrorCode.NONE, secrets.randbits(_PRODUCER_ID_BITS), 0
+            error, producer_id, epoch = ErrorCode.NONE, random_producer_id(), 0
         return {"throttle_time_ms": 0, "error_code": error, "producer_id": producer_id,
                 "producer_epoch": epoch}
 

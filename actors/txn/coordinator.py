@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +52,7 @@ from rafka.actors.txn.transaction_state import (
     Transition,
 )
 from rafka.common.clock import wall_clock_ms
+from rafka.common.producer_ids import random_producer_id
 from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.batch import build_batch, decode_batches
 
@@ -66,12 +66,6 @@ WRITE_TIMEOUT_MS = 10_000
 ENDING_WAIT_S = 5.0
 # Between rounds of markers that could not all be written (a leader moving, say).
 MARKER_RETRY_S = 0.2
-# The largest producer id drawn (rafka's producers draw theirs at random too, under 2**62).
-_PRODUCER_ID_BITS = 62
-
-
-def new_producer_id() -> int:
-    return secrets.randbits(_PRODUCER_ID_BITS)
 
 
 @dataclass
@@ -260,7 +254,7 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_REQUEST, -1, -1
         error, metadata = await self._apply(transactional_id, lambda current: (
             txn.init_producer_id(current, transactional_id, timeout_ms, wall_clock_ms(),
-                                 new_producer_id, expected=expected)))
+                                 random_producer_id, expected=expected)))
         if error or metadata is None:
             return error, -1, -1
         return ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch
@@ -448,7 +442,7 @@ class TransactionCoordinator:
                     log.info("aborting %s's transaction: open for longer than its "
                              "transaction.timeout.ms (%d ms)", transactional_id,
                              current.timeout_ms)
-                    aborting = txn.expire(current, now, new_producer_id)
+                    aborting = txn.expire(current, now, random_producer_id)
                     if await self._write(partition, loaded, aborting) == ErrorCode.NONE:
                         self._finish_later(partition, aborting)
 

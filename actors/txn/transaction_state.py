@@ -25,6 +25,7 @@ import msgpack
 
 from rafka.actors.errors import ErrorCode
 from rafka.actors.offsets_topic import offsets_partition
+from rafka.common.sentinels import producer_epoch_exhausted
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 # Kafka's default is 50; each partition replica costs rafka more (see `offsets_topic`).
@@ -33,8 +34,6 @@ TRANSACTION_STATE_TOPIC_CONFIG = {"cleanup.policy": "compact",
                                   "segment.bytes": str(16 * 1024 * 1024)}
 # Kafka's transaction.max.timeout.ms: a producer may not ask for longer.
 MAX_TRANSACTION_TIMEOUT_MS = 900_000
-# An epoch is an int16; the last value is kept for the coordinator's fencing bump.
-MAX_PRODUCER_EPOCH = 32_766
 
 PartitionKey = tuple[str, int]
 
@@ -139,7 +138,7 @@ def init_producer_id(
 def _bumped(
     current: TransactionMetadata, new_producer_id: Callable[[], int]
 ) -> TransactionMetadata:
-    if current.producer_epoch >= MAX_PRODUCER_EPOCH:
+    if producer_epoch_exhausted(current.producer_epoch):
         return replace(current, producer_id=new_producer_id(), producer_epoch=0)
     return replace(current, producer_epoch=current.producer_epoch + 1)
 

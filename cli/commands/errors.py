@@ -17,7 +17,7 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
-class CliError(Exception):
+class CliError(RafkaError):
     """An error the command line reports as one message, with an exit code."""
 
     def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:

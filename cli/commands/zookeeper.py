@@ -63,7 +63,7 @@ from rafka.coordination.security import (
 MEMBER_DIR = "zookeeper-member"
 
 
-def default_data_dir() -> Path:
+def default_zookeeper_data_dir() -> Path:
     """Where this machine's member keeps its data: $RAFKA_HOME/zookeeper-member."""
     return cluster_state.rafka_home() / MEMBER_DIR
 
@@ -145,7 +145,7 @@ def _add_data_dir(parser: argparse.ArgumentParser) -> None:
 
 
 def _data_dir(args: argparse.Namespace) -> Path:
-    return (args.data_dir or default_data_dir()).expanduser().resolve()
+    return (args.data_dir or default_zookeeper_data_dir()).expanduser().resolve()
 
 
 def _start(args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ from rafka.actors.clients.assignors import (
     revocations,
     round_robin_assign,
     sticky_assign,
-    validate_assignment,
+    validate_group_assignment,
 )
 from rafka.common.topic_partition import TopicPartition
 
@@ -149,7 +149,7 @@ def test_sticky_ignores_current_ownership_that_is_no_longer_valid() -> None:
         "gone": [("t", 1)],
     }
     result = sticky_assign(members, {"t": 2, "u": 1}, current)
-    validate_assignment(members, {"t": 2, "u": 1}, result)
+    validate_group_assignment(members, {"t": 2, "u": 1}, result)
     assert tp("t", 0) in result["a"] and tp("u", 0) in result["b"]
 
 
@@ -198,7 +198,7 @@ def test_every_assignor_gives_each_partition_once_to_a_subscriber(
     current = data.draw(current_assignment_st(members, partitions))
     for assignor in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor()):
         result = assignor.assign(members, partitions, current)
-        validate_assignment(members, partitions, result)  # exactly once, subscribed only
+        validate_group_assignment(members, partitions, result)  # exactly once, subscribed only
         assert set(result) == set(members)
         assert all(v == sorted(v) for v in result.values())
 
@@ -358,9 +358,10 @@ def test_a_user_assignor_is_used_as_given_and_its_answer_can_be_checked() -> Non
     assert resolve_assignor(mine) is mine
     members = group(a={"t"}, b={"t"})
     result = resolve_assignor(mine).assign(members, {"t": 2}, {})
-    validate_assignment(members, {"t": 2}, result)
+    validate_group_assignment(members, {"t": 2}, result)
     with pytest.raises(ValueError, match="does not subscribe to 'u'"):
-        validate_assignment(members, {"t": 2, "u": 1}, mine.assign(members, {"t": 2, "u": 1}, {}))
+        validate_group_assignment(
+            members, {"t": 2, "u": 1}, mine.assign(members, {"t": 2, "u": 1}, {}))
 
 
 def test_a_plain_function_becomes_an_assignor() -> None:
@@ -387,4 +388,4 @@ def test_a_plain_function_becomes_an_assignor() -> None:
 )
 def test_validate_assignment_catches_broken_answers(assignment: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        validate_assignment(group(a={"t"}, b={"t"}), {"t": 2}, assignment)
+        validate_group_assignment(group(a={"t"}, b={"t"}), {"t": 2}, assignment)

@@ -11,10 +11,10 @@ import pytest
 from rafka.actors.errors import ErrorCode
 from rafka.actors.txn import transaction_state as txn
 from rafka.actors.txn.transaction_state import (
-    MAX_PRODUCER_EPOCH,
     TransactionMetadata,
     TxnState,
 )
+from rafka.common.sentinels import MAX_PRODUCER_EPOCH
 
 ID = "payments-1"
 TIMEOUT = 60_000
@@ -49,7 +49,7 @@ def test_a_new_id_gets_a_producer_id_at_epoch_0_and_each_init_bumps_the_epoch() 
 
 
 def test_an_exhausted_epoch_takes_a_new_producer_id() -> None:
-    worn = TransactionMetadata(ID, 999, MAX_PRODUCER_EPOCH, TIMEOUT)
+    worn = TransactionMetadata(ID, 999, MAX_PRODUCER_EPOCH - 1, TIMEOUT)
     transition = txn.init_producer_id(worn, ID, TIMEOUT, 0, producer_ids().__next__)
     assert transition.new is not None
     assert (transition.new.producer_id, transition.new.producer_epoch) == (1000, 0)

@@ -10,7 +10,7 @@ import pytest
 import ray
 
 from rafka import Cluster
-from rafka.actors.clients.metadata import MetadataCache
+from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.errors import UnknownTopicError
 from rafka.actors.messages import RecordsDeletion
 from rafka.pipelines.source_options import DataLossError, SourceOptionError
@@ -100,7 +100,7 @@ def test_records_deleted_before_they_are_read_fail_the_read_unless_told(
         spark, cluster: Cluster) -> None:
     topic = fresh("lost")
     fill(cluster, topic, 1, 20)
-    _name, host = MetadataCache(cluster.namespace).leader_host(topic, 0)
+    _name, host = ClientMetadata(cluster.namespace).leader_host(topic, 0)
     assert ray.get(host.delete_records.remote([RecordsDeletion(topic, 0, 8)]))[0].get(
         "error") in (None, 0)
     from_five = json.dumps({topic: {"0": 5}})
