@@ -1,4 +1,6 @@
-"""What the Kafka listener and the group coordinator need of the broker they run in.
+"""What the Kafka listener, the group coordinator and the transaction coordinator need of the
+broker they run in (what they need of its transaction coordinator besides is
+`rafka.actors.txn.view`).
 
 They run on the broker actor's event loop and are handed the broker itself; typing them against
 this protocol instead of the `Broker` class keeps the server side out of their imports (the
@@ -7,50 +9,13 @@ broker imports them, never the reverse).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
 from rafka.actors.config import BrokerConfig
-from rafka.actors.errors import ErrorCode
 from rafka.actors.messages import LeaderAndIsrRequest
-from rafka.actors.txn.transaction_state import TransactionMetadata
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.store import ClusterStore
-
-
-class TransactionCoordinatorView(Protocol):
-    """What the Kafka listener asks of the broker's transaction coordinator
-    (`actors/txn/coordinator.py`); each answer carries Kafka's error code."""
-
-    async def partition_of(self, transactional_id: str) -> int | None:
-        """The id's `__transaction_state` partition (None until the topic has partitions)."""
-        ...
-
-    async def init_producer_id(
-        self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None = None,
-    ) -> tuple[ErrorCode, int, int]:
-        ...
-
-    async def add_partitions(self, transactional_id: str, producer_id: int,
-                             producer_epoch: int, partitions: Iterable[tuple[str, int]],
-                             ) -> ErrorCode:
-        ...
-
-    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                          group_id: str) -> ErrorCode:
-        ...
-
-    async def end_transaction(self, transactional_id: str, producer_id: int,
-                              producer_epoch: int, commit: bool) -> ErrorCode:
-        ...
-
-    async def describe_transaction(self, transactional_id: str
-                                   ) -> tuple[ErrorCode, TransactionMetadata | None]:
-        ...
-
-    async def list_transactions(self) -> tuple[ErrorCode, list[TransactionMetadata]]:
-        ...
 
 
 class BrokerView(Protocol):
@@ -68,8 +33,6 @@ class BrokerView(Protocol):
     """The last LeaderAndIsr applied for each partition this broker holds a replica of."""
     data_dir: Path
     """Where this broker's logs are (Kafka's one `log.dirs` entry)."""
-    transactions: TransactionCoordinatorView
-    """The transaction coordinator of the `__transaction_state` partitions it leads."""
 
     def replica_host_for(self, topic: str, partition: int) -> Any:
         """The actor handle of the host holding this broker's replica, None if it holds none."""

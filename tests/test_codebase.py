@@ -33,10 +33,11 @@ ALLOWED = {
 ROOMS = {
     "dataport": set(),
     "clients": {"dataport"},
-    "group": set(),
-    "kafka": {"group", "dataport"},
+    "txn": set(),
+    "group": {"txn"},
+    "kafka": {"group", "txn", "dataport"},
     "controller": set(),
-    "server": {"controller", "kafka", "dataport"},
+    "server": {"controller", "kafka", "group", "txn", "dataport"},
 }
 TOP_OF_ACTORS = {"rafka.actors.cluster"}
 # No folder's own modules may hold more than this share of the code.

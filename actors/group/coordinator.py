@@ -32,7 +32,6 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rafka.actors.broker_view import BrokerView
 from rafka.actors.errors import ErrorCode
 from rafka.actors.group.classic_group import (
     NO_MEMBER,
@@ -44,6 +43,7 @@ from rafka.actors.group.classic_group import (
 )
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic, offsets_partition
 from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
+from rafka.actors.txn.view import TransactionalBrokerView
 from rafka.common.clock import monotonic_ms
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.errors import CoordinationError
@@ -74,7 +74,7 @@ MEMBERS_WAIT_S = 10.0
 class GroupCoordinator:
     """The classic groups this broker coordinates, and the requests waiting on them."""
 
-    def __init__(self, broker: BrokerView, call_host: HostCall) -> None:
+    def __init__(self, broker: TransactionalBrokerView, call_host: HostCall) -> None:
         self.broker = broker
         # How the offset managers' hosts are asked: the listener's way, over their data ports
         # where they serve the call, else an actor call.

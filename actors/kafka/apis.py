@@ -26,7 +26,6 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from rafka.actors.broker_view import BrokerView
 from rafka.actors.config import TopicConfig
 from rafka.actors.dataport import frames
 from rafka.actors.dataport.async_client import HostConnections, RequestTooLarge
@@ -47,6 +46,7 @@ from rafka.actors.messages import (
 )
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
 from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
+from rafka.actors.txn.view import TransactionalBrokerView
 from rafka.common.sentinels import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.validation import is_valid_topic_name
@@ -76,7 +76,7 @@ _MAX_HOST_ANSWER_BYTES = 1 << 30
 class KafkaApis:
     """Answers the Kafka requests `broker` is sent, each by its ApiKey's handler."""
 
-    def __init__(self, broker: BrokerView) -> None:
+    def __init__(self, broker: TransactionalBrokerView) -> None:
         self.broker = broker
         # Calls to a replica host that raised or found the host gone (each answered
         # NOT_LEADER_OR_FOLLOWER): none while the hosts are healthy, whatever clients send.

@@ -26,11 +26,11 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from rafka.actors.broker_view import BrokerView
 from rafka.actors.group.coordinator import CLIENT_HOST
 from rafka.actors.kafka.apis import KafkaApis
 from rafka.actors.kafka.connection import KafkaConnection
 from rafka.actors.kafka.limits import ConnectionQuota, RequestMemory
+from rafka.actors.txn.view import TransactionalBrokerView
 from rafka.wire.listeners import Listener
 from rafka.wire.protocol import (
     Api,
@@ -54,7 +54,8 @@ REQUESTS_READ_AHEAD = 5
 class KafkaListener:
     """Serves Kafka clients for `broker` on `listener`; `advertised` is what they are told."""
 
-    def __init__(self, broker: BrokerView, listener: Listener, advertised: Listener | None,
+    def __init__(self, broker: TransactionalBrokerView, listener: Listener,
+                 advertised: Listener | None,
                  max_request_bytes: int) -> None:
         self.broker = broker
         self.listener = listener

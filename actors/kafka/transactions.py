@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rafka.actors.broker_view import TransactionCoordinatorView
 from rafka.actors.errors import ErrorCode
 from rafka.actors.txn.transaction_state import select_listed
+from rafka.actors.txn.view import TransactionCoordinatorView
 from rafka.common.clock import wall_clock_ms
 from rafka.common.producer_ids import random_producer_id
 from rafka.wire.protocol import Api
