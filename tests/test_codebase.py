@@ -117,6 +117,14 @@ def test_each_room_of_actors_imports_only_what_it_may() -> None:
     assert not offenders, f"rooms import only the rooms below them ({ROOMS}): {offenders}"
 
 
+def test_the_actor_tests_are_in_the_rooms_of_what_they_test() -> None:
+    """tests/actors/ mirrors actors/: a folder per room, the shared modules' tests at its root."""
+    tests = ROOT / "tests" / "actors"
+    folders = {path.name for path in tests.iterdir()
+               if path.is_dir() and path.name != "__pycache__"}
+    assert folders == set(ROOMS), f"tests/actors/ folders {sorted(folders)}, rooms {sorted(ROOMS)}"
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan), and self-imports."""
     index: dict[str, int] = {}

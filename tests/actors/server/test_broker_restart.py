@@ -57,7 +57,7 @@ def test_a_killed_broker_process_comes_back_by_itself(detached: Cluster) -> None
     # Not the controller: when it is, the broker its ZooKeeper session leaves with may be back
     # (Ray restarts it in a second or two) before the next controller reads who is alive, and a
     # controller that starts finds no death to act on, as Kafka's does (it elects only for
-    # leaders that are not registered). tests/actors/test_controller_faults.py kills
+    # leaders that are not registered). tests/actors/controller/test_controller_faults.py kills
     # controllers.
     victim = next(broker for broker in (1, 2, 0) if broker != detached.wait_for_controller())
     with Workload(detached, "restarted") as workload:
