@@ -11,9 +11,11 @@ As in Kafka it runs inside its broker (here: on the broker actor's asyncio loop)
 state it cannot rebuild from ZooKeeper. Watch callbacks only queue events; one task handles them
 in order, as Kafka's controller event thread does. The decisions are pure functions: who leads
 in `elections.py`, the next reassignment step in `reassignment.py`. How requests reach the
-brokers, and their resends, is the `ControllerChannel`'s (`channel.py`); reassignments are
-carried out by the `Reassigner` (`reassigner.py`), topic deletions by the `TopicDeleter`
-(`deletion.py`), both on this controller's picture (`context.py`).
+brokers, and their resends, is the `ControllerChannel`'s (`channel.py`). Partition state
+changes are carried out by the `PartitionStateMachine` (`partition_states.py`), preferred leader
+elections by the `PreferredLeaderElector` (`preferred_leaders.py`), reassignments by the
+`Reassigner` (`reassigner.py`) and topic deletions by the `TopicDeleter` (`deletion.py`), all on
+this controller's picture (`context.py`).
 
 A step that fails (the initialization, or the handling of an event) is never just logged: the
 controller rebuilds from ZooKeeper after a backoff, resigns so that another broker takes over, or
@@ -26,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Set
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from rafka.actors.broker_handles import BrokerHandles
@@ -34,11 +36,6 @@ from rafka.actors.config import TopicConfig
 from rafka.actors.controller import channel
 from rafka.actors.controller.channel import ControllerChannel
 from rafka.actors.controller.deletion import TopicDeleter
-from rafka.actors.controller.elections import (
-    elect_leader,
-    preferred_leader_election,
-    remove_from_isr,
-)
 from rafka.actors.controller.events import (
     AssignmentChanged,
     BrokersChanged,
@@ -53,16 +50,16 @@ from rafka.actors.controller.events import (
     TopicConfigChanged,
     TopicsChanged,
 )
+from rafka.actors.controller.partition_states import PartitionStateMachine
+from rafka.actors.controller.preferred_leaders import PreferredLeaderElector
 from rafka.actors.controller.reassigner import Reassigner
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
-from rafka.actors.errors import ErrorCode
 from rafka.actors.messages import PartitionMetadata, UpdateMetadataRequest
 from rafka.common.config import InvalidConfigError
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.election import ControllerElection
 from rafka.coordination.errors import (
-    StaleVersionError,
     UnknownTopicError,
 )
 from rafka.coordination.models import (
@@ -82,10 +79,9 @@ log = logging.getLogger(__name__)
 class Controller:
     """The active controller; `start()` on the broker's loop, `stop()` when resigning.
 
-    Above 400 lines because it holds the picture of the cluster and every handler that changes
-    it (brokers, topics, assignments, configs, ISR changes, elections, preferred leaders) with
-    the fenced writes they share; the next split would be Kafka's partition state machine
-    (`_bring_online`, `_elect`, `_shrink_isr`, `_write_state`) into a class of its own."""
+    It holds the picture of the cluster and the handlers of the events that change it; its
+    helpers (partition states, preferred leaders, reassignment, deletion) change the picture
+    through `ControllerContext`, whose names it keeps public for them."""
 
     def __init__(
         self,
@@ -109,11 +105,13 @@ class Controller:
         # a step that failed (`recovery.py`).
         self.election = election
         self.recovery = recovery
-        self.preferred_leader_check_s = preferred_leader_check_s
         self.admin = TopicAdmin(store)
         self.partition_states = PartitionStateStore(store)
-        # Carry out reassignments (`reassigner.py`) and topic deletions (`deletion.py`), on
-        # this controller's picture.
+        # Carry out partition state changes (`partition_states.py`), preferred leader
+        # elections (`preferred_leaders.py`), reassignments (`reassigner.py`) and topic
+        # deletions (`deletion.py`), on this controller's picture.
+        self.partition_state_machine = PartitionStateMachine(self)
+        self.preferred_leaders = PreferredLeaderElector(self, preferred_leader_check_s)
         self.reassigner = Reassigner(self, reassignment_check_s)
         self.deleter = TopicDeleter(self)
         # Which method handles which event: every event the controller knows, in one place.
@@ -124,7 +122,7 @@ class Controller:
             TopicConfigChanged: self._on_topic_config,
             DeletionsRequested: self.deleter.on_deletions,
             IsrChangesNotified: self._on_isr_changes,
-            PreferredLeaderCheck: self._on_preferred_leader_check,
+            PreferredLeaderCheck: self.preferred_leaders.on_preferred_leader_check,
             ReassignmentsRequested: self.reassigner.on_reassignments,
             ReassignmentCheck: self.reassigner.on_reassignment_check,
             MetadataResync: self._on_metadata_resync,
@@ -158,14 +156,14 @@ class Controller:
         # Reassignment: what is being moved, and the assignment versions its steps wrote (so
         # that a late watch event cannot undo them).
         self.reassigner.forget()
-        self._assignment_versions: dict[str, int] = {}
+        self.assignment_versions: dict[str, int] = {}
         self.channel.forget()
 
     # ------------------------------------------------------------------------ life cycle
 
     def start(self) -> None:
         self._tasks = [asyncio.ensure_future(self._run()),
-                       asyncio.ensure_future(self._check_preferred_leaders_forever()),
+                       asyncio.ensure_future(self.preferred_leaders.check_forever()),
                        asyncio.ensure_future(self.reassigner.check_forever()),
                        asyncio.ensure_future(self._resync_metadata_forever())]
 
@@ -190,7 +188,7 @@ class Controller:
 
         return deliver
 
-    async def _zk(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+    async def zk(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         """A blocking kazoo call, off the loop so that the broker keeps answering."""
         return await asyncio.to_thread(function, *args, **kwargs)
 
@@ -270,26 +268,27 @@ class Controller:
 
     async def _initialize(self) -> None:
         """Rebuild everything from ZooKeeper, bring every partition online, tell every broker."""
-        self.live = await self._zk(read_brokers, self.store)
-        for topic in await self._zk(self.admin.list_topics):
-            await self._load_topic(topic)
-        self.deleting = set(await self._zk(self.admin.topics_marked_for_deletion))
-        await self._bring_online(set(self.states) | self._partitions_without_state())
+        self.live = await self.zk(read_brokers, self.store)
+        for topic in await self.zk(self.admin.list_topics):
+            await self.load_topic(topic)
+        self.deleting = set(await self.zk(self.admin.topics_marked_for_deletion))
+        state_machine = self.partition_state_machine
+        await state_machine.bring_online(set(self.states) | self.partitions_without_state())
         # Replicas on brokers that died while there was no controller leave the ISR now, as
         # Kafka's controller takes them offline when it starts.
         for tp, versioned in list(self.states.items()):
             dead = set(versioned.value.isr) - set(self.live)
             if dead and versioned.value.leader in self.live:
-                await self._shrink_isr(tp, dead)
-        await self._send_leader_and_isr(set(self.states), brokers=set(self.live),
-                                        update_metadata=False)
-        self._update_metadata()  # every broker: the whole picture, from its controller
+                await state_machine.shrink_isr(tp, dead)
+        await self.send_leader_and_isr(set(self.states), brokers=set(self.live),
+                                       update_metadata=False)
+        self.update_metadata()  # every broker: the whole picture, from its controller
         for topic in sorted(self.deleting):
             await self.deleter.delete_topic(topic)
 
-    async def _load_topic(self, topic: str) -> None:
+    async def load_topic(self, topic: str) -> None:
         try:
-            description = await self._zk(self.admin.describe_topic, topic)
+            description = await self.zk(self.admin.describe_topic, topic)
         except UnknownTopicError:
             return
         if topic not in self._topic_watches:  # its partition count may grow, its config change
@@ -309,7 +308,7 @@ class Controller:
             if state is not None:
                 self.states[TopicPartition(topic, partition)] = state
 
-    def _partitions_without_state(self) -> set[TopicPartition]:
+    def partitions_without_state(self) -> set[TopicPartition]:
         return {
             TopicPartition(topic, partition)
             for topic, assignment in self.assignments.items()
@@ -317,107 +316,10 @@ class Controller:
             if TopicPartition(topic, partition) not in self.states
         }
 
-    def _replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         return self.assignments[tp.topic].partitions[tp.partition]
 
-    # ---------------------------------------------------------------------- state changes
-
-    async def _bring_online(self, partitions: set[TopicPartition]) -> set[TopicPartition]:
-        """Create missing states; elect leaders where the leader is not live. Returns changes."""
-        changed: set[TopicPartition] = set()
-        new: dict[str, dict[int, PartitionState]] = {}
-        for tp in sorted(partitions):
-            if tp.topic not in self.assignments:
-                continue
-            if tp not in self.states:
-                live_replicas = [r for r in self._replicas(tp) if r in self.live]
-                if live_replicas:
-                    new.setdefault(tp.topic, {})[tp.partition] = PartitionState(
-                        leader=live_replicas[0],
-                        leader_epoch=0,
-                        isr=tuple(live_replicas),
-                        controller_epoch=self.epoch,
-                    )
-            elif self.states[tp].value.leader not in self.live and await self._elect(tp):
-                changed.add(tp)
-        for topic, states in new.items():
-            try:
-                versions = await self._zk(
-                    self.partition_states.create_partition_states, topic, states, fence=self.fence
-                )
-            except StaleVersionError:
-                await self._load_topic(topic)
-                continue
-            for partition, state in states.items():
-                tp = TopicPartition(topic, partition)
-                self.states[tp] = Versioned(state, versions[partition])
-                changed.add(tp)
-        return changed
-
-    async def _write_state(self, tp: TopicPartition, new_state: PartitionState) -> bool:
-        current = self.states[tp]
-        try:
-            version = await self._zk(
-                self.partition_states.update_partition_state,
-                tp.topic, tp.partition, new_state, current.version, fence=self.fence,
-            )
-        except StaleVersionError:
-            # The leader changed the ISR meanwhile: decide again on what is there now.
-            fresh = await self._zk(self.partition_states.read_partition_state, *tp)
-            if fresh is not None:
-                self.states[tp] = fresh
-            return False
-        self.states[tp] = Versioned(new_state, version)
-        return True
-
-    async def _elect(self, tp: TopicPartition, attempts: int = 3,
-                     bounced: Set[int] = frozenset()) -> bool:
-        """Offline-partition election for one partition; True if its state changed.
-
-        A leader that `bounced` (see `elect_leader`) is a new incarnation: even chosen again,
-        it leads under a new leader epoch."""
-        for _attempt in range(attempts):
-            state = self.states[tp].value
-            config = self.configs.get(tp.topic, TopicConfig())
-            election = elect_leader(
-                self._replicas(tp), state.isr, set(self.live),
-                unclean_leader_election=config.unclean_leader_election_enable,
-                bounced=bounced,
-            )
-            if (election.leader == state.leader and set(election.isr) == set(state.isr)
-                    and state.leader not in bounced):
-                return False
-            if election.unclean:
-                log.warning("unclean leader election for %s-%d: broker %d leads without being "
-                            "in the ISR %s; acknowledged records may be lost",
-                            tp.topic, tp.partition, election.leader, list(state.isr))
-            new_state = PartitionState(
-                leader=election.leader,
-                leader_epoch=state.leader_epoch + 1,
-                isr=election.isr,
-                controller_epoch=self.epoch,
-            )
-            if await self._write_state(tp, new_state):
-                log.info("%s-%d: leader %d -> %d at epoch %d, ISR %s", tp.topic, tp.partition,
-                         state.leader, election.leader, new_state.leader_epoch, election.isr)
-                return True
-        return False
-
-    async def _shrink_isr(self, tp: TopicPartition, dead: set[int]) -> bool:
-        for _attempt in range(3):
-            state = self.states[tp].value
-            isr = state.isr
-            for broker in dead:
-                isr = remove_from_isr(isr, broker)
-            if set(isr) == set(state.isr):
-                return False
-            # Kafka's controller bumps the leader epoch when it takes a replica out of the ISR.
-            new_state = PartitionState(state.leader, state.leader_epoch + 1, isr, self.epoch)
-            if await self._write_state(tp, new_state):
-                return True
-        return False
-
-    async def _send_leader_and_isr(
+    async def send_leader_and_isr(
         self, partitions: set[TopicPartition], brokers: set[int] | None = None, *,
         update_metadata: bool = True, wait: bool = True,
     ) -> None:
@@ -439,16 +341,16 @@ class Controller:
                 "leader": state.leader,
                 "leader_epoch": state.leader_epoch,
                 "isr": list(state.isr),
-                "replicas": list(self._replicas(tp)),
+                "replicas": list(self.replicas(tp)),
                 "zk_version": versioned.version,
                 "config": self.raw_configs.get(tp.topic, {}),
             }
-            for replica in self._replicas(tp):
+            for replica in self.replicas(tp):
                 if replica in self.live and (brokers is None or replica in brokers):
                     requests.setdefault(replica, []).append(request)
         calls = self.channel.send_leader_and_isr(requests)
         if update_metadata and partitions:
-            self._update_metadata(partitions)
+            self.update_metadata(partitions)
         if not wait:
             return
         await self.channel.wait_for_leader_and_isr(calls)
@@ -458,11 +360,11 @@ class Controller:
             if broker in self.live:
                 # Not waited for: a broker that still does not answer must not hold up the
                 # controller's events; its failure brings it back here.
-                await self._send_leader_and_isr(partitions & set(self.states), {broker},
-                                                update_metadata=False, wait=False)
+                await self.send_leader_and_isr(partitions & set(self.states), {broker},
+                                               update_metadata=False, wait=False)
 
-    def _update_metadata(self, partitions: set[TopicPartition] | None = None,
-                         deleted: tuple[str, ...] = ()) -> None:
+    def update_metadata(self, partitions: set[TopicPartition] | None = None,
+                        deleted: tuple[str, ...] = ()) -> None:
         """UpdateMetadata to every live broker: `partitions` (everything for None) and the
         topics `deleted`; a broker a previous one did not reach gets everything. Their metadata
         caches answer clients, so no client request reads ZooKeeper. Sent, not waited for
@@ -478,7 +380,7 @@ class Controller:
             controller_id=self.broker_id, controller_epoch=self.epoch, brokers=dict(self.live),
             partitions={tp: PartitionMetadata(
                 versioned.value.leader, versioned.value.leader_epoch, tuple(versioned.value.isr),
-                self._replicas(tp), versioned.version)
+                self.replicas(tp), versioned.version)
                 for tp in wanted if (versioned := self.states.get(tp)) is not None
                 and tp.topic in self.assignments and tp.topic not in self.deleting},
             deleted_topics=tuple(deleted) if partitions is not None else (),
@@ -494,7 +396,7 @@ class Controller:
 
     async def _on_metadata_resync(self, _event: MetadataResync) -> None:
         if self.channel.live_brokers_behind_on_metadata():
-            self._update_metadata(set())
+            self.update_metadata(set())
 
     # --------------------------------------------------------------------------- events
 
@@ -509,7 +411,7 @@ class Controller:
         bounced = dead & born
         if not dead and not born:
             if brokers != old:  # a registration changed (a new advertised listener)
-                self._update_metadata(set())
+                self.update_metadata(set())
             return
         for broker in dead | born:  # a broker registered anew may be another actor
             self.channel.broker_registered_anew(broker)  # a new one is told everything
@@ -527,18 +429,20 @@ class Controller:
                 to_elect.append(tp)
             elif dead & set(state.isr):
                 to_shrink.append(tp)
-        outcomes = await asyncio.gather(*(self._elect(tp, bounced=bounced) for tp in to_elect),
-                                        *(self._shrink_isr(tp, dead) for tp in to_shrink))
+        state_machine = self.partition_state_machine
+        outcomes = await asyncio.gather(*(state_machine.elect(tp, bounced=bounced)
+                                          for tp in to_elect),
+                                        *(state_machine.shrink_isr(tp, dead) for tp in to_shrink))
         changed = {tp for tp, moved in zip(to_elect + to_shrink, outcomes, strict=True) if moved}
-        changed |= await self._bring_online(self._partitions_without_state())
+        changed |= await state_machine.bring_online(self.partitions_without_state())
         # New brokers learn every partition they hold, to lead or to follow; every broker,
         # the brokers now and what changed (a new one, everything).
         self.channel.needs_everything(born)
-        await self._send_leader_and_isr(changed)
-        hosted = {tp for tp in self.states if born & set(self._replicas(tp))}
-        await self._send_leader_and_isr(hosted - changed, brokers=born, update_metadata=False)
+        await self.send_leader_and_isr(changed)
+        hosted = {tp for tp in self.states if born & set(self.replicas(tp))}
+        await self.send_leader_and_isr(hosted - changed, brokers=born, update_metadata=False)
         if not changed:
-            self._update_metadata(set())
+            self.update_metadata(set())
         # A deletion that waited for a broker goes on now that it is back.
         waiting = [topic for topic in self.deleting if topic in self.assignments]
         for topic in sorted(t for t in waiting if born & self.assignments[t].brokers):
@@ -547,23 +451,23 @@ class Controller:
     async def _on_topics(self, event: TopicsChanged) -> None:
         topics = event.topics
         for topic in set(self.assignments) - topics:
-            self._forget_topic(topic)
+            self.forget_topic(topic)
         added = topics - set(self.assignments)
         for topic in sorted(added):
-            await self._load_topic(topic)
+            await self.load_topic(topic)
         if added:
-            partitions = {tp for tp in self._partitions_without_state() if tp.topic in added}
+            partitions = {tp for tp in self.partitions_without_state() if tp.topic in added}
             partitions |= {tp for tp in self.states if tp.topic in added}
-            changed = await self._bring_online(partitions)
-            await self._send_leader_and_isr(changed | {tp for tp in partitions
+            changed = await self.partition_state_machine.bring_online(partitions)
+            await self.send_leader_and_isr(changed | {tp for tp in partitions
                                                        if tp in self.states})
 
-    def _forget_topic(self, topic: str) -> None:
+    def forget_topic(self, topic: str) -> None:
         for watch in self._topic_watches.pop(topic, ()):
             watch.cancel()
         self.deleting.discard(topic)
         self.assignments.pop(topic, None)
-        self._assignment_versions.pop(topic, None)
+        self.assignment_versions.pop(topic, None)
         self.configs.pop(topic, None)
         self.raw_configs.pop(topic, None)
         for tp in [tp for tp in self.states if tp.topic == topic]:
@@ -574,15 +478,15 @@ class Controller:
         topic, versioned = event.topic, event.assignment
         if versioned is None or topic not in self.assignments:
             return
-        if versioned.version < self._assignment_versions.get(topic, -1):
+        if versioned.version < self.assignment_versions.get(topic, -1):
             return  # older than what a reassignment step wrote since: already applied
         if versioned.value.partitions == self.assignments[topic].partitions:
             return
         self.assignments[topic] = versioned.value
-        added = {tp for tp in self._partitions_without_state() if tp.topic == topic}
+        added = {tp for tp in self.partitions_without_state() if tp.topic == topic}
         log.info("controller %d: %s grows to %d partitions", self.broker_id, topic,
                  versioned.value.partition_count)
-        await self._send_leader_and_isr(await self._bring_online(added))
+        await self.send_leader_and_isr(await self.partition_state_machine.bring_online(added))
 
     async def _on_topic_config(self, event: TopicConfigChanged) -> None:
         """A topic's config changed (`Cluster.alter_topic_config`, `rafka topics alter`): the
@@ -610,65 +514,20 @@ class Controller:
     async def _on_isr_changes(self, event: IsrChangesNotified) -> None:
         if not event.notifications:
             return
-        partitions = await self._zk(self.partition_states.consume_isr_change_notifications)
+        partitions = await self.zk(self.partition_states.consume_isr_change_notifications)
         for tp in partitions:
-            fresh = await self._zk(self.partition_states.read_partition_state, *tp)
+            fresh = await self.zk(self.partition_states.read_partition_state, *tp)
             if fresh is not None and tp.topic in self.assignments:
                 self.states[tp] = fresh
-        self._update_metadata(set(partitions))
+        self.update_metadata(set(partitions))
         # A new replica joining the ISR is what a reassignment waits for.
         reassigning = self.reassigner.reassigning
         if reassigning and set(partitions) & set(reassigning):
             await self.reassigner.continue_reassignments()
 
-    # ---------------------------------------------------------------- preferred leaders
-
-    async def _check_preferred_leaders_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.preferred_leader_check_s)
-            self.events.put_nowait(PreferredLeaderCheck())
-
-    async def _on_preferred_leader_check(self, _event: PreferredLeaderCheck) -> None:
-        await self.elect_preferred_leaders()
-
     async def elect_preferred_leaders(
         self, partitions: Iterable[TopicPartition] | None = None,
     ) -> dict[TopicPartition, int]:
-        """Give leadership back to the first replica of each of `partitions` (None: every
-        partition) where it is in sync; what happened to each, as Kafka's ElectLeaders answers
-        it: NONE where it moved, else why not (`preferred_leader_election`, and
-        UNKNOWN_TOPIC_OR_PARTITION)."""
-        wanted = None if partitions is None else set(partitions)
-        # Leaders change their ISR themselves and the notification may not have reached us:
-        # decide on what ZooKeeper holds now (one pipelined read per topic).
-        for topic, assignment in list(self.assignments.items()):
-            if wanted is not None and all(tp.topic != topic for tp in wanted):
-                continue
-            fresh = await self._zk(self.partition_states.read_partition_states, topic,
-                                   list(assignment.partitions))
-            for partition, versioned in fresh.items():
-                tp = TopicPartition(topic, partition)
-                if versioned is not None and tp in self.states and (
-                        versioned.version > self.states[tp].version):
-                    self.states[tp] = versioned
-        outcomes: dict[TopicPartition, int] = {}
-        for tp in wanted if wanted is not None else list(self.states):
-            outcomes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            # A stale write means the leader changed the ISR meanwhile (its notification may
-            # not have reached us yet): decide again on what ZooKeeper holds now.
-            for _attempt in range(3):
-                if tp not in self.states or tp.topic in self.deleting:
-                    break  # unknown, or its topic went meanwhile
-                state = self.states[tp].value
-                preferred, outcomes[tp] = preferred_leader_election(
-                    self._replicas(tp), state.leader, state.isr, set(self.live)
-                )
-                if preferred is None:
-                    break
-                new_state = PartitionState(preferred, state.leader_epoch + 1, state.isr,
-                                           self.epoch)
-                if await self._write_state(tp, new_state):
-                    break
-                outcomes[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE  # if no try succeeds
-        await self._send_leader_and_isr({tp for tp, outcome in outcomes.items() if outcome == 0})
-        return outcomes
+        """Kafka's ElectLeaders, preferred: what happened to each partition
+        (`PreferredLeaderElector.elect`)."""
+        return await self.preferred_leaders.elect(partitions)

@@ -49,7 +49,7 @@ class TopicDeleter:
                 log.warning("controller %d: deleting topic %s waits for brokers %s, which hold "
                             "replicas of it", controller.broker_id, topic, waiting_for)
                 return
-        await controller._zk(controller.admin.delete_topic_znodes, topic, fence=controller.fence)
-        controller._forget_topic(topic)
-        controller._update_metadata(set(), deleted=(topic,))
+        await controller.zk(controller.admin.delete_topic_znodes, topic, fence=controller.fence)
+        controller.forget_topic(topic)
+        controller.update_metadata(set(), deleted=(topic,))
         log.info("controller %d deleted topic %s", controller.broker_id, topic)

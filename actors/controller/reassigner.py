@@ -36,8 +36,9 @@ class Reassigner:
     """The partitions being moved and their next steps, for one controller.
 
     It shares the controller's picture (`live`, `assignments`, `states`) and its fenced writes
-    (`_write_state`, `_send_leader_and_isr`) on purpose, through `ControllerContext`: a step is
-    a change of that picture, made as any other controller event makes it."""
+    (`PartitionStateMachine.write_state`, `send_leader_and_isr`) on purpose, through
+    `ControllerContext`: a step is a change of that picture, made as any other controller
+    event makes it."""
 
     def __init__(self, controller: ControllerContext, check_s: float) -> None:
         self.controller = controller
@@ -65,8 +66,8 @@ class Reassigner:
             log.error("controller %d: ignoring malformed reassignment request: %s",
                       controller.broker_id, error)
             try:
-                await controller._zk(controller.store.delete, REASSIGN_PARTITIONS,
-                                     version=versioned.version)
+                await controller.zk(controller.store.delete, REASSIGN_PARTITIONS,
+                                    version=versioned.version)
             except CoordinationError as cleanup_error:  # the next request replaces it anyway
                 log.warning("controller %d: could not delete the malformed request: %s",
                             controller.broker_id, cleanup_error)
@@ -102,8 +103,8 @@ class Reassigner:
                 log.exception("controller %d: reassigning %s-%d failed; retrying",
                               controller.broker_id, tp.topic, tp.partition)
         if done:
-            left = await controller._zk(controller.admin.complete_reassignment, done,
-                                        fence=controller.fence)
+            left = await controller.zk(controller.admin.complete_reassignment, done,
+                                       fence=controller.fence)
             self.reassigning = dict(left)
             self.announced -= set(done)
             log.info("controller %d: reassignment of %s done", controller.broker_id,
@@ -116,11 +117,11 @@ class Reassigner:
         if assignment is None or tp.partition not in assignment.partitions:
             return True  # topic deleted meanwhile: nothing left to move
         # The leader writes ISR changes itself: read what is there now, not our cached copy.
-        fresh = await controller._zk(controller.partition_states.read_partition_state, *tp)
+        fresh = await controller.zk(controller.partition_states.read_partition_state, *tp)
         if fresh is None:
             return False  # not online yet: its state comes first
         controller.states[tp] = fresh
-        current = controller._replicas(tp)
+        current = controller.replicas(tp)
         step = next_reassignment_step(current, target, fresh.value, set(controller.live),
                                       announced=tp in self.announced,
                                       controller_epoch=controller.epoch)
@@ -129,39 +130,39 @@ class Reassigner:
                 return True
             case ReorderReplicas(replicas):
                 await self._write_replicas(tp, replicas)
-                await controller._send_leader_and_isr({tp})
+                await controller.send_leader_and_isr({tp})
                 return True
             case AddReplicas(replicas, state):
                 if replicas != current:
                     await self._write_replicas(tp, replicas)
-                if not await controller._write_state(tp, state):
+                if not await controller.partition_state_machine.write_state(tp, state):
                     return False  # the leader changed the ISR meanwhile: again at the next check
                 self.announced.add(tp)
                 log.info("%s-%d: replicas %s -> %s, waiting for %s to catch up", tp.topic,
                          tp.partition, list(current), list(replicas),
                          sorted(set(target) - set(state.isr)))
-                await controller._send_leader_and_isr({tp})
+                await controller.send_leader_and_isr({tp})
                 return False
             case WaitForReplicas():
                 return False
             case CompleteReassignment(state, leaving):
-                if not await controller._write_state(tp, state):
+                if not await controller.partition_state_machine.write_state(tp, state):
                     return False
                 await self._write_replicas(tp, target)
                 log.info("%s-%d: replicas %s, leader %d at epoch %d, ISR %s; %s leave", tp.topic,
                          tp.partition, list(target), state.leader, state.leader_epoch,
                          list(state.isr), list(leaving))
-                await controller._send_leader_and_isr({tp})
+                await controller.send_leader_and_isr({tp})
                 await self._stop_replicas(tp, list(leaving), delete=True)
                 return True
         raise AssertionError(f"unknown reassignment step {step!r}")
 
     async def _write_replicas(self, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
         controller = self.controller
-        written = await controller._zk(controller.admin.write_partition_replicas, tp.topic,
-                                       tp.partition, replicas, fence=controller.fence)
+        written = await controller.zk(controller.admin.write_partition_replicas, tp.topic,
+                                      tp.partition, replicas, fence=controller.fence)
         controller.assignments[tp.topic] = written.value
-        controller._assignment_versions[tp.topic] = written.version
+        controller.assignment_versions[tp.topic] = written.version
 
     async def _stop_replicas(self, tp: TopicPartition, brokers: list[int], *, delete: bool) -> None:
         """StopReplica to `brokers` for one partition. A broker that is down keeps its copy, as

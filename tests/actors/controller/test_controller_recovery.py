@@ -315,7 +315,7 @@ def test_a_leader_and_isr_a_broker_did_not_apply_is_sent_again(
         controller.live = {2: BrokerInfo(2, "broker-2", "n3", epoch=7)}
         controller.assignments = {"orders": TopicAssignment({0: (1, 2)})}
         controller.states = {tp: Versioned(PartitionState(1, 4, (1,), FENCE.epoch), 12)}
-        await controller._send_leader_and_isr({tp}, update_metadata=False)
+        await controller.send_leader_and_isr({tp}, update_metadata=False)
         if registered_anew:
             controller.live = {2: BrokerInfo(2, "broker-2", "n3", epoch=8)}
         broker.restarted.set()
