@@ -8,7 +8,7 @@ import inspect
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TypeVar, overload
 
 T = TypeVar("T")
 
@@ -50,6 +50,29 @@ def wait_until(
         if deadline.expired:
             raise error(f"timed out after {timeout_s:g} s waiting for {what or condition}")
         time.sleep(min(interval_s, deadline.remaining_s()) or 0.001)
+
+
+# Two overloads: with a union alone, mypy cannot tell T from Awaitable[T] for a coroutine function.
+@overload
+async def wait_until_async(
+    condition: Callable[[], Awaitable[T]],
+    timeout_s: float,
+    what: str = "",
+    *,
+    interval_s: float = 0.1,
+    error: type[Exception] = TimeoutError,
+) -> T: ...
+
+
+@overload
+async def wait_until_async(
+    condition: Callable[[], T],
+    timeout_s: float,
+    what: str = "",
+    *,
+    interval_s: float = 0.1,
+    error: type[Exception] = TimeoutError,
+) -> T: ...
 
 
 async def wait_until_async(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination import layout
@@ -128,6 +129,10 @@ def _collision_key(topic: str) -> str:
     # Kafka refuses topics that differ only by '.' versus '_': their metric names collide.
     return topic.replace(".", "_")
 
+
+# Any (topic, partition) pair keys a request: a plain tuple or a TopicPartition (Mapping keys
+# are invariant, so a bound type variable lets callers keep their own).
+PartitionKey = TypeVar("PartitionKey", bound=tuple[str, int])
 
 class TopicAdmin:
     """Create, list, describe, configure, grow and delete topics."""
@@ -405,7 +410,7 @@ class TopicAdmin:
             return None
         return Versioned(parse_reassignment(found.value), found.version)
 
-    def request_reassignment(self, targets: Mapping[TopicPartition, Sequence[int]]) -> None:
+    def request_reassignment(self, targets: Mapping[PartitionKey, Sequence[int]]) -> None:
         """Ask the controller to move replicas, as `kafka-reassign-partitions --execute` does.
 
         Checked first, as Kafka's tool checks: every partition exists, every broker is

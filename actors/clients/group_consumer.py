@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 
@@ -112,8 +112,13 @@ def fetch_committed(
             time.sleep(0.1)
 
 
+# Offsets come keyed by plain (topic, partition) tuples or by TopicPartition (Mapping keys are
+# invariant, so a bound type variable takes either).
+PartitionKey = TypeVar("PartitionKey", bound=tuple[str, int])
+
+
 def store_committed(
-    metadata: MetadataCache, group: str, offsets: Mapping[tuple[str, int], int], timeout_s: float
+    metadata: MetadataCache, group: str, offsets: Mapping[PartitionKey, int], timeout_s: float
 ) -> None:
     """Commit a group's offsets through its offset manager; CommitFailedError if not in time."""
     entries = [[topic, partition, offset, ""] for (topic, partition), offset in offsets.items()]
