@@ -97,6 +97,15 @@ async def wait_until_async(
         await asyncio.sleep(min(interval_s, deadline.remaining_s()) or 0.001)
 
 
+async def wait_within(awaitable: Awaitable[T], timeout_s: float) -> T:
+    """``await awaitable``, cancelled with a TimeoutError (asyncio's, before 3.11) after
+    ``timeout_s``: with `asyncio.timeout` where there is one, for `wait_for_event`'s reason."""
+    if sys.version_info < (3, 11):  # no asyncio.timeout before 3.11
+        return await asyncio.wait_for(awaitable, timeout_s)
+    async with asyncio.timeout(timeout_s):
+        return await awaitable
+
+
 async def wait_for_event(event: asyncio.Event, timeout_s: float) -> bool:
     """Until ``event`` is set, for at most ``timeout_s``: whether it was set.
 

@@ -214,7 +214,8 @@ class Consumer:
         return offset
 
     def beginning_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
-        return {TopicPartition(*tp): self._list_bound_offset(TopicPartition(*tp), EARLIEST_TIMESTAMP)
+        return {TopicPartition(*tp): self._list_bound_offset(TopicPartition(*tp),
+                                                             EARLIEST_TIMESTAMP)
                 for tp in partitions}
 
     def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
