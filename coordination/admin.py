@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TypeVar
 
-from rafka.common.topic_partition import TopicPartition
+from rafka.common.topic_partition import PartitionKey, TopicPartition
 from rafka.coordination import layout
 from rafka.coordination.assignment import assign_replicas, validate_assignment
 from rafka.coordination.errors import (
@@ -129,10 +128,6 @@ def _collision_key(topic: str) -> str:
     # Kafka refuses topics that differ only by '.' versus '_': their metric names collide.
     return topic.replace(".", "_")
 
-
-# Any (topic, partition) pair keys a request: a plain tuple or a TopicPartition (Mapping keys
-# are invariant, so a bound type variable lets callers keep their own).
-PartitionKey = TypeVar("PartitionKey", bound=tuple[str, int])
 
 class TopicAdmin:
     """Create, list, describe, configure, grow and delete topics."""

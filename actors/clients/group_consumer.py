@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 import ray
 
@@ -42,7 +42,7 @@ from rafka.actors.offsets_topic import (
     ensure_offsets_topic,
     offsets_partition,
 )
-from rafka.common.topic_partition import TopicPartition
+from rafka.common.topic_partition import PartitionKey, TopicPartition
 from rafka.common.waiting import wait_until
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.errors import CoordinationError
@@ -110,11 +110,6 @@ def fetch_committed(
                     f"group {group}: no offset manager answered within {timeout_s} s"
                 ) from error
             time.sleep(0.1)
-
-
-# Offsets come keyed by plain (topic, partition) tuples or by TopicPartition (Mapping keys are
-# invariant, so a bound type variable takes either).
-PartitionKey = TypeVar("PartitionKey", bound=tuple[str, int])
 
 
 def store_committed(
