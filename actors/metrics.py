@@ -39,9 +39,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import ray
+
+from rafka.common.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +252,7 @@ class ConsumerLag:
         self._reported: dict[tuple[str, int], int] = {}
         self._tags: dict[tuple[str, int], dict[str, str]] = {}
 
-    def update(self, positions: dict[tuple[str, int], int | None]) -> None:
+    def update(self, positions: Mapping[TopicPartition, int | None]) -> None:
         if not self.on:
             return
         for tp, position in positions.items():
@@ -261,10 +264,10 @@ class ConsumerLag:
                 self._set(tp, lag)
         # A partition that moved to another member is that member's to report: ours goes to 0,
         # so that summing the group's series (one per process) does not count it twice.
-        for tp in [tp for tp in self._reported if tp not in positions]:
-            self._set(tp, 0)
-            del self._reported[tp]
-            self.high_watermarks.pop(tp, None)
+        for moved in [tp for tp in self._reported if tp not in positions]:
+            self._set(moved, 0)
+            del self._reported[moved]
+            self.high_watermarks.pop(moved, None)
 
     def _set(self, tp: tuple[str, int], lag: int) -> None:
         self._reported[tp] = lag

@@ -8,7 +8,7 @@ import inspect
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TypeVar, overload
 
 T = TypeVar("T")
 
@@ -52,6 +52,29 @@ def wait_until(
         time.sleep(min(interval_s, deadline.remaining_s()) or 0.001)
 
 
+# Two overloads: with a union alone, mypy cannot tell T from Awaitable[T] for a coroutine function.
+@overload
+async def wait_until_async(
+    condition: Callable[[], Awaitable[T]],
+    timeout_s: float,
+    what: str = "",
+    *,
+    interval_s: float = 0.1,
+    error: type[Exception] = TimeoutError,
+) -> T: ...
+
+
+@overload
+async def wait_until_async(
+    condition: Callable[[], T],
+    timeout_s: float,
+    what: str = "",
+    *,
+    interval_s: float = 0.1,
+    error: type[Exception] = TimeoutError,
+) -> T: ...
+
+
 async def wait_until_async(
     condition: Callable[[], T | Awaitable[T]],
     timeout_s: float,
@@ -72,6 +95,15 @@ async def wait_until_async(
         if deadline.expired:
             raise error(f"timed out after {timeout_s:g} s waiting for {what or condition}")
         await asyncio.sleep(min(interval_s, deadline.remaining_s()) or 0.001)
+
+
+async def wait_within(awaitable: Awaitable[T], timeout_s: float) -> T:
+    """``await awaitable``, cancelled with a TimeoutError (asyncio's, before 3.11) after
+    ``timeout_s``: with `asyncio.timeout` where there is one, for `wait_for_event`'s reason."""
+    if sys.version_info < (3, 11):  # no asyncio.timeout before 3.11
+        return await asyncio.wait_for(awaitable, timeout_s)
+    async with asyncio.timeout(timeout_s):
+        return await awaitable
 
 
 async def wait_for_event(event: asyncio.Event, timeout_s: float) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 
-from rafka.common.topic_partition import TopicPartition
+from rafka.common.topic_partition import PartitionKey, TopicPartition
 from rafka.coordination import layout
 from rafka.coordination.assignment import assign_replicas, validate_assignment
 from rafka.coordination.errors import (
@@ -405,7 +405,7 @@ class TopicAdmin:
             return None
         return Versioned(parse_reassignment(found.value), found.version)
 
-    def request_reassignment(self, targets: Mapping[TopicPartition, Sequence[int]]) -> None:
+    def request_reassignment(self, targets: Mapping[PartitionKey, Sequence[int]]) -> None:
         """Ask the controller to move replicas, as `kafka-reassign-partitions --execute` does.
 
         Checked first, as Kafka's tool checks: every partition exists, every broker is

@@ -96,21 +96,24 @@ def read_tables(namespace: str, pieces: list[Piece], include_headers: bool, *,
     last_progress = time.monotonic()
     while pending:
         progressed = False
-        calls = []
+        # Each piece with its leader's name and the refs of its table and TableRead, or None
+        # while it has no leader.
+        calls: list[tuple[Piece, tuple[str, ray.ObjectRef, ray.ObjectRef] | None]] = []
         for piece in pending:
             try:
                 name, host = metadata.leader_host(piece.topic, piece.partition)
             except BrokerUnavailableError:
-                calls.append((piece, None, None, None))
+                calls.append((piece, None))
                 continue
-            table, read = host.read_table.remote(piece.topic, piece.partition, piece.start,
-                                                 piece.until, max_bytes, include_headers)
-            calls.append((piece, name, table, read))
+            table, read_ref = host.read_table.remote(piece.topic, piece.partition, piece.start,
+                                                     piece.until, max_bytes, include_headers)
+            calls.append((piece, (name, table, read_ref)))
         pending = []
-        for piece, name, table, read_ref in calls:
-            if read_ref is None:
+        for piece, call in calls:
+            if call is None:
                 pending.append(piece)
                 continue
+            name, table, read_ref = call
             try:
                 read: TableRead = ray.get(read_ref)
             except RayActorError as error:  # the host died: its partitions move
@@ -146,9 +149,11 @@ def read_tables(namespace: str, pieces: list[Piece], include_headers: bool, *,
 def _after_error(piece: Piece, read: TableRead, metadata: ClientMetadata,
                  fail_on_data_loss: bool) -> Piece | None:
     """What is left to read of `piece` after its read failed with `read.error`."""
-    error = error_for(read.error)
+    failure = read.error
+    assert failure is not None, "only a failed read has what is left after its error"
+    error = error_for(failure)
     if isinstance(error, OffsetOutOfRangeError):
-        log_start = read.error.get("log_start_offset", -1)
+        log_start = failure.get("log_start_offset", -1)
         lost_until = min(log_start, piece.until) if log_start > piece.start else piece.until
         message = (f"{piece.topic}-{piece.partition}: offsets {piece.start}..{lost_until - 1} "
                    f"were deleted (log start offset {log_start}) before they were read")
@@ -180,9 +185,12 @@ def tables_dataset(tables: list[TableRef], schema: pa.Schema) -> ray.data.Datase
                                         exec_stats=None, input_files=None, schema=schema)
                 for table in tables]
     context = DataContext.get_current().copy()
-    plan = LogicalPlan(FromArrow([table.ref for table in tables], metadata), context)
-    return MaterializedDataset(plan, context,
-                               DatasetStats(metadata={"FromArrow": metadata}, parent=None))
+    # Ray's internal constructors are annotated with other names for the same types: the
+    # ObjectRef of ray.types, BlockStats where DatasetStats is in fact given the metadata.
+    plan = LogicalPlan(FromArrow([table.ref for table in tables],  # type: ignore[misc]
+                                 metadata), context)
+    return MaterializedDataset(plan, context, DatasetStats(
+        metadata={"FromArrow": metadata}, parent=None))  # type: ignore[dict-item]
 
 
 def group_pieces(pieces: list[Piece], groups: int) -> list[list[Piece]]:

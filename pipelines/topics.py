@@ -160,8 +160,11 @@ def offset_ranges(cluster: Cluster, options: SourceOptions, group: str | None = 
     reader = Consumer(cluster.namespace)
     if bounds is None:
         bounds = partition_bounds(cluster, options, reader)
-    committed = (cluster.committed_offsets(group, list(bounds))
-                 if options.starting.kind == "committed" else None)
+    committed = None
+    if options.starting.kind == "committed":
+        if group is None:  # parsing checks this against its own group: this call names its own
+            raise SourceOptionError("startingOffsets='committed' needs group=")
+        committed = cluster.committed_offsets(group, list(bounds))
 
     def found(offsets: Any) -> dict[TopicPartitionKey, int | None] | None:
         if offsets.kind not in ("timestamp", "timestamps"):

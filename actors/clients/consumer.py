@@ -158,9 +158,10 @@ class Consumer:
 
     def position(self, topic: str, partition: int) -> int:
         tp = TopicPartition(topic, partition)
-        if self._positions.get(tp) is None:
-            self._reset(tp)
-        return self._positions[tp]
+        position = self._positions.get(tp)
+        if position is None:
+            position = self._reset(tp)
+        return position
 
     def _drop_fetches(self, predicate: Any) -> None:
         for tp in [tp for tp in self._fetching if predicate(tp)]:
@@ -196,18 +197,30 @@ class Consumer:
                 last_error = error
             self.metadata.invalidate(tp.topic)
             if time.monotonic() > deadline:
-                last_error.add_note(f"still so after default.api.timeout.ms "
-                                    f"({self.config.default_api_timeout_ms} ms)")
+                # Exception.add_note is 3.11+; on the 3.10 target the log carries the why.
+                log.warning("list offsets for %s-%d still failing after default.api.timeout.ms "
+                            "(%d ms): %s", tp.topic, tp.partition,
+                            self.config.default_api_timeout_ms, last_error)
                 raise last_error
             time.sleep(0.1)
 
+    def _list_bound_offset(self, tp: TopicPartition, timestamp_ms: int) -> int:
+        """The log start (EARLIEST_TIMESTAMP) or high watermark (LATEST_TIMESTAMP) offset, which
+        a leader always has, unlike the offset of a timestamp no record reaches."""
+        offset = self._list_offsets(tp, timestamp_ms)
+        if offset is None:
+            raise RafkaError(f"{tp.topic}-{tp.partition}: the leader listed no offset for "
+                             f"timestamp {timestamp_ms}")
+        return offset
+
     def beginning_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
-        return {TopicPartition(*tp): self._list_offsets(TopicPartition(*tp), EARLIEST_TIMESTAMP)
+        return {TopicPartition(*tp): self._list_bound_offset(TopicPartition(*tp),
+                                                             EARLIEST_TIMESTAMP)
                 for tp in partitions}
 
     def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
         """The high watermark of each partition: the offset after the last readable record."""
-        return {TopicPartition(*tp): self._list_offsets(TopicPartition(*tp), LATEST_TIMESTAMP)
+        return {TopicPartition(*tp): self._list_bound_offset(TopicPartition(*tp), LATEST_TIMESTAMP)
                 for tp in partitions}
 
     def offsets_for_times(
@@ -217,15 +230,17 @@ class Consumer:
         return {TopicPartition(*tp): self._list_offsets(TopicPartition(*tp), ts)
                 for tp, ts in timestamps.items()}
 
-    def _reset(self, tp: TopicPartition) -> None:
+    def _reset(self, tp: TopicPartition) -> int:
         policy = self.config.auto_offset_reset
         if policy == "none":
             raise NoOffsetForPartitionError(
                 f"{tp.topic}-{tp.partition} has no position and auto.offset.reset=none: "
                 "seek() first, or use earliest/latest"
             )
-        self._positions[tp] = self._list_offsets(
+        position = self._list_bound_offset(
             tp, EARLIEST_TIMESTAMP if policy == "earliest" else LATEST_TIMESTAMP)
+        self._positions[tp] = position
+        return position
 
     # --------------------------------------------------------------------------- poll
 
@@ -274,9 +289,10 @@ class Consumer:
         for tp in self._positions:
             if tp in self._fetching or tp in self._paused or tp in buffered:
                 continue
-            if self._positions[tp] is None:
-                self._reset(tp)
-            position = self._fetch_positions.get(tp, self._positions[tp])
+            committed_position = self._positions[tp]
+            if committed_position is None:
+                committed_position = self._reset(tp)
+            position = self._fetch_positions.get(tp, committed_position)
             try:
                 name, host = self.metadata.leader_host(tp.topic, tp.partition)
             except BrokerUnavailableError:
@@ -342,7 +358,9 @@ class Consumer:
                 self._fetch_positions.pop(tp, None)
                 return
             raise error
-        fetched: FetchedRecords = reply
+        # error_for found no error, so the reply is the records, not an error dict.
+        assert isinstance(reply, FetchedRecords)
+        fetched = reply
         if not fetched.records:
             return
         batches = fetched.records

@@ -42,7 +42,7 @@ from rafka.actors.offsets_topic import (
     ensure_offsets_topic,
     offsets_partition,
 )
-from rafka.common.topic_partition import TopicPartition
+from rafka.common.topic_partition import PartitionKey, TopicPartition
 from rafka.common.waiting import wait_until
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.errors import CoordinationError
@@ -113,7 +113,7 @@ def fetch_committed(
 
 
 def store_committed(
-    metadata: ClientMetadata, group: str, offsets: Mapping[tuple[str, int], int], timeout_s: float
+    metadata: ClientMetadata, group: str, offsets: Mapping[PartitionKey, int], timeout_s: float
 ) -> None:
     """Commit a group's offsets through its offset manager; CommitFailedError if not in time."""
     entries = [[topic, partition, offset, ""] for (topic, partition), offset in offsets.items()]

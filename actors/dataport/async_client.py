@@ -12,6 +12,7 @@ from typing import Any
 
 from rafka.actors.dataport import frames
 from rafka.common.errors import RafkaError
+from rafka.common.waiting import wait_within
 
 
 async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
@@ -78,8 +79,7 @@ class HostConnections:
             reader, writer = idle.pop() if idle else await self._connect(host)
             writer.write(request)
             await writer.drain()
-            async with asyncio.timeout(timeout_s):
-                body = await read_frame(reader, self.max_answer_bytes)
+            body = await wait_within(read_frame(reader, self.max_answer_bytes), timeout_s)
             answer = frames.ANSWER_READERS[method](body)
         except BaseException:
             # The host may be gone or restarted elsewhere: its other idle connections go too,
@@ -132,10 +132,11 @@ class LeaderConnection:
             if self._writer is None:
                 self._reader, self._writer = await open_connection(
                     tuple(await leader.data_port_address.remote()), self.connect_timeout_s)
-            self._writer.write(frames.replica_fetch_request(*arguments))
-            await self._writer.drain()
-            async with asyncio.timeout(timeout_s):
-                body = await read_frame(self._reader, max_answer_bytes)
+            reader, writer = self._reader, self._writer
+            assert reader is not None, "the reader opens with the writer"
+            writer.write(frames.replica_fetch_request(*arguments))
+            await writer.drain()
+            body = await wait_within(read_frame(reader, max_answer_bytes), timeout_s)
             return frames.read_replica_fetch_answer(body)
         except BaseException:
             self.close()

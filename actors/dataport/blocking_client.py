@@ -222,10 +222,12 @@ class TcpCalls:
 
     def _watch(self, connection: _Connection, events: int) -> None:
         """Have the selector watch the connection's socket for `events` (and only them)."""
+        sock = connection.sock
+        assert sock is not None, "only a connection with a socket is watched"
         if not connection.watched:
-            self._selector.register(connection.sock, events, connection)
+            self._selector.register(sock, events, connection)
         elif connection.watched != events:
-            self._selector.modify(connection.sock, events, connection)
+            self._selector.modify(sock, events, connection)
         connection.watched = events
 
     def _drain_wake_ups(self) -> bool:

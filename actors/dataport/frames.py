@@ -22,6 +22,7 @@ write the frames (`FrameReader` gathers them from bytes as they come).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import msgpack
@@ -82,7 +83,7 @@ class FrameReader:
     def feed(self, data: bytes) -> list[bytes]:
         """The bodies that `data` completes (FrameError for one beyond the limit)."""
         self._buffer += data
-        bodies = []
+        bodies: list[bytes] = []
         while True:
             if self._length is None:
                 if len(self._buffer) < LENGTH.size:
@@ -373,7 +374,11 @@ def _read_reply(packed: Any) -> Reply:
             if not isinstance(pair, list) or len(pair) != 2:
                 raise FrameError("an aborted transaction is [producer id, first offset]")
             _ints(pair, "an aborted transaction")
-        return FetchedRecords(packed[0], *packed[1:6], tuple(tuple(p) for p in packed[6]))
+        next_offset, high_watermark, log_start_offset, log_end_offset, last_stable_offset = \
+            packed[1:6]
+        return FetchedRecords(packed[0], next_offset, high_watermark, log_start_offset,
+                              log_end_offset, last_stable_offset,
+                              tuple((p[0], p[1]) for p in packed[6]))
     if not isinstance(packed, dict) or type(packed.get("error")) is not int:
         raise FrameError("a partition's reply is records or an error")
     return packed
@@ -474,22 +479,25 @@ def read_fetch_offsets_answer(body: bytes) -> dict[str, Any]:
     return reply
 
 
-ANSWERS = {ReplicaFetchRequest: replica_fetch_answer, ConsumerFetchRequest: consumer_fetch_answer,
-           KafkaFetchRequest: consumer_fetch_answer, ProduceRequest: produce_answer,
-           KafkaProduceRequest: produce_answer, ListOffsetsRequest: list_offsets_answer,
-           FetchOffsetsRequest: fetch_offsets_answer}
+ANSWERS: dict[type, Callable[[Any], bytes]] = {
+    ReplicaFetchRequest: replica_fetch_answer, ConsumerFetchRequest: consumer_fetch_answer,
+    KafkaFetchRequest: consumer_fetch_answer, ProduceRequest: produce_answer,
+    KafkaProduceRequest: produce_answer, ListOffsetsRequest: list_offsets_answer,
+    FetchOffsetsRequest: fetch_offsets_answer}
 """How each request's reply is framed, by the request's type."""
 
-REQUESTS = {PRODUCE: produce_request, KAFKA_PRODUCE: kafka_produce_request,
-            CONSUMER_FETCH: consumer_fetch_request, KAFKA_FETCH: kafka_fetch_request,
-            REPLICA_FETCH: replica_fetch_request, LIST_OFFSETS: list_offsets_request,
-            FETCH_OFFSETS: fetch_offsets_request}
+REQUESTS: dict[str, Callable[..., bytes]] = {
+    PRODUCE: produce_request, KAFKA_PRODUCE: kafka_produce_request,
+    CONSUMER_FETCH: consumer_fetch_request, KAFKA_FETCH: kafka_fetch_request,
+    REPLICA_FETCH: replica_fetch_request, LIST_OFFSETS: list_offsets_request,
+    FETCH_OFFSETS: fetch_offsets_request}
 """How a client frames each method's arguments."""
 
-ANSWER_READERS = {PRODUCE: read_produce_answer, KAFKA_PRODUCE: read_produce_answer,
-                  CONSUMER_FETCH: read_consumer_fetch_answer,
-                  KAFKA_FETCH: read_consumer_fetch_answer,
-                  REPLICA_FETCH: read_replica_fetch_answer,
-                  LIST_OFFSETS: read_list_offsets_answer,
-                  FETCH_OFFSETS: read_fetch_offsets_answer}
+ANSWER_READERS: dict[str, Callable[[bytes], Any]] = {
+    PRODUCE: read_produce_answer, KAFKA_PRODUCE: read_produce_answer,
+    CONSUMER_FETCH: read_consumer_fetch_answer,
+    KAFKA_FETCH: read_consumer_fetch_answer,
+    REPLICA_FETCH: read_replica_fetch_answer,
+    LIST_OFFSETS: read_list_offsets_answer,
+    FETCH_OFFSETS: read_fetch_offsets_answer}
 """How a client reads each method's answer."""

@@ -77,6 +77,7 @@ class DataPort:
         if self._server is None:
             self._server = await asyncio.start_server(self._serve, self.host, 0)
             self.port = self._server.sockets[0].getsockname()[1]
+        assert self.port is not None, "the port is known once the server listens"
         return self.host, self.port, self.token
 
     async def close(self) -> None:

@@ -395,6 +395,7 @@ class PartitionReplica:
                 return None
             if check.outcome is SequenceOutcome.DUPLICATE:
                 batch = check.duplicate_of
+                assert batch is not None, "a DUPLICATE check names the batch it duplicates"
                 return batch.first_offset, batch.last_offset
             if check.outcome is SequenceOutcome.INVALID_PRODUCER_EPOCH:
                 return error_reply(
@@ -421,10 +422,11 @@ class PartitionReplica:
                     expected_sequence=check.expected_sequence,
                 )
             before = self.log.log_end_offset
-            await self._wait_until(
-                lambda before=before: self.log.log_end_offset != before or self.role != LEADER,
-                remaining,
-            )
+
+            def log_grew_or_not_leader(before: int = before) -> bool:
+                return self.log.log_end_offset != before or self.role != LEADER
+
+            await self._wait_until(log_grew_or_not_leader, remaining)
 
     async def _acknowledge(
         self, acks: int, first: int, last: int, append_time_ms: int, timeout_ms: int
@@ -637,6 +639,7 @@ class PartitionReplica:
         if self.role != LEADER:
             return self.not_leader()
         bound = self.log.last_stable_offset if read_committed else self.log.high_watermark
+        found: TimestampAndOffset | None
         if timestamp_ms == LATEST_TIMESTAMP:
             found = TimestampAndOffset(NO_TIMESTAMP, bound, self.leader_epoch)
         else:
@@ -665,11 +668,16 @@ class PartitionReplica:
         if self.role != LEADER:
             return self.not_leader()
         entry = self.log.producer_state(producer_id)
-        known = entry is not None and entry.last_sequence is not None
+        last_sequence, last_offset = -1, -1
+        if entry is not None:
+            # Both come from the newest batch the log remembers of the producer, if any.
+            newest_sequence, newest_offset = entry.last_sequence, entry.last_offset
+            if newest_sequence is not None and newest_offset is not None:
+                last_sequence, last_offset = newest_sequence, newest_offset
         return {"error": 0,
                 "producer_epoch": entry.producer_epoch if entry is not None else -1,
-                "last_sequence": entry.last_sequence if known else -1,
-                "last_offset": entry.last_offset if known else -1,
+                "last_sequence": last_sequence,
+                "last_offset": last_offset,
                 "high_watermark": self.log.high_watermark}
 
     def active_producers(self) -> dict:

@@ -37,6 +37,7 @@ from rafka.actors.dataport.server import DataPort
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.logs import log_actor_lines
 from rafka.actors.messages import (
+    Appended,
     EpochQuery,
     FetchedRecords,
     IsrChange,
@@ -106,7 +107,8 @@ class _WakeSessions:
 
 
 async def _produce_one(replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
-                       request: PartitionProduce, acks: int, timeout_ms: int) -> dict:
+                       request: PartitionProduce, acks: int, timeout_ms: int
+                       ) -> Appended | dict[str, Any]:
     """One partition's part of a produce request (a function, not a method of the actor
     class, whose every method Ray wraps)."""
     replica = replicas.get(TopicPartition(request.topic, request.partition))
@@ -117,7 +119,8 @@ async def _produce_one(replicas: dict[TopicPartition, PartitionReplica], broker_
 
 
 async def _produce_one_kafka(replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
-                             request: PartitionProduce, acks: int, timeout_ms: int) -> dict:
+                             request: PartitionProduce, acks: int, timeout_ms: int
+                             ) -> Appended | dict[str, Any]:
     """`_produce_one` for a Kafka client's batches."""
     replica = replicas.get(TopicPartition(request.topic, request.partition))
     if replica is None:
@@ -247,8 +250,8 @@ class ReplicaHost:
         return {"error": 0, "failed": failed}
 
     def _after_role_change(self, tp: TopicPartition, replica: PartitionReplica) -> None:
-        for fetcher in self.fetchers.values():
-            fetcher.remove(tp)
+        for any_fetcher in self.fetchers.values():
+            any_fetcher.remove(tp)
         if replica.role == FOLLOWER and replica.leader_host is not None:
             fetcher = self.fetchers.get(replica.leader_host)
             if fetcher is None:
@@ -416,7 +419,7 @@ class ReplicaHost:
 
     async def produce(
         self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Appended | dict[str, Any]]:
         """Append each partition's batches as its leader; one reply per partition, in order.
         With acks=all the request is answered once every partition's records are in its ISR."""
         if len(requests) == 1:
@@ -428,7 +431,7 @@ class ReplicaHost:
 
     async def produce_kafka(
         self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Appended | dict[str, Any]]:
         """`produce` for a broker's Kafka listener: the batches are in Kafka's record format
         (a Kafka client's), checked and converted here."""
         if len(requests) == 1:
@@ -671,10 +674,10 @@ class ReplicaHost:
             if not session.dirty:
                 await wait_for_event(session.event, remaining)
         for tp in watermark_news - set(answers):
-            request, replica = session.listed.get(tp), self.replicas.get(tp)
-            if request is None or replica is None:
+            listed, replica = session.listed.get(tp), self.replicas.get(tp)
+            if listed is None or replica is None:
                 continue
-            answers[tp] = (request.offset, replica.nothing_at(request.offset))
+            answers[tp] = (listed.offset, replica.nothing_at(listed.offset))
             session.answered(tp)
         session.woken = False
         self._count_served(((tp, offset, reply) for tp, (offset, reply) in answers.items()),
@@ -850,7 +853,9 @@ def _checkpoint_high_watermarks(logs: list[Any]) -> None:
             log.debug("high-watermark checkpoint skipped: %r", error)
 
 
-ReplicaHostActor = ray.remote(num_cpus=0, max_concurrency=1000)(ReplicaHost)
+# Ray's stubs for ray.remote omit the actor option max_concurrency, which Ray accepts.
+ReplicaHostActor = ray.remote(  # type: ignore[call-overload]
+    num_cpus=0, max_concurrency=1000)(ReplicaHost)
 
 
 def _size(reply: FetchedRecords | dict[str, Any]) -> int:
