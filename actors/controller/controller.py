@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -296,10 +297,8 @@ class Controller:
             assignment_changed = self._queue(AssignmentChanged)
             config_changed = self._queue(TopicConfigChanged)
             self._topic_watches[topic] = (
-                watches.watch_topic_assignment(
-                    topic, lambda versioned, topic=topic: assignment_changed(topic, versioned)),
-                watches.watch_topic_config(
-                    topic, lambda versioned, topic=topic: config_changed(topic, versioned)),
+                watches.watch_topic_assignment(topic, functools.partial(assignment_changed, topic)),
+                watches.watch_topic_config(topic, functools.partial(config_changed, topic)),
             )
         self.assignments[topic] = description.assignment.value
         self.raw_configs[topic] = dict(description.config)

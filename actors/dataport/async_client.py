@@ -2,30 +2,17 @@
 listener's to the hosts of its broker (`HostConnections`) and a follower host's to each of its
 leader hosts (`LeaderConnection`). Both open a connection the same way (`open_connection`:
 the host's address and token from an actor call, the hello first) and read an answer the same
-way (`read_frame`); the server side shares `read_frame` and `no_delay`."""
+way (`read_frame`, which the port reads its requests with too, in `server`)."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
 
 from rafka.actors.dataport import frames
+from rafka.actors.dataport.server import no_delay, read_frame
 from rafka.common.errors import RafkaError
 from rafka.common.waiting import wait_within
-
-
-async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
-    """The next frame's body (IncompleteReadError at the end of the stream)."""
-    header = await reader.readexactly(frames.LENGTH.size)
-    return await reader.readexactly(frames.frame_length(header, limit))
-
-
-def no_delay(writer: asyncio.StreamWriter) -> None:
-    """Small frames go at once: a fetch's answer is often a few hundred bytes."""
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 async def open_connection(address: tuple[str, int, bytes], connect_timeout_s: float,

@@ -25,11 +25,11 @@ import contextlib
 import hmac
 import logging
 import secrets
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rafka.actors.dataport import frames
-from rafka.actors.dataport.async_client import no_delay, read_frame
 from rafka.actors.dataport.frames import (
     ConsumerFetchRequest,
     FetchOffsetsRequest,
@@ -45,6 +45,21 @@ log = logging.getLogger(__name__)
 
 # How long a new connection has to say who it is.
 HELLO_TIMEOUT_S = 10.0
+
+
+# The streams' side of the frames: the port's, and its asyncio clients' (`async_client`).
+
+async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
+    """The next frame's body (IncompleteReadError at the end of the stream)."""
+    header = await reader.readexactly(frames.LENGTH.size)
+    return await reader.readexactly(frames.frame_length(header, limit))
+
+
+def no_delay(writer: asyncio.StreamWriter) -> None:
+    """Small frames go at once: a fetch's answer is often a few hundred bytes."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class DataPort:

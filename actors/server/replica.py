@@ -273,10 +273,25 @@ class PartitionReplica:
         """Append one producer batch (or several) as leader; reply with the base offset.
         `record_ends`: where the producer says each record of a single batch ends
         (`PartitionProduce`)."""
+        return await self._produce(
+            acks, timeout_ms, lambda: self._checked_batches(records, record_ends))
+
+    async def produce_kafka(
+        self, records: bytes, acks: int = -1, timeout_ms: int = 30_000,
+    ) -> Appended | dict[str, Any]:
+        """`produce` for a Kafka client's batches, converted here (`rafka.wire.records`), in
+        the host that owns the partition rather than on the broker's event loop."""
+        return await self._produce(acks, timeout_ms, lambda: self._converted_batches(records))
+
+    async def _produce(
+        self, acks: int, timeout_ms: int,
+        read_batches: Callable[[], tuple[bytes, list[Any]] | dict[str, Any]],
+    ) -> Appended | dict[str, Any]:
+        """A produce whose batches `read_batches` checks (and converts): refused, or appended."""
         started = time.perf_counter()
         received_ns = time.monotonic_ns() if self.path_trace is not None else 0
         refusal = self._produce_refusal(acks, timeout_ms)
-        checked = refusal if refusal is not None else self._checked_batches(records, record_ends)
+        checked = refusal if refusal is not None else read_batches()
         if isinstance(checked, dict):
             reply: Appended | dict[str, Any] = checked
         else:
@@ -284,24 +299,6 @@ class PartitionReplica:
             reply = await self._append_checked(checked_records, headers, acks, timeout_ms,
                                                received_ns)
         # Every request is timed, refused ones too, as Kafka's request metrics do.
-        self.metrics.produce_latency((time.perf_counter() - started) * 1000)
-        return reply
-
-    async def produce_kafka(
-        self, records: bytes, acks: int = -1, timeout_ms: int = 30_000,
-    ) -> Appended | dict[str, Any]:
-        """`produce` for a Kafka client's batches, converted here (`rafka.wire.records`), in
-        the host that owns the partition rather than on the broker's event loop."""
-        started = time.perf_counter()
-        received_ns = time.monotonic_ns() if self.path_trace is not None else 0
-        refusal = self._produce_refusal(acks, timeout_ms)
-        checked = refusal if refusal is not None else self._converted_batches(records)
-        if isinstance(checked, dict):
-            reply: Appended | dict[str, Any] = checked
-        else:
-            checked_records, headers = checked
-            reply = await self._append_checked(checked_records, headers, acks, timeout_ms,
-                                               received_ns)
         self.metrics.produce_latency((time.perf_counter() - started) * 1000)
         return reply
 

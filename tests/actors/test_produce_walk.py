@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 # rafka's source: the front door and the layers (`rafka/<layer>` links to `<layer>/`).
 SOURCE_FOLDERS = frozenset({"rafka", "common", "logstore", "coordination", "wire", "actors",
                             "pipelines", "cli"})
-# The walk passed 15 files (the log one of them) when this bound was set.
-MOST_FILES = 15
+# The walk passed 15 files (the log one of them) while the data port was spread over four
+# modules; 13 since it is one package and a success is read without the error helpers.
+MOST_FILES = 13
 
 # The functions below run inside the replica host too: shipped by value, not by import.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
