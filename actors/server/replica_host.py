@@ -25,6 +25,7 @@ import heapq
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,19 @@ async def _produce_one_kafka(replicas: dict[TopicPartition, PartitionReplica], b
     if replica is None:
         return _unknown_partition(broker_id, request.topic, request.partition)
     return await replica.produce_kafka(request.records, acks, timeout_ms)
+
+
+async def _produce_each(
+    produce_one: Callable[..., Awaitable[Appended | dict[str, Any]]],
+    replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
+    requests: list[PartitionProduce], acks: int, timeout_ms: int,
+) -> list[Appended | dict[str, Any]]:
+    """`produce_one` for each partition of a request, at once; replies in the request's order
+    (a lone partition awaited directly: no gather's tasks for the common case)."""
+    if len(requests) == 1:
+        return [await produce_one(replicas, broker_id, requests[0], acks, timeout_ms)]
+    return list(await asyncio.gather(
+        *(produce_one(replicas, broker_id, request, acks, timeout_ms) for request in requests)))
 
 
 def _unknown_partition(broker_id: int, topic: str, partition: int) -> dict[str, Any]:
@@ -422,24 +436,16 @@ class ReplicaHost:
     ) -> list[Appended | dict[str, Any]]:
         """Append each partition's batches as its leader; one reply per partition, in order.
         With acks=all the request is answered once every partition's records are in its ISR."""
-        if len(requests) == 1:
-            return [await _produce_one(self.replicas, self.broker_id, requests[0], acks,
-                                       timeout_ms)]
-        return list(await asyncio.gather(
-            *(_produce_one(self.replicas, self.broker_id, request, acks, timeout_ms)
-              for request in requests)))
+        return await _produce_each(_produce_one, self.replicas, self.broker_id, requests, acks,
+                                   timeout_ms)
 
     async def produce_kafka(
         self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000,
     ) -> list[Appended | dict[str, Any]]:
         """`produce` for a broker's Kafka listener: the batches are in Kafka's record format
         (a Kafka client's), checked and converted here."""
-        if len(requests) == 1:
-            return [await _produce_one_kafka(self.replicas, self.broker_id, requests[0], acks,
-                                             timeout_ms)]
-        return list(await asyncio.gather(
-            *(_produce_one_kafka(self.replicas, self.broker_id, request, acks, timeout_ms)
-              for request in requests)))
+        return await _produce_each(_produce_one_kafka, self.replicas, self.broker_id, requests,
+                                   acks, timeout_ms)
 
     # -------------------------------------------------------------------------- fetch
 
