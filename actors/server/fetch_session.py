@@ -79,3 +79,66 @@ class FetchSession:
         """The changed partitions the follower waits to hear about; clears the marks."""
         dirty, self.dirty = self.dirty, set()
         return [(tp, self.listed[tp]) for tp in dirty if tp in self.listed]
+
+
+# A fetch session nobody used for this long is dropped (Kafka evicts idle sessions too).
+SESSION_IDLE_TIMEOUT_S = 120.0
+
+
+class FetchSessionCache:
+    """A leader host's fetch sessions (Kafka's FetchSessionCache), and which of them carry each
+    partition, so that a partition's change wakes those (`watchers`). On the host's event loop.
+    """
+
+    def __init__(self) -> None:
+        self.sessions: dict[tuple[int, int], FetchSession] = {}
+        self.watchers: dict[TopicPartition, set[FetchSession]] = {}
+        # Wakes of sessions whose full fetch has not arrived yet (monotonic s when woken): the
+        # session starts woken. The wake is an actor call, the fetch may come over the data
+        # port, and either may come first.
+        self._early_wakes: dict[tuple[int, int], float] = {}
+
+    def open(self, follower_id: int, session_id: int) -> FetchSession:
+        """The session a full fetch starts, in place of the one of that id, if any."""
+        key = (follower_id, session_id)
+        # A wake meant for this fetch may have come before it, to the session it replaces
+        # or to none yet: it still answers this fetch at once.
+        woken = self._early_wakes.pop(key, None) is not None
+        session = self.sessions.get(key)
+        if session is not None:
+            woken = woken or session.woken
+            self.close(session)
+        session = self.sessions[key] = FetchSession(follower_id, session_id)
+        session.woken = woken
+        return session
+
+    def wake(self, follower_id: int, session_id: int) -> None:
+        """Answer the session's waiting fetch now (or, if that fetch has not arrived yet, as
+        soon as it does)."""
+        session = self.sessions.get((follower_id, session_id))
+        if session is not None:
+            session.wake()
+        else:
+            self._early_wakes[(follower_id, session_id)] = time.monotonic()
+
+    def unwatch(self, session: FetchSession, tp: TopicPartition) -> None:
+        watchers = self.watchers.get(tp)
+        if watchers is not None:
+            watchers.discard(session)
+            if not watchers:
+                del self.watchers[tp]
+
+    def close(self, session: FetchSession) -> None:
+        for tp in list(session.members):
+            self.unwatch(session, tp)
+        self.sessions.pop((session.follower_id, session.session_id), None)
+        session.event.set()
+
+    def drop_idle(self) -> None:
+        """Sessions of followers that stopped fetching (a host that died, a broker that went):
+        their follower starts a new one if it comes back."""
+        limit = time.monotonic() - SESSION_IDLE_TIMEOUT_S
+        for session in [s for s in self.sessions.values() if s.last_used < limit]:
+            self.close(session)
+        for key in [key for key, woken_at in self._early_wakes.items() if woken_at < limit]:
+            del self._early_wakes[key]

@@ -1,8 +1,10 @@
 """PartitionReplica: one replica of one partition, an object hosted by a ReplicaHost actor.
 
-A replica owns its log and its role. As leader it appends produce requests, serves reads to
-consumers and followers, tracks what each follower holds and moves the high watermark (the
-arithmetic is `rafka.actors.server.replication.LeaderState`). As follower it is fed by its host's
+A replica owns its log and its role. As leader it appends produce requests (the whole produce
+path is here: checks, sequence gate, append, acknowledgement waits) and moves the high watermark
+(the arithmetic is `rafka.actors.server.replication.LeaderState`); its collaborators do the rest:
+`isr_manager` (what each follower holds, the ISR and its writes), `leader_reads` (reads of
+consumers and followers, the offsets queries) and `txn_markers`. As follower it is fed by its host's
 replica fetcher (`rafka.actors.server.replica_fetcher`), which pulls from the leader's host for
 every partition the two hosts share; the replica only appends what arrives and truncates where the
 leader epochs say (KIP-101).
@@ -20,44 +22,35 @@ import asyncio
 import logging
 import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from rafka.actors.config import BrokerConfig, TopicConfig
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.messages import (
-    Appended,
-    FetchedRecords,
-    LeaderAndIsrRequest,
-    ReplicaRole,
-    TxnMarker,
-)
+from rafka.actors.messages import Appended, FetchedRecords, LeaderAndIsrRequest, ReplicaRole
 from rafka.actors.metrics import ReplicaMetrics
 from rafka.actors.path_trace import PathTrace
+from rafka.actors.server.isr_manager import IsrManager, IsrWriter
 from rafka.actors.server.replication import (
     AcksAllOutcome,
-    FetchClock,
     LeaderAndIsrDecision,
     LeaderState,
     acks_all_outcome,
     apply_leader_and_isr,
 )
 from rafka.common.clock import wall_clock_ms
-from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UNDEFINED_EPOCH
 from rafka.common.topic_partition import TopicPartition
 from rafka.common.waiting import wait_for_event
-from rafka.logstore.batch import NO_TIMESTAMP, split_batches, validate_batches
+from rafka.logstore.batch import split_batches, validate_batches
 from rafka.logstore.errors import (
     CorruptRecordError,
     InvalidRecordError,
     LogStoreError,
-    OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from rafka.logstore.log import Log, TimestampAndOffset
+from rafka.logstore.log import Log
 from rafka.logstore.producer_state import SequenceOutcome
-from rafka.logstore.transactions import ControlType, build_marker_batch
 from rafka.wire.records import UnsupportedCompressionError, from_kafka
 
 log = logging.getLogger(__name__)
@@ -69,14 +62,10 @@ LEADER, FOLLOWER, OFFLINE = ReplicaRole.LEADER, ReplicaRole.FOLLOWER, ReplicaRol
 # requests on connections of their own) before answering OUT_OF_ORDER_SEQUENCE_NUMBER.
 REORDER_WAIT_S = 2.0
 
-# How soon retention runs again when the high watermark alone kept segments it would delete.
-RETENTION_RETRY_MS = 1_000
 
-# DeleteRecords' offset for "every record below the high watermark".
-HIGH_WATERMARK_OFFSET = -1
-
-# Writes an ISR change to ZooKeeper through the broker: (replica, new ISR) -> reply.
-IsrWriter = Callable[["PartitionReplica", list[int]], Awaitable[dict[str, Any]]]
+def log_maintenance_interval_ms(config: TopicConfig) -> int:
+    """How often a replica's log is retained, compacted and flushed (`maintain_log`)."""
+    return min(config.log.segment_ms, 30_000)
 
 
 # What reading a producer's batches may refuse them for, and the error each answers with.
@@ -121,7 +110,6 @@ class PartitionReplica:
         self.broker_config = broker_config
         self.log_dir = log_dir
         self.log = Log.open(log_dir, self.config.log)
-        self._write_isr_through_broker = write_isr
 
         self.role = OFFLINE
         self.leader_id = -1
@@ -138,8 +126,8 @@ class PartitionReplica:
         # waits on many partitions at once (a fetch) is told through `listeners` instead.
         self._changed: asyncio.Event | None = None
         self.listeners: set[ChangeListener] = set()
-        self._isr_write: asyncio.Task | None = None
-        self.next_maintenance_ms = wall_clock_ms() + self._maintenance_interval_ms()
+        self.isr_manager = IsrManager(self, write_isr)
+        self.next_maintenance_ms = wall_clock_ms() + log_maintenance_interval_ms(self.config)
         self.metrics = ReplicaMetrics(topic, partition, broker_id)
         # Set while a benchmark traces this partition's path (`rafka.actors.path_trace`).
         self.path_trace: PathTrace | None = None
@@ -228,8 +216,8 @@ class PartitionReplica:
             high_watermark=self.log.high_watermark,
             now_ms=wall_clock_ms(),
         )
-        self._advance_high_watermark()
-        self._report_under_replicated()
+        self.advance_high_watermark()
+        self.report_under_replicated()
         self.notify()
 
     def _become_follower(self, leader_id: int, leader_epoch: int) -> None:
@@ -237,7 +225,7 @@ class PartitionReplica:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.leader_state = None
-        self._report_under_replicated()
+        self.report_under_replicated()
         self.notify()
 
     def go_offline(self, reason: str | None = None) -> None:
@@ -248,17 +236,17 @@ class PartitionReplica:
                         self.broker_id, reason)
         self.role = OFFLINE
         self.leader_state = None
-        self._report_under_replicated()
+        self.report_under_replicated()
         self.notify()
 
-    def _report_under_replicated(self) -> None:
+    def report_under_replicated(self) -> None:
         # Only the leader reports its partition (as Kafka's UnderReplicatedPartitions): a
         # follower or an offline replica reports 0, so summing over brokers counts each once.
         self.metrics.under_replicated(self.role == LEADER and len(self.isr) < len(self.replicas))
 
     # ------------------------------------------------------------------------ leader side
 
-    def _advance_high_watermark(self) -> None:
+    def advance_high_watermark(self) -> None:
         state = self.leader_state
         if state is not None and state.advance_high_watermark(self.log.log_end_offset):
             self.log.high_watermark = state.high_watermark
@@ -358,7 +346,7 @@ class PartitionReplica:
             if isinstance(duplicate, dict):
                 return duplicate
             if duplicate is not None:
-                return await self._acknowledge(acks, duplicate[0], duplicate[1], -1, timeout_ms)
+                return await self.acknowledge(acks, duplicate[0], duplicate[1], -1, timeout_ms)
             if self.role != LEADER or self.leader_epoch != epoch:
                 return self.not_leader()
         if self.leader_state is not None:
@@ -372,9 +360,9 @@ class PartitionReplica:
         self.metrics.produced(sum(header.record_count for header in headers), len(records))
         if self.path_trace is not None:
             self.path_trace.appended(received_ns, info.first_offset, info.last_offset)
-        self._advance_high_watermark()
+        self.advance_high_watermark()
         self.notify()
-        return await self._acknowledge(
+        return await self.acknowledge(
             acks, info.first_offset, info.last_offset, info.log_append_time_ms, timeout_ms
         )
 
@@ -425,7 +413,7 @@ class PartitionReplica:
 
             await self._wait_until(log_grew_or_not_leader, remaining)
 
-    async def _acknowledge(
+    async def acknowledge(
         self, acks: int, first: int, last: int, append_time_ms: int, timeout_ms: int
     ) -> Appended | dict[str, Any]:
         reply = Appended(first, last, append_time_ms, self.log.log_start_offset)
@@ -462,262 +450,6 @@ class PartitionReplica:
             f"{timeout_ms} ms",
         )
 
-    def check_leader_epoch(self, leader_epoch: int) -> dict[str, Any] | None:
-        """An error reply if this replica cannot answer a request made at `leader_epoch`."""
-        if self.role != LEADER:
-            return self.not_leader()
-        if leader_epoch >= 0 and leader_epoch != self.leader_epoch:
-            code = (
-                ErrorCode.FENCED_LEADER_EPOCH
-                if leader_epoch < self.leader_epoch
-                else ErrorCode.UNKNOWN_LEADER_EPOCH
-            )
-            return error_reply(code, f"leader epoch {leader_epoch}, this leader is at "
-                                     f"{self.leader_epoch}", leader=self.leader_id)
-        return None
-
-    def read(
-        self, offset: int, max_bytes: int, *, follower: bool, read_committed: bool = False
-    ) -> FetchedRecords | dict[str, Any]:
-        """Whole batches from `offset`: up to the high watermark for consumers (the last stable
-        offset for `read_committed` ones, with the aborted transactions among what is sent),
-        up to the log end for followers. Never waits: the host's fetch waits across
-        partitions."""
-        if self.role != LEADER:
-            return self.not_leader()
-        log_ = self.log
-        if follower:
-            limit = log_.log_end_offset
-        else:
-            limit = log_.last_stable_offset if read_committed else log_.high_watermark
-        if offset == limit and offset >= log_.log_start_offset:
-            # Nothing to read (most fetches of an idle partition): no need to touch the log.
-            return self.nothing_at(offset)
-        try:
-            data = log_.read(offset, max_bytes, max_offset=None if follower else limit)
-        except OffsetOutOfRangeError as error:
-            return error_reply(
-                ErrorCode.OFFSET_OUT_OF_RANGE, str(error),
-                log_start_offset=log_.log_start_offset,
-                log_end_offset=log_.log_end_offset,
-                high_watermark=log_.high_watermark,
-            )
-        aborted: tuple[tuple[int, int], ...] = ()
-        if read_committed and data.records:
-            aborted = tuple((entry.producer_id, entry.first_offset)
-                            for entry in log_.aborted_transactions(offset, data.next_offset))
-        return FetchedRecords(data.records, data.next_offset, log_.high_watermark,
-                              data.log_start_offset, data.log_end_offset,
-                              -1 if follower else data.last_stable_offset, aborted)
-
-    def nothing_at(self, offset: int) -> FetchedRecords:
-        """A fetch reply with no records for `offset`, with where the log stands."""
-        log_ = self.log
-        return FetchedRecords(b"", offset, log_.high_watermark, log_.log_start_offset,
-                              log_.log_end_offset, log_.last_stable_offset)
-
-    async def write_marker(self, marker: TxnMarker, timeout_ms: int) -> dict[str, Any]:
-        """Append the coordinator's commit or abort marker for a producer's transaction, as
-        leader; answered once the ISR holds it (Kafka's WriteTxnMarkers). A marker of a
-        producer epoch older than the producer's here is refused (a newer producer fenced it),
-        and so is one of an older coordinator than the producer's last marker here (a
-        coordinator that lost `__transaction_state`, sending late)."""
-        if self.role != LEADER:
-            return self.not_leader()
-        known = self.log.producer_state(marker.producer_id)
-        if known is not None and marker.producer_epoch < known.producer_epoch:
-            return error_reply(
-                ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"marker of producer {marker.producer_id} at epoch {marker.producer_epoch}, "
-                f"but the partition knows epoch {known.producer_epoch}")
-        if known is not None and marker.coordinator_epoch < known.coordinator_epoch:
-            return error_reply(
-                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
-                f"marker of coordinator epoch {marker.coordinator_epoch}, but a coordinator of "
-                f"epoch {known.coordinator_epoch} wrote this producer's last one here")
-        batch = build_marker_batch(
-            marker.producer_id, marker.producer_epoch,
-            ControlType.COMMIT if marker.committed else ControlType.ABORT,
-            coordinator_epoch=marker.coordinator_epoch, timestamp_ms=wall_clock_ms())
-        if self.leader_state is not None:
-            self.leader_state.before_append(self.log.log_end_offset)
-        try:
-            info = self.log.append_as_leader(batch, self.leader_epoch)
-        except LogStoreError as error:
-            return error_reply(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {error}")
-        self._advance_high_watermark()
-        self.notify()
-        reply = await self._acknowledge(-1, info.first_offset, info.last_offset, -1, timeout_ms)
-        return {"error": 0} if isinstance(reply, Appended) else reply
-
-    def record_follower_fetch(
-        self, follower_id: int, offset: int, clock: FetchClock | None = None
-    ) -> None:
-        """A follower fetched at `offset`: it holds everything before it."""
-        state = self.leader_state
-        if state is None:
-            return
-        state.record_follower_fetch(follower_id, offset, self.log.log_end_offset, wall_clock_ms(),
-                                    clock)
-        if self.path_trace is not None:
-            self.path_trace.follower_at(follower_id, offset)
-        self._advance_high_watermark()
-        self.maybe_expand_isr()
-
-    def maybe_expand_isr(self) -> None:
-        """Add the followers that caught up to the ISR. Called on their fetches and, since a
-        caught-up follower's session stops listing the partition, on the host's timer too:
-        an expansion that could not be written then (another ISR write in flight, a refused
-        write) is tried again."""
-        state = self.leader_state
-        if state is None:
-            return
-        joining = state.followers_to_add()
-        if joining:
-            self.change_isr(set(state.isr) | joining, "expand")
-
-    def followers_to_remove(self, now: int) -> set[int]:
-        state = self.leader_state
-        if state is None or self._isr_write is not None:
-            return set()
-        return state.followers_to_remove(self.log.log_end_offset, now,
-                                         self.broker_config.replica_lag_time_max_ms)
-
-    def change_isr(self, new_isr: set[int], change: str) -> None:
-        """Write the new ISR to ZooKeeper (one write at a time), conditional on the version
-        this leader last saw; then apply it."""
-        if self._isr_write is None and self.leader_state is not None:
-            self.leader_state.propose_isr(new_isr)
-            self._isr_write = asyncio.ensure_future(self._write_isr(new_isr, change))
-
-    async def _write_isr(self, new_isr: set[int], change: str) -> None:
-        epoch = self.leader_epoch
-        try:
-            reply = await self._write_isr_through_broker(self, sorted(new_isr))
-            if self.leader_state is None or self.leader_epoch != epoch:
-                return
-            if reply.get("error") == ErrorCode.REQUEST_TIMED_OUT:
-                # ZooKeeper did not answer, and may have written it all the same. The confirmed
-                # ISR stays as it was (a smaller one is never applied unwritten), the followers
-                # it would add still hold the high watermark back (`LeaderState.joining`), and
-                # the host's timer asks for the change again.
-                log.warning("%s-%d ISR %s to %s not written, trying again: %s", self.topic,
-                            self.partition, change, sorted(new_isr), reply["message"])
-                return
-            if reply.get("error"):
-                self.go_offline(f"ISR {change} to {sorted(new_isr)} refused: {reply['message']}")
-                return
-            self.zk_version = reply["version"]
-            self.isr = tuple(sorted(new_isr))
-            self.leader_state.apply_isr(new_isr)
-            self.metrics.isr_changed(change)
-            self._report_under_replicated()
-            log.info("%s-%d ISR %s to %s", self.topic, self.partition, change, self.isr)
-            self._advance_high_watermark()
-            self.notify()
-        finally:
-            self._isr_write = None
-
-    def offsets_for_leader_epoch(self, epoch: int, current_leader_epoch: int = -1) -> dict:
-        """Where `epoch` ends in this leader's log (Kafka's OffsetsForLeaderEpoch)."""
-        refused = self.check_leader_epoch(current_leader_epoch)
-        if refused is not None:
-            return refused
-        found_epoch, end_offset = self.log.end_offset_for_epoch(epoch)
-        return {"error": 0, "leader_epoch": found_epoch, "end_offset": end_offset}
-
-    def list_offsets(self, timestamp_ms: int, read_committed: bool = False) -> dict:
-        """Kafka's ListOffsets: EARLIEST_TIMESTAMP the log start, LATEST_TIMESTAMP the high
-        watermark (what a consumer can read; the last stable offset for a read_committed
-        one), MAX_TIMESTAMP the record with the largest timestamp, else the first record at
-        or after the timestamp; each with its `timestamp` (-1 for the log's ends) and the
-        `leader_epoch` it was written in. A record not yet below that bound is not answered
-        (`offset` None), as in Kafka."""
-        if self.role != LEADER:
-            return self.not_leader()
-        bound = self.log.last_stable_offset if read_committed else self.log.high_watermark
-        found: TimestampAndOffset | None
-        if timestamp_ms == LATEST_TIMESTAMP:
-            found = TimestampAndOffset(NO_TIMESTAMP, bound, self.leader_epoch)
-        else:
-            found = self.log.find_offset_by_timestamp(timestamp_ms)
-        if found is not None and found.offset >= bound \
-                and timestamp_ms != EARLIEST_TIMESTAMP:
-            if self.high_watermark_lags():
-                return error_reply(
-                    ErrorCode.OFFSET_NOT_AVAILABLE,
-                    f"the leader of {self.topic}-{self.partition} (epoch {self.leader_epoch}) "
-                    "has records its followers have not yet confirmed, so its high watermark "
-                    "may be behind the last one: retry",
-                )
-            if timestamp_ms != LATEST_TIMESTAMP:
-                found = None  # only records a consumer may read count
-        if found is None:
-            return {"error": 0, "offset": None, "timestamp": NO_TIMESTAMP,
-                    "leader_epoch": UNDEFINED_EPOCH}
-        return {"error": 0, "offset": found.offset, "timestamp": found.timestamp,
-                "leader_epoch": found.leader_epoch}
-
-    def describe_producer(self, producer_id: int) -> dict:
-        """Kafka's DescribeProducers for one producer id: its epoch and the last sequence this
-        leader's log holds of it, with that batch's last offset and the high watermark, so
-        the caller can tell whether the batch is committed yet (-1 where the log has none)."""
-        if self.role != LEADER:
-            return self.not_leader()
-        entry = self.log.producer_state(producer_id)
-        last_sequence, last_offset = -1, -1
-        if entry is not None:
-            # Both come from the newest batch the log remembers of the producer, if any.
-            newest_sequence, newest_offset = entry.last_sequence, entry.last_offset
-            if newest_sequence is not None and newest_offset is not None:
-                last_sequence, last_offset = newest_sequence, newest_offset
-        return {"error": 0,
-                "producer_epoch": entry.producer_epoch if entry is not None else -1,
-                "last_sequence": last_sequence,
-                "last_offset": last_offset,
-                "high_watermark": self.log.high_watermark}
-
-    def active_producers(self) -> dict:
-        """Kafka's DescribeProducers for this partition: every producer whose batches this
-        leader's log still holds, with its epoch, last sequence and that batch's largest
-        timestamp, the coordinator epoch of its last marker, and where its open transaction
-        began (-1 for what it has none of)."""
-        if self.role != LEADER:
-            return self.not_leader()
-        return {"error": 0, "producers": [
-            {"producer_id": entry.producer_id, "producer_epoch": entry.producer_epoch,
-             "last_sequence": -1 if entry.last_sequence is None else entry.last_sequence,
-             "last_timestamp": entry.batches[-1].max_timestamp if entry.batches else -1,
-             "coordinator_epoch": entry.coordinator_epoch,
-             "current_txn_start_offset": -1 if entry.current_txn_first_offset is None
-             else entry.current_txn_first_offset}
-            for entry in sorted(self.log.producers(), key=lambda entry: entry.producer_id)]}
-
-    def delete_records(self, offset: int) -> dict:
-        """Kafka's DeleteRecords: move the log start offset up to `offset` (-1: the high
-        watermark), deleting the segments wholly below it; the followers move theirs when they
-        next fetch (`append_from_leader`). Answers the new log start (`low_watermark`)."""
-        if self.role != LEADER:
-            return self.not_leader()
-        target = self.log.high_watermark if offset == HIGH_WATERMARK_OFFSET else offset
-        if not 0 <= target <= self.log.high_watermark:
-            return error_reply(
-                ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"cannot delete records of {self.topic}-{self.partition} before offset "
-                f"{offset}: records can be deleted up to the high watermark "
-                f"{self.log.high_watermark} (-1 for all of them)")
-        return {"error": 0, "low_watermark": self.log.delete_records_before(target)}
-
-    def high_watermark_lags(self) -> bool:
-        """Whether this leader's high watermark may be behind what consumers already saw.
-
-        A new leader (or a leader whose host restarted) starts from the high watermark it had
-        as a follower or checkpointed, which lags the previous leader's. Only once it passes
-        the first offset of this leader's term is it known to be current (Kafka, KIP-207).
-        """
-        state = self.leader_state
-        return state is not None and state.epoch_start_offset > self.log.high_watermark
-
     # ---------------------------------------------------------------------- follower side
 
     def append_from_leader(self, fetched: FetchedRecords) -> None:
@@ -737,57 +469,9 @@ class PartitionReplica:
 
     # ------------------------------------------------------------------------ both sides
 
-    def update_config(self, topic_config: dict[str, Any]) -> bool:
-        """Take the topic's new config (Kafka's `UnifiedLog.updateConfig`): the log rolls,
-        retains, compacts and flushes by it from now on, and the leader checks
-        min.insync.replicas and max.message.bytes by it. Whether anything changed."""
-        config = TopicConfig.from_dict(topic_config)
-        if config == self.config:
-            return False
-        self.config = config
-        self.log.update_config(config.log)
-        # Retention and compaction by the new settings at the host's next turn (within a
-        # second), not after the interval the old ones set: a user who shortens retention.ms
-        # sees old segments go.
-        self.next_maintenance_ms = wall_clock_ms()
-        return True
-
-    def _maintenance_interval_ms(self) -> int:
-        return min(self.config.log.segment_ms, 30_000)
-
-    def maintain_log(self, now: int) -> None:
-        """Retention, compaction and the flush policy, when due (the host calls this often)."""
-        if now < self.next_maintenance_ms:
-            return
-        self.next_maintenance_ms = now + self._maintenance_interval_ms()
-        self.log.maybe_flush()
-        if self.config.log.delete:
-            self.log.delete_old_segments()
-            if self.log.retention_awaits_high_watermark:
-                self.next_maintenance_ms = min(self.next_maintenance_ms,
-                                               now + RETENTION_RETRY_MS)
-        if self.config.log.compact:
-            self.log.compact()
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "broker": self.broker_id,
-            "role": str(self.role),
-            "leader": self.leader_id,
-            "leader_epoch": self.leader_epoch,
-            "isr": list(self.isr),
-            "log_start_offset": self.log.log_start_offset,
-            "log_end_offset": self.log.log_end_offset,
-            "high_watermark": self.log.high_watermark,
-            "size_bytes": self.log.size_in_bytes,
-        }
-
     def stop(self) -> None:
         """Stop serving (on the host's loop): waiters wake and find the replica offline."""
-        if self._isr_write is not None:
-            self._isr_write.cancel()
+        self.isr_manager.cancel()
         self.role = OFFLINE
         self.leader_state = None
         self.notify()

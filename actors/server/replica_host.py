@@ -13,15 +13,17 @@ follower host pulls every partition it shares with a leader host in one fetch
 need no locks; a fetch that waits, waits on all its partitions at once (`ChangeListener`).
 
 The host also does, for all its replicas at once, what each did on its own timers before: ISR
-shrinks (`replica.lag.time.max.ms`), high-watermark checkpoints, retention and flushes; and it
-hands the broker the ISR changes of all its leaders in one call.
+shrinks (`replica.lag.time.max.ms`), high-watermark checkpoints, retention and flushes
+(`host_maintenance`); and it hands the broker the ISR changes of all its leaders in one call
+(`isr_manager.IsrChangeBatcher`). The actor class is the shell Ray and the data port call: its
+fetch sessions are a `FetchSessionCache`, its reads' shared parts `host_reads`, the replicas'
+answers from their logs `leader_reads`, the transaction markers `txn_markers`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import heapq
 import logging
 import os
 import time
@@ -30,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import ActorDiedError
 
 from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
@@ -41,7 +42,6 @@ from rafka.actors.messages import (
     Appended,
     EpochQuery,
     FetchedRecords,
-    IsrChange,
     LeaderAndIsrRequest,
     OffsetQuery,
     PartitionFetch,
@@ -57,43 +57,28 @@ from rafka.actors.naming import broker_name, partition_log_dir
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
 from rafka.actors.path_trace import CONSUMER, PathTrace
 from rafka.actors.runtime import run_at_server_priority
-from rafka.actors.server.fetch_session import FetchSession
+from rafka.actors.server import leader_reads
+from rafka.actors.server.actor_handles import ActorHandles
+from rafka.actors.server.fetch_session import FetchSession, FetchSessionCache
+from rafka.actors.server.host_maintenance import HostMaintenance
+from rafka.actors.server.host_reads import (
+    count_served,
+    fetched_size,
+    read_table,
+    unknown_partition,
+    wait_for_consumer_records,
+)
+from rafka.actors.server.isr_manager import IsrChangeBatcher
 from rafka.actors.server.offset_manager import OffsetManager
 from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica
 from rafka.actors.server.replica_fetcher import ReplicaFetcher
+from rafka.actors.server.txn_markers import write_marker
 from rafka.common.clock import wall_clock_ms
 from rafka.common.topic_partition import TopicPartition
 from rafka.common.waiting import wait_for_event
-from rafka.logstore.batch import decode_columns
 from rafka.wire.records import to_kafka
 
 log = logging.getLogger(__name__)
-
-# Kafka's replica.high.watermark.checkpoint.interval.ms.
-HIGH_WATERMARK_CHECKPOINT_INTERVAL_S = 5.0
-# A fetch session nobody used for this long is dropped (Kafka evicts idle sessions too).
-SESSION_IDLE_TIMEOUT_S = 120.0
-
-
-class _Listening:
-    """Registered with many replicas for the length of a `with` block: a consumer's fetch
-    waiting on many partitions wakes when any of them changes."""
-
-    def __init__(self, replicas: list[PartitionReplica]) -> None:
-        self.replicas = replicas
-        self.event = asyncio.Event()
-
-    def changed(self, replica: PartitionReplica) -> None:
-        self.event.set()
-
-    def __enter__(self) -> asyncio.Event:
-        for replica in self.replicas:
-            replica.listeners.add(self)
-        return self.event
-
-    def __exit__(self, *exc_info: object) -> None:
-        for replica in self.replicas:
-            replica.listeners.discard(self)
 
 
 class _WakeSessions:
@@ -114,7 +99,7 @@ async def _produce_one(replicas: dict[TopicPartition, PartitionReplica], broker_
     class, whose every method Ray wraps)."""
     replica = replicas.get(TopicPartition(request.topic, request.partition))
     if replica is None:
-        return _unknown_partition(broker_id, request.topic, request.partition)
+        return unknown_partition(broker_id, request.topic, request.partition)
     return await replica.produce(request.records, acks, timeout_ms,
                                  record_ends=request.record_ends)
 
@@ -125,7 +110,7 @@ async def _produce_one_kafka(replicas: dict[TopicPartition, PartitionReplica], b
     """`_produce_one` for a Kafka client's batches."""
     replica = replicas.get(TopicPartition(request.topic, request.partition))
     if replica is None:
-        return _unknown_partition(broker_id, request.topic, request.partition)
+        return unknown_partition(broker_id, request.topic, request.partition)
     return await replica.produce_kafka(request.records, acks, timeout_ms)
 
 
@@ -140,13 +125,6 @@ async def _produce_each(
         return [await produce_one(replicas, broker_id, requests[0], acks, timeout_ms)]
     return list(await asyncio.gather(
         *(produce_one(replicas, broker_id, request, acks, timeout_ms) for request in requests)))
-
-
-def _unknown_partition(broker_id: int, topic: str, partition: int) -> dict[str, Any]:
-    return error_reply(
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        f"broker {broker_id} hosts no replica of {topic}-{partition} here: refresh metadata",
-    )
 
 
 class ReplicaHost:
@@ -168,13 +146,8 @@ class ReplicaHost:
         self.fetchers: dict[str, ReplicaFetcher] = {}
         # The fetch sessions of follower hosts with this host, and which of them carry each
         # partition (a partition's change wakes those).
-        self.sessions: dict[tuple[int, int], FetchSession] = {}
-        self.session_watchers: dict[TopicPartition, set[FetchSession]] = {}
-        self._wake_sessions = _WakeSessions(self.session_watchers)
-        # Wakes of sessions whose full fetch has not arrived yet (monotonic s when woken): the
-        # session starts woken. The wake is an actor call, the fetch may come over the data
-        # port, and either may come first.
-        self._early_wakes: dict[tuple[int, int], float] = {}
+        self.sessions = FetchSessionCache()
+        self._wake_sessions = _WakeSessions(self.sessions.watchers)
         # Where producers, follower hosts and consumers send their requests over connections
         # they keep (actors/dataport/server.py): this node's address, as other nodes reach it.
         # The port calls this class's own methods, not the actor's: Ray's actor class wraps
@@ -188,52 +161,28 @@ class ReplicaHost:
             fetch_kafka=own.fetch_kafka.__get__(self),
             list_offsets=own.list_offsets.__get__(self),
             fetch_offsets=own.fetch_offsets.__get__(self))
-        self._handles: dict[str, Any] = {}
+        self._handles = ActorHandles(namespace)
         # This host's broker, reached when an ISR changes: looked up and called once now,
         # while Ray's GCS answers, so that an ISR shrinks while it does not (its head
         # restarting) as well.
         broker = ray.get_actor(broker_name(broker_id), namespace=namespace)
         broker.ping.remote()
-        self._handles[broker_name(broker_id)] = broker
-        self._pending_isr: list[tuple[IsrChange, asyncio.Future]] = []
-        self._isr_flush: asyncio.Task | None = None
-        self._maintenance: asyncio.Task | None = None
-        # When each replica's log maintenance is next due: (ms, order, partition), a heap.
-        self._log_maintenance: list[tuple[int, int, TopicPartition]] = []
-        self._maintenance_order = 0
+        self._handles.put(broker_name(broker_id), broker)
+        own_broker = broker_name(broker_id)
+        self._isr_changes = IsrChangeBatcher(
+            broker_id, lambda: self._handles.get(own_broker),
+            lambda error: self._handles.forget_if_dead(own_broker, error))
+        self._maintenance = HostMaintenance(self.replicas, self.config, self.sessions)
         # Everything allocated so far (Ray, the modules) lives as long as the process: out of
         # the collector's sight, a full collection no longer walks it, which otherwise stalls
         # every request behind it for tens of milliseconds every few seconds.
         gc.freeze()
 
-    # ----------------------------------------------------------------------- plumbing
-
-    async def _handle(self, name: str) -> Any:
-        """The actor called `name`, looked up once. The lookup asks Ray's GCS, which may be
-        down (its head restarting) and answer late: it runs off the event loop, so that only
-        what needs this actor waits, not every replica of the host."""
-        handle = self._handles.get(name)
-        if handle is None:
-            handle = await asyncio.to_thread(ray.get_actor, name, namespace=self.namespace)
-            self._handles[name] = handle
-        return handle
-
-    def _forget_if_dead(self, name: str, error: BaseException) -> None:
-        """Drop a handle whose actor died for good (one of that name made since is another).
-        Other failures keep it: a lookup asks Ray's GCS, which may be down while the actor
-        is fine, and a handle stays good across Ray's restarts of its actor."""
-        if isinstance(error, ActorDiedError):
-            self._handles.pop(name, None)
-
-    def _ensure_maintenance(self) -> None:
-        if self._maintenance is None or self._maintenance.done():
-            self._maintenance = asyncio.ensure_future(self._maintain())
-
     # --------------------------------------------------------------------- control plane
 
     async def leader_and_isr(self, requests: list[LeaderAndIsrRequest]) -> dict[str, Any]:
         """Apply the controller's LeaderAndIsr to these partitions, creating their replicas."""
-        self._ensure_maintenance()
+        self._maintenance.ensure_running()
         failed: dict[str, Any] = {}
         for request in requests:
             tp = TopicPartition(request.topic, request.partition)
@@ -243,15 +192,15 @@ class ReplicaHost:
                     replica = PartitionReplica(
                         request.topic, request.partition, self.broker_id,
                         partition_log_dir(self.data_dir, request.topic, request.partition),
-                        request.config, self.config, self._write_isr,
+                        request.config, self.config, self._isr_changes.write,
                     )
                     replica.listeners.add(self._wake_sessions)
                     self.replicas[tp] = replica
-                    self._schedule_log_maintenance(replica)
+                    self._maintenance.schedule(replica)
                 else:
                     # Every LeaderAndIsr carries the topic's config: a replica that missed a
                     # change (its host was busy or restarting) hears of it here.
-                    self._apply_config(replica, request.config)
+                    self._maintenance.update_config(replica, request.config)
                 reply = replica.leader_and_isr(request)
             except Exception as error:  # one bad partition must not stop the others
                 log.exception("LeaderAndIsr for %s-%d failed", request.topic, request.partition)
@@ -270,8 +219,8 @@ class ReplicaHost:
             fetcher = self.fetchers.get(replica.leader_host)
             if fetcher is None:
                 fetcher = self.fetchers[replica.leader_host] = ReplicaFetcher(
-                    replica.leader_host, self.broker_id, self.config, self._handle,
-                    self._forget_if_dead)
+                    replica.leader_host, self.broker_id, self.config, self._handles.get,
+                    self._handles.forget_if_dead)
             fetcher.add(replica)
         if tp.topic == OFFSETS_TOPIC:
             if replica.role == LEADER:
@@ -287,16 +236,11 @@ class ReplicaHost:
             if tp.topic != topic:
                 continue
             try:
-                self._apply_config(replica, config)
+                self._maintenance.update_config(replica, config)
             except Exception as error:  # the controller checked it; the others go on
                 log.exception("the new config of %s-%d failed", tp.topic, tp.partition)
                 failed[f"{tp.topic}-{tp.partition}"] = repr(error)
         return {"error": 0, "failed": failed}
-
-    def _apply_config(self, replica: PartitionReplica, config: dict[str, Any]) -> None:
-        if replica.update_config(config):
-            # Its next maintenance may now be due sooner than the turn already queued.
-            self._schedule_log_maintenance(replica)
 
     async def fence(self) -> None:
         """The broker lost its ZooKeeper session: lead nothing until the controller says so."""
@@ -321,13 +265,14 @@ class ReplicaHost:
 
     async def close(self) -> None:
         """Stop serving every replica and close their logs (controlled shutdown)."""
-        if self._maintenance is not None:
-            self._maintenance.cancel()
+        self._maintenance.cancel()
         await self._data_port.close()
         for fetcher in self.fetchers.values():
             fetcher.stop()
         self.fetchers.clear()
-        replicas, self.replicas = list(self.replicas.values()), {}
+        # Emptied in place: the maintenance holds the same dict.
+        replicas = list(self.replicas.values())
+        self.replicas.clear()
         self.offset_managers.clear()
         for replica in replicas:
             replica.stop()
@@ -338,98 +283,6 @@ class ReplicaHost:
             except Exception:  # closing the others matters more
                 log.exception("closing %s-%d failed", replica.topic, replica.partition)
 
-    # ------------------------------------------------------------------- ISR changes
-
-    async def _write_isr(self, replica: PartitionReplica, isr: list[int]) -> dict[str, Any]:
-        """Queue an ISR change; the changes of one turn of the loop go to the broker as one."""
-        change = IsrChange(replica.topic, replica.partition, self.broker_id,
-                           replica.leader_epoch, tuple(isr), replica.controller_epoch,
-                           replica.zk_version)
-        future = asyncio.get_running_loop().create_future()
-        self._pending_isr.append((change, future))
-        if self._isr_flush is None:
-            self._isr_flush = asyncio.ensure_future(self._flush_isr_changes())
-        return await future
-
-    async def _flush_isr_changes(self) -> None:
-        await asyncio.sleep(0)  # let the other changes of this turn join
-        batch, self._pending_isr, self._isr_flush = self._pending_isr, [], None
-        try:
-            broker = await self._handle(broker_name(self.broker_id))
-            replies = await broker.update_partition_states.remote([c for c, _ in batch])
-        except Exception as error:
-            log.warning("broker %d did not answer ISR changes of %d partitions: %r",
-                        self.broker_id, len(batch), error)
-            self._forget_if_dead(broker_name(self.broker_id), error)
-            replies = [error_reply(ErrorCode.REQUEST_TIMED_OUT,
-                                   f"broker {self.broker_id} did not write the ISR: {error!r}")
-                       ] * len(batch)
-        for (_change, future), reply in zip(batch, replies, strict=True):
-            if not future.done():
-                future.set_result(reply)
-
-    # ------------------------------------------------------------------------ timers
-
-    async def _maintain(self) -> None:
-        """ISR shrinks, checkpoints, retention and flushes for every replica here.
-
-        Each turn looks at the leaders (followers to drop from or add to the ISR) and at the
-        replicas whose log maintenance is due, not at every replica: an idle host of a thousand
-        replicas should cost next to nothing.
-        """
-        lag_ms = self.config.replica_lag_time_max_ms
-        interval_s = max(min(lag_ms / 2000, 1.0), 0.05)
-        next_checkpoint = time.monotonic() + HIGH_WATERMARK_CHECKPOINT_INTERVAL_S
-        while True:
-            await asyncio.sleep(interval_s)
-            now = wall_clock_ms()
-            for replica in [r for r in self.replicas.values() if r.role == LEADER]:
-                try:
-                    lagging = replica.followers_to_remove(now)
-                    if lagging:
-                        replica.change_isr(set(replica.isr) - lagging, "shrink")
-                    else:
-                        replica.maybe_expand_isr()
-                except Exception:
-                    log.exception("ISR check of %s-%d failed", replica.topic, replica.partition)
-            self._maintain_due_logs(now)
-            self._drop_idle_sessions()
-            metrics.flush_replica_counts()
-            if time.monotonic() >= next_checkpoint:
-                next_checkpoint = time.monotonic() + HIGH_WATERMARK_CHECKPOINT_INTERVAL_S
-                # fsyncs: on a thread, so that requests do not wait behind them.
-                await asyncio.to_thread(_checkpoint_high_watermarks,
-                                        [r.log for r in self.replicas.values()])
-
-    def _maintain_due_logs(self, now: int) -> None:
-        """Retention, compaction and flushes of the replicas whose turn has come."""
-        due = self._log_maintenance
-        while due and due[0][0] <= now:
-            when, _order, tp = heapq.heappop(due)
-            replica = self.replicas.get(tp)
-            if replica is None or replica.next_maintenance_ms != when:
-                continue  # stopped since, or recreated with a turn of its own
-            try:
-                replica.maintain_log(now)
-            except Exception:
-                log.exception("log maintenance of %s-%d failed", tp.topic, tp.partition)
-            self._schedule_log_maintenance(replica)
-
-    def _schedule_log_maintenance(self, replica: PartitionReplica) -> None:
-        self._maintenance_order += 1
-        heapq.heappush(self._log_maintenance,
-                       (replica.next_maintenance_ms, self._maintenance_order, replica.tp))
-
-    def _drop_idle_sessions(self) -> None:
-        """Sessions of followers that stopped fetching (a host that died, a broker that went):
-        their follower starts a new one if it comes back."""
-        limit = time.monotonic() - SESSION_IDLE_TIMEOUT_S
-        for session in [s for s in self.sessions.values() if s.last_used < limit]:
-            self._close_session(session)
-        for key in [key for key, woken_at in self._early_wakes.items() if woken_at < limit]:
-            del self._early_wakes[key]
-
-    # ------------------------------------------------------------------------ produce
 
     async def produce(
         self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000,
@@ -468,22 +321,22 @@ class ReplicaHost:
         budget = max_bytes
         for request, replica in zip(requests, replicas, strict=True):
             if replica is None:
-                replies.append(_unknown_partition(self.broker_id, request.topic,
-                                                  request.partition))
+                replies.append(unknown_partition(self.broker_id, request.topic,
+                                                 request.partition))
             elif budget <= 0:  # the rest waits for the next fetch
-                replies.append(replica.nothing_at(request.offset))
+                replies.append(leader_reads.nothing_at(replica, request.offset))
             else:
-                replies.append(replica.read(request.offset, request.max_bytes, follower=False,
-                                            read_committed=read_committed))
-                budget -= _size(replies[-1])
+                replies.append(leader_reads.read(replica, request.offset, request.max_bytes,
+                                                 follower=False, read_committed=read_committed))
+                budget -= fetched_size(replies[-1])
         total = max_bytes - budget
         live = [(index, replica) for index, replica in enumerate(replicas) if replica is not None]
         if total < min_bytes and live and max_wait_ms > 0:
-            await self._wait_for_consumer_records(requests, live, replies, max_wait_ms,
-                                                  min_bytes - total, read_committed)
-        self._count_served(((TopicPartition(r.topic, r.partition), r.offset, reply)
-                            for r, reply in zip(requests, replies, strict=True)),
-                           started, replica_id=CONSUMER)
+            await wait_for_consumer_records(requests, live, replies, max_wait_ms,
+                                            min_bytes - total, read_committed)
+        count_served(self.replicas, ((TopicPartition(r.topic, r.partition), r.offset, reply)
+                                     for r, reply in zip(requests, replies, strict=True)),
+                     started, replica_id=CONSUMER)
         return replies
 
     async def fetch_kafka(
@@ -513,89 +366,8 @@ class ReplicaHost:
         of Spark's Kafka source (`rafka.actors.record_tables`), built here from the batches
         where they lie. Two results, so the caller learns where the read stopped without
         fetching the table: `(table, TableRead)`. Never waits for records."""
-        from rafka.actors.record_tables import records_table  # pyarrow only where it is used
-
-        def failed(error: dict[str, Any]) -> tuple[Any, TableRead]:
-            return (records_table([], topic, partition, include_headers),
-                    TableRead(0, start, -1, -1, error))
-
-        replica = self.replicas.get(TopicPartition(topic, partition))
-        if replica is None:
-            return failed(_unknown_partition(self.broker_id, topic, partition))
-        batches = []
-        offset, budget = start, max_bytes
-        while offset < until and budget > 0:
-            reply = replica.read(offset, budget, follower=False)
-            if not isinstance(reply, FetchedRecords):
-                if offset == start:
-                    return failed(reply)
-                break  # what was read stands; the caller asks again from `offset`
-            if not reply.records:
-                break
-            batches += decode_columns(reply.records, offset, until)
-            budget -= len(reply.records)
-            offset = min(reply.next_offset, until)
-        table = records_table(batches, topic, partition, include_headers)
-        log_ = replica.log
-        return table, TableRead(table.num_rows, offset, log_.high_watermark,
-                                log_.log_start_offset, size_bytes=table.nbytes)
-
-    async def _wait_for_consumer_records(
-        self, requests: list[PartitionFetch], live: list[tuple[int, PartitionReplica]],
-        replies: list[FetchedRecords | dict[str, Any]], max_wait_ms: int, missing_bytes: int,
-        read_committed: bool,
-    ) -> None:
-        """Wait until `missing_bytes` more can be read (or an error is news), reading again
-        only the partitions that changed."""
-
-        def seen(replica: PartitionReplica) -> tuple[int, Any, int]:
-            return replica.log.high_watermark, replica.role, replica.leader_epoch
-
-        deadline = time.monotonic() + max_wait_ms / 1000
-        states = {index: seen(replica) for index, replica in live}
-        with _Listening([replica for _index, replica in live]) as event:
-            while missing_bytes > 0:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                event.clear()
-                if all(seen(replica) == states[index] for index, replica in live):
-                    await wait_for_event(event, remaining)
-                for index, replica in live:
-                    if seen(replica) == states[index]:
-                        continue
-                    states[index] = seen(replica)
-                    request = requests[index]
-                    replies[index] = replica.read(request.offset, request.max_bytes,
-                                                  follower=False, read_committed=read_committed)
-                    if not isinstance(replies[index], FetchedRecords):
-                        return  # an error is news: answer now
-                    missing_bytes -= _size(replies[index])
-
-    def _count_served(self, served, started: float, *, replica_id: int) -> None:
-        """Metrics of a fetch, from `(partition, fetch offset, reply)` of each partition;
-        `replica_id` is the follower's broker id, or `CONSUMER`.
-
-        Records served are those from the fetch offset on, read off the reply's offsets, not by
-        decoding the batches (exact except across compaction gaps, where it counts the gap).
-        Latency once per topic: an idle fetch of many partitions must not cost a metric call
-        for each.
-        """
-        elapsed_ms = (time.perf_counter() - started) * 1000
-        follower = replica_id != CONSUMER
-        timed: set[str] = set()
-        for tp, fetch_offset, reply in served:
-            replica = self.replicas.get(tp)
-            if replica is None or not isinstance(reply, FetchedRecords):
-                continue
-            if tp.topic not in timed:
-                timed.add(tp.topic)
-                replica.metrics.fetch_latency(follower, elapsed_ms)
-            if reply.records:
-                replica.metrics.fetched(follower, reply.next_offset - fetch_offset,
-                                        len(reply.records))
-                if replica.path_trace is not None:
-                    replica.path_trace.answered_read(replica_id, reply.next_offset)
+        return read_table(self.replicas.get(TopicPartition(topic, partition)), self.broker_id,
+                          topic, partition, start, until, max_bytes, include_headers)
 
     async def replica_fetch(
         self,
@@ -618,18 +390,10 @@ class ReplicaHost:
         included, as `{"partitions": [(topic, partition, reply), ...]}`.
         """
         started = time.perf_counter()
-        key = (follower_id, session_id)
-        session = self.sessions.get(key)
-        if full:
-            # A wake meant for this fetch may have come before it, to the session it replaces
-            # or to none yet: it still answers this fetch at once.
-            woken = self._early_wakes.pop(key, None) is not None
-            if session is not None:
-                woken = woken or session.woken
-                self._close_session(session)
-            session = self.sessions[key] = FetchSession(follower_id, session_id)
-            session.woken = woken
-        elif session is None:
+        sessions = self.sessions
+        session = (sessions.open(follower_id, session_id) if full
+                   else sessions.sessions.get((follower_id, session_id)))
+        if session is None:
             return error_reply(ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                                f"no fetch session {session_id} of broker {follower_id} here: "
                                "start a new one with a full fetch")
@@ -637,13 +401,16 @@ class ReplicaHost:
         for topic, partition in removed:
             tp = TopicPartition(topic, partition)
             session.remove(tp)
-            self._unwatch(session, tp)
+            sessions.unwatch(session, tp)
+        watchers = sessions.watchers
         for request in partitions:
             tp = session.list(request)
-            self.session_watchers.setdefault(tp, set()).add(session)
+            watchers.setdefault(tp, set()).add(session)
             replica = self.replicas.get(tp)
-            if replica is not None and replica.check_leader_epoch(request.leader_epoch) is None:
-                replica.record_follower_fetch(follower_id, request.offset, session.clock)
+            if replica is not None and leader_reads.check_leader_epoch(
+                    replica, request.leader_epoch) is None:
+                replica.isr_manager.record_follower_fetch(follower_id, request.offset,
+                                                          session.clock)
 
         # Each partition's answer, with the fetch offset it was read for.
         answers: dict[TopicPartition, tuple[int, FetchedRecords | dict[str, Any]]] = {}
@@ -654,17 +421,18 @@ class ReplicaHost:
             for tp, request in session.take_dirty():
                 replica = self.replicas.get(tp)
                 if replica is None:
-                    answers[tp] = (request.offset, _unknown_partition(
+                    answers[tp] = (request.offset, unknown_partition(
                         self.broker_id, tp.topic, tp.partition))
-                elif (refused := replica.check_leader_epoch(request.leader_epoch)) is not None:
+                elif (refused := leader_reads.check_leader_epoch(
+                        replica, request.leader_epoch)) is not None:
                     answers[tp] = (request.offset, refused)
                 elif request.offset != replica.log.log_end_offset:
                     if budget <= 0:
                         session.dirty.add(tp)  # the next fetch brings it
                         continue
-                    answers[tp] = (request.offset, replica.read(
-                        request.offset, partition_max_bytes, follower=True))
-                    budget -= _size(answers[tp][1])
+                    answers[tp] = (request.offset, leader_reads.read(
+                        replica, request.offset, partition_max_bytes, follower=True))
+                    budget -= fetched_size(answers[tp][1])
                 elif replica.log.high_watermark != request.high_watermark:
                     # News, but not worth an answer of its own: a follower learns the high
                     # watermark with its next records, as in Kafka, or when the wait is over.
@@ -683,11 +451,12 @@ class ReplicaHost:
             listed, replica = session.listed.get(tp), self.replicas.get(tp)
             if listed is None or replica is None:
                 continue
-            answers[tp] = (listed.offset, replica.nothing_at(listed.offset))
+            answers[tp] = (listed.offset, leader_reads.nothing_at(replica, listed.offset))
             session.answered(tp)
         session.woken = False
-        self._count_served(((tp, offset, reply) for tp, (offset, reply) in answers.items()),
-                           started, replica_id=follower_id)
+        count_served(self.replicas,
+                     ((tp, offset, reply) for tp, (offset, reply) in answers.items()),
+                     started, replica_id=follower_id)
         return {"error": 0, "partitions": [
             ReplicaFetchAnswer(tp.topic, tp.partition, offset, reply)
             for tp, (offset, reply) in answers.items()]}
@@ -700,49 +469,33 @@ class ReplicaHost:
     async def wake_session(self, follower_id: int, session_id: int) -> None:
         """The follower has a new partition to list: answer its waiting fetch now (or, if
         that fetch has not arrived yet, as soon as it does)."""
-        session = self.sessions.get((follower_id, session_id))
-        if session is not None:
-            session.wake()
-        else:
-            self._early_wakes[(follower_id, session_id)] = time.monotonic()
-
-    def _unwatch(self, session: FetchSession, tp: TopicPartition) -> None:
-        watchers = self.session_watchers.get(tp)
-        if watchers is not None:
-            watchers.discard(session)
-            if not watchers:
-                del self.session_watchers[tp]
-
-    def _close_session(self, session: FetchSession) -> None:
-        for tp in list(session.members):
-            self._unwatch(session, tp)
-        self.sessions.pop((session.follower_id, session.session_id), None)
-        session.event.set()
+        self.sessions.wake(follower_id, session_id)
 
     async def offsets_for_leader_epoch(self, queries: list[EpochQuery]) -> list[dict[str, Any]]:
         """Where each epoch ends in each leader's log (Kafka's OffsetsForLeaderEpoch)."""
-        return self._answer_each(queries, lambda replica, query: replica.offsets_for_leader_epoch(
-            query.epoch, query.current_leader_epoch))
+        return self._answer_each(queries, lambda replica, query: (
+            leader_reads.offsets_for_leader_epoch(replica, query.epoch,
+                                                  query.current_leader_epoch)))
 
     async def list_offsets(self, queries: list[OffsetQuery]) -> list[dict[str, Any]]:
         """Kafka's ListOffsets for several partitions led here."""
-        return self._answer_each(queries,
-                                 lambda replica, query: replica.list_offsets(
-                                     query.timestamp_ms, query.read_committed))
+        return self._answer_each(queries, lambda replica, query: leader_reads.list_offsets(
+            replica, query.timestamp_ms, query.read_committed))
 
     async def delete_records(self, deletions: list[RecordsDeletion]) -> list[dict[str, Any]]:
         """Kafka's DeleteRecords for several partitions led here."""
-        return self._answer_each(deletions,
-                                 lambda replica, deletion: replica.delete_records(deletion.offset))
+        return self._answer_each(deletions, lambda replica, deletion: (
+            leader_reads.delete_records(replica, deletion.offset)))
 
     async def describe_producers(self, queries: list[ProducerQuery]) -> list[dict[str, Any]]:
         """Kafka's DescribeProducers for several partitions led here, one producer id each."""
-        return self._answer_each(queries, lambda replica, query: replica.describe_producer(
-            query.producer_id))
+        return self._answer_each(queries, lambda replica, query: leader_reads.describe_producer(
+            replica, query.producer_id))
 
     async def active_producers(self, partitions: list[TopicPartition]) -> list[dict[str, Any]]:
         """Kafka's DescribeProducers for several partitions led here: each one's producers."""
-        return self._answer_each(partitions, lambda replica, _tp: replica.active_producers())
+        return self._answer_each(partitions,
+                                 lambda replica, _tp: leader_reads.active_producers(replica))
 
     def _answer_each(self, queries: list[Any], answer: Any) -> list[dict[str, Any]]:
         """`answer(replica, query)` for each query's partition, or why it is not here."""
@@ -750,7 +503,7 @@ class ReplicaHost:
         for query in queries:
             replica = self.replicas.get(TopicPartition(query.topic, query.partition))
             answers.append(answer(replica, query) if replica is not None
-                           else _unknown_partition(self.broker_id, query.topic, query.partition))
+                           else unknown_partition(self.broker_id, query.topic, query.partition))
         return answers
 
     # ------------------------------------------------------------------- transactions
@@ -766,8 +519,8 @@ class ReplicaHost:
             tp = TopicPartition(marker.topic, marker.partition)
             replica = self.replicas.get(tp)
             if replica is None:
-                return _unknown_partition(self.broker_id, marker.topic, marker.partition)
-            reply = await replica.write_marker(marker, timeout_ms)
+                return unknown_partition(self.broker_id, marker.topic, marker.partition)
+            reply = await write_marker(replica, marker, timeout_ms)
             manager = self.offset_managers.get(marker.partition)
             if reply["error"] == 0 and tp.topic == OFFSETS_TOPIC and manager is not None:
                 manager.end_transaction(marker.producer_id, marker.committed)
@@ -780,7 +533,7 @@ class ReplicaHost:
     def _offset_manager(self, partition: int) -> OffsetManager | dict[str, Any]:
         manager = self.offset_managers.get(partition)
         if manager is None:
-            return _unknown_partition(self.broker_id, OFFSETS_TOPIC, partition)
+            return unknown_partition(self.broker_id, OFFSETS_TOPIC, partition)
         return manager
 
     async def commit_offsets(
@@ -820,7 +573,7 @@ class ReplicaHost:
 
     async def describe(self, topic: str | None = None) -> list[dict[str, Any]]:
         """Each replica hosted here (of `topic` only, if given): role, epochs, offsets."""
-        return [replica.describe() for tp, replica in sorted(self.replicas.items())
+        return [leader_reads.describe(replica) for tp, replica in sorted(self.replicas.items())
                 if topic is None or tp.topic == topic]
 
     async def start_tracing_path(self, topic: str, partition: int) -> bool:
@@ -849,21 +602,7 @@ class ReplicaHost:
         await asyncio.Event().wait()
 
 
-def _checkpoint_high_watermarks(logs: list[Any]) -> None:
-    for log_ in logs:
-        if log_.closed:
-            continue
-        try:
-            log_.checkpoint_high_watermark()
-        except OSError as error:  # closed and deleted meanwhile (topic deletion)
-            log.debug("high-watermark checkpoint skipped: %r", error)
-
-
 # Ray's stubs for ray.remote omit the actor option max_concurrency, which Ray accepts.
 ReplicaHostActor = ray.remote(  # type: ignore[call-overload]
     num_cpus=0, max_concurrency=1000)(ReplicaHost)
 
-
-def _size(reply: FetchedRecords | dict[str, Any]) -> int:
-    """The bytes of records a partition's fetch reply carries (an error carries none)."""
-    return len(reply.records) if isinstance(reply, FetchedRecords) else 0

@@ -11,6 +11,7 @@ from typing import Any
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.messages import LeaderAndIsrRequest
+from rafka.actors.server.isr_manager import IsrPartition
 from rafka.actors.server.replica import LEADER, OFFLINE, PartitionReplica
 from rafka.logstore.batch import build_batch
 
@@ -22,7 +23,7 @@ class ScriptedWriter:
         self.replies = list(replies)
         self.asked: list[list[int]] = []
 
-    async def __call__(self, _replica: PartitionReplica, isr: list[int]) -> dict[str, Any]:
+    async def __call__(self, _replica: IsrPartition, isr: list[int]) -> dict[str, Any]:
         self.asked.append(isr)
         return self.replies.pop(0)
 
@@ -37,8 +38,8 @@ def leader(tmp_path: Path, writer: ScriptedWriter) -> PartitionReplica:
 
 
 async def shrink(replica: PartitionReplica) -> None:
-    replica.change_isr({1, 2}, "shrink")
-    while replica._isr_write is not None:
+    replica.isr_manager.change_isr({1, 2}, "shrink")
+    while replica.isr_manager.write_in_flight is not None:
         await asyncio.sleep(0)
 
 
@@ -85,19 +86,20 @@ def test_followers_an_unanswered_expansion_adds_hold_the_high_watermark(tmp_path
         replica.leader_and_isr(LeaderAndIsrRequest(
             topic="orders", partition=0, leader=1, leader_epoch=3, isr=(1, 2),
             replicas=(1, 2, 3), controller_epoch=1, zk_version=7))
-        replica.record_follower_fetch(2, 0)
-        replica.record_follower_fetch(3, 0)  # caught up: asks ZooKeeper to add broker 3
-        while replica._isr_write is not None:
+        isr = replica.isr_manager
+        isr.record_follower_fetch(2, 0)
+        isr.record_follower_fetch(3, 0)  # caught up: asks ZooKeeper to add broker 3
+        while isr.write_in_flight is not None:
             await asyncio.sleep(0)
         assert writer.asked == [[1, 2, 3]] and replica.isr == (1, 2)
         replica.log.append_as_leader(build_batch([(None, b"x")]), replica.leader_epoch)
-        replica.record_follower_fetch(2, 1)  # broker 2 has it, broker 3 does not
+        isr.record_follower_fetch(2, 1)  # broker 2 has it, broker 3 does not
         assert replica.log.high_watermark == 0
-        while replica._isr_write is not None or writer.replies:  # the retry, confirmed
-            replica.maybe_expand_isr()
+        while isr.write_in_flight is not None or writer.replies:  # the retry, confirmed
+            isr.maybe_expand_isr()
             await asyncio.sleep(0)
         assert replica.isr == (1, 2, 3) and replica.log.high_watermark == 0
-        replica.record_follower_fetch(3, 1)
+        isr.record_follower_fetch(3, 1)
         assert replica.log.high_watermark == 1
         replica.release()
 

@@ -1,0 +1,155 @@
+"""What a replica host's fetches and reads share, apart from the actor class (whose every method
+Ray wraps): waiting on many partitions at once, the metrics of what was served, a pipeline's
+table read, and the answer for a partition not hosted here.
+
+All of it runs on the host's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from rafka.actors.errors import ErrorCode, error_reply
+from rafka.actors.messages import FetchedRecords, PartitionFetch, TableRead
+from rafka.actors.path_trace import CONSUMER
+from rafka.actors.server import leader_reads
+from rafka.actors.server.replica import PartitionReplica
+from rafka.common.topic_partition import TopicPartition
+from rafka.common.waiting import wait_for_event
+from rafka.logstore.batch import decode_columns
+
+
+def unknown_partition(broker_id: int, topic: str, partition: int) -> dict[str, Any]:
+    return error_reply(
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        f"broker {broker_id} hosts no replica of {topic}-{partition} here: refresh metadata",
+    )
+
+
+def fetched_size(reply: FetchedRecords | dict[str, Any]) -> int:
+    """The bytes of records a partition's fetch reply carries (an error carries none)."""
+    return len(reply.records) if isinstance(reply, FetchedRecords) else 0
+
+
+class Listening:
+    """Registered with many replicas for the length of a `with` block: a consumer's fetch
+    waiting on many partitions wakes when any of them changes."""
+
+    def __init__(self, replicas: list[PartitionReplica]) -> None:
+        self.replicas = replicas
+        self.event = asyncio.Event()
+
+    def changed(self, replica: PartitionReplica) -> None:
+        self.event.set()
+
+    def __enter__(self) -> asyncio.Event:
+        for replica in self.replicas:
+            replica.listeners.add(self)
+        return self.event
+
+    def __exit__(self, *exc_info: object) -> None:
+        for replica in self.replicas:
+            replica.listeners.discard(self)
+
+
+
+async def wait_for_consumer_records(
+    requests: list[PartitionFetch], live: list[tuple[int, PartitionReplica]],
+    replies: list[FetchedRecords | dict[str, Any]], max_wait_ms: int, missing_bytes: int,
+    read_committed: bool,
+) -> None:
+    """Wait until `missing_bytes` more can be read (or an error is news), reading again
+    only the partitions that changed."""
+
+    def seen(replica: PartitionReplica) -> tuple[int, Any, int]:
+        return replica.log.high_watermark, replica.role, replica.leader_epoch
+
+    deadline = time.monotonic() + max_wait_ms / 1000
+    states = {index: seen(replica) for index, replica in live}
+    with Listening([replica for _index, replica in live]) as event:
+        while missing_bytes > 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            event.clear()
+            if all(seen(replica) == states[index] for index, replica in live):
+                await wait_for_event(event, remaining)
+            for index, replica in live:
+                if seen(replica) == states[index]:
+                    continue
+                states[index] = seen(replica)
+                request = requests[index]
+                replies[index] = leader_reads.read(replica, request.offset, request.max_bytes,
+                                                follower=False,
+                                                read_committed=read_committed)
+                if not isinstance(replies[index], FetchedRecords):
+                    return  # an error is news: answer now
+                missing_bytes -= fetched_size(replies[index])
+
+
+def count_served(
+    replicas: dict[TopicPartition, PartitionReplica],
+    served: Iterable[tuple[TopicPartition, int, FetchedRecords | dict[str, Any]]],
+    started: float, *, replica_id: int,
+) -> None:
+    """Metrics of a fetch, from `(partition, fetch offset, reply)` of each partition;
+    `replica_id` is the follower's broker id, or `CONSUMER`.
+
+    Records served are those from the fetch offset on, read off the reply's offsets, not by
+    decoding the batches (exact except across compaction gaps, where it counts the gap).
+    Latency once per topic: an idle fetch of many partitions must not cost a metric call
+    for each.
+    """
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    follower = replica_id != CONSUMER
+    timed: set[str] = set()
+    for tp, fetch_offset, reply in served:
+        replica = replicas.get(tp)
+        if replica is None or not isinstance(reply, FetchedRecords):
+            continue
+        if tp.topic not in timed:
+            timed.add(tp.topic)
+            replica.metrics.fetch_latency(follower, elapsed_ms)
+        if reply.records:
+            replica.metrics.fetched(follower, reply.next_offset - fetch_offset,
+                                    len(reply.records))
+            if replica.path_trace is not None:
+                replica.path_trace.answered_read(replica_id, reply.next_offset)
+
+
+
+def read_table(
+    replica: PartitionReplica | None, broker_id: int, topic: str, partition: int, start: int,
+    until: int, max_bytes: int, include_headers: bool,
+) -> tuple[Any, TableRead]:
+    """`ReplicaHost.read_table`: the leader's records in `[start, until)`, at most about
+    `max_bytes` of batches (always at least one batch), as an Arrow table with the columns of
+    Spark's Kafka source, and where the read stopped."""
+    from rafka.actors.record_tables import records_table  # pyarrow only where it is used
+
+    def failed(error: dict[str, Any]) -> tuple[Any, TableRead]:
+        return (records_table([], topic, partition, include_headers),
+                TableRead(0, start, -1, -1, error))
+
+    if replica is None:
+        return failed(unknown_partition(broker_id, topic, partition))
+    batches = []
+    offset, budget = start, max_bytes
+    while offset < until and budget > 0:
+        reply = leader_reads.read(replica, offset, budget, follower=False)
+        if not isinstance(reply, FetchedRecords):
+            if offset == start:
+                return failed(reply)
+            break  # what was read stands; the caller asks again from `offset`
+        if not reply.records:
+            break
+        batches += decode_columns(reply.records, offset, until)
+        budget -= len(reply.records)
+        offset = min(reply.next_offset, until)
+    table = records_table(batches, topic, partition, include_headers)
+    log_ = replica.log
+    return table, TableRead(table.num_rows, offset, log_.high_watermark,
+                            log_.log_start_offset, size_bytes=table.nbytes)
