@@ -1,6 +1,7 @@
 """What a replica host's fetches and reads share, apart from the actor class (whose every method
-Ray wraps): waiting on many partitions at once, the metrics of what was served, a pipeline's
-table read, and the answer for a partition not hosted here.
+Ray wraps): a consumer fetch's wait on many partitions at once, a follower host's fetch in its
+session, the metrics of what was served, a pipeline's table read, and the answer for a
+partition not hosted here.
 
 All of it runs on the host's event loop.
 """
@@ -9,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.messages import FetchedRecords, PartitionFetch, TableRead
+from rafka.actors.messages import FetchedRecords, PartitionFetch, ReplicaFetchPartition, TableRead
 from rafka.actors.path_trace import CONSUMER
 from rafka.actors.server import leader_reads
+from rafka.actors.server.fetch_session import FetchSession, FetchSessionCache
 from rafka.actors.server.replica import PartitionReplica
+from rafka.common.clock import wall_clock_ms
 from rafka.common.topic_partition import TopicPartition
 from rafka.common.waiting import wait_for_event
 from rafka.logstore.batch import decode_columns
@@ -27,6 +30,19 @@ def unknown_partition(broker_id: int, topic: str, partition: int) -> dict[str, A
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
         f"broker {broker_id} hosts no replica of {topic}-{partition} here: refresh metadata",
     )
+
+
+def answer_each(
+    replicas: dict[TopicPartition, PartitionReplica], broker_id: int, queries: list[Any],
+    answer: Callable[[PartitionReplica, Any], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """`answer(replica, query)` for each query's partition, or why it is not here."""
+    answers = []
+    for query in queries:
+        replica = replicas.get(TopicPartition(query.topic, query.partition))
+        answers.append(answer(replica, query) if replica is not None
+                       else unknown_partition(broker_id, query.topic, query.partition))
+    return answers
 
 
 def fetched_size(reply: FetchedRecords | dict[str, Any]) -> int:
@@ -53,7 +69,6 @@ class Listening:
     def __exit__(self, *exc_info: object) -> None:
         for replica in self.replicas:
             replica.listeners.discard(self)
-
 
 
 async def wait_for_consumer_records(
@@ -120,7 +135,6 @@ def count_served(
                 replica.path_trace.answered_read(replica_id, reply.next_offset)
 
 
-
 def read_table(
     replica: PartitionReplica | None, broker_id: int, topic: str, partition: int, start: int,
     until: int, max_bytes: int, include_headers: bool,
@@ -153,3 +167,69 @@ def read_table(
     log_ = replica.log
     return table, TableRead(table.num_rows, offset, log_.high_watermark,
                             log_.log_start_offset, size_bytes=table.nbytes)
+
+
+# ------------------------------------------------------------------ follower hosts' fetches
+
+def open_replica_fetch(
+    sessions: FetchSessionCache, replicas: dict[TopicPartition, PartitionReplica],
+    follower_id: int, session_id: int, full: bool, partitions: list[ReplicaFetchPartition],
+    removed: list[tuple[str, int]],
+) -> FetchSession | dict[str, Any]:
+    """The session of a follower host's fetch (a new one when `full`), with what the fetch
+    lists and removes taken in, and each listed offset counted by its leader towards the high
+    watermark and the ISR; or the error reply for a session not held here."""
+    session = (sessions.open(follower_id, session_id) if full
+               else sessions.sessions.get((follower_id, session_id)))
+    if session is None:
+        return error_reply(ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                           f"no fetch session {session_id} of broker {follower_id} here: "
+                           "start a new one with a full fetch")
+    session.touch(wall_clock_ms())
+    for topic, partition in removed:
+        tp = TopicPartition(topic, partition)
+        session.remove(tp)
+        sessions.unwatch(session, tp)
+    watchers = sessions.watchers
+    for request in partitions:
+        tp = session.list(request)
+        watchers.setdefault(tp, set()).add(session)
+        replica = replicas.get(tp)
+        if replica is not None and leader_reads.check_leader_epoch(
+                replica, request.leader_epoch) is None:
+            replica.isr_manager.record_follower_fetch(follower_id, request.offset,
+                                                      session.clock)
+    return session
+
+
+def read_changed(
+    session: FetchSession, replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
+    answers: dict[TopicPartition, tuple[int, FetchedRecords | dict[str, Any]]],
+    watermark_news: set[TopicPartition], budget: int, partition_max_bytes: int,
+) -> int:
+    """One look at the session's changed partitions: each with records or an error is
+    answered (into `answers`, with its fetch offset), each with only a new high watermark
+    noted in `watermark_news`. Returns the bytes left of the fetch's `budget`."""
+    for tp, request in session.take_dirty():
+        replica = replicas.get(tp)
+        if replica is None:
+            answers[tp] = (request.offset, unknown_partition(broker_id, tp.topic, tp.partition))
+        elif (refused := leader_reads.check_leader_epoch(
+                replica, request.leader_epoch)) is not None:
+            answers[tp] = (request.offset, refused)
+        elif request.offset != replica.log.log_end_offset:
+            if budget <= 0:
+                session.dirty.add(tp)  # the next fetch brings it
+                continue
+            answers[tp] = (request.offset, leader_reads.read(
+                replica, request.offset, partition_max_bytes, follower=True))
+            budget -= fetched_size(answers[tp][1])
+        elif replica.log.high_watermark != request.high_watermark:
+            # News, but not worth an answer of its own: a follower learns the high watermark
+            # with its next records, as in Kafka, or when the wait is over.
+            watermark_news.add(tp)
+            continue
+        else:
+            continue
+        session.answered(tp)
+    return budget

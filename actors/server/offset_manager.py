@@ -17,8 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rafka.actors.messages import Appended
-from rafka.actors.offsets_topic import OffsetAndMetadata, decode_commit, encode_commit
+from rafka.actors.messages import Appended, TxnMarker
+from rafka.actors.offsets_topic import (
+    OFFSETS_TOPIC,
+    OffsetAndMetadata,
+    decode_commit,
+    encode_commit,
+)
+from rafka.actors.server.host_reads import unknown_partition
 from rafka.actors.server.replica import LEADER, PartitionReplica
 from rafka.common.clock import wall_clock_ms
 from rafka.common.sequences import increment_sequence
@@ -182,3 +188,39 @@ def _stored(offsets: list[list[Any]], now_ms: int) -> dict[tuple[str, int], Offs
     """`[[topic, partition, offset, metadata(, leader epoch)], ...]` as they are stored."""
     return {(topic, partition): OffsetAndMetadata(offset, metadata or "", now_ms, *epoch[:1])
             for topic, partition, offset, metadata, *epoch in offsets}
+
+
+class OffsetManagers:
+    """The offset managers of the `__consumer_offsets` partitions a host leads, one per
+    partition, made and dropped as leadership comes and goes. On the host's event loop."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.by_partition: dict[int, OffsetManager] = {}
+
+    def role_changed(self, replica: PartitionReplica) -> None:
+        if replica.topic != OFFSETS_TOPIC:
+            return
+        if replica.role == LEADER:
+            # Rebuilt from the whole log on every new leadership: it may have missed commits.
+            self.by_partition[replica.partition] = OffsetManager(replica)
+        else:
+            self.by_partition.pop(replica.partition, None)
+
+    def stopped(self, topic: str, partition: int) -> None:
+        if topic == OFFSETS_TOPIC:
+            self.by_partition.pop(partition, None)
+
+    def get(self, partition: int) -> OffsetManager | dict[str, Any]:
+        """The partition's manager, or the reply for a partition not led here."""
+        manager = self.by_partition.get(partition)
+        if manager is None:
+            return unknown_partition(self.broker_id, OFFSETS_TOPIC, partition)
+        return manager
+
+    def marker_written(self, marker: TxnMarker, reply: dict[str, Any]) -> None:
+        """A transaction's marker is in its partition: a `__consumer_offsets` partition's
+        manager applies or drops the transaction's offsets."""
+        manager = self.by_partition.get(marker.partition)
+        if reply["error"] == 0 and marker.topic == OFFSETS_TOPIC and manager is not None:
+            manager.end_transaction(marker.producer_id, marker.committed)

@@ -49,7 +49,7 @@ from rafka.logstore.errors import (
     LogStoreError,
     RecordTooLargeError,
 )
-from rafka.logstore.log import Log
+from rafka.logstore.log import AppendInfo, Log
 from rafka.logstore.producer_state import SequenceOutcome
 from rafka.wire.records import UnsupportedCompressionError, from_kafka
 
@@ -349,12 +349,9 @@ class PartitionReplica:
                 return await self.acknowledge(acks, duplicate[0], duplicate[1], -1, timeout_ms)
             if self.role != LEADER or self.leader_epoch != epoch:
                 return self.not_leader()
-        if self.leader_state is not None:
-            self.leader_state.before_append(self.log.log_end_offset)
-        try:
-            info = self.log.append_as_leader(records, self.leader_epoch)
-        except LogStoreError as error:
-            return error_reply(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {error}")
+        info = self.append_as_leader(records)
+        if isinstance(info, dict):
+            return info
         # Counted once appended (Kafka's MessagesInPerSec), whatever the acks wait brings; the
         # record count comes from the batch headers, already parsed, never from the records.
         self.metrics.produced(sum(header.record_count for header in headers), len(records))
@@ -365,6 +362,16 @@ class PartitionReplica:
         return await self.acknowledge(
             acks, info.first_offset, info.last_offset, info.log_append_time_ms, timeout_ms
         )
+
+    def append_as_leader(self, records: bytes) -> AppendInfo | dict[str, Any]:
+        """Append checked batches to the log at this leader's epoch (or the error reply); the
+        caller moves the high watermark and acknowledges."""
+        if self.leader_state is not None:
+            self.leader_state.before_append(self.log.log_end_offset)
+        try:
+            return self.log.append_as_leader(records, self.leader_epoch)
+        except LogStoreError as error:
+            return error_reply(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {error}")
 
     async def _sequence_gate(self, headers: list) -> dict | tuple[int, int] | None:
         """Let an idempotent batch through only in sequence order.

@@ -308,3 +308,37 @@ class ReplicaFetcher:
             replica.log.truncate_to(offset)
         self._untruncated.discard(tp)
         self._to_list.add(tp)
+
+
+class ReplicaFetcherManager:
+    """A host's fetchers, one per leader host it follows (Kafka's ReplicaFetcherManager): each
+    following replica is fetched by its leader host's. On the host's event loop."""
+
+    def __init__(self, broker_id: int, config: BrokerConfig,
+                 handle: Callable[[str], Awaitable[Any]],
+                 forget_if_dead: Callable[[str, BaseException], None]) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self._handle = handle
+        self._forget_if_dead = forget_if_dead
+        self.fetchers: dict[str, ReplicaFetcher] = {}
+
+    def role_changed(self, replica: PartitionReplica) -> None:
+        """Fetch the replica from its leader host if it follows, by no fetcher otherwise."""
+        self.remove(replica.tp)
+        if replica.role == FOLLOWER and replica.leader_host is not None:
+            fetcher = self.fetchers.get(replica.leader_host)
+            if fetcher is None:
+                fetcher = self.fetchers[replica.leader_host] = ReplicaFetcher(
+                    replica.leader_host, self.broker_id, self.config, self._handle,
+                    self._forget_if_dead)
+            fetcher.add(replica)
+
+    def remove(self, tp: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(tp)
+
+    def stop(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        self.fetchers.clear()

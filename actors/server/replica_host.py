@@ -36,7 +36,6 @@ import ray
 from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
 from rafka.actors.dataport.server import DataPort
-from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.logs import log_actor_lines
 from rafka.actors.messages import (
     Appended,
@@ -54,7 +53,6 @@ from rafka.actors.messages import (
     TxnMarker,
 )
 from rafka.actors.naming import broker_name, partition_log_dir
-from rafka.actors.offsets_topic import OFFSETS_TOPIC
 from rafka.actors.path_trace import CONSUMER, PathTrace
 from rafka.actors.runtime import run_at_server_priority
 from rafka.actors.server import leader_reads
@@ -62,18 +60,20 @@ from rafka.actors.server.actor_handles import ActorHandles
 from rafka.actors.server.fetch_session import FetchSession, FetchSessionCache
 from rafka.actors.server.host_maintenance import HostMaintenance
 from rafka.actors.server.host_reads import (
+    answer_each,
     count_served,
     fetched_size,
+    open_replica_fetch,
+    read_changed,
     read_table,
     unknown_partition,
     wait_for_consumer_records,
 )
 from rafka.actors.server.isr_manager import IsrChangeBatcher
-from rafka.actors.server.offset_manager import OffsetManager
-from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica
-from rafka.actors.server.replica_fetcher import ReplicaFetcher
+from rafka.actors.server.offset_manager import OffsetManagers
+from rafka.actors.server.replica import PartitionReplica
+from rafka.actors.server.replica_fetcher import ReplicaFetcherManager
 from rafka.actors.server.txn_markers import write_marker
-from rafka.common.clock import wall_clock_ms
 from rafka.common.topic_partition import TopicPartition
 from rafka.common.waiting import wait_for_event
 from rafka.wire.records import to_kafka
@@ -142,8 +142,7 @@ class ReplicaHost:
         self.config = BrokerConfig.from_dict(broker_config)
         self.namespace = namespace
         self.replicas: dict[TopicPartition, PartitionReplica] = {}
-        self.offset_managers: dict[int, OffsetManager] = {}
-        self.fetchers: dict[str, ReplicaFetcher] = {}
+        self.offset_managers = OffsetManagers(broker_id)
         # The fetch sessions of follower hosts with this host, and which of them carry each
         # partition (a partition's change wakes those).
         self.sessions = FetchSessionCache()
@@ -162,13 +161,15 @@ class ReplicaHost:
             list_offsets=own.list_offsets.__get__(self),
             fetch_offsets=own.fetch_offsets.__get__(self))
         self._handles = ActorHandles(namespace)
+        self.fetchers = ReplicaFetcherManager(broker_id, self.config, self._handles.get,
+                                              self._handles.forget_if_dead)
         # This host's broker, reached when an ISR changes: looked up and called once now,
         # while Ray's GCS answers, so that an ISR shrinks while it does not (its head
         # restarting) as well.
-        broker = ray.get_actor(broker_name(broker_id), namespace=namespace)
-        broker.ping.remote()
-        self._handles.put(broker_name(broker_id), broker)
         own_broker = broker_name(broker_id)
+        broker = ray.get_actor(own_broker, namespace=namespace)
+        broker.ping.remote()
+        self._handles.put(own_broker, broker)
         self._isr_changes = IsrChangeBatcher(
             broker_id, lambda: self._handles.get(own_broker),
             lambda error: self._handles.forget_if_dead(own_broker, error))
@@ -209,25 +210,9 @@ class ReplicaHost:
             if reply.get("error"):
                 failed[f"{request.topic}-{request.partition}"] = reply
                 continue
-            self._after_role_change(tp, replica)
+            self.fetchers.role_changed(replica)
+            self.offset_managers.role_changed(replica)
         return {"error": 0, "failed": failed}
-
-    def _after_role_change(self, tp: TopicPartition, replica: PartitionReplica) -> None:
-        for any_fetcher in self.fetchers.values():
-            any_fetcher.remove(tp)
-        if replica.role == FOLLOWER and replica.leader_host is not None:
-            fetcher = self.fetchers.get(replica.leader_host)
-            if fetcher is None:
-                fetcher = self.fetchers[replica.leader_host] = ReplicaFetcher(
-                    replica.leader_host, self.broker_id, self.config, self._handles.get,
-                    self._handles.forget_if_dead)
-            fetcher.add(replica)
-        if tp.topic == OFFSETS_TOPIC:
-            if replica.role == LEADER:
-                # Rebuilt from the whole log on every new leadership: it may have missed commits.
-                self.offset_managers[tp.partition] = OffsetManager(replica)
-            else:
-                self.offset_managers.pop(tp.partition, None)
 
     async def update_topic_config(self, topic: str, config: dict[str, Any]) -> dict[str, Any]:
         """The topic's config changed: its replicas here take it now."""
@@ -244,9 +229,7 @@ class ReplicaHost:
 
     async def fence(self) -> None:
         """The broker lost its ZooKeeper session: lead nothing until the controller says so."""
-        for fetcher in self.fetchers.values():
-            fetcher.stop()
-        self.fetchers.clear()
+        self.fetchers.stop()
         for replica in self.replicas.values():
             replica.go_offline()
 
@@ -254,10 +237,8 @@ class ReplicaHost:
         """Stop (and with `delete`, remove from disk) replicas: topic deletion, reassignment."""
         for topic, partition in partitions:
             tp = TopicPartition(topic, partition)
-            for fetcher in self.fetchers.values():
-                fetcher.remove(tp)
-            if topic == OFFSETS_TOPIC:
-                self.offset_managers.pop(partition, None)
+            self.fetchers.remove(tp)
+            self.offset_managers.stopped(topic, partition)
             replica = self.replicas.pop(tp, None)
             if replica is not None:
                 replica.stop()
@@ -267,13 +248,11 @@ class ReplicaHost:
         """Stop serving every replica and close their logs (controlled shutdown)."""
         self._maintenance.cancel()
         await self._data_port.close()
-        for fetcher in self.fetchers.values():
-            fetcher.stop()
-        self.fetchers.clear()
+        self.fetchers.stop()
         # Emptied in place: the maintenance holds the same dict.
         replicas = list(self.replicas.values())
         self.replicas.clear()
-        self.offset_managers.clear()
+        self.offset_managers.by_partition.clear()
         for replica in replicas:
             replica.stop()
         metrics.flush_replica_counts()
@@ -390,57 +369,18 @@ class ReplicaHost:
         included, as `{"partitions": [(topic, partition, reply), ...]}`.
         """
         started = time.perf_counter()
-        sessions = self.sessions
-        session = (sessions.open(follower_id, session_id) if full
-                   else sessions.sessions.get((follower_id, session_id)))
-        if session is None:
-            return error_reply(ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                               f"no fetch session {session_id} of broker {follower_id} here: "
-                               "start a new one with a full fetch")
-        session.touch(wall_clock_ms())
-        for topic, partition in removed:
-            tp = TopicPartition(topic, partition)
-            session.remove(tp)
-            sessions.unwatch(session, tp)
-        watchers = sessions.watchers
-        for request in partitions:
-            tp = session.list(request)
-            watchers.setdefault(tp, set()).add(session)
-            replica = self.replicas.get(tp)
-            if replica is not None and leader_reads.check_leader_epoch(
-                    replica, request.leader_epoch) is None:
-                replica.isr_manager.record_follower_fetch(follower_id, request.offset,
-                                                          session.clock)
-
+        session = open_replica_fetch(self.sessions, self.replicas, follower_id, session_id, full,
+                                     partitions, removed)
+        if isinstance(session, dict):
+            return session
         # Each partition's answer, with the fetch offset it was read for.
         answers: dict[TopicPartition, tuple[int, FetchedRecords | dict[str, Any]]] = {}
         watermark_news: set[TopicPartition] = set()
         budget = max_bytes
         deadline = time.monotonic() + max_wait_ms / 1000
         while True:
-            for tp, request in session.take_dirty():
-                replica = self.replicas.get(tp)
-                if replica is None:
-                    answers[tp] = (request.offset, unknown_partition(
-                        self.broker_id, tp.topic, tp.partition))
-                elif (refused := leader_reads.check_leader_epoch(
-                        replica, request.leader_epoch)) is not None:
-                    answers[tp] = (request.offset, refused)
-                elif request.offset != replica.log.log_end_offset:
-                    if budget <= 0:
-                        session.dirty.add(tp)  # the next fetch brings it
-                        continue
-                    answers[tp] = (request.offset, leader_reads.read(
-                        replica, request.offset, partition_max_bytes, follower=True))
-                    budget -= fetched_size(answers[tp][1])
-                elif replica.log.high_watermark != request.high_watermark:
-                    # News, but not worth an answer of its own: a follower learns the high
-                    # watermark with its next records, as in Kafka, or when the wait is over.
-                    watermark_news.add(tp)
-                    continue
-                else:
-                    continue
-                session.answered(tp)
+            budget = read_changed(session, self.replicas, self.broker_id, answers,
+                                  watermark_news, budget, partition_max_bytes)
             remaining = deadline - time.monotonic()
             if answers or remaining <= 0 or session.woken:
                 break
@@ -473,38 +413,29 @@ class ReplicaHost:
 
     async def offsets_for_leader_epoch(self, queries: list[EpochQuery]) -> list[dict[str, Any]]:
         """Where each epoch ends in each leader's log (Kafka's OffsetsForLeaderEpoch)."""
-        return self._answer_each(queries, lambda replica, query: (
+        return answer_each(self.replicas, self.broker_id, queries, lambda replica, query: (
             leader_reads.offsets_for_leader_epoch(replica, query.epoch,
                                                   query.current_leader_epoch)))
 
     async def list_offsets(self, queries: list[OffsetQuery]) -> list[dict[str, Any]]:
         """Kafka's ListOffsets for several partitions led here."""
-        return self._answer_each(queries, lambda replica, query: leader_reads.list_offsets(
-            replica, query.timestamp_ms, query.read_committed))
+        return answer_each(self.replicas, self.broker_id, queries, lambda replica, query: (
+            leader_reads.list_offsets(replica, query.timestamp_ms, query.read_committed)))
 
     async def delete_records(self, deletions: list[RecordsDeletion]) -> list[dict[str, Any]]:
         """Kafka's DeleteRecords for several partitions led here."""
-        return self._answer_each(deletions, lambda replica, deletion: (
+        return answer_each(self.replicas, self.broker_id, deletions, lambda replica, deletion: (
             leader_reads.delete_records(replica, deletion.offset)))
 
     async def describe_producers(self, queries: list[ProducerQuery]) -> list[dict[str, Any]]:
         """Kafka's DescribeProducers for several partitions led here, one producer id each."""
-        return self._answer_each(queries, lambda replica, query: leader_reads.describe_producer(
-            replica, query.producer_id))
+        return answer_each(self.replicas, self.broker_id, queries, lambda replica, query: (
+            leader_reads.describe_producer(replica, query.producer_id)))
 
     async def active_producers(self, partitions: list[TopicPartition]) -> list[dict[str, Any]]:
         """Kafka's DescribeProducers for several partitions led here: each one's producers."""
-        return self._answer_each(partitions,
-                                 lambda replica, _tp: leader_reads.active_producers(replica))
-
-    def _answer_each(self, queries: list[Any], answer: Any) -> list[dict[str, Any]]:
-        """`answer(replica, query)` for each query's partition, or why it is not here."""
-        answers = []
-        for query in queries:
-            replica = self.replicas.get(TopicPartition(query.topic, query.partition))
-            answers.append(answer(replica, query) if replica is not None
-                           else unknown_partition(self.broker_id, query.topic, query.partition))
-        return answers
+        return answer_each(self.replicas, self.broker_id, partitions,
+                           lambda replica, _tp: leader_reads.active_producers(replica))
 
     # ------------------------------------------------------------------- transactions
 
@@ -521,25 +452,17 @@ class ReplicaHost:
             if replica is None:
                 return unknown_partition(self.broker_id, marker.topic, marker.partition)
             reply = await write_marker(replica, marker, timeout_ms)
-            manager = self.offset_managers.get(marker.partition)
-            if reply["error"] == 0 and tp.topic == OFFSETS_TOPIC and manager is not None:
-                manager.end_transaction(marker.producer_id, marker.committed)
+            self.offset_managers.marker_written(marker, reply)
             return reply
 
         return list(await asyncio.gather(*map(write, markers)))
 
     # ------------------------------------------------------------------ offset manager
 
-    def _offset_manager(self, partition: int) -> OffsetManager | dict[str, Any]:
-        manager = self.offset_managers.get(partition)
-        if manager is None:
-            return unknown_partition(self.broker_id, OFFSETS_TOPIC, partition)
-        return manager
-
     async def commit_offsets(
         self, partition: int, group: str, offsets: list[list[Any]], timeout_ms: int = 5000
     ) -> dict[str, Any]:
-        manager = self._offset_manager(partition)
+        manager = self.offset_managers.get(partition)
         if isinstance(manager, dict):
             return manager
         return await manager.commit(group, offsets, timeout_ms)
@@ -549,7 +472,7 @@ class ReplicaHost:
         offsets: list[list[Any]], timeout_ms: int = 5000,
     ) -> dict[str, Any]:
         """Kafka's TxnOffsetCommit: the offsets count once the producer's transaction commits."""
-        manager = self._offset_manager(partition)
+        manager = self.offset_managers.get(partition)
         if isinstance(manager, dict):
             return manager
         return await manager.commit_transactional(group, producer_id, producer_epoch, offsets,
@@ -558,15 +481,15 @@ class ReplicaHost:
     async def fetch_offsets(
         self, partition: int, group: str, partitions: list[list[Any]] | None = None
     ) -> dict[str, Any]:
-        manager = self._offset_manager(partition)
+        manager = self.offset_managers.get(partition)
         return manager if isinstance(manager, dict) else manager.fetch(group, partitions)
 
     async def forget_group(self, partition: int, group: str) -> dict[str, Any]:
-        manager = self._offset_manager(partition)
+        manager = self.offset_managers.get(partition)
         return manager if isinstance(manager, dict) else await manager.forget(group)
 
     async def offset_groups(self, partition: int) -> dict[str, Any]:
-        manager = self._offset_manager(partition)
+        manager = self.offset_managers.get(partition)
         return manager if isinstance(manager, dict) else manager.groups()
 
     # ----------------------------------------------------------------------- describe

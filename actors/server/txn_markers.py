@@ -12,7 +12,6 @@ from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.messages import Appended, TxnMarker
 from rafka.actors.server.replica import LEADER, PartitionReplica
 from rafka.common.clock import wall_clock_ms
-from rafka.logstore.errors import LogStoreError
 from rafka.logstore.transactions import ControlType, build_marker_batch
 
 
@@ -41,12 +40,9 @@ async def write_marker(
         marker.producer_id, marker.producer_epoch,
         ControlType.COMMIT if marker.committed else ControlType.ABORT,
         coordinator_epoch=marker.coordinator_epoch, timestamp_ms=wall_clock_ms())
-    if replica.leader_state is not None:
-        replica.leader_state.before_append(replica.log.log_end_offset)
-    try:
-        info = replica.log.append_as_leader(batch, replica.leader_epoch)
-    except LogStoreError as error:
-        return error_reply(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {error}")
+    info = replica.append_as_leader(batch)
+    if isinstance(info, dict):
+        return info
     replica.advance_high_watermark()
     replica.notify()
     reply = await replica.acknowledge(-1, info.first_offset, info.last_offset, -1, timeout_ms)
