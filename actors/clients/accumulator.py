@@ -259,6 +259,7 @@ class SequenceTracker:
         return epoch
 
     def set_epoch(self, topic: str, partition: int, epoch: int) -> None:
+        """The partition's batches carry ``epoch`` from now on (after ``next_epoch``)."""
         self._epochs[(topic, partition)] = epoch
 
     @staticmethod
