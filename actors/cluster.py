@@ -56,7 +56,16 @@ from rafka.wire.listeners import parse_listener
 _wait_for = functools.partial(wait_until, error=RequestTimedOutError, interval_s=0.05)
 
 class Cluster:
-    """A rafka cluster: its ZooKeeper chroot, its Ray namespace and its broker actors."""
+    """A rafka cluster: its ZooKeeper chroot, its Ray namespace and its broker actors.
+
+    Why this class is large: it is the user's one facade, as Kafka's AdminClient is, and every
+    operation a user has on a cluster (start or join it, stop and start brokers, create,
+    describe, alter and delete topics, reassign partitions, make clients, read groups' offsets)
+    is a method here. Each is a short shell over the part that does the work (`TopicAdmin`,
+    the controller through ZooKeeper, the broker actors, the clients); much of its length is
+    the waiting that makes each call return once the cluster has done it. Splitting the facade
+    would give the user several objects to hold for one cluster.
+    """
 
     def __init__(
         self,

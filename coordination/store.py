@@ -146,6 +146,15 @@ class BoundedConnectHandler(SequentialThreadingHandler):
 class ClusterStore:
     """A ZooKeeper session for one cluster, rooted at `<address chroot>/rafka/<cluster>`.
 
+    Why this class is large: it is the one door to ZooKeeper, and what it does is one thing
+    seen from three sides that share the same kazoo client, lock and threads: the session's
+    life (connect, reconnect, expiry, reported as `SessionEvent`s), the requests made on it
+    (each bounded by `request_timeout_s`, retried across a connection loss where idempotent),
+    and the translation of kazoo's errors into rafka's, which depends on both. What each
+    concern stores where is already elsewhere, by concern (`layout`, `registration`,
+    `partition_state`, `admin`, `groups`, `watches`); splitting the session from its requests
+    would only make each request reach into the other half.
+
     >>> store = ClusterStore("127.0.0.1:2181", "prod").start()
     >>> store.ensure_layout()
     >>> store.read("/controller_epoch")       # Versioned(value=0, version=0)

@@ -9,6 +9,8 @@ Modules, bottom up (each imports only those before it, and the small ones beside
   ``record_check`` (a batch's records checked where their producer says they end) beneath it
   and ``record_columns`` (records encoded from Arrow columns) beside it;
 * ``retention``: which segments retention deletes (pure decisions);
+* ``validator``: a leader's offsets stamped on incoming batches, a follower's checked
+  (LogValidator);
 * ``segment``: one segment, a ``.log`` file and its two indexes (Kafka's LogSegment);
 * ``local_log``: the segment list: roll, append, read, truncate, delete, flush (LocalLog);
 * ``loader``: crash recovery at open, in numbered passes (LogLoader);

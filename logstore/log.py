@@ -6,10 +6,12 @@ from parts that each have their own module:
 * :class:`~rafka.logstore.loader.LogLoader` recovers the directory when :meth:`Log.open` runs;
 * :class:`~rafka.logstore.local_log.LocalLog` is the segment list (roll, append, read, truncate,
   delete, flush) and keeps the recovery point;
+* :mod:`rafka.logstore.validator` stamps a leader's offsets and epoch on incoming batches and
+  checks a follower's offsets (Kafka's LogValidator);
 * :mod:`rafka.logstore.cleaner` compacts, :mod:`rafka.logstore.retention` decides what retention
   deletes.
 
-``Log`` itself assigns offsets (a leader stamps each batch), fences stale leader epochs, keeps
+``Log`` itself hands out offsets (the validator stamps them), fences stale leader epochs, keeps
 the leader epoch cache, producer state, the high watermark and the log start offset, applies
 the flush policy, and writes the checkpoints other than the recovery point.
 
@@ -28,9 +30,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from rafka.common.sentinels import (
     EARLIEST_TIMESTAMP,
@@ -41,11 +43,8 @@ from rafka.common.sentinels import (
 from rafka.logstore import cleaner
 from rafka.logstore.batch import (
     NO_TIMESTAMP,
-    TIMESTAMP_TYPE_MASK,
     BatchHeader,
-    read_header,
     split_batches,
-    stamped_prefix,
 )
 from rafka.logstore.checkpoint import LogCheckpoints
 from rafka.logstore.cleaner import CompactionResult, SegmentCleanResult
@@ -56,14 +55,13 @@ from rafka.logstore.errors import (
     FencedLeaderEpochError,
     LogClosedError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
-    UnexpectedAppendOffsetError,
 )
 from rafka.logstore.loader import LoadedLog, LogLoader
 from rafka.logstore.local_log import LocalLog
 from rafka.logstore.producer_state import ProducerEntry, SequenceCheck, check_sequence
 from rafka.logstore.retention import SegmentSummary, decide_retention, segments_below_log_start
 from rafka.logstore.transactions import AbortedTransaction, collect_aborted
+from rafka.logstore.validator import StampedBatch, assign_offsets, check_follower_offsets
 
 
 class AppendInfo(NamedTuple):
@@ -103,7 +101,18 @@ class FetchData(NamedTuple):
 
 
 class Log:
-    """A partition's durable log in one directory. Create it with :meth:`Log.open`."""
+    """A partition's durable log in one directory. Create it with :meth:`Log.open`.
+
+    Why this class is large: it is the one owner of the offsets that must move together -- the
+    log start offset, the high watermark, the log end offset (its segment list's), the leader
+    epochs and the producer state -- and every public method (append, truncate, retention,
+    deletion of records, compaction) moves several of them at once, in an order a crash must
+    survive. The parts that stand alone are already out, along Kafka's seams: the segment list
+    (``LocalLog``), recovery (``LogLoader``), offset stamping (``validator``, Kafka's
+    LogValidator), producer state (``ProducerStateManager``), the epoch cache, retention's
+    decisions and the cleaner. What is left is UnifiedLog's own bookkeeping; splitting it
+    further would spread each of those moves over several classes sharing the same fields.
+    """
 
     def __init__(
         self,
@@ -252,9 +261,8 @@ class Log:
         The bytes must already be validated by the caller
         (:func:`rafka.logstore.batch.validate_batch` on untrusted input; idempotent producers:
         :meth:`check_sequence` first); here only the framing and headers are read. Records are never
-        decoded: a batch is stamped with its base offset and ``leader_epoch`` (outside the CRC) and
-        written as it came, except on LogAppendTime topics where the header gets the append time and
-        a new CRC.
+        decoded: :func:`~rafka.logstore.validator.assign_offsets` stamps each batch with its base
+        offset and ``leader_epoch``.
         """
         self._check_open()
         if now_ms is None:
@@ -268,29 +276,8 @@ class Log:
         parsed = split_batches(batches, verify_crc=False)
         if not parsed:
             raise CorruptRecordError("nothing to append: the request holds no batch")
-        max_size = self.config.max_message_bytes
-        for header, _ in parsed:
-            if header.size > max_size:
-                raise RecordTooLargeError(
-                    f"batch of {header.size} bytes is larger than max.message.bytes={max_size}"
-                )
-        offset = self.log_end_offset
-        topic_uses_append_time = self.config.log_append_time
-        log_append_time_ms = NO_TIMESTAMP
-        stamped: list[tuple[BatchHeader, Sequence[Any]]] = []
-        for header, view in parsed:
-            use_append_time = topic_uses_append_time or header.attributes & TIMESTAMP_TYPE_MASK
-            prefix = stamped_prefix(
-                header, view, offset, leader_epoch, now_ms if use_append_time else None
-            )
-            if use_append_time:
-                stamped_header = read_header(prefix)
-                log_append_time_ms = now_ms
-            else:
-                stamped_header = header._replace(base_offset=offset, leader_epoch=leader_epoch)
-            # The stamped prefix, then the rest of the batch as it came: no copy of the records.
-            stamped.append((stamped_header, (prefix, view[len(prefix) :])))
-            offset = stamped_header.next_offset
+        stamped, log_append_time_ms = assign_offsets(
+            parsed, self.log_end_offset, leader_epoch, self.config, now_ms)
         return self._append(stamped, now_ms, log_append_time_ms=log_append_time_ms)
 
     def append_as_follower(
@@ -298,9 +285,10 @@ class Log:
     ) -> AppendInfo | None:
         """Append batches fetched from the leader, keeping their offsets and epochs.
 
-        Framing and CRC are checked (as Kafka's followers do); the first batch must start at or
-        after the log end offset (a gap is possible when the leader compacted), otherwise
-        :class:`UnexpectedAppendOffsetError`: truncate first. Returns None for empty input.
+        Framing and CRC are checked (as Kafka's followers do), and the offsets
+        (:func:`~rafka.logstore.validator.check_follower_offsets`): a batch below the log end
+        offset raises :class:`UnexpectedAppendOffsetError`; truncate first. Returns None for
+        empty input.
         """
         self._check_open()
         if now_ms is None:
@@ -308,22 +296,14 @@ class Log:
         parsed = split_batches(batches, verify_crc=True)
         if not parsed:
             return None
-        expected = self.log_end_offset
-        for header, _ in parsed:
-            if header.base_offset < expected:
-                raise UnexpectedAppendOffsetError(
-                    f"follower append of a batch at offset {header.base_offset} below the "
-                    f"expected offset {expected} (log end offset {self.log_end_offset}): "
-                    "truncate to the leader's epoch end offset and fetch again"
-                )
-            expected = header.next_offset
+        check_follower_offsets(parsed, self.log_end_offset)
         return self._append(
             [(header, (view,)) for header, view in parsed], now_ms, log_append_time_ms=NO_TIMESTAMP
         )
 
     def _append(
         self,
-        batches: list[tuple[BatchHeader, Sequence[Any]]],
+        batches: list[StampedBatch],
         now_ms: int,
         *,
         log_append_time_ms: int,

@@ -32,6 +32,9 @@ Kafka's do) when first sent and keep them on retry. When the leader has lost the
 ``lost_producer_state`` says so, and once nothing of the partition is in flight ``bump_epoch``
 gives the partition its next epoch and numbers it from 0 (KIP-360). Epochs are per partition:
 the producer id is the client's own, so one partition's bump need not wait for the others.
+The epochs and numbers are a ``SequenceTracker``'s (Kafka keeps them in the producer's
+TransactionManager); the accumulator hands it the batches of a partition when it must look at
+them.
 """
 
 from __future__ import annotations
@@ -185,17 +188,25 @@ class RunResult(NamedTuple):
 
 
 class SequenceTracker:
-    """The next idempotence sequence number of each partition of one producer (id, epoch).
+    """The idempotence numbering of each partition of one producer id: the producer epoch its
+    batches carry and the sequence its next batch starts at (what Kafka's producer keeps in its
+    TransactionManager, beside the accumulator's queues).
 
     Sequences count records: a batch of n records starting at s is followed by one starting at
     s + n (wrapping after 2**31 - 1 to 0, as Kafka). Numbers are handed out when a batch is first
     sent, in queue order: a retry keeps its number, so the leader sees the same (producer,
     sequence) and drops a duplicate. They are taken back only from a batch the leader refused
-    before appending it (``release``).
+    before appending it (``release``, ``release_batch``). Epochs move per partition
+    (``next_epoch``, ``set_epoch``: KIP-360), or all at once under a new producer id
+    (``start_epoch``).
     """
 
     def __init__(self) -> None:
         self._next: dict[TopicPartitionKey, int] = {}
+        # The producer epoch of each partition bumped since (KIP-360); `_base_epoch` where
+        # absent: 0, or the epoch a transactional producer's coordinator gave it.
+        self._epochs: dict[TopicPartitionKey, int] = {}
+        self._base_epoch = 0
 
     def next_sequence(self, topic: str, partition: int) -> int:
         """The sequence the next batch of the partition will start at."""
@@ -210,7 +221,7 @@ class SequenceTracker:
 
     def release(self, topic: str, partition: int, record_count: int) -> None:
         """Take back the last ``record_count`` numbers handed out (a batch the leader refused
-        before appending it: see ``RecordAccumulator.release_sequences``)."""
+        before appending it: see ``release_batch``)."""
         tp = (topic, partition)
         self._next[tp] = decrement_sequence(self._next.get(tp, 0), record_count)
 
@@ -227,9 +238,71 @@ class SequenceTracker:
         """Start every partition again at 0 (a new producer id)."""
         self._next.clear()
 
+    def epoch(self, topic: str, partition: int) -> int:
+        """The partition's producer epoch: the one ``start_epoch`` gave (0 at first) until a
+        bump."""
+        return self._epochs.get((topic, partition), self._base_epoch)
+
+    def start_epoch(self, epoch: int) -> None:
+        """Every partition under ``epoch``, numbered from 0 (a new producer id and epoch)."""
+        self._base_epoch = epoch
+        self._epochs.clear()
+        self.reset_all()
+
+    def next_epoch(self, topic: str, partition: int) -> int:
+        """The epoch a bump gives the partition; ValueError when it has run out of them."""
+        epoch = self.epoch(topic, partition) + 1
+        if epoch > MAX_PRODUCER_EPOCH:
+            raise ValueError(
+                f"{topic}-{partition} ran out of producer epochs ({MAX_PRODUCER_EPOCH}): "
+                "close this producer and create a new one")
+        return epoch
+
+    def set_epoch(self, topic: str, partition: int, epoch: int) -> None:
+        """The partition's batches carry ``epoch`` from now on (after ``next_epoch``)."""
+        self._epochs[(topic, partition)] = epoch
+
+    @staticmethod
+    def lost_producer_state(batch: PendingBatch, expected_sequence: int | None,
+                            pending: Sequence[PendingBatch]) -> bool:
+        """Whether the leader's OUT_OF_ORDER_SEQUENCE_NUMBER for ``batch`` means it lacks
+        records no retry of ours will bring, so only a new epoch helps (KIP-360): it expects
+        an earlier sequence than the batch's, and no earlier batch of the partition is still
+        ``pending``. Its state was lost (the topic was deleted and created again, or retention
+        removed the producer's records), or an expired batch left a gap. A leader expecting a
+        later sequence has appended past the batch: resending it under a new epoch could
+        write it twice, so that stays an error to retry."""
+        if batch.base_sequence is None or expected_sequence is None:
+            return False
+        if not sequence_before(expected_sequence, batch.base_sequence):
+            return False
+        return all(other.batch_id > batch.batch_id for other in pending if other is not batch)
+
+    def release_batch(self, failed: PendingBatch, pending: Sequence[PendingBatch]) -> None:
+        """The leader refused ``failed`` before appending any of it (a corrupt or invalid batch,
+        one too large): its sequence numbers were never used, and the partition's later batches
+        (among ``pending``) move down by its record count, as in Kafka's producer
+        (``adjustSequencesDueToFailedBatch``); else the leader would wait on the gap forever.
+
+        Later batches still in flight carry their old numbers: the leader answers them
+        OUT_OF_ORDER_SEQUENCE_NUMBER (it cannot append them before the gap is filled, and
+        nothing fills it), and their retries carry the new ones.
+        """
+        if failed.base_sequence is None:
+            return
+        count = failed.record_count
+        # Numbers are handed out in batch order (retries keep theirs, and go out in batch
+        # order too), so the batches numbered after `failed` are those created after it.
+        for batch in pending:
+            if batch.base_sequence is not None and batch.batch_id > failed.batch_id:
+                batch.base_sequence = decrement_sequence(batch.base_sequence, count)
+        self.release(failed.topic, failed.partition, count)
+        failed.base_sequence = None
+
 
 class RecordAccumulator:
-    """Per-partition queues of batches; see the module docstring for the protocol."""
+    """Per-partition queues of batches; see the module docstring for the protocol. How they
+    are numbered for idempotence is its ``SequenceTracker``'s (``sequences``)."""
 
     def __init__(
         self,
@@ -250,10 +323,6 @@ class RecordAccumulator:
         self.max_in_flight = max_in_flight
         self.enable_idempotence = enable_idempotence
         self.sequences = SequenceTracker()
-        # The producer epoch of each partition bumped since (KIP-360); `_base_epoch` where
-        # absent: 0, or the epoch a transactional producer's coordinator gave it.
-        self._epochs: dict[TopicPartitionKey, int] = {}
-        self._base_epoch = 0
         # Insertion-ordered, so ready() answers partitions in a stable order; a partition with
         # nothing queued is dropped from it, so ready() only walks partitions with work.
         self._queues: dict[TopicPartitionKey, deque[PendingBatch]] = {}
@@ -538,47 +607,31 @@ class RecordAccumulator:
         queue.insert(index, batch)
         self._buffered_bytes += batch.size_bytes - BATCH_OVERHEAD_BYTES
 
+    # -- idempotence: the numbers are the SequenceTracker's, given the partition's batches --
+
     def producer_epoch(self, topic: str, partition: int) -> int:
         """The epoch the partition's batches carry: 0 (or the one `start_epoch` gave) until a
         bump, -1 without idempotence."""
-        if not self.enable_idempotence:
-            return -1
-        return self._epochs.get((topic, partition), self._base_epoch)
+        return self.sequences.epoch(topic, partition) if self.enable_idempotence else -1
 
     def start_epoch(self, epoch: int) -> None:
         """Every partition under `epoch`, numbered from 0 (a transactional producer's id and
         epoch, from its coordinator). Only while nothing is queued or in flight."""
         assert not self.has_pending(), "start_epoch with batches queued or in flight"
-        self._base_epoch = epoch
-        self._epochs.clear()
-        self.sequences.reset_all()
+        self.sequences.start_epoch(epoch)
 
     def lost_producer_state(self, batch: PendingBatch, expected_sequence: int | None) -> bool:
-        """Whether the leader's OUT_OF_ORDER_SEQUENCE_NUMBER for ``batch`` means it lacks
-        records no retry of ours will bring, so only a new epoch helps (KIP-360): it expects
-        an earlier sequence than the batch's, and no earlier batch of the partition is still
-        pending. Its state was lost (the topic was deleted and created again, or retention
-        removed the producer's records), or an expired batch left a gap. A leader expecting a
-        later sequence has appended past the batch: resending it under a new epoch could
-        write it twice, so that stays an error to retry."""
-        if batch.base_sequence is None or expected_sequence is None:
-            return False
-        if not sequence_before(expected_sequence, batch.base_sequence):
-            return False
-        tp = (batch.topic, batch.partition)
-        pending = (*self._in_flight.get(tp, ()), *self._queues.get(tp, ()))
-        return all(other.batch_id > batch.batch_id for other in pending if other is not batch)
+        """Whether only a new epoch gets ``batch`` appended (``SequenceTracker``'s
+        ``lost_producer_state``, against the batches pending in its partition)."""
+        return self.sequences.lost_producer_state(batch, expected_sequence,
+                                                  self._pending(batch.topic, batch.partition))
 
     def bump_epoch(self, topic: str, partition: int) -> int:
         """Give the partition its next producer epoch and number it from 0 again; returns the
         epoch. Only while nothing of the partition is in flight (see ``reset_sequences``)."""
-        epoch = self._epochs.get((topic, partition), self._base_epoch) + 1
-        if epoch > MAX_PRODUCER_EPOCH:
-            raise ValueError(
-                f"{topic}-{partition} ran out of producer epochs ({MAX_PRODUCER_EPOCH}): "
-                "close this producer and create a new one")
+        epoch = self.sequences.next_epoch(topic, partition)
         self.reset_sequences(topic, partition)
-        self._epochs[(topic, partition)] = epoch
+        self.sequences.set_epoch(topic, partition, epoch)
         return epoch
 
     def reset_sequences(self, topic: str, partition: int) -> None:
@@ -599,27 +652,15 @@ class RecordAccumulator:
             batch.base_sequence = None
 
     def release_sequences(self, failed: PendingBatch) -> None:
-        """The leader refused ``failed`` before appending any of it (a corrupt or invalid batch,
-        one too large): its sequence numbers were never used, and the partition's later batches
-        move down by its record count, as in Kafka's producer
-        (``adjustSequencesDueToFailedBatch``); else the leader would wait on the gap forever.
+        """The leader refused ``failed`` before appending any of it: give its numbers back and
+        move the partition's later batches down (``SequenceTracker.release_batch``). Call
+        after ``on_completed(failed)``."""
+        self.sequences.release_batch(failed, self._pending(failed.topic, failed.partition))
 
-        Later batches still in flight carry their old numbers: the leader answers them
-        OUT_OF_ORDER_SEQUENCE_NUMBER (it cannot append them before the gap is filled, and
-        nothing fills it), and their retries carry the new ones. Call after
-        ``on_completed(failed)``.
-        """
-        if failed.base_sequence is None:
-            return
-        tp = (failed.topic, failed.partition)
-        count = failed.record_count
-        # Numbers are handed out in batch order (retries keep theirs, and go out in batch
-        # order too), so the batches numbered after `failed` are those created after it.
-        for batch in (*self._in_flight.get(tp, ()), *self._queues.get(tp, ())):
-            if batch.base_sequence is not None and batch.batch_id > failed.batch_id:
-                batch.base_sequence = decrement_sequence(batch.base_sequence, count)
-        self.sequences.release(failed.topic, failed.partition, count)
-        failed.base_sequence = None
+    def _pending(self, topic: str, partition: int) -> tuple[PendingBatch, ...]:
+        """The partition's batches in flight, then its queued ones."""
+        tp = (topic, partition)
+        return (*self._in_flight.get(tp, ()), *self._queues.get(tp, ()))
 
     # -- giving up ----------------------------------------------------------------------------
 

@@ -2,9 +2,10 @@
 
 The `Controller` keeps one picture of the cluster, rebuilt from ZooKeeper; the
 `PartitionStateMachine`, the `PreferredLeaderElector`, the `Reassigner` and the `TopicDeleter`
-read and change it, and write through the controller's fence, on the
-controller's one event task. `ControllerContext` names what they use of it, so the sharing is
-deliberate and the imports go one way (the helpers do not import the controller).
+read and change it (the `ControllerBrokerRequestBatch` reads it to build requests), and write
+through the controller's fence, on the controller's one event task. `ControllerContext` names
+what they use of it, so the sharing is deliberate and the imports go one way (the helpers do not
+import the controller).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class ControllerContext(Protocol):
     live: dict[int, BrokerInfo]
     assignments: dict[str, TopicAssignment]
     configs: dict[str, TopicConfig]
+    # Each topic's config as written, which LeaderAndIsr carries to the replicas.
+    raw_configs: dict[str, dict[str, str]]
     states: dict[TopicPartition, Versioned[PartitionState]]
     # Topics being deleted whose replicas are not all gone yet.
     deleting: set[str]

@@ -10,8 +10,9 @@ is fenced by its controller epoch, so a deposed controller can change nothing.
 As in Kafka it runs inside its broker (here: on the broker actor's asyncio loop) and keeps no
 state it cannot rebuild from ZooKeeper. Watch callbacks only queue events; one task handles them
 in order, as Kafka's controller event thread does. The decisions are pure functions: who leads
-in `elections.py`, the next reassignment step in `reassignment.py`. How requests reach the
-brokers, and their resends, is the `ControllerChannel`'s (`channel.py`). Partition state
+in `elections.py`, the next reassignment step in `reassignment.py`. What the brokers are told
+is built by the `ControllerBrokerRequestBatch` (`request_batch.py`); how requests reach them,
+and their resends, is the `ControllerChannel`'s (`channel.py`). Partition state
 changes are carried out by the `PartitionStateMachine` (`partition_states.py`), preferred leader
 elections by the `PreferredLeaderElector` (`preferred_leaders.py`), reassignments by the
 `Reassigner` (`reassigner.py`) and topic deletions by the `TopicDeleter` (`deletion.py`), all on
@@ -34,7 +35,6 @@ from typing import Any
 
 from rafka.actors.broker_handles import BrokerHandles
 from rafka.actors.config import TopicConfig
-from rafka.actors.controller import channel
 from rafka.actors.controller.channel import ControllerChannel
 from rafka.actors.controller.deletion import TopicDeleter
 from rafka.actors.controller.events import (
@@ -55,7 +55,7 @@ from rafka.actors.controller.partition_states import PartitionStateMachine
 from rafka.actors.controller.preferred_leaders import PreferredLeaderElector
 from rafka.actors.controller.reassigner import Reassigner
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
-from rafka.actors.messages import PartitionMetadata, UpdateMetadataRequest
+from rafka.actors.controller.request_batch import ControllerBrokerRequestBatch
 from rafka.common.config import InvalidConfigError
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import TopicAdmin
@@ -115,6 +115,8 @@ class Controller:
         self.preferred_leaders = PreferredLeaderElector(self, preferred_leader_check_s)
         self.reassigner = Reassigner(self, reassignment_check_s)
         self.deleter = TopicDeleter(self)
+        # What the brokers are told, built from the picture (`request_batch.py`).
+        self.requests = ControllerBrokerRequestBatch(self)
         # Which method handles which event: every event the controller knows, in one place.
         self._handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
             BrokersChanged: self._on_brokers,
@@ -126,8 +128,8 @@ class Controller:
             PreferredLeaderCheck: self.preferred_leaders.on_preferred_leader_check,
             ReassignmentsRequested: self.reassigner.on_reassignments,
             ReassignmentCheck: self.reassigner.on_reassignment_check,
-            MetadataResync: self._on_metadata_resync,
-            LeaderAndIsrResend: self._on_leader_and_isr_resend,
+            MetadataResync: self.requests.on_metadata_resync,
+            LeaderAndIsrResend: self.requests.on_leader_and_isr_resend,
         }
         self._loop = asyncio.get_running_loop()
         self._tasks: list[asyncio.Task] = []
@@ -166,7 +168,7 @@ class Controller:
         self._tasks = [asyncio.ensure_future(self._run()),
                        asyncio.ensure_future(self.preferred_leaders.check_forever()),
                        asyncio.ensure_future(self.reassigner.check_forever()),
-                       asyncio.ensure_future(self._resync_metadata_forever())]
+                       asyncio.ensure_future(self.requests.resync_metadata_forever())]
 
     def stop(self) -> None:
         self._cancel_watches()
@@ -322,80 +324,14 @@ class Controller:
         self, partitions: set[TopicPartition], brokers: set[int] | None = None, *,
         update_metadata: bool = True, wait: bool = True,
     ) -> None:
-        """LeaderAndIsr for `partitions` to their live replicas (or only to `brokers`), and
-        with it (unless told not to) UpdateMetadata of them to every live broker, as Kafka's
-        controller sends them together. Waits (unless told not to) for the answers, at most
-        `BROKER_ANSWER_TIMEOUT_S`; a broker that does not apply its part, even later, is
-        sent it again (`ControllerChannel`)."""
-        requests: dict[int, list[dict[str, Any]]] = {}
-        for tp in partitions:
-            if tp not in self.states or tp.topic not in self.assignments or (
-                    tp.topic in self.deleting):
-                continue  # a topic being deleted: its replicas must not come back
-            versioned = self.states[tp]
-            state = versioned.value
-            request = {
-                "topic": tp.topic,
-                "partition": tp.partition,
-                "leader": state.leader,
-                "leader_epoch": state.leader_epoch,
-                "isr": list(state.isr),
-                "replicas": list(self.replicas(tp)),
-                "zk_version": versioned.version,
-                "config": self.raw_configs.get(tp.topic, {}),
-            }
-            for replica in self.replicas(tp):
-                if replica in self.live and (brokers is None or replica in brokers):
-                    requests.setdefault(replica, []).append(request)
-        calls = self.channel.send_leader_and_isr(requests)
-        if update_metadata and partitions:
-            self.update_metadata(partitions)
-        if not wait:
-            return
-        await self.channel.wait_for_leader_and_isr(calls)
-
-    async def _on_leader_and_isr_resend(self, _event: LeaderAndIsrResend) -> None:
-        for broker, partitions in sorted(self.channel.take_leader_and_isr_behind().items()):
-            if broker in self.live:
-                # Not waited for: a broker that still does not answer must not hold up the
-                # controller's events; its failure brings it back here.
-                await self.send_leader_and_isr(partitions & set(self.states), {broker},
-                                               update_metadata=False, wait=False)
+        """`ControllerBrokerRequestBatch.send_leader_and_isr`, for the helpers and handlers."""
+        await self.requests.send_leader_and_isr(partitions, brokers,
+                                                update_metadata=update_metadata, wait=wait)
 
     def update_metadata(self, partitions: set[TopicPartition] | None = None,
                         deleted: tuple[str, ...] = ()) -> None:
-        """UpdateMetadata to every live broker: `partitions` (everything for None) and the
-        topics `deleted`; a broker a previous one did not reach gets everything. Their metadata
-        caches answer clients, so no client request reads ZooKeeper. Sent, not waited for
-        (`ControllerChannel.update_metadata`)."""
-        self.channel.update_metadata(self._metadata_message, partitions, deleted)
-
-    def _metadata_message(self, partitions: set[TopicPartition] | None,
-                          deleted: tuple[str, ...] = ()) -> UpdateMetadataRequest:
-        """What UpdateMetadata says: `partitions` (every partition when None, which replaces
-        what a broker knew) and the live brokers. Topics being deleted are left out."""
-        wanted = set(self.states) if partitions is None else partitions
-        return UpdateMetadataRequest(
-            controller_id=self.broker_id, controller_epoch=self.epoch, brokers=dict(self.live),
-            partitions={tp: PartitionMetadata(
-                versioned.value.leader, versioned.value.leader_epoch, tuple(versioned.value.isr),
-                self.replicas(tp), versioned.version)
-                for tp in wanted if (versioned := self.states.get(tp)) is not None
-                and tp.topic in self.assignments and tp.topic not in self.deleting},
-            deleted_topics=tuple(deleted) if partitions is not None else (),
-            full=partitions is None)
-
-    async def _resync_metadata_forever(self) -> None:
-        while True:
-            await asyncio.sleep(channel.METADATA_RESYNC_S)
-            if self.channel.metadata_behind:
-                self.events.put_nowait(MetadataResync())
-            if self.channel.leader_and_isr_behind:
-                self.events.put_nowait(LeaderAndIsrResend())
-
-    async def _on_metadata_resync(self, _event: MetadataResync) -> None:
-        if self.channel.live_brokers_behind_on_metadata():
-            self.update_metadata(set())
+        """`ControllerBrokerRequestBatch.update_metadata`, for the helpers and handlers."""
+        self.requests.update_metadata(partitions, deleted)
 
     # --------------------------------------------------------------------------- events
 

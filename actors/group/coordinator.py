@@ -8,9 +8,10 @@ classic protocol (`actors/group/classic_group.py`), kept in memory as Kafka keep
 when the coordinator moves, clients find the new one and join again, and only the committed
 offsets carry over (Kafka also writes the membership to `__consumer_offsets`; rafka does not).
 
-A group id belongs to one kind of group at a time: a Kafka client cannot join a group that
-rafka's own consumers (ZooKeeper-based, `actors/clients/group_consumer.py`) have members in, and is
-told so (INCONSISTENT_GROUP_PROTOCOL); while Kafka clients are members, the coordinator keeps an
+A group id belongs to one kind of group at a time (`group_kinds.py` keeps the two apart): a
+Kafka client cannot join a group that rafka's own consumers (ZooKeeper-based,
+`actors/clients/group_consumer.py`) have members in, and is told so
+(INCONSISTENT_GROUP_PROTOCOL); while Kafka clients are members, the coordinator keeps an
 ephemeral `/consumers/<group>/kafka_members` znode, and rafka's consumers refuse to join
 (`InconsistentGroupProtocolError`); a Kafka client's commit from outside any generation is
 refused the same way while rafka's consumers are members. Committed offsets are shared: both
@@ -28,7 +29,6 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -41,16 +41,12 @@ from rafka.actors.group.classic_group import (
     JoinResult,
     SyncResult,
 )
+from rafka.actors.group.group_kinds import GroupKindFence
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic, offsets_partition
 from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
 from rafka.actors.txn.view import TransactionalBrokerView
 from rafka.common.clock import monotonic_ms
 from rafka.common.topic_partition import TopicPartition
-from rafka.coordination.errors import CoordinationError
-from rafka.coordination.groups import GroupStore
-from rafka.coordination.store import ClusterStore
-from rafka.coordination.validation import is_valid_group_id
-from rafka.coordination.watches import ClusterWatches
 from rafka.wire.protocol import Api
 
 log = logging.getLogger(__name__)
@@ -65,9 +61,6 @@ CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host",
 # How often members' sessions and rebalance deadlines are checked.
 TICK_S = 0.1
 COMMIT_TIMEOUT_MS = 5000
-MAX_WATCHED_GROUPS = 1000
-# How long a request waits for ZooKeeper to say who a group's members are, the first time.
-MEMBERS_WAIT_S = 10.0
 
 
 
@@ -84,19 +77,14 @@ class GroupCoordinator:
         self._syncs: dict[tuple[str, str], asyncio.Future[SyncResult]] = {}
         self._offsets_partitions: int | None = None
         self._ticker: asyncio.Task | None = None
-        # The groups marked in ZooKeeper as having Kafka-protocol members (see `_mark`).
-        self._marked: set[str] = set()
-        # Whether rafka's own consumers are members of a group, kept by a watch per group id
-        # asked about (the oldest dropped past MAX_WATCHED_GROUPS): no request reads ZooKeeper.
-        self._zookeeper_members: OrderedDict[str, ZooKeeperMembers] = OrderedDict()
+        # Keeps Kafka's clients and rafka's own consumers out of each other's groups.
+        self._fence = GroupKindFence(broker)
 
     def start(self) -> None:
         self._ticker = asyncio.ensure_future(self._tick())
 
     async def close(self) -> None:
-        for members in self._zookeeper_members.values():
-            members.watch.cancel()
-        self._zookeeper_members.clear()
+        self._fence.close()
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -108,27 +96,8 @@ class GroupCoordinator:
             for group_id, group in list(self.groups.items()):
                 self._deliver(group_id, group.tick(monotonic_ms()))
                 self._forget_if_empty(group_id)
-            await self._mark()
-
-    async def _mark(self) -> None:
-        """Keep ZooKeeper's mark on each group with Kafka-protocol members here, so that
-        rafka's own consumers refuse to join it (`GroupStore.register_member`)."""
-        with_members = {group_id for group_id, group in self.groups.items() if group.members}
-        store = GroupStore(self.broker.store) if self.broker.store is not None else None
-        if store is None or with_members == self._marked:
-            return
-        for group_id in with_members - self._marked:
-            try:
-                await asyncio.to_thread(store.mark_kafka_group, group_id, self.broker.broker_id)
-                self._marked.add(group_id)
-            except CoordinationError as error:  # tried again on the next tick
-                log.warning("could not mark group %s as Kafka's: %s", group_id, error)
-        for group_id in self._marked - with_members:
-            try:
-                await asyncio.to_thread(store.unmark_kafka_group, group_id)
-                self._marked.discard(group_id)
-            except CoordinationError as error:
-                log.warning("could not unmark group %s: %s", group_id, error)
+            await self._fence.mark(
+                {group_id for group_id, group in self.groups.items() if group.members})
 
     def _deliver(self, group_id: str, answers: Answers) -> None:
         for join in answers.joins:
@@ -236,7 +205,7 @@ class GroupCoordinator:
         error, group = await self._coordinates(request.group_id, membership=True)
         if error:
             return _join_fields(api, JoinResult(request.member_id, error))
-        refused = await self._unless_zookeeper_members(request.group_id,
+        refused = await self._fence.refuse_if_members(request.group_id,
                                                        ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if refused:
             return _join_fields(api, JoinResult(request.member_id, refused))
@@ -376,7 +345,7 @@ class GroupCoordinator:
             return error
         if group is not None and not group.is_empty:
             return ErrorCode.NON_EMPTY_GROUP
-        refused = await self._unless_zookeeper_members(group_id, ErrorCode.NON_EMPTY_GROUP)
+        refused = await self._fence.refuse_if_members(group_id, ErrorCode.NON_EMPTY_GROUP)
         if refused:
             return refused
         reply = await self._ask_offset_manager(group_id, "forget_group")
@@ -385,28 +354,6 @@ class GroupCoordinator:
         self.groups.pop(group_id, None)
         return ErrorCode.NONE if reply["forgotten"] or group is not None \
             else ErrorCode.GROUP_ID_NOT_FOUND
-
-    async def _unless_zookeeper_members(self, group_id: str, refusal: int) -> int:
-        """`refusal` if rafka's own consumers are members of the group, as a watch on their
-        znodes says (set up the first time the group is asked about), else 0;
-        COORDINATOR_NOT_AVAILABLE while ZooKeeper has not said."""
-        if not is_valid_group_id(group_id):
-            return ErrorCode.NONE  # not a znode name: no consumer of rafka's can have it
-        members = self._zookeeper_members.get(group_id)
-        if members is None:
-            assert self.broker.store is not None
-            members = self._zookeeper_members[group_id] = ZooKeeperMembers(
-                self.broker.store, group_id)
-            if len(self._zookeeper_members) > MAX_WATCHED_GROUPS:
-                _oldest, dropped = self._zookeeper_members.popitem(last=False)
-                dropped.watch.cancel()
-        else:
-            self._zookeeper_members.move_to_end(group_id)
-        try:
-            found = await asyncio.wait_for(members.current(), MEMBERS_WAIT_S)
-        except TimeoutError:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return refusal if found else ErrorCode.NONE
 
     # --------------------------------------------------------------------------- offsets
 
@@ -420,7 +367,7 @@ class GroupCoordinator:
             error = ErrorCode.ILLEGAL_GENERATION  # a generation of a group no longer here
         elif error == 0:
             # Not the Kafka clients' group if rafka's own consumers are its members.
-            error = await self._unless_zookeeper_members(
+            error = await self._fence.refuse_if_members(
                 request.group_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         entries = _commit_entries(request)
         if error == 0 and entries:
@@ -492,29 +439,6 @@ class GroupCoordinator:
             log.warning("%s of group %s failed: %r", method, group_id, failure)
             return {"error": ErrorCode.NOT_COORDINATOR}
         return {**reply, "error": _coordinator_error(reply.get("error", 0))}
-
-
-class ZooKeeperMembers:
-    """The member ids of a group of rafka's own consumers, kept current by a watch."""
-
-    def __init__(self, store: ClusterStore, group_id: str) -> None:
-        loop = asyncio.get_running_loop()
-        self._known = loop.create_future()
-        self.members: set[str] = set()
-
-        def deliver(members: set[str]) -> None:  # on kazoo's thread
-            loop.call_soon_threadsafe(self._update, members)
-
-        self.watch = ClusterWatches(store).watch_group_members(group_id, deliver)
-
-    def _update(self, members: set[str]) -> None:
-        self.members = members
-        if not self._known.done():
-            self._known.set_result(None)
-
-    async def current(self) -> set[str]:
-        await asyncio.shield(self._known)
-        return self.members
 
 
 def _coordinator_error(code: int) -> int:

@@ -79,7 +79,7 @@ METADATA_WAIT_S = 30.0
 class Broker:
     """One rafka broker. Start it with `start()` after creating the actor.
 
-    Over 400 lines because every call the cluster makes on a broker (the controller's
+    Why this class is large: every call the cluster makes on a broker (the controller's
     requests, rafka's clients' metadata and transaction calls, fault injection) must be a
     method of the actor's class; most are short shells over the replica-host pool, the
     metadata cache and the transaction coordinator, which do the work.

@@ -476,6 +476,21 @@ def test_a_batch_refused_before_its_append_hands_its_sequences_to_the_later_ones
     assert queued.base_sequence == 18
 
 
+def test_the_tracker_moves_one_partitions_epoch_or_all_of_them() -> None:
+    tracker = SequenceTracker()
+    tracker.assign("t", 0, 3)
+    tracker.assign("t", 1, 4)
+    epoch = tracker.next_epoch("t", 0)
+    assert (epoch, tracker.epoch("t", 0)) == (1, 0)  # asking does not bump
+    tracker.reset("t", 0)
+    tracker.set_epoch("t", 0, epoch)
+    assert (tracker.epoch("t", 0), tracker.next_sequence("t", 0)) == (1, 0)
+    assert (tracker.epoch("t", 1), tracker.next_sequence("t", 1)) == (0, 4)
+    tracker.start_epoch(7)  # a new producer id and epoch: every partition from 0
+    assert [tracker.epoch("t", p) for p in (0, 1)] == [7, 7]
+    assert [tracker.next_sequence("t", p) for p in (0, 1)] == [0, 0]
+
+
 def test_released_sequences_wrap_back_below_zero() -> None:
     tracker = SequenceTracker()
     tracker.assign("t", 0, 2**31 - 2)
