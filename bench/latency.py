@@ -74,7 +74,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.machine_canary import MachineCanary
 from rafka import Cluster
-from rafka.actors.clients.record_future import RecordFuture, SentRecords
+from rafka.actors.clients.producer import RecordFuture, SentRecords
 from rafka.actors.path_trace import HOPS, SentRequest, TracedRecord, hop_breakdown
 from rafka.actors.runtime import init_ray
 

@@ -20,7 +20,7 @@ from typing import Any
 _EXPORTS = {
     "Cluster": "rafka.actors.cluster",
     "Producer": "rafka.actors.clients.producer",
-    "RecordMetadata": "rafka.actors.clients.record_future",
+    "RecordMetadata": "rafka.actors.clients.producer",
     "Consumer": "rafka.actors.clients.consumer",
     "ConsumerRecord": "rafka.actors.clients.consumer",
     "GroupConsumer": "rafka.actors.clients.group_consumer",

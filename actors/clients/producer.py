@@ -1,13 +1,13 @@
 """The producer client: usable in a driver, a Ray task or an actor.
 
 `send()` only puts the record in the accumulator (per-partition batches, `linger.ms`,
-`batch.size`) and returns a future (`actors/clients/record_future.py`); the producer's `Sender`
-(`actors/clients/sender.py`), a thread as in Kafka's producer, turns ready batches into record
-batches, sends them to the partition leaders' replica hosts (one request per host, carrying the
-batches of every partition led there) with several requests in flight, and retries what fails.
-With idempotence (the default) each batch carries the producer id and a
-per-partition sequence number, so a retry is never appended twice and the leader appends a
-partition's batches in order, whatever order Ray delivers them in.
+`batch.size`) and returns a future; the producer's `Sender` (`actors/clients/sender.py`), a
+thread as in Kafka's producer, turns ready batches into record batches, sends them to the
+partition leaders' replica hosts (one request per host, carrying the batches of every partition
+led there) with several requests in flight, and retries what fails. With idempotence (the
+default) each batch carries the producer id and a per-partition sequence number, so a retry is
+never appended twice and the leader appends a partition's batches in order, whatever order Ray
+delivers them in.
 
 With a `transactional_id`, the producer is Kafka's transactional producer
 (`init_transactions`, `begin_transaction`, `send_offsets_to_transaction`,
@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import groupby, repeat
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, overload
 
 import numpy as np
 import ray
@@ -38,13 +39,7 @@ from rafka.actors.clients.accumulator import (
 from rafka.actors.clients.config import ProducerConfig
 from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.clients.partitioner import StickyPartitioner, choose_partition
-from rafka.actors.clients.record_future import (
-    BatchOutcome,
-    RecordFuture,
-    RecordSpan,
-    SentRecords,
-)
-from rafka.actors.clients.sender import Sender
+from rafka.actors.clients.sender import BatchOutcome, Sender
 from rafka.actors.clients.transactions import TransactionManager
 from rafka.actors.errors import (
     BrokerUnavailableError,
@@ -64,6 +59,135 @@ from rafka.logstore.batch import check_headers
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+
+class RecordMetadata(NamedTuple):
+    """Where a record was written, and its timestamp in the log: the leader's append time on a
+    topic with message.timestamp.type=LogAppendTime, else the record's own (as in Kafka)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class RecordFuture:
+    """The result of `send()`: `result()` is the record's `RecordMetadata`, or raises."""
+
+    __slots__ = ("_index", "_outcome", "partition", "timestamp", "topic")
+
+    def __init__(self, topic: str, partition: int, timestamp: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.timestamp = timestamp
+        self._outcome: BatchOutcome | None = None
+        self._index = 0
+
+    def _bind(self, outcome: BatchOutcome, index: int) -> None:
+        self._outcome, self._index = outcome, index
+
+    def done(self) -> bool:
+        return self._outcome is not None and self._outcome.done.is_set()
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        outcome = self._outcome
+        assert outcome is not None
+        # is_set() first: Event.wait takes a lock even when the event is set.
+        if not outcome.done.is_set() and not outcome.done.wait(timeout):
+            raise RequestTimedOutError(
+                f"record to {self.topic}-{self.partition} not acknowledged within {timeout} s"
+            )
+        if outcome.error is not None:
+            raise outcome.error
+        timestamp = self.timestamp if outcome.log_append_time < 0 else outcome.log_append_time
+        return RecordMetadata(self.topic, self.partition, outcome.base_offset + self._index,
+                              timestamp)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        outcome = self._outcome
+        if outcome is not None and outcome.done.is_set():
+            return outcome.error
+        try:
+            self.result(timeout)
+        except BaseException as error:
+            return error
+        return None
+
+
+class _Span(NamedTuple):
+    """Records ``start .. start + count`` of a `send_batch` call (in partition order) went to
+    ``partition``, into the batch of ``outcome`` from ``first_index`` on."""
+
+    start: int
+    record_count: int
+    partition: int
+    outcome: BatchOutcome
+    first_index: int
+
+
+class SentRecords(Sequence[RecordFuture]):
+    """What `send_batch` answers: one `RecordFuture` per value, in the order given.
+
+    The futures are made when indexed, not when sent: a million of them would cost more than
+    sending the records.
+    """
+
+    def __init__(self, topic: str, timestamp: int, spans: list[_Span],
+                 order: list[int] | None) -> None:
+        self._topic = topic
+        self._timestamp = timestamp
+        self._spans = spans
+        self._starts = [span.start for span in spans]
+        # Where each value sits once grouped by partition (None: not regrouped). `order` lists
+        # the values' indexes in grouped order; this is its inverse.
+        self._position: list[int] | None = None
+        if order is not None:
+            self._position = [0] * len(order)
+            for at, index in enumerate(order):
+                self._position[index] = at
+        self._length = sum(span.record_count for span in spans)
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> RecordFuture: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RecordFuture]: ...
+
+    def __getitem__(self, index: int | slice) -> RecordFuture | list[RecordFuture]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._length))]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(f"record {index} of {self._length}")
+        at = index if self._position is None else self._position[index]
+        span = self._spans[bisect_right(self._starts, at) - 1]
+        future = RecordFuture(self._topic, span.partition, self._timestamp)
+        future._bind(span.outcome, span.first_index + at - span.start)
+        return future
+
+    def done(self) -> bool:
+        """Whether every record is acknowledged or has failed."""
+        return all(span.outcome.done.is_set() for span in self._spans)
+
+    def partition_counts(self, timeout: float | None = None) -> dict[int, int]:
+        """How many of the records each partition took, once all are acknowledged; raises
+        the first failure (after `timeout` s, `RequestTimedOutError`), without making a future
+        per record."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        counts: dict[int, int] = {}
+        for span in self._spans:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not span.outcome.done.wait(left):
+                raise RequestTimedOutError(f"records to {self._topic}-{span.partition} not "
+                                           f"acknowledged within {timeout} s")
+            if span.outcome.error is not None:
+                raise span.outcome.error
+            counts[span.partition] = counts.get(span.partition, 0) + span.record_count
+        return counts
 
 
 class Producer:
@@ -227,7 +351,7 @@ class Producer:
                 indexes = list(members)
                 groups.append((target, [values[i] for i in indexes],
                                None if keys is None else [keys[i] for i in indexes]))
-        spans: list[RecordSpan] = []
+        spans: list[_Span] = []
         position = 0
         with self._lock:
             for target, group_values, group_keys in groups:
@@ -237,7 +361,7 @@ class Producer:
                     chosen = target if target is not None else self._sticky.partition(topic, count)
                     run = self._accumulator.append_run(topic, chosen, group_values, group_keys,
                                                        start, now, now)
-                    spans.append(RecordSpan(position + start, run.taken, chosen,
+                    spans.append(_Span(position + start, run.taken, chosen,
                                        self._outcome_of(run.batch), run.first_index))
                     start += run.taken
                     if run.batch.closed:
@@ -303,13 +427,13 @@ class Producer:
         run_ends = batch_run_ends(record_sizes, self.config.batch_size)
         run_sizes = np.add.reduceat(record_sizes, [0, *run_ends[:-1]]).tolist()
         payloads = encode_binary_records(values, keys, now, run_ends, headers=headers)
-        spans: list[RecordSpan] = []
+        spans: list[_Span] = []
         position = 0
         with self._lock:
             for payload, size in zip(payloads, run_sizes, strict=True):
                 self._wait_for_buffer_space()
                 batch = self._accumulator.append_payload(topic, partition, payload, size, now)
-                spans.append(RecordSpan(position, payload.count, partition, self._outcome_of(batch),
+                spans.append(_Span(position, payload.count, partition, self._outcome_of(batch),
                                    0))
                 position += payload.count
             self._sender.wake()

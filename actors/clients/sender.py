@@ -21,7 +21,6 @@ from rafka.actors.clients.accumulator import PendingBatch, RecordAccumulator
 from rafka.actors.clients.config import ProducerConfig
 from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.clients.partitioner import StickyPartitioner
-from rafka.actors.clients.record_future import BatchOutcome
 from rafka.actors.clients.transactions import TransactionManager
 from rafka.actors.dataport.calls import host_calls
 from rafka.actors.errors import (
@@ -38,7 +37,7 @@ from rafka.actors.errors import (
 from rafka.actors.messages import Appended, PartitionProduce
 from rafka.actors.path_trace import SentRequest
 from rafka.common.clock import wall_clock_ms
-from rafka.logstore.batch import build_batch, frame_batch
+from rafka.logstore.batch import NO_TIMESTAMP, build_batch, frame_batch
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +76,29 @@ class _Request(NamedTuple):
     host: str
     batches: list[PendingBatch]
     sent_ns: int
+
+
+class BatchOutcome:
+    """The fate of one sent batch, shared by the futures of its records (cheaper than one
+    concurrent.futures.Future per record): completed once, by the sender, when the batch is
+    acknowledged or fails; read by the futures, from any thread."""
+
+    __slots__ = ("base_offset", "done", "error", "log_append_time")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.base_offset = -1
+        # The leader's stamp on a LogAppendTime topic; -1 otherwise, and for a retry the leader
+        # recognised as a duplicate (it does not keep the first append's time), where the
+        # record's own timestamp stands.
+        self.log_append_time = NO_TIMESTAMP
+        self.error: BaseException | None = None
+
+    def complete(self, base_offset: int = -1, error: BaseException | None = None,
+                 log_append_time: int = NO_TIMESTAMP) -> None:
+        self.base_offset, self.error = base_offset, error
+        self.log_append_time = log_append_time
+        self.done.set()
 
 
 class Sender:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from rafka.actors.clients.record_future import RecordFuture
+from rafka.actors.clients.producer import RecordFuture
 from rafka.cli.commands.arguments import add_topic_argument, required_topic_of
 from rafka.cli.commands.connection import add_connection_options, connected
 from rafka.cli.commands.errors import CliError, checked_count

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rafka.actors.clients.record_future import BatchOutcome, RecordFuture
+from rafka.actors.clients.producer import RecordFuture
+from rafka.actors.clients.sender import BatchOutcome
 from rafka.actors.errors import NotEnoughReplicasError, RequestTimedOutError
 
 
