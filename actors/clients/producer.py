@@ -198,7 +198,8 @@ class Producer:
     batches' outcomes, which it shares with its `Sender` (whose thread does the rest: see
     `actors/clients/sender.py`). `send` blocks on the lock's `space` condition while
     buffer.memory is full, `flush` on `wakeup` until what it waits for came back. The
-    transaction calls run on the caller's thread, one at a time, as in Kafka.
+    transaction calls run on the caller's thread; the sender adds partitions to the
+    transaction on its own.
     """
 
     # What sends the batches: a subclass may bring its own (`SequencedProducer`).
