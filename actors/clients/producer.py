@@ -1,12 +1,13 @@
 """The producer client: usable in a driver, a Ray task or an actor.
 
 `send()` only puts the record in the accumulator (per-partition batches, `linger.ms`,
-`batch.size`) and returns a future; a sender thread, as in Kafka's producer, turns ready batches
-into record batches, sends them to the partition leaders' replica hosts (one request per host,
-carrying the batches of every partition led there) with several requests in flight, and retries
-what fails. With idempotence (the default) each batch carries the producer id and a
-per-partition sequence number, so a retry is never appended twice and the leader appends a
-partition's batches in order, whatever order Ray delivers them in.
+`batch.size`) and returns a future; the producer's `Sender` (`actors/clients/sender.py`), a
+thread as in Kafka's producer, turns ready batches into record batches, sends them to the
+partition leaders' replica hosts (one request per host, carrying the batches of every partition
+led there) with several requests in flight, and retries what fails. With idempotence (the
+default) each batch carries the producer id and a per-partition sequence number, so a retry is
+never appended twice and the leader appends a partition's batches in order, whatever order Ray
+delivers them in.
 
 With a `transactional_id`, the producer is Kafka's transactional producer
 (`init_transactions`, `begin_transaction`, `send_offsets_to_transaction`,
@@ -17,13 +18,12 @@ the sender adds each partition to the transaction before the first batch it send
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import groupby, repeat
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, overload
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, overload
 
 import numpy as np
 import ray
@@ -39,36 +39,26 @@ from rafka.actors.clients.accumulator import (
 from rafka.actors.clients.config import ProducerConfig
 from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.clients.partitioner import StickyPartitioner, choose_partition
+from rafka.actors.clients.sender import BatchOutcome, Sender
 from rafka.actors.clients.transactions import TransactionManager
-from rafka.actors.dataport.calls import host_calls
 from rafka.actors.errors import (
     BrokerUnavailableError,
     BufferExhaustedError,
-    CorruptRecordError,
-    InvalidRecordError,
     InvalidTxnStateError,
-    OutOfOrderSequenceError,
     RafkaError,
     RecordTooLargeError,
     RequestTimedOutError,
     error_for,
     is_retriable,
 )
-from rafka.actors.messages import Appended, PartitionProduce
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
 from rafka.actors.path_trace import SentRequest
 from rafka.common.clock import wall_clock_ms
 from rafka.common.producer_ids import random_producer_id
-from rafka.logstore.batch import NO_TIMESTAMP, build_batch, check_headers, frame_batch
+from rafka.logstore.batch import check_headers
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-log = logging.getLogger(__name__)
-
-# Refusals of a batch the leader checked before appending anything of it: its sequence numbers
-# were never used, and go back to the partition's later batches (`release_sequences`).
-_REFUSED_BEFORE_APPEND = (CorruptRecordError, InvalidRecordError, RecordTooLargeError)
 
 
 class RecordMetadata(NamedTuple):
@@ -81,28 +71,6 @@ class RecordMetadata(NamedTuple):
     timestamp: int
 
 
-class _BatchOutcome:
-    """The fate of one sent batch, shared by the futures of its records (cheaper than one
-    concurrent.futures.Future per record)."""
-
-    __slots__ = ("base_offset", "done", "error", "log_append_time")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.base_offset = -1
-        # The leader's stamp on a LogAppendTime topic; -1 otherwise, and for a retry the leader
-        # recognised as a duplicate (it does not keep the first append's time), where the
-        # record's own timestamp stands.
-        self.log_append_time = NO_TIMESTAMP
-        self.error: BaseException | None = None
-
-    def complete(self, base_offset: int = -1, error: BaseException | None = None,
-                 log_append_time: int = NO_TIMESTAMP) -> None:
-        self.base_offset, self.error = base_offset, error
-        self.log_append_time = log_append_time
-        self.done.set()
-
-
 class RecordFuture:
     """The result of `send()`: `result()` is the record's `RecordMetadata`, or raises."""
 
@@ -112,10 +80,10 @@ class RecordFuture:
         self.topic = topic
         self.partition = partition
         self.timestamp = timestamp
-        self._outcome: _BatchOutcome | None = None
+        self._outcome: BatchOutcome | None = None
         self._index = 0
 
-    def _bind(self, outcome: _BatchOutcome, index: int) -> None:
+    def _bind(self, outcome: BatchOutcome, index: int) -> None:
         self._outcome, self._index = outcome, index
 
     def done(self) -> bool:
@@ -146,16 +114,6 @@ class RecordFuture:
         return None
 
 
-class _Framing(TypedDict):
-    """How a batch is framed: `build_batch`'s and `frame_batch`'s keyword arguments."""
-
-    compression: str
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    transactional: bool
-
-
 class _Span(NamedTuple):
     """Records ``start .. start + count`` of a `send_batch` call (in partition order) went to
     ``partition``, into the batch of ``outcome`` from ``first_index`` on."""
@@ -163,7 +121,7 @@ class _Span(NamedTuple):
     start: int
     record_count: int
     partition: int
-    outcome: _BatchOutcome
+    outcome: BatchOutcome
     first_index: int
 
 
@@ -232,31 +190,20 @@ class SentRecords(Sequence[RecordFuture]):
         return counts
 
 
-class _Request(NamedTuple):
-    """A produce request in flight: the host it went to, the batches it carries, and when it
-    was sent (monotonic ns): one not answered within request.timeout.ms is given up on and its
-    batches retried, as Kafka's client does."""
-
-    host: str
-    batches: list[PendingBatch]
-    sent_ns: int
-
-
-# The longest the sender waits for answers before it looks at the accumulator again. A record
-# that can go sooner wakes it (with transport=tcp); with transport=ray it waits out its linger
-# deadline or this, whichever is first.
-MAX_ANSWER_WAIT_S = 0.05
-
-
-def _answer_wait_s(next_ready_in_ms: int | None) -> float:
-    """How long the sender waits for answers when nothing can be sent now."""
-    if next_ready_in_ms is None:
-        return MAX_ANSWER_WAIT_S
-    return min(max(next_ready_in_ms, 1) / 1000, MAX_ANSWER_WAIT_S)
-
-
 class Producer:
-    """Kafka's producer on rafka. Build it with `cluster.producer(acks="all", ...)`."""
+    """Kafka's producer on rafka. Build it with `cluster.producer(acks="all", ...)`.
+
+    Threads: any number of the caller's threads may send, flush and close at once; each holds
+    the producer's one lock while it touches the accumulator, the sticky partitioner and the
+    batches' outcomes, which it shares with its `Sender` (whose thread does the rest: see
+    `actors/clients/sender.py`). `send` blocks on the lock's `space` condition while
+    buffer.memory is full, `flush` on `wakeup` until what it waits for came back. The
+    transaction calls run on the caller's thread; the sender adds partitions to the
+    transaction on its own.
+    """
+
+    # What sends the batches: a subclass may bring its own (`SequencedProducer`).
+    _sender_type: ClassVar[type[Sender]] = Sender
 
     def __init__(self, namespace: str, **config: Any) -> None:
         self.config = ProducerConfig.from_kwargs(**config)
@@ -274,10 +221,10 @@ class Producer:
         # enough among the producers of one cluster and needs no round trip.
         # Its epoch is per partition, in the accumulator. A transactional producer's id and
         # epoch are its coordinator's, from init_transactions.
-        self.producer_id = random_producer_id() if self.config.enable_idempotence else -1
+        producer_id = random_producer_id() if self.config.enable_idempotence else -1
         self.transactions: TransactionManager | None = None
         if self.config.transactional_id is not None:
-            self.producer_id = -1
+            producer_id = -1
             self.transactions = TransactionManager(
                 namespace, self.metadata.broker_ids, self.config.transactional_id,
                 self.config.transaction_timeout_ms, self.config.max_block_ms)
@@ -285,25 +232,23 @@ class Producer:
         self._wakeup = threading.Condition(self._lock)
         # Signalled when queued bytes leave the accumulator (buffer.memory back-pressure).
         self._space = threading.Condition(self._lock)
-        # Each request in flight, by its key (`rafka.actors.dataport.blocking_client`).
-        self._in_flight: dict[Any, _Request] = {}
-        self._calls = host_calls(self.config.transport, self.config.request_timeout_ms,
-                                 max_answer_bytes=0)
-        # Whether the sender may be waiting for answers (`_collect`), and whether it was
-        # woken since: a record that can go now must not wait for an answer to come first.
-        self._sender_in_wait = False
-        self._sender_woken = False
-        # One outcome per batch, for its whole life (retries included), by batch id.
-        self._outcomes: dict[int, _BatchOutcome] = {}
-        # Partitions whose leader lost this producer's state: a new epoch once nothing of
-        # theirs is in flight (KIP-360; see actors/clients/accumulator.py).
-        self._epoch_bumps: set[tuple[str, int]] = set()
-        self._flushing = 0
-        self._closed = False
-        # Filled while `trace_requests` is on.
-        self._request_trace: list[SentRequest] | None = None
-        self._sender = threading.Thread(target=self._run, name="rafka-producer", daemon=True)
+        # One outcome per batch, for its whole life (retries included), by batch id: made
+        # here when a batch starts, completed and dropped by the sender.
+        self._outcomes: dict[int, BatchOutcome] = {}
+        self._sender = self._sender_type(
+            self.config, self.metadata, accumulator=self._accumulator, sticky=self._sticky,
+            outcomes=self._outcomes, transactions=self.transactions, producer_id=producer_id,
+            lock=self._lock, wakeup=self._wakeup, space=self._space)
         self._sender.start()
+
+    @property
+    def producer_id(self) -> int:
+        """The id the batches carry (-1 without idempotence): the sender's, which frames them."""
+        return self._sender.producer_id
+
+    @producer_id.setter
+    def producer_id(self, producer_id: int) -> None:
+        self._sender.producer_id = producer_id
 
     # ----------------------------------------------------------------------------- API
 
@@ -322,7 +267,7 @@ class Producer:
         Blocks while `buffer.memory` bytes wait to be sent, for up to `max.block.ms`, then
         raises `BufferExhaustedError`, as Kafka's producer does.
         """
-        if self._closed:
+        if self._sender.closed:
             raise RafkaError("this producer is closed: create a new one")
         if value is not None and not isinstance(value, (bytes, bytearray)):
             raise TypeError(f"value must be bytes or None, got {type(value).__name__}: "
@@ -359,7 +304,7 @@ class Producer:
             future._bind(self._outcome_of(appended.batch), len(appended.batch.records) - 1)
             # A new batch starts a linger.ms clock the sender must know of; a full one can go.
             if appended.batch_is_full or appended.new_batch_created:
-                self._notify_sender()
+                self._sender.wake()
         return future
 
     def send_batch(
@@ -379,7 +324,7 @@ class Producer:
         Like `send`, it blocks while `buffer.memory` is full; after `max.block.ms` it raises
         `BufferExhaustedError`, and the records queued before that are sent all the same.
         """
-        if self._closed:
+        if self._sender.closed:
             raise RafkaError("this producer is closed: create a new one")
         values = values if isinstance(values, list) else list(values)
         keys = None if keys is None else (keys if isinstance(keys, list) else list(keys))
@@ -424,9 +369,9 @@ class Producer:
                         # KIP-480: keyless records move to another partition once a batch is full.
                         if target is None:
                             self._sticky.on_new_batch(topic, count, chosen)
-                        self._notify_sender()
+                        self._sender.wake()
                 position += len(group_values)
-            self._notify_sender()
+            self._sender.wake()
         return SentRecords(topic, now, spans, order)
 
     def send_columns(self, topic: str, values: pa.Array, keys: pa.Array | None = None, *,
@@ -450,7 +395,7 @@ class Producer:
             is_binary_column,
         )
 
-        if self._closed:
+        if self._sender.closed:
             raise RafkaError("this producer is closed: create a new one")
         for name, column in (("values", values), ("keys", keys)):
             if column is not None and not is_binary_column(column):
@@ -492,7 +437,7 @@ class Producer:
                 spans.append(_Span(position, payload.count, partition, self._outcome_of(batch),
                                    0))
                 position += payload.count
-            self._notify_sender()
+            self._sender.wake()
         return SentRecords(topic, now, spans, None)
 
     # ---------------------------------------------------------------------- transactions
@@ -594,14 +539,6 @@ class Producer:
                 f"{self.config.max_request_size}: raise it (and the topic's max.message.bytes)"
             )
 
-    def _notify_sender(self) -> None:
-        """(Under the lock.) Something new for the sender: wake it, whether it sleeps on the
-        condition or waits for answers (once per wait)."""
-        self._wakeup.notify()
-        if self._sender_in_wait and not self._sender_woken:
-            self._sender_woken = True
-            self._calls.wake()
-
     def _wait_for_buffer_space(self) -> None:
         """Block (under the lock) while buffer.memory is used up, as Kafka's send does, for up
         to max.block.ms: a producer faster than the cluster must not queue without bound."""
@@ -611,7 +548,7 @@ class Producer:
         self._wakeup.notify()  # what fills the buffer must be on its way out
         while self._accumulator.buffered_bytes >= self.config.buffer_memory:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._closed:
+            if remaining <= 0 or self._sender.closed:
                 raise BufferExhaustedError(
                     f"{self._accumulator.buffered_bytes} bytes wait to be sent, more than "
                     f"buffer.memory={self.config.buffer_memory}, and none went out within "
@@ -620,267 +557,43 @@ class Producer:
                 )
             self._space.wait(remaining)
 
-    def _outcome_of(self, batch: PendingBatch) -> _BatchOutcome:
+    def _outcome_of(self, batch: PendingBatch) -> BatchOutcome:
         """The outcome shared by a batch's records (under the lock)."""
         outcome = self._outcomes.get(batch.batch_id)
         if outcome is None:
-            outcome = self._outcomes[batch.batch_id] = _BatchOutcome()
+            outcome = self._outcomes[batch.batch_id] = BatchOutcome()
         return outcome
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until every request is answered."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            self._flushing += 1
-            self._notify_sender()
+            self._sender.begin_flush()
             try:
-                while self._accumulator.has_pending() or self._in_flight:
+                while self._accumulator.has_pending() or self._sender.has_in_flight():
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         raise RequestTimedOutError(f"flush did not finish within {timeout} s")
                     self._wakeup.wait(remaining if remaining is not None else 0.1)
             finally:
-                self._flushing -= 1
+                self._sender.end_flush()
 
     def close(self, timeout: float | None = None) -> None:
         """Flush, then stop the sender thread."""
-        if self._closed:
+        if self._sender.closed:
             return
         try:
             self.flush(timeout)
         finally:
-            with self._lock:
-                self._closed = True
-                self._wakeup.notify_all()
-                self._space.notify_all()
-            self._sender.join(5)
-            self._calls.close()
+            self._sender.close()
 
     def trace_requests(self) -> list[SentRequest]:
         """From now on, note when each acknowledged batch was sent, in the list returned
         (for `rafka.actors.path_trace`'s breakdown of a record's latency; benchmarks only)."""
-        self._request_trace = []
-        return self._request_trace
+        return self._sender.trace_requests()
 
     def __enter__(self) -> Producer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    # -------------------------------------------------------------------------- sender
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                if self._closed and not self._in_flight:
-                    return
-                now = wall_clock_ms()
-                self._bump_epochs()
-                if self._flushing or self._closed:
-                    batches = self._accumulator.drain_all(now)
-                else:
-                    batches = self._accumulator.ready(now)
-                if not batches and not self._in_flight:
-                    wait_ms = self._accumulator.next_ready_in_ms(now)
-                    self._wakeup.wait(None if wait_ms is None else max(wait_ms, 1) / 1000)
-                    continue
-                for batch in batches:
-                    self._accumulator.on_sent(batch)
-                    # KIP-480: keyless records stick to a partition until its batch goes.
-                    if self._sticky.current(batch.topic) == batch.partition:
-                        count = self.metadata.cached_partition_count(batch.topic)
-                        if count:
-                            self._sticky.on_new_batch(batch.topic, count, batch.partition)
-                if batches:
-                    self._space.notify_all()
-                # Set before the lock is let go: a record appended from now on wakes the wait
-                # for answers below.
-                wait_s = 0.0 if batches else _answer_wait_s(
-                    self._accumulator.next_ready_in_ms(now))
-                self._sender_in_wait, self._sender_woken = True, False
-            if batches:
-                self._send(batches)
-            self._collect(wait_s)
-
-    def _send(self, batches: list[PendingBatch]) -> None:
-        """One produce request per leader host, carrying every batch led there."""
-        if self.transactions is not None:
-            batches = self._added_to_transaction(batches)
-        requests: dict[str, tuple[Any, list[PendingBatch], list[PartitionProduce]]] = {}
-        for batch in batches:
-            try:
-                name, host = self.metadata.leader_host(batch.topic, batch.partition, wait_s=0)
-                payload = self._encode(batch)
-            except (BrokerUnavailableError, ValueError) as error:
-                self._retry_or_fail(batch, error)
-                continue
-            except Exception as error:
-                self._fail(batch, error)
-                continue
-            _host, carried, parts = requests.setdefault(name, (host, [], []))
-            carried.append(batch)
-            parts.append(PartitionProduce(
-                batch.topic, batch.partition, payload,
-                None if batch.payload is None else batch.payload.record_ends))
-        for name, (host, carried, parts) in requests.items():
-            sent_ns = time.monotonic_ns()
-            try:
-                key = self._calls.send(name, host, "produce",
-                                       (parts, self.config.acks, self.config.request_timeout_ms))
-            except Exception as error:
-                for batch in carried:
-                    self._fail(batch, error)
-                continue
-            self._in_flight[key] = _Request(name, carried, sent_ns)
-
-    def _added_to_transaction(self, batches: list[PendingBatch]) -> list[PendingBatch]:
-        """The batches that may go: their partitions added to the transaction first (Kafka's
-        AddPartitionsToTxn, on the sender thread); the others fail with why."""
-        assert self.transactions is not None
-        try:
-            self.transactions.add_partitions({(b.topic, b.partition) for b in batches})
-        except Exception as error:
-            for batch in batches:
-                self._fail(batch, error)
-            return []
-        return batches
-
-    def _encode(self, batch: PendingBatch) -> bytes:
-        """The record batch that carries `batch` now (its sequence numbers are assigned)."""
-        framing: _Framing = {
-            "compression": self.config.compression_type,
-            "producer_id": self.producer_id,
-            "producer_epoch": self._accumulator.producer_epoch(batch.topic, batch.partition),
-            "base_sequence": batch.base_sequence if batch.base_sequence is not None else -1,
-            "transactional": self.transactions is not None,
-        }
-        if batch.payload is not None:
-            return frame_batch(batch.payload, **framing)
-        # send() and send_batch() checked each record's types as it came.
-        return build_batch(batch.records, checked=True, **framing)
-
-    def _collect(self, wait_s: float) -> None:
-        """Take the answers that came, waiting up to `wait_s` for one (less if a record is
-        appended meanwhile that can go, with `transport=tcp`)."""
-        if not self._in_flight:
-            self._sender_in_wait = False
-            return
-        try:
-            done = self._calls.wait(list(self._in_flight), wait_s)
-        finally:
-            self._sender_in_wait = False
-        for key in done:
-            request = self._in_flight.pop(key)
-            batches = request.batches
-            try:
-                replies = self._calls.result(key)
-            except Exception as error:
-                self.metadata.forget_if_dead(request.host, error)
-                for batch in batches:
-                    if not is_retriable(error):  # the host raised: a bug, not a fault
-                        self._fail(batch, error)
-                        continue
-                    # Its host died or the connection to it broke: the leaders may have moved.
-                    self.metadata.invalidate(batch.topic)
-                    self._retry_or_fail(batch, BrokerUnavailableError(
-                        f"the leader of {batch.topic}-{batch.partition} did not answer: it died "
-                        f"or the connection to it broke ({type(error).__name__}); the record "
-                        "may or may not be written"))
-                continue
-            for batch, reply in zip(batches, replies, strict=True):
-                if self._request_trace is not None and isinstance(reply, Appended):
-                    self._request_trace.append(SentRequest(reply.base_offset, batch.record_count,
-                                                           request.sent_ns))
-                self._complete(batch, reply)
-        self._give_up_on_silent_requests()
-
-    def _give_up_on_silent_requests(self) -> None:
-        """Retry the batches of requests not answered within request.timeout.ms.
-
-        A leader's host that is paused (or cut off) answers nothing, and its partitions would
-        wait for it however long it takes while another broker leads them. The request may
-        still be appended when the host resumes: with idempotence the retry carries the same
-        sequence numbers, and a leader that has both keeps one.
-        """
-        # A second of slack: the leader's own REQUEST_TIMED_OUT, at request.timeout.ms, comes
-        # first whenever the leader can answer at all.
-        deadline_ns = time.monotonic_ns() - (self.config.request_timeout_ms + 1000) * 1_000_000
-        for key in [key for key, request in self._in_flight.items()
-                    if request.sent_ns < deadline_ns]:
-            self._calls.abandon(key)  # a connection that said nothing for so long goes
-            for batch in self._in_flight.pop(key).batches:
-                self.metadata.invalidate(batch.topic)
-                self._retry_or_fail(batch, RequestTimedOutError(
-                    f"the leader of {batch.topic}-{batch.partition} did not answer within "
-                    f"request.timeout.ms ({self.config.request_timeout_ms} ms); the record may "
-                    "or may not be written"))
-
-    def _complete(self, batch: PendingBatch, reply: Appended | dict[str, Any]) -> None:
-        if isinstance(reply, Appended):
-            with self._lock:
-                self._accumulator.on_completed(batch)
-                outcome = self._outcomes.pop(batch.batch_id)
-                self._wakeup.notify_all()
-            outcome.complete(reply.base_offset, log_append_time=reply.log_append_time)
-            return
-        error = error_for(reply) or RafkaError(f"a produce answer without offsets: {reply!r}")
-        if is_retriable(error):
-            self.metadata.invalidate(batch.topic)
-            if isinstance(error, OutOfOrderSequenceError) and not self._out_of_order(
-                    batch, reply.get("expected_sequence")):
-                self._fail(batch, error)
-                return
-            self._retry_or_fail(batch, error)
-        else:
-            self._fail(batch, error,
-                       release_sequences=isinstance(error, _REFUSED_BEFORE_APPEND))
-
-    def _out_of_order(self, batch: PendingBatch, expected_sequence: int | None) -> bool:
-        """The leader cannot append `batch` before the sequence it expects: whether to retry
-        it. Yes; and where the leader lost this producer's state, under a new epoch. Not for a
-        transactional producer, whose epoch is its coordinator's: the batch fails, and with it
-        the transaction (Kafka's abortable error)."""
-        with self._lock:
-            if self._accumulator.lost_producer_state(batch, expected_sequence):
-                if self.transactions is not None:
-                    return False
-                self._epoch_bumps.add((batch.topic, batch.partition))
-        return True
-
-    def _bump_epochs(self) -> None:
-        """A new epoch for each partition waiting for one whose batches have all come back
-        (with the lock held): its retries and queued batches are numbered from 0 under it."""
-        for topic, partition in list(self._epoch_bumps):
-            if self._accumulator.in_flight_count(topic, partition) == 0:
-                self._epoch_bumps.discard((topic, partition))
-                try:
-                    epoch = self._accumulator.bump_epoch(topic, partition)
-                except ValueError as exhausted:  # its batches fail at delivery.timeout.ms
-                    log.error("%s", exhausted)
-                    continue
-                log.info("%s-%d lost this producer's state: producer epoch %d, sequences from 0",
-                         topic, partition, epoch)
-
-    def _retry_or_fail(self, batch: PendingBatch, error: BaseException) -> None:
-        now = wall_clock_ms()
-        expired = now - batch.created_ms > (self.config.delivery_timeout_ms or 120_000)
-        if batch.attempts > self.config.retries or expired or self._closed:
-            self._fail(batch, error)
-            return
-        log.debug("retrying %r after %r", batch, error)
-        with self._lock:
-            self._accumulator.reenqueue(batch, now, self.config.retry_backoff_ms)
-            self._wakeup.notify_all()
-
-    def _fail(self, batch: PendingBatch, error: BaseException, *,
-              release_sequences: bool = False) -> None:
-        if self.transactions is not None:
-            self.transactions.fail(error)
-        with self._lock:
-            self._accumulator.on_completed(batch)
-            if release_sequences:
-                self._accumulator.release_sequences(batch)
-            outcome = self._outcomes.pop(batch.batch_id)
-            self._wakeup.notify_all()
-        outcome.complete(error=error)

@@ -11,12 +11,14 @@ DescribeProducers) and sends only the records after that.
 
 Two things differ from `Producer`:
 
-* It never renumbers. Where `Producer` meets a leader that lost its state, it bumps the epoch
-  and numbers the partition from 0 again (KIP-360); here that would send records already
-  written under new numbers, so the batch fails and the write's next attempt resumes.
+* It never renumbers. Where `Producer`'s sender meets a leader that lost its state, it bumps
+  the epoch and numbers the partition from 0 again (KIP-360); here that would send records
+  already written under new numbers, so the batch fails and the write's next attempt resumes.
 * A leader that expects a later sequence than a batch's has appended records this attempt
   has not acknowledged: another attempt wrote them. The batch fails at once rather than
   retrying until `delivery.timeout.ms`.
+
+Both are the sender's answer to an out-of-order sequence: `SequencedSender`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import ray
 
 from rafka.actors.clients.accumulator import PendingBatch
 from rafka.actors.clients.producer import Producer
+from rafka.actors.clients.sender import Sender
 from rafka.actors.errors import (
     InvalidProducerEpochError,
     RequestTimedOutError,
@@ -52,9 +55,25 @@ def derive_producer_id(name: str) -> int:
     return DERIVED_PRODUCER_ID_BIT | (int.from_bytes(digest, "big") & (DERIVED_PRODUCER_ID_BIT - 1))
 
 
+class SequencedSender(Sender):
+    """The sender of a `SequencedProducer`: never a new epoch (see the module docstring)."""
+
+    def _out_of_order(self, batch: PendingBatch, expected_sequence: int | None) -> bool:
+        """Retry only a batch that arrived ahead of an earlier one of this attempt still on
+        its way; fail it otherwise (see the module docstring)."""
+        if expected_sequence is None or batch.base_sequence is None:
+            return False
+        if not sequence_before(expected_sequence, batch.base_sequence):
+            return False  # the leader holds these sequences already: another attempt's
+        with self._lock:
+            return not self._accumulator.lost_producer_state(batch, expected_sequence)
+
+
 class SequencedProducer(Producer):
     """`Producer` under a given producer id (epoch 0) that resumes an earlier attempt's
     sequence numbers: see the module docstring."""
+
+    _sender_type = SequencedSender
 
     def __init__(self, namespace: str, producer_id: int, **config: Any) -> None:
         if not DERIVED_PRODUCER_ID_BIT <= producer_id < 2 * DERIVED_PRODUCER_ID_BIT:
@@ -134,16 +153,6 @@ class SequencedProducer(Producer):
                 else:
                     raise reply_error
         return answers
-
-    def _out_of_order(self, batch: PendingBatch, expected_sequence: int | None) -> bool:
-        """Retry only a batch that arrived ahead of an earlier one of this attempt still on
-        its way; fail it otherwise (see the module docstring)."""
-        if expected_sequence is None or batch.base_sequence is None:
-            return False
-        if not sequence_before(expected_sequence, batch.base_sequence):
-            return False  # the leader holds these sequences already: another attempt's
-        with self._lock:
-            return not self._accumulator.lost_producer_state(batch, expected_sequence)
 
 
 def _records_written(answer: dict[str, Any], topic: str, partition: int,

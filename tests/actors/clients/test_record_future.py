@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from rafka.actors.clients.producer import RecordFuture, _BatchOutcome
+from rafka.actors.clients.producer import RecordFuture
+from rafka.actors.clients.sender import BatchOutcome
 from rafka.actors.errors import NotEnoughReplicasError, RequestTimedOutError
 
 
-def bound_future(index: int = 2) -> tuple[RecordFuture, _BatchOutcome]:
-    outcome = _BatchOutcome()
+def bound_future(index: int = 2) -> tuple[RecordFuture, BatchOutcome]:
+    outcome = BatchOutcome()
     future = RecordFuture("orders", 1, timestamp=1_000)
     future._bind(outcome, index)
     return future, outcome
