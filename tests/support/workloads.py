@@ -29,6 +29,22 @@ def read_everything(cluster: Cluster, topic: str, timeout_s: float = 60) -> list
     return records
 
 
+def read_final_log(cluster: Cluster, topic: str, partitions: int, timeout_s: float = 120,
+                   **consumer_config: Any) -> dict[int, list[tuple[int, bytes]]]:
+    """(offset, value) of every record below each partition's end offset as it is now, by
+    partition: the log a checker judges once the writes stopped. Fails if not read in time."""
+    consumer = cluster.consumer([topic], auto_offset_reset="earliest", **consumer_config)
+    ends = consumer.end_offsets([(topic, p) for p in range(partitions)])
+    log: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + timeout_s
+    while any(consumer.position(*tp) < end for tp, end in ends.items()):
+        for record in consumer.poll(500):
+            log[record.partition].append((record.offset, record.value))
+        assert time.monotonic() < deadline, "the final read did not finish"
+    consumer.close()
+    return log
+
+
 def check_acknowledged(acknowledged: dict[tuple[int, int], bytes], records: list) -> None:
     """No acknowledged write lost or moved; no value twice; order per partition kept."""
     stored = {(r.partition, r.offset): r.value for r in records}
