@@ -46,7 +46,7 @@ from rafka.logstore.checkpoint import (
     RECOVERY_POINT_FILE,
     TMP_SUFFIX,
 )
-from tests.support.cluster import cluster_of_its_own
+from tests.support.cluster import module_cluster
 from tests.support.replicas import ReplicaOnHost
 
 pytestmark = pytest.mark.reliability
@@ -75,9 +75,7 @@ CHECKPOINTS = {RECOVERY_POINT_FILE, HIGH_WATERMARK_FILE, LOG_START_OFFSET_FILE}
 LEGAL = re.compile(r"[A-Za-z0-9._-]+")
 
 
-@pytest.fixture(scope="module")
-def cluster(zookeeper, ray_session, tmp_path_factory) -> Iterator[Cluster]:
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "badinput")
+cluster = module_cluster("badinput")
 
 
 @pytest.fixture(scope="module")

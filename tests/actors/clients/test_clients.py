@@ -24,13 +24,10 @@ from rafka.actors.errors import (
     raise_for,
 )
 from rafka.logstore.batch import build_batch, decode_batches
-from tests.support.cluster import cluster_of_its_own
+from tests.support.cluster import module_cluster
 from tests.support.replicas import ReplicaOnHost
 
-
-@pytest.fixture(scope="module")
-def shared(zookeeper, ray_session, tmp_path_factory):
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "clients")
+shared = module_cluster("clients")
 
 
 def topic_name() -> str:

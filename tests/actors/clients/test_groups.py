@@ -8,7 +8,6 @@ import os
 import signal
 import threading
 import time
-import uuid
 from collections import Counter
 
 import pytest
@@ -19,20 +18,14 @@ from rafka.actors.clients.consumer import Consumer, ConsumerRecord, NoOffsetForP
 from rafka.actors.clients.group_consumer import GroupConsumer
 from rafka.actors.errors import CommitFailedError
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
-from tests.support.cluster import cluster_of_its_own
+from tests.support.cluster import fresh, module_cluster
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
 
 GROUP_CONFIG = {"session_timeout_ms": 4000, "auto_offset_reset": "earliest"}
 
 
-@pytest.fixture(scope="module")
-def shared(zookeeper, ray_session, tmp_path_factory):
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "groups")
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+shared = module_cluster("groups")
 
 
 def produce(cluster: Cluster, topic: str, count: int, partitions: int) -> set[bytes]:
