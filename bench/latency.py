@@ -72,6 +72,7 @@ import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import pyplot
 from bench.machine_canary import MachineCanary
 from rafka import Cluster
 from rafka.actors.clients.producer import RecordFuture, SentRecords
@@ -627,12 +628,8 @@ def main() -> None:
 
 
 def plot(results: dict[str, Any], out: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         print("matplotlib is not installed: no plot")
         return
     runs = {key: value for key, value in results.items() if isinstance(value, dict)}

@@ -39,6 +39,7 @@ sys.path.insert(0, str(_HERE.parent))
 
 import pyarrow as pa  # noqa: E402
 
+from bench.common import pyplot  # noqa: E402
 from rafka.logstore import Log, LogConfig, build_batch, decode_batches  # noqa: E402
 from rafka.logstore.batch import check_batch, frame_batch, validate_batch  # noqa: E402
 from rafka.logstore.record_columns import encode_binary_records  # noqa: E402
@@ -195,12 +196,8 @@ def _remove_tree(path: Path) -> None:
 
 
 def plot(result: dict[str, object], out: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         print("matplotlib is not installed: no plot", file=sys.stderr)
         return
     names = ["append", "plain_write", "read_parse", "plain_read"]

@@ -90,6 +90,7 @@ sys.path.insert(0, str(_HERE.parent))
 import psutil  # noqa: E402
 import ray  # noqa: E402
 
+from bench.common import deadline, pyplot  # noqa: E402
 from bench.latency import chain_latency, rafka_latency, settle_heap  # noqa: E402
 from rafka import Cluster  # noqa: E402
 from rafka.actors.clients.accumulator import BATCH_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES  # noqa: E402
@@ -223,24 +224,6 @@ def _broker_pids(cluster: Cluster, topic: str) -> dict[str, int]:
     """pid of every broker holding a replica of the topic (their Kafka listeners run there)."""
     return {f"broker-{b}": ray.get(handle.pid.remote(), timeout=30)
             for b, handle in _topic_brokers(cluster, topic).items()}
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float, what: str):
-    """Raise TimeoutError in the main thread if the block runs longer than `seconds` (a client
-    call that never returns must not keep the cluster up forever: the caller's finally shuts it
-    down)."""
-
-    def expire(_signum: int, _frame: Any) -> None:
-        raise TimeoutError(f"{what} did not finish within {seconds:.0f} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _process_table() -> dict[int, tuple[int, float, str]]:
@@ -674,7 +657,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         bench = Bench(cluster, args, profiler)
 
         def timed(key: str | None, function: Any, *fargs: Any, **fkwargs: Any) -> None:
-            with _deadline(args.phase_timeout, key or function.__name__):
+            with deadline(args.phase_timeout, key or function.__name__):
                 result = function(*fargs, **fkwargs)
             if key is not None:
                 runs.setdefault(key, []).append(result)
@@ -912,12 +895,8 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
 
 
 def plot(result: dict[str, Any], out: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         print("matplotlib is not installed: no plot", file=sys.stderr)
         return
     results = result["results"]

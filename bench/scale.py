@@ -71,6 +71,7 @@ sys.path.insert(0, str(_HERE.parent))
 import psutil  # noqa: E402
 import ray  # noqa: E402
 
+from bench.common import deadline, pyplot  # noqa: E402
 from rafka import Cluster  # noqa: E402
 
 PHASES = ("create", "memory", "idle", "failover")
@@ -98,26 +99,6 @@ def _median(values: list[float]) -> float | None:
 
 def _max(values: list[float]) -> float | None:
     return round(max(values), 3) if values else None
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float, what: str):
-    """TimeoutError in the main thread if the block runs longer than `seconds`: a client call
-    that never returns must not keep the cluster up (the caller's finally shuts it down)."""
-
-    def expire(_signum: int, _frame: Any) -> None:
-        raise TimeoutError(f"{what} did not finish within {seconds:.0f} s")
-
-    if seconds <= 0:
-        yield
-        return
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 class GuardTripped(BaseException):
@@ -802,7 +783,7 @@ def _run_phases(bench: Bench, results: dict[str, Any], errors: dict[str, str],
                 "total_pss_gib", "ray_pss_mib", "workers_pss_mib", "worker_processes",
                 "zookeeper_pss_mib")}})
     try:
-        with _deadline(args.phase_timeout * len(args.partitions), "create"):
+        with deadline(args.phase_timeout * len(args.partitions), "create"):
             bench.create(args.partitions, "create" in phases, "memory" in phases)
     except Exception as error:
         bench.guard.check()
@@ -817,7 +798,7 @@ def _run_phases(bench: Bench, results: dict[str, Any], errors: dict[str, str],
             errors[phase] = "no topic was created"
             continue
         try:
-            with _deadline(args.phase_timeout, phase):
+            with deadline(args.phase_timeout, phase):
                 results[phase] = call()
         except Exception as error:
             bench.guard.check()
@@ -970,12 +951,8 @@ def judge(results: dict[str, Any], args: argparse.Namespace, session_timeout_ms:
 
 
 def plot(report: dict[str, Any], out: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         log("matplotlib is not installed: no plot")
         return
     results = report["results"]

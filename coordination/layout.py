@@ -7,14 +7,7 @@ the names it splices into a path, so no caller can build a path that climbs out 
 
 from __future__ import annotations
 
-from rafka.coordination.validation import (
-    validate_broker_id,
-    validate_cluster_name,
-    validate_group_id,
-    validate_member_id,
-    validate_partition,
-    validate_topic_name,
-)
+from rafka.coordination import validation
 
 DEFAULT_ROOT = "/rafka"
 """Clusters live side by side under this znode, each in `<root>/<cluster-name>`."""
@@ -53,15 +46,15 @@ PERSISTENT_PATHS = (
 
 def cluster_chroot(cluster: str, root: str = DEFAULT_ROOT) -> str:
     """The chroot of a cluster: `/rafka/<cluster>` by default."""
-    return f"{root.rstrip('/')}/{validate_cluster_name(cluster)}"
+    return f"{root.rstrip('/')}/{validation.validate_cluster_name(cluster)}"
 
 
 def broker_path(broker_id: int) -> str:
-    return f"{BROKER_IDS}/{validate_broker_id(broker_id)}"
+    return f"{BROKER_IDS}/{validation.validate_broker_id(broker_id)}"
 
 
 def topic_path(topic: str) -> str:
-    return f"{TOPICS}/{validate_topic_name(topic)}"
+    return f"{TOPICS}/{validation.validate_topic_name(topic)}"
 
 
 def topic_partitions_path(topic: str) -> str:
@@ -69,7 +62,7 @@ def topic_partitions_path(topic: str) -> str:
 
 
 def partition_path(topic: str, partition: int) -> str:
-    return f"{topic_partitions_path(topic)}/{validate_partition(partition)}"
+    return f"{topic_partitions_path(topic)}/{validation.validate_partition(partition)}"
 
 
 def partition_state_path(topic: str, partition: int) -> str:
@@ -77,15 +70,15 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 
 def broker_config_path(broker_id: int) -> str:
-    return f"{BROKER_CONFIGS}/{validate_broker_id(broker_id)}"
+    return f"{BROKER_CONFIGS}/{validation.validate_broker_id(broker_id)}"
 
 
 def topic_config_path(topic: str) -> str:
-    return f"{TOPIC_CONFIGS}/{validate_topic_name(topic)}"
+    return f"{TOPIC_CONFIGS}/{validation.validate_topic_name(topic)}"
 
 
 def delete_topic_path(topic: str) -> str:
-    return f"{DELETE_TOPICS}/{validate_topic_name(topic)}"
+    return f"{DELETE_TOPICS}/{validation.validate_topic_name(topic)}"
 
 
 def isr_change_path(name: str) -> str:
@@ -99,7 +92,7 @@ def isr_change_path(name: str) -> str:
 
 
 def group_path(group: str) -> str:
-    return f"{CONSUMERS}/{validate_group_id(group)}"
+    return f"{CONSUMERS}/{validation.validate_group_id(group)}"
 
 
 def group_ids_path(group: str) -> str:
@@ -107,7 +100,7 @@ def group_ids_path(group: str) -> str:
 
 
 def member_path(group: str, member: str) -> str:
-    return f"{group_ids_path(group)}/{validate_member_id(member)}"
+    return f"{group_ids_path(group)}/{validation.validate_member_id(member)}"
 
 
 def group_kafka_marker_path(group: str) -> str:
@@ -121,11 +114,11 @@ def group_owners_path(group: str) -> str:
 
 
 def owner_topic_path(group: str, topic: str) -> str:
-    return f"{group_owners_path(group)}/{validate_topic_name(topic)}"
+    return f"{group_owners_path(group)}/{validation.validate_topic_name(topic)}"
 
 
 def owner_path(group: str, topic: str, partition: int) -> str:
-    return f"{owner_topic_path(group, topic)}/{validate_partition(partition)}"
+    return f"{owner_topic_path(group, topic)}/{validation.validate_partition(partition)}"
 
 
 def group_offsets_path(group: str) -> str:
@@ -133,8 +126,8 @@ def group_offsets_path(group: str) -> str:
 
 
 def offset_topic_path(group: str, topic: str) -> str:
-    return f"{group_offsets_path(group)}/{validate_topic_name(topic)}"
+    return f"{group_offsets_path(group)}/{validation.validate_topic_name(topic)}"
 
 
 def offset_path(group: str, topic: str, partition: int) -> str:
-    return f"{offset_topic_path(group, topic)}/{validate_partition(partition)}"
+    return f"{offset_topic_path(group, topic)}/{validation.validate_partition(partition)}"

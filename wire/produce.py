@@ -197,7 +197,8 @@ def read_produce_request(frame: bytes | bytearray, version: int) -> ProduceReque
     return ProduceRequestData(header, transactional_id, acks, timeout_ms, topics)
 
 
-def _unsigned_varint(value: int) -> bytes:
+def unsigned_varint(value: int) -> bytes:
+    """`value` (>= 0) as Kafka's unsigned varint: seven bits a byte, low bits first."""
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -210,12 +211,12 @@ def _string(value: str | None, flexible: bool) -> bytes:
     if value is None:
         return b"\x00" if flexible else b"\xff\xff"
     encoded = value.encode()
-    prefix = _unsigned_varint(len(encoded) + 1) if flexible else _INT16.pack(len(encoded))
+    prefix = unsigned_varint(len(encoded) + 1) if flexible else _INT16.pack(len(encoded))
     return prefix + encoded
 
 
 def _count(count: int, flexible: bool) -> bytes:
-    return _unsigned_varint(count + 1) if flexible else _INT32.pack(count)
+    return unsigned_varint(count + 1) if flexible else _INT32.pack(count)
 
 
 def produce_response(version: int, correlation_id: int, answers: list[PartitionAnswer],

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 
@@ -55,6 +55,7 @@ from rafka.coordination.watches import ClusterWatches
 log = logging.getLogger(__name__)
 
 PartitionsCallback = Callable[[set[TopicPartition]], object]
+T = TypeVar("T")
 
 # How often a member retries claiming a partition its previous owner has not released yet.
 CLAIM_RETRY_S = 0.1
@@ -81,35 +82,58 @@ def offset_manager(metadata: ClientMetadata, group: str, wait_s: float
     return name, host, partition
 
 
-def fetch_committed(
-    metadata: ClientMetadata, group: str, partitions: Iterable[tuple[str, int]], timeout_s: float
-) -> dict[TopicPartition, int | None]:
-    """A group's committed offsets from its offset manager (None where none is committed)."""
-    wanted = [TopicPartition(*tp) for tp in partitions]
+def _ask_offset_manager(
+    metadata: ClientMetadata,
+    group: str,
+    timeout_s: float,
+    ask: Callable[[Any, int, float], T],
+    *,
+    refused: Callable[[Exception], Exception] | None,
+    timed_out: Callable[[Exception], Exception],
+) -> T:
+    """`ask(manager, partition, deadline)` of `group`'s offset manager, again (after a metadata
+    refresh, since the manager may have moved) while it fails retriably and `timeout_s` allows;
+    `refused(error)` is raised for an error that is not retriable (the error itself if None),
+    `timed_out(error)` when time is up."""
     deadline = time.monotonic() + timeout_s
     while True:
         name = None
         try:
             name, manager, partition = offset_manager(
                 metadata, group, wait_s=max(0.0, deadline - time.monotonic()))
-            # A replica host still starting (a new offsets topic) answers late, not never:
-            # like a commit, wait for it only as long as is left, then ask again.
-            reply = raise_for(ray.get(manager.fetch_offsets.remote(
-                partition, group, [list(tp) for tp in wanted]),
-                timeout=max(0.1, deadline - time.monotonic())))
-            stored = {TopicPartition(t, p): offset for t, p, offset, *_ in reply["offsets"]}
-            return {tp: stored.get(tp) for tp in wanted}
+            return ask(manager, partition, deadline)
         except Exception as error:
             if name is not None:
                 metadata.forget_if_dead(name, error)
             if not is_retriable(error):
-                raise
+                if refused is None:
+                    raise
+                raise refused(error) from error
             metadata.invalidate(OFFSETS_TOPIC)
             if time.monotonic() >= deadline:
-                raise BrokerUnavailableError(
-                    f"group {group}: no offset manager answered within {timeout_s} s"
-                ) from error
+                raise timed_out(error) from error
             time.sleep(0.1)
+
+
+def fetch_committed(
+    metadata: ClientMetadata, group: str, partitions: Iterable[tuple[str, int]], timeout_s: float
+) -> dict[TopicPartition, int | None]:
+    """A group's committed offsets from its offset manager (None where none is committed)."""
+    wanted = [TopicPartition(*tp) for tp in partitions]
+
+    def ask(manager: Any, partition: int, deadline: float) -> dict[TopicPartition, int | None]:
+        # A replica host still starting (a new offsets topic) answers late, not never: like a
+        # commit, wait for it only as long as is left, then ask again.
+        reply = raise_for(ray.get(manager.fetch_offsets.remote(
+            partition, group, [list(tp) for tp in wanted]),
+            timeout=max(0.1, deadline - time.monotonic())))
+        stored = {TopicPartition(t, p): offset for t, p, offset, *_ in reply["offsets"]}
+        return {tp: stored.get(tp) for tp in wanted}
+
+    return _ask_offset_manager(
+        metadata, group, timeout_s, ask, refused=None,
+        timed_out=lambda error: BrokerUnavailableError(
+            f"group {group}: no offset manager answered within {timeout_s} s"))
 
 
 def store_committed(
@@ -117,30 +141,18 @@ def store_committed(
 ) -> None:
     """Commit a group's offsets through its offset manager; CommitFailedError if not in time."""
     entries = [[topic, partition, offset, ""] for (topic, partition), offset in offsets.items()]
-    deadline = time.monotonic() + timeout_s
-    while True:
-        name = None
-        try:
-            name, manager, partition = offset_manager(
-                metadata, group, wait_s=max(0.0, deadline - time.monotonic()))
-            remaining_ms = int(max(0.1, deadline - time.monotonic()) * 1000)
-            reply = ray.get(manager.commit_offsets.remote(partition, group, entries,
-                                                          remaining_ms),
-                            timeout=timeout_s)
-            raise_for(reply)
-            return
-        except Exception as error:
-            if name is not None:
-                metadata.forget_if_dead(name, error)
-            if not is_retriable(error):
-                raise CommitFailedError(f"group {group}: commit failed: {error}") from error
-            metadata.invalidate(OFFSETS_TOPIC)
-            if time.monotonic() >= deadline:
-                raise CommitFailedError(
-                    f"group {group}: commit of {len(entries)} offsets did not complete "
-                    f"within {timeout_s} s ({error}); the records may be read again"
-                ) from error
-            time.sleep(0.1)
+
+    def ask(manager: Any, partition: int, deadline: float) -> None:
+        remaining_ms = int(max(0.1, deadline - time.monotonic()) * 1000)
+        raise_for(ray.get(manager.commit_offsets.remote(partition, group, entries, remaining_ms),
+                          timeout=timeout_s))
+
+    _ask_offset_manager(
+        metadata, group, timeout_s, ask,
+        refused=lambda error: CommitFailedError(f"group {group}: commit failed: {error}"),
+        timed_out=lambda error: CommitFailedError(
+            f"group {group}: commit of {len(entries)} offsets did not complete "
+            f"within {timeout_s} s ({error}); the records may be read again"))
 
 
 class GroupConsumer(Consumer):

@@ -8,6 +8,15 @@ from rafka.cli.commands import state as cluster_state
 from rafka.cli.commands.errors import EXIT_USAGE, CliError, checked_topic
 
 
+def add_command(commands: argparse._SubParsersAction, name: str, *, help: str,
+                doc: str) -> argparse.ArgumentParser:
+    """A command's parser: `help` in `rafka --help`, and the second paragraph of the command
+    module's docstring `doc` (the first names the command) as its own --help's description."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name, help=help, description=doc.split("\n\n")[1])
+    return parser
+
+
 def add_name_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """`--name`: which cluster, as `rafka up` named it."""
     parser.add_argument("--name", default=cluster_state.default_name(),

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 from rafka.actors.cluster import Cluster
+from rafka.cli.commands.arguments import add_command
 from rafka.cli.commands.connection import add_connection_options, connected
 from rafka.cli.commands.errors import CliError
 from rafka.cli.commands.output import echo
@@ -27,8 +28,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "produce_consume.py"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("bench", help="produce/consume throughput, as JSON",
-                                 description=__doc__.split("\n\n")[1])
+    parser = add_command(commands, "bench", help="produce/consume throughput, as JSON", doc=__doc__)
     parser.add_argument("--builtin", action="store_true",
                         help="run the built-in check even if bench/produce_consume.py exists")
     parser.add_argument("--records", "--num-records", type=int,

@@ -21,7 +21,7 @@ from typing import Any
 
 from rafka.actors.clients.consumer import ConsumerRecord
 from rafka.actors.cluster import Cluster
-from rafka.cli.commands.arguments import add_topic_argument, required_topic_of
+from rafka.cli.commands.arguments import add_command, add_topic_argument, required_topic_of
 from rafka.cli.commands.connection import add_connection_options, connected
 from rafka.cli.commands.errors import CliError, checked_count
 from rafka.cli.commands.output import (
@@ -33,8 +33,7 @@ from rafka.cli.commands.output import (
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("consume", help="print records of a topic",
-                                 description=__doc__.split("\n\n")[1])
+    parser = add_command(commands, "consume", help="print records of a topic", doc=__doc__)
     add_topic_argument(parser)
     parser.add_argument("--from-beginning", action="store_true",
                         help="start at the earliest record rather than the end")

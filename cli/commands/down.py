@@ -18,7 +18,7 @@ from rafka.actors.cluster import Cluster
 from rafka.actors.naming import broker_id_of
 from rafka.actors.stack import RayHead
 from rafka.cli.commands import state as cluster_state
-from rafka.cli.commands.arguments import add_name_option
+from rafka.cli.commands.arguments import add_command, add_name_option
 from rafka.cli.commands.connection import (
     check_zookeeper,
     cluster_actor_names,
@@ -34,9 +34,9 @@ from rafka.coordination.security import ClusterCredentials
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "down", help="stop the brokers, then the ZooKeeper and Ray head that `rafka up` started",
-        description=__doc__.split("\n\n")[1],
+    parser = add_command(
+        commands, "down", doc=__doc__,
+        help="stop the brokers, then the ZooKeeper and Ray head that `rafka up` started",
     )
     add_name_option(parser)
     parser.add_argument("--data-dir", help="the cluster whose state `rafka up` left here")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO
 
 from rafka.actors.clients.producer import RecordFuture
-from rafka.cli.commands.arguments import add_topic_argument, required_topic_of
+from rafka.cli.commands.arguments import add_command, add_topic_argument, required_topic_of
 from rafka.cli.commands.connection import add_connection_options, connected
 from rafka.cli.commands.errors import CliError, checked_count
 from rafka.cli.commands.output import add_key_value_option, console_properties, key_values
@@ -25,8 +25,10 @@ _CHECK_EVERY = 1000
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("produce", help="send lines of stdin or a file as records",
-                                 description=__doc__.split("\n\n")[1])
+    parser = add_command(
+        commands, "produce", doc=__doc__,
+        help="send lines of stdin or a file as records",
+    )
     add_topic_argument(parser)
     parser.add_argument("--file", help="read this file instead of stdin")
     parser.add_argument("--key-separator", metavar="SEP",

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from rafka.cli.commands import state as cluster_state
+from rafka.cli.commands.arguments import add_command
 from rafka.cli.commands.errors import EXIT_USAGE, CliError
 from rafka.cli.commands.output import echo, table
 from rafka.cli.commands.progress import wait_with_spinner
@@ -52,10 +53,9 @@ def supervised_folder() -> Path:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "supervise", help="keep a command running here, restarted whenever it exits: start, "
-                          "stop, status",
-        description=__doc__.split("\n\n")[1],
+    parser = add_command(
+        commands, "supervise", doc=__doc__,
+        help="keep a command running here, restarted whenever it exits: start, stop, status",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 

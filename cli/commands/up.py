@@ -27,7 +27,7 @@ from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import RequestTimedOutError
 from rafka.actors.stack import RayHead
 from rafka.cli.commands import state as cluster_state
-from rafka.cli.commands.arguments import add_name_option
+from rafka.cli.commands.arguments import add_command, add_name_option
 from rafka.cli.commands.connection import (
     add_zk_credentials_option,
     check_ray,
@@ -52,9 +52,9 @@ from rafka.coordination.validation import validate_topic_name
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "up", help="start a cluster (embedded ZooKeeper, a Ray head, brokers) that outlives this",
-        description=__doc__.split("\n\n")[1],
+    parser = add_command(
+        commands, "up", doc=__doc__,
+        help="start a cluster (embedded ZooKeeper, a Ray head, brokers) that outlives this",
     )
     add_name_option(parser)
     parser.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rafka.cli.commands import state as cluster_state
+from rafka.cli.commands.arguments import add_command
 from rafka.cli.commands.errors import EXIT_USAGE, CliError
 from rafka.cli.commands.output import echo, table
 from rafka.cli.commands.progress import wait_with_spinner
@@ -69,9 +70,9 @@ def default_zookeeper_data_dir() -> Path:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "zookeeper", help="run one member of a ZooKeeper ensemble here: start, stop, status",
-        description=__doc__.split("\n\n")[1],
+    parser = add_command(
+        commands, "zookeeper", doc=__doc__,
+        help="run one member of a ZooKeeper ensemble here: start, stop, status",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 

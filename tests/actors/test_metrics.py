@@ -148,6 +148,15 @@ def test_isr_and_controller_metrics(start_cluster: Callable[..., Cluster],
     wait_for_scrape(metrics_port, lambda s: total(
         s, "ray_rafka_controller_changes_total", cluster=name) == 1, "the first controller")
 
+    def isr_change_scraped(counter: str, under_replicated: int, what: str) -> None:
+        """Wait for a scrape that counts an ISR change of the topic's partition 0 in `counter`,
+        and shows `under_replicated` (1 or 0) for it."""
+        wait_for_scrape(metrics_port, lambda s: (
+            total(s, counter, topic=topic) >= 1
+            and total(s, "ray_rafka_under_replicated_partitions", topic=topic,
+                      partition="0") == under_replicated
+        ), what)
+
     # Kill a follower of the partition (not the controller, so that each check sees one
     # change): its leader's ISR shrinks and the partition is under-replicated.
     state = partition_state(cluster, topic, 0)
@@ -155,19 +164,15 @@ def test_isr_and_controller_metrics(start_cluster: Callable[..., Cluster],
     cluster.kill_broker(victim)
     wait_until(lambda: victim not in partition_state(cluster, topic, 0)["isr"], 60,
                "the ISR to shrink")
-    wait_for_scrape(metrics_port, lambda s: (
-        total(s, "ray_rafka_isr_shrinks_total", topic=topic) >= 1
-        and total(s, "ray_rafka_under_replicated_partitions", topic=topic, partition="0") == 1
-    ), "an ISR shrink and an under-replicated partition")
+    isr_change_scraped("ray_rafka_isr_shrinks_total", 1,
+                       "an ISR shrink and an under-replicated partition")
 
     # Back: it catches up, the ISR expands and the partition is fully replicated again.
     cluster.start_broker(victim)
     wait_until(lambda: victim in partition_state(cluster, topic, 0)["isr"], 60,
                "the ISR to expand")
-    wait_for_scrape(metrics_port, lambda s: (
-        total(s, "ray_rafka_isr_expands_total", topic=topic) >= 1
-        and total(s, "ray_rafka_under_replicated_partitions", topic=topic, partition="0") == 0
-    ), "an ISR expansion and no under-replicated partition")
+    isr_change_scraped("ray_rafka_isr_expands_total", 0,
+                       "an ISR expansion and no under-replicated partition")
 
     # Kill the controller: another broker takes over, and counts it.
     cluster.kill_broker(controller)

@@ -12,7 +12,6 @@ import os
 import secrets
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from kazoo.security import OPEN_ACL_UNSAFE, Permissions
 from rafka import Cluster
 from rafka.coordination.errors import ZooKeeperAuthError
 from rafka.coordination.security import ClusterCredentials, write_credentials_file
-from tests.support.cluster import cluster_of_its_own
+from tests.support.cluster import cluster_of_its_own, fresh
 from tests.support.waiting import wait_until
 
 CREDENTIALS = ClusterCredentials("rafka", secrets.token_urlsafe(16))
@@ -53,10 +52,6 @@ def raw_client(secured: Cluster) -> Iterator[Callable[..., KazooClient]]:
     for client in clients:
         client.stop()
         client.close()
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 def test_works_end_to_end(secured: Cluster) -> None:

@@ -1,6 +1,6 @@
-"""Fixtures of the coordination tests: stores on the session's real ZooKeeper, and a TCP proxy
-to cut connections. Every test runs in its own chroot (`zk_address`), so the cluster name can be
-the same everywhere."""
+"""Fixtures of the coordination tests: stores on the session's real ZooKeeper (and the topic
+admin and group store on one), and a TCP proxy to cut connections. Every test runs in its own
+chroot (`zk_address`), so the cluster name can be the same everywhere."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
+from rafka.coordination.groups import GroupStore
 from rafka.coordination.store import ClusterStore
 from tests.support.zookeeper import TcpProxy
 
@@ -54,3 +56,15 @@ def proxy(zookeeper: EmbeddedZooKeeper) -> Iterator[TcpProxy]:
 def proxied_address(proxy: TcpProxy, zk_address: ZooKeeperAddress) -> ZooKeeperAddress:
     """This test's chroot, reached through the proxy."""
     return proxy.address(zk_address.chroot)
+
+
+@pytest.fixture
+def admin(store: ClusterStore) -> TopicAdmin:
+    """Topic administration on `store`."""
+    return TopicAdmin(store)
+
+
+@pytest.fixture
+def groups(store: ClusterStore) -> GroupStore:
+    """The consumer groups' znodes on `store`."""
+    return GroupStore(store)

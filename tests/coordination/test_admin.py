@@ -24,11 +24,6 @@ from rafka.coordination.registration import BrokerRegistration
 from rafka.coordination.store import ClusterStore
 
 
-@pytest.fixture
-def admin(store: ClusterStore) -> TopicAdmin:
-    return TopicAdmin(store)
-
-
 def test_create_topic_writes_assignment_and_config_only(admin: TopicAdmin) -> None:
     created = admin.create_topic(
         "orders",

@@ -46,6 +46,16 @@ def _controllers(candidates: list[Candidate]) -> list[Candidate]:
     return [c for c in candidates if c.is_controller]
 
 
+def controller_and_challenger(make_store: Callable[..., ClusterStore],
+                              address: ZooKeeperAddress | None = None
+                              ) -> tuple[Candidate, Candidate]:
+    """Candidate 1, controller (its store reaching ZooKeeper at `address`, the test's chroot if
+    None), and candidate 2, started after it won, each on its own session."""
+    first = Candidate(make_store(address), 1).start()
+    assert eventually(lambda: first.is_controller)
+    return first, Candidate(make_store(), 2).start()
+
+
 def test_the_first_candidate_wins_with_epoch_one(store: ClusterStore) -> None:
     candidate = Candidate(store, 1).start()
     assert eventually(lambda: candidate.is_controller)
@@ -65,9 +75,7 @@ def test_the_first_candidate_wins_with_epoch_one(store: ClusterStore) -> None:
 def test_a_loser_waits_and_takes_over_when_the_controller_stops(
     make_store: Callable[..., ClusterStore],
 ) -> None:
-    first = Candidate(make_store(), 1).start()
-    assert eventually(lambda: first.is_controller)
-    second = Candidate(make_store(), 2).start()
+    first, second = controller_and_challenger(make_store)
     time.sleep(0.3)
     assert not second.is_controller
     first.election.stop()
@@ -81,9 +89,7 @@ def test_a_loser_waits_and_takes_over_when_the_controller_stops(
 def test_session_expiry_moves_the_controller_and_bumps_the_epoch(
     make_store: Callable[..., ClusterStore],
 ) -> None:
-    first = Candidate(make_store(), 1).start()
-    assert eventually(lambda: first.is_controller)
-    second = Candidate(make_store(), 2).start()
+    first, second = controller_and_challenger(make_store)
     expire_session(first.election.store)
     assert eventually(lambda: second.is_controller)
     assert not first.is_controller
@@ -154,9 +160,7 @@ def test_a_disconnected_controller_stops_believing_and_reassumes_on_reconnect(
     proxy: TcpProxy,
     proxied_address: ZooKeeperAddress,
 ) -> None:
-    partitioned = Candidate(make_store(proxied_address), 1).start()
-    assert eventually(lambda: partitioned.is_controller)
-    other = Candidate(make_store(), 2).start()
+    partitioned, other = controller_and_challenger(make_store, proxied_address)
     proxy.cut()
     assert eventually(lambda: not partitioned.is_controller, timeout_s=1)
     assert eventually(lambda: ("resigned", None) in partitioned.calls)
@@ -177,9 +181,7 @@ def test_a_partitioned_controller_whose_session_expires_never_believes_again(
     proxied_address: ZooKeeperAddress,
     zk_address: ZooKeeperAddress,
 ) -> None:
-    partitioned = Candidate(make_store(proxied_address), 1).start()
-    assert eventually(lambda: partitioned.is_controller)
-    other = Candidate(make_store(), 2).start()
+    partitioned, other = controller_and_challenger(make_store, proxied_address)
     proxy.cut()
     expire_session(partitioned.election.store, servers=zk_address)
     assert eventually(lambda: other.is_controller)

@@ -21,11 +21,6 @@ from tests.support.waiting import eventually
 from tests.support.zookeeper import expire_session
 
 
-@pytest.fixture
-def groups(store: ClusterStore) -> GroupStore:
-    return GroupStore(store)
-
-
 def test_members_register_ephemerally_with_their_subscription(groups: GroupStore) -> None:
     member = groups.register_member("billing", "host-a:1234", {"orders": 1})
     data, stat = groups.store.get("/consumers/billing/ids/host-a:1234")

@@ -140,14 +140,21 @@ def test_session_timeout_is_configurable(
     assert store.session_timeout_ms == timeout_ms  # what the server granted
 
 
-def test_expiry_is_told_apart_from_connection_loss(
-    make_store: Callable[..., ClusterStore],
-) -> None:
-    store = make_store()
+def registered_broker(store: ClusterStore) -> list[SessionEvent]:
+    """Broker 7's ephemeral znode, created in `store`'s session; the list its session events
+    are appended to from now on."""
     events: list[SessionEvent] = []
     store.add_session_listener(events.append)
     store.ensure_layout()
     store.create("/brokers/ids/7", {"node_id": 7}, ephemeral=True)
+    return events
+
+
+def test_expiry_is_told_apart_from_connection_loss(
+    make_store: Callable[..., ClusterStore],
+) -> None:
+    store = make_store()
+    events = registered_broker(store)
     old_session = store.session_id
     expire_session(store)
     assert eventually(lambda: SessionEvent.CONNECTED in events)
@@ -163,10 +170,7 @@ def test_connection_loss_keeps_the_session_and_its_ephemerals(
 ) -> None:
     store = make_store(proxied_address)
     observer = make_store()
-    events: list[SessionEvent] = []
-    store.add_session_listener(events.append)
-    store.ensure_layout()
-    store.create("/brokers/ids/7", {"node_id": 7}, ephemeral=True)
+    events = registered_broker(store)
     session = store.session_id
     proxy.cut()
     assert eventually(lambda: events == [SessionEvent.SUSPENDED])

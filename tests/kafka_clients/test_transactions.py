@@ -109,6 +109,16 @@ def test_committed_records_are_read_and_aborted_ones_are_not(kafka_cluster: Clus
     assert last_offsets[1] == 20  # 0-9 committed, 10 the commit marker, 11-20 aborted
 
 
+def write_past_an_open_transaction(producer: KafkaProducer, plain: KafkaProducer, topic: str,
+                                   in_transaction: bytes, after: bytes) -> None:
+    """`in_transaction` to partition 0 of `topic` in a transaction `producer` begins and leaves
+    open, then `after` from the non-transactional `plain`, acknowledged."""
+    producer.begin_transaction()
+    producer.send(topic, value=in_transaction, partition=0)
+    producer.flush()
+    plain.send(topic, value=after, partition=0).get(timeout=30)
+
+
 def test_a_read_committed_consumer_waits_for_the_transaction_to_end(
     kafka_cluster: Cluster,
 ) -> None:
@@ -116,10 +126,7 @@ def test_a_read_committed_consumer_waits_for_the_transaction_to_end(
     producer = transactional_producer(kafka_cluster, f"txn-{uuid.uuid4().hex}")
     plain = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers(), acks="all")
     try:
-        producer.begin_transaction()
-        producer.send(topic, value=b"in-transaction", partition=0)
-        producer.flush()
-        plain.send(topic, value=b"after-it", partition=0).get(timeout=30)
+        write_past_an_open_transaction(producer, plain, topic, b"in-transaction", b"after-it")
         # The open transaction holds the last stable offset before both records: that is
         # where "latest" is for read_committed consumers, Kafka's and rafka's.
         tp = TopicPartition(topic, 0)
@@ -208,10 +215,7 @@ def test_an_abandoned_transaction_is_aborted_at_its_timeout(kafka_cluster: Clust
                                        transaction_timeout_ms=2000)
     plain = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers(), acks="all")
     try:
-        abandoned.begin_transaction()
-        abandoned.send(topic, value=b"abandoned", partition=0)
-        abandoned.flush()
-        plain.send(topic, value=b"later", partition=0).get(timeout=30)
+        write_past_an_open_transaction(abandoned, plain, topic, b"abandoned", b"later")
         # No commit, no abort: the coordinator aborts it, and read_committed moves on.
         found = consume_all(kafka_cluster, topic, "read_committed", 1, wait_s=30)
     finally:
@@ -303,10 +307,7 @@ def test_an_admin_aborts_a_hanging_transaction_at_its_partition(kafka_cluster: C
         producer.begin_transaction()
         producer.send(topic, value=b"committed", partition=0)
         producer.commit_transaction()
-        producer.begin_transaction()
-        producer.send(topic, value=b"hanging", partition=0)
-        producer.flush()
-        plain.send(topic, value=b"after", partition=0).get(timeout=30)
+        write_past_an_open_transaction(producer, plain, topic, b"hanging", b"after")
         assert values(consume_all(kafka_cluster, topic, "read_committed", 1, wait_s=3)) == [
             b"committed"]  # the open transaction holds back what follows it
 

@@ -6,39 +6,35 @@ import struct
 import time
 import tracemalloc
 import zlib
+from collections import namedtuple
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import msgpack
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rafka.logstore import (
+from rafka.logstore.batch import (
     HEADER_SIZE,
     LOG_APPEND_TIME,
-    CorruptRecordError,
-    InvalidRecordError,
     Record,
-    RecordTooLargeError,
+    batch_size,
     build_batch,
+    check_headers,
     decode_batches,
+    decode_columns,
     decode_records,
+    encode_batch,
+    frame_whole_batches,
     iter_batches,
+    new_header,
     read_header,
+    split_batches,
     stamp_batch,
     validate_batch,
     validate_batches,
 )
-from rafka.logstore.batch import (
-    batch_size,
-    check_headers,
-    decode_columns,
-    encode_batch,
-    frame_whole_batches,
-    new_header,
-    split_batches,
-)
+from rafka.logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from tests.support.logstore import SMALL, T0, batch_of
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -446,16 +442,8 @@ def test_decode_verifies_the_crc_by_default() -> None:
         decode_records(bytes(buf))
 
 
-class Fetched(NamedTuple):
-    """A consumer's own record type."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple
+# A consumer's own record type.
+Fetched = namedtuple("Fetched", "topic partition offset timestamp key value headers")
 
 
 def test_decode_batches_builds_the_callers_record_type_with_topic_and_partition() -> None:

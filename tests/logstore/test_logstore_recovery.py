@@ -28,6 +28,20 @@ def _write_log(directory: Path, sizes: list[int], value_size: int) -> Log:
     return log
 
 
+# Batch sizes, in records, of a log written before a crash.
+BATCH_SIZES = st.lists(st.integers(min_value=1, max_value=8), min_size=1, max_size=25)
+
+
+def _crashed_copy(root: Path, sizes: list[int], value_size: int) -> Path:
+    """A copy of a log written in batches of `sizes`, taken before it was closed (as a crash
+    leaves it), under `root`."""
+    log = _write_log(root / "live", sizes, value_size)
+    crashed = root / "crashed"
+    shutil.copytree(root / "live", crashed)
+    log.close()
+    return crashed
+
+
 def _batches(content: bytes) -> list[tuple[int, int, int]]:
     """(position, size, base_offset) of each batch in a segment file's content."""
     out = []
@@ -58,7 +72,7 @@ def _check_recovered(directory: Path, expected_end: int) -> None:
 
 @MEDIUM
 @given(
-    sizes=st.lists(st.integers(min_value=1, max_value=8), min_size=1, max_size=25),
+    sizes=BATCH_SIZES,
     value_size=st.integers(min_value=1, max_value=60),
     lose_recovery_checkpoint=st.booleans(),
     data=st.data(),
@@ -70,11 +84,7 @@ def test_a_torn_tail_keeps_every_whole_batch_before_it(
     lose_recovery_checkpoint: bool,
     data: st.DataObject,
 ) -> None:
-    root = tmp_path_factory.mktemp("torn")
-    log = _write_log(root / "live", sizes, value_size)
-    crashed = root / "crashed"
-    shutil.copytree(root / "live", crashed)
-    log.close()
+    crashed = _crashed_copy(tmp_path_factory.mktemp("torn"), sizes, value_size)
     if lose_recovery_checkpoint:
         (crashed / RECOVERY_POINT_FILE).unlink()
     # A cut anywhere: a torn write at the end, or (framing is always walked) an earlier segment.
@@ -89,7 +99,7 @@ def test_a_torn_tail_keeps_every_whole_batch_before_it(
 
 @MEDIUM
 @given(
-    sizes=st.lists(st.integers(min_value=1, max_value=8), min_size=1, max_size=25),
+    sizes=BATCH_SIZES,
     lose_recovery_checkpoint=st.booleans(),
     data=st.data(),
 )
@@ -99,11 +109,7 @@ def test_corrupt_bytes_after_the_recovery_point_are_cut(
     lose_recovery_checkpoint: bool,
     data: st.DataObject,
 ) -> None:
-    root = tmp_path_factory.mktemp("flip")
-    log = _write_log(root / "live", sizes, 20)
-    crashed = root / "crashed"
-    shutil.copytree(root / "live", crashed)
-    log.close()
+    crashed = _crashed_copy(tmp_path_factory.mktemp("flip"), sizes, 20)
     segments = sorted(crashed.glob("*.log"))
     if lose_recovery_checkpoint:
         # No recovery point: every segment is re-validated, so damage anywhere is found.

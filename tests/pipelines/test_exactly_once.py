@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -20,17 +19,10 @@ from rafka.actors.clients.partitioner import default_partition
 from rafka.pipelines.spark_writes import NonDeterministicInputError
 from rafka.pipelines.streaming import stream_topic
 from rafka.pipelines.topics import read_topic, write_topic
-from tests.support.cluster import cluster_of_its_own, stored_count, stored_records
+from tests.support.cluster import fresh, module_cluster, stored_count, stored_records
 from tests.support.pipelines import ExecutorWatch, spark_executor_pids, start_driver
 
-
-@pytest.fixture(scope="module")
-def cluster(zookeeper, ray_session, tmp_path_factory):
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "sink", 2)
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+cluster = module_cluster("sink", 2)
 
 
 def stored_values(cluster: Cluster, topic: str, expected: int) -> Counter[bytes]:

@@ -20,16 +20,14 @@ from pathlib import Path
 import pytest
 
 from rafka import Cluster
-from tests.support.cluster import cluster_of_its_own, stored_count, stored_records
+from tests.support.cluster import module_cluster, stored_count, stored_records
 from tests.support.pipelines import ExecutorWatch, spark_executor_pids, start_driver
 
 RECORDS = 100_000
 SOURCE_PARTITIONS, SINK_PARTITIONS = 2, 3
 
 
-@pytest.fixture(scope="module")
-def cluster(zookeeper, ray_session, tmp_path_factory):
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "crash", 2)
+cluster = module_cluster("crash", 2)
 
 
 def start_sink_driver(cluster: Cluster, source: str, sink: str, checkpoint: Path,

@@ -4,7 +4,6 @@ would check, row by row."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 import ray
@@ -15,18 +14,12 @@ from rafka.actors.errors import UnknownTopicError
 from rafka.actors.messages import RecordsDeletion
 from rafka.pipelines.source_options import DataLossError, SourceOptionError
 from rafka.pipelines.topics import read_dataset, read_topic
-from tests.support.cluster import cluster_of_its_own
+from tests.support.cluster import fresh, module_cluster
 
 T0 = 1_700_000_000_000
 
 
-@pytest.fixture(scope="module")
-def cluster(zookeeper, ray_session, tmp_path_factory):
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "kafka-source", 2)
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+cluster = module_cluster("kafka-source", 2)
 
 
 def fill(cluster: Cluster, topic: str, partitions: int, per_partition: int,

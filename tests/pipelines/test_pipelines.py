@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 
 import msgpack
 import pytest
@@ -16,7 +15,7 @@ from rafka.actors.errors import UnknownTopicError
 from rafka.pipelines.decode import json_values, msgpack_values, utf8
 from rafka.pipelines.streaming import stream_topic
 from rafka.pipelines.topics import read_topic, write_topic
-from tests.support.cluster import cluster_of_its_own
+from tests.support.cluster import fresh, module_cluster
 
 KAFKA_SOURCE_SCHEMA = [
     ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),
@@ -24,13 +23,7 @@ KAFKA_SOURCE_SCHEMA = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster(zookeeper, ray_session, tmp_path_factory):
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "pipelines", 2)
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+cluster = module_cluster("pipelines", 2)
 
 
 def send_clicks(cluster: Cluster, topic: str, count: int) -> list[dict]:

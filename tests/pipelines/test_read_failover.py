@@ -3,8 +3,6 @@ Ray Data read and Spark's tasks alike find it and read every record once."""
 
 from __future__ import annotations
 
-import pytest
-
 from rafka import Cluster
 from rafka.pipelines.topics import (
     offset_ranges,
@@ -12,12 +10,9 @@ from rafka.pipelines.topics import (
     ranges_frame,
     source_options,
 )
-from tests.support.cluster import cluster_of_its_own, partition_state
+from tests.support.cluster import module_cluster, partition_state
 
-
-@pytest.fixture(scope="module")
-def cluster(zookeeper, ray_session, tmp_path_factory):
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "read-failover", 3)
+cluster = module_cluster("read-failover", 3)
 
 
 def test_reads_planned_before_the_leader_died_are_done_by_the_new_one(spark, cluster: Cluster

@@ -8,26 +8,18 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
-import pytest
 import ray
 
 from rafka import Cluster
 from rafka.pipelines.streaming import stream_topic
-from tests.support.cluster import cluster_of_its_own
+from tests.support.cluster import fresh, module_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def cluster(zookeeper, ray_session, tmp_path_factory):
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "streams", 2)
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+cluster = module_cluster("streams", 2)
 
 
 def produce(cluster: Cluster, topic: str, count: int, start: int = 0) -> None:

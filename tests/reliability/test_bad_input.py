@@ -46,7 +46,7 @@ from rafka.logstore.checkpoint import (
     RECOVERY_POINT_FILE,
     TMP_SUFFIX,
 )
-from tests.support.cluster import cluster_of_its_own
+from tests.support.cluster import module_cluster
 from tests.support.replicas import ReplicaOnHost
 
 pytestmark = pytest.mark.reliability
@@ -75,9 +75,7 @@ CHECKPOINTS = {RECOVERY_POINT_FILE, HIGH_WATERMARK_FILE, LOG_START_OFFSET_FILE}
 LEGAL = re.compile(r"[A-Za-z0-9._-]+")
 
 
-@pytest.fixture(scope="module")
-def cluster(zookeeper, ray_session, tmp_path_factory) -> Iterator[Cluster]:
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "badinput")
+cluster = module_cluster("badinput")
 
 
 @pytest.fixture(scope="module")
@@ -190,6 +188,17 @@ bad_partitions = st.integers(max_value=-1) | st.integers(min_value=PARTITIONS, m
 # --------------------------------------------------------------------------- the public API
 
 
+def refused_by_clients(error: type[Exception], cluster: Cluster, producer: Any, consumer: Any,
+                       name: Any) -> None:
+    """Deleting topic `name`, sending to it and assigning its partition 0 all raise `error`."""
+    with pytest.raises(error):
+        cluster.delete_topic(name, wait=False)
+    with pytest.raises(error):
+        producer.send(name, value=b"v")
+    with pytest.raises(error):
+        consumer.assign([(name, 0)])
+
+
 def test_invalid_topic_names_are_refused_everywhere(cluster: Cluster, unharmed) -> None:
     producer = cluster.producer()
     consumer = cluster.consumer()
@@ -202,12 +211,7 @@ def test_invalid_topic_names_are_refused_everywhere(cluster: Cluster, unharmed) 
             cluster.create_topic(name, partitions=1, replication_factor=1)
         with pytest.raises(InvalidTopicError):
             cluster.describe_topic(name)
-        with pytest.raises(InvalidTopicError):
-            cluster.delete_topic(name, wait=False)
-        with pytest.raises(InvalidTopicError):
-            producer.send(name, value=b"v")
-        with pytest.raises(InvalidTopicError):
-            consumer.assign([(name, 0)])
+        refused_by_clients(InvalidTopicError, cluster, producer, consumer, name)
 
     try:
         check()
@@ -225,12 +229,7 @@ def test_unknown_topics_and_partitions(cluster: Cluster, unharmed) -> None:
     def check(name: str, partition: int) -> None:
         with pytest.raises(UnknownTopicError, match="does not exist"):
             cluster.describe_topic(name)
-        with pytest.raises(UnknownTopicError):
-            cluster.delete_topic(name, wait=False)
-        with pytest.raises(UnknownTopicError):
-            producer.send(name, value=b"v")
-        with pytest.raises(UnknownTopicError):
-            consumer.assign([(name, 0)])
+        refused_by_clients(UnknownTopicError, cluster, producer, consumer, name)
         # A partition the topic does not have (negative, or past its last).
         with pytest.raises(ValueError, match="partition"):
             producer.send(TOPIC, value=b"v", partition=partition)

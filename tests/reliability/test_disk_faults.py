@@ -12,7 +12,6 @@ back as acknowledged data.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,13 @@ import pytest
 from rafka import Cluster
 from rafka.logstore import Log
 from rafka.logstore.batch import decode_batches, iter_batches
-from tests.support.cluster import cluster_of_its_own, log_bytes, partition_state
+from tests.support.cluster import log_bytes, module_cluster, partition_state
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.reliability
 
 
-@pytest.fixture(scope="module")
-def cluster(zookeeper, ray_session, tmp_path_factory) -> Iterator[Cluster]:
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "diskfaults")
+cluster = module_cluster("diskfaults")
 
 
 def _partition_dir(cluster: Cluster, broker: int, topic: str) -> Path:

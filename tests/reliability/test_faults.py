@@ -49,7 +49,7 @@ from tests.support.faults import (
 )
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
-from tests.support.workloads import settle
+from tests.support.workloads import read_final_log, settle
 from tests.support.zookeeper import TcpProxy, make_chroot
 
 pytestmark = pytest.mark.reliability
@@ -419,19 +419,6 @@ def eventually(condition: Callable[[], object], what: str, timeout_s: float = 60
     wait_until(attempt, timeout_s, what)
 
 
-def read_final_log(cluster: Cluster) -> dict[int, list[tuple[int, bytes]]]:
-    consumer = cluster.consumer([TOPIC], auto_offset_reset="earliest")
-    ends = consumer.end_offsets([(TOPIC, p) for p in range(PARTITIONS)])
-    log: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
-    deadline = time.monotonic() + 120
-    while any(consumer.position(*tp) < end for tp, end in ends.items()):
-        for record in consumer.poll(500):
-            log[record.partition].append((record.offset, record.value))
-        assert time.monotonic() < deadline, "the final read did not finish"
-    consumer.close()
-    return log
-
-
 @pytest.fixture
 def own_zookeeper(tmp_path: Path) -> Iterator[EmbeddedZooKeeper]:
     """A ZooKeeper server for this test alone, which the nemesis may crash and restart."""
@@ -528,7 +515,7 @@ def test_no_acknowledged_record_is_lost_under_faults(fault_cluster: FaultCluster
         for thread in threads[:2]:
             thread.join(300)
 
-    final_log = read_final_log(cluster)
+    final_log = read_final_log(cluster, TOPIC, PARTITIONS)
     total = sum(len(records) for records in final_log.values())
 
     def consumed() -> int:

@@ -28,6 +28,7 @@ from ray.util import list_named_actors
 from rafka import Cluster
 from tests.support.checker import Ack, Commit, History, Poll, check, check_deliveries
 from tests.support.waiting import wait_until
+from tests.support.workloads import read_final_log
 
 pytestmark = pytest.mark.reliability
 
@@ -200,19 +201,6 @@ class MemorySampler:
         return peaks
 
 
-def read_final_log(cluster: Cluster) -> dict[int, list[tuple[int, bytes]]]:
-    consumer = cluster.consumer([TOPIC], auto_offset_reset="earliest", max_poll_records=5000)
-    ends = consumer.end_offsets([(TOPIC, p) for p in range(PARTITIONS)])
-    log: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
-    deadline = time.monotonic() + 120
-    while any(consumer.position(*tp) < end for tp, end in ends.items()):
-        for record in consumer.poll(500):
-            log[record.partition].append((record.offset, record.value))
-        assert time.monotonic() < deadline, "the final read did not finish"
-    consumer.close()
-    return log
-
-
 def test_the_delivery_check_finds_records_received_never_or_twice() -> None:
     history = History(acks=[Ack(b"p0-0", 0, 0, 1.0), Ack(b"p0-1", 0, 1, 1.0),
                             Ack(b"p1-0", 1, 0, 1.0)])
@@ -288,7 +276,7 @@ def test_ten_producers_and_a_group_of_ten_under_sustained_load(start_cluster) ->
         group.close()
 
     history = recorder.history
-    history.final_log = read_final_log(cluster)
+    history.final_log = read_final_log(cluster, TOPIC, PARTITIONS, max_poll_records=5000)
     phases["final log read"] = time.monotonic()
     history.end = time.monotonic()
     verdict = check(history)

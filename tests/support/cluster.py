@@ -51,6 +51,23 @@ def cluster_of_its_own(
     cluster.shutdown()
 
 
+def module_cluster(name: str, brokers: int = 3, **options: Any) -> Any:
+    """A module-scoped fixture of `cluster_of_its_own(..., name, brokers, **options)`: assign
+    it to the fixture's name in the test module (`shared = module_cluster("clients")`)."""
+
+    @pytest.fixture(scope="module")
+    def cluster(zookeeper: EmbeddedZooKeeper, ray_session: None,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+        yield from cluster_of_its_own(zookeeper, tmp_path_factory, name, brokers, **options)
+
+    return cluster
+
+
+def fresh(prefix: str) -> str:
+    """A name for a test's own topic or group: `prefix` and a random suffix."""
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
 def partition_state(cluster: Cluster, topic: str, partition: int) -> dict[str, Any]:
     """`topic`-`partition` as the cluster describes it: leader, epoch, replicas, ISR, offsets."""
     return cluster.describe_topic(topic)["partitions"][partition]

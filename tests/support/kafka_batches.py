@@ -8,6 +8,8 @@ import struct
 import zstandard
 from crc32c import crc32c
 
+from rafka.wire.produce import unsigned_varint
+
 ZSTD = 4
 # base_offset, length, partition_leader_epoch, magic, crc
 _BEFORE_CRC = struct.Struct(">qiibI")
@@ -17,13 +19,8 @@ _AFTER_CRC = struct.Struct(">hiqqqhii")
 
 
 def _varint(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw > 0x7F:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
+    """A record field's signed varint: zigzag, then the unsigned varint."""
+    return unsigned_varint((value << 1) ^ (value >> 63))
 
 
 def encoded_records(count: int, value: bytes | None = None) -> bytes:

@@ -29,6 +29,22 @@ def read_everything(cluster: Cluster, topic: str, timeout_s: float = 60) -> list
     return records
 
 
+def read_final_log(cluster: Cluster, topic: str, partitions: int, timeout_s: float = 120,
+                   **consumer_config: Any) -> dict[int, list[tuple[int, bytes]]]:
+    """(offset, value) of every record below each partition's end offset as it is now, by
+    partition: the log a checker judges once the writes stopped. Fails if not read in time."""
+    consumer = cluster.consumer([topic], auto_offset_reset="earliest", **consumer_config)
+    ends = consumer.end_offsets([(topic, p) for p in range(partitions)])
+    log: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + timeout_s
+    while any(consumer.position(*tp) < end for tp, end in ends.items()):
+        for record in consumer.poll(500):
+            log[record.partition].append((record.offset, record.value))
+        assert time.monotonic() < deadline, "the final read did not finish"
+    consumer.close()
+    return log
+
+
 def check_acknowledged(acknowledged: dict[tuple[int, int], bytes], records: list) -> None:
     """No acknowledged write lost or moved; no value twice; order per partition kept."""
     stored = {(r.partition, r.offset): r.value for r in records}
@@ -125,3 +141,76 @@ class Workload:
         self._stop.set()
         self._thread.join(180)
         self.producer.close()
+
+
+class SendUntilStopped:
+    """A thread sending `v0`, `v1`, ... to a topic (keyed `k<i % keys>` if `keys`, else
+    keyless) until `stop()`, pausing 20 ms every `pause_every` sends; then it waits up to
+    `ack_timeout_s` for each answer: `acknowledged[(partition, offset)] = value`. What it
+    raised is in `failures`."""
+
+    def __init__(self, cluster: Cluster, topic: str, *, pause_every: int, ack_timeout_s: float,
+                 keys: int | None = None) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.pause_every = pause_every
+        self.ack_timeout_s = ack_timeout_s
+        self.keys = keys
+        self.acknowledged: dict[tuple[int, int], bytes] = {}
+        self.failures: list[BaseException] = []
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            producer = self.cluster.producer(acks="all", metadata_max_age_ms=500, linger_ms=1)
+            futures = []
+            i = 0
+            while not self._stop.is_set():
+                value = f"v{i}".encode()
+                key = None if self.keys is None else f"k{i % self.keys}".encode()
+                futures.append((value, producer.send(self.topic, value=value, key=key)))
+                i += 1
+                if i % self.pause_every == 0:
+                    time.sleep(0.02)
+            producer.flush()
+            for value, future in futures:
+                meta = future.result(self.ack_timeout_s)
+                self.acknowledged[(meta.partition, meta.offset)] = value
+            producer.close()
+        except BaseException as error:  # reported by the test thread
+            self.failures.append(error)
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop sending, and wait up to `timeout_s` for the answers to be in."""
+        self._stop.set()
+        self.thread.join(timeout_s)
+
+
+class GroupReading:
+    """Members of one consumer group on a topic, polled together: what they read, by
+    (partition, offset)."""
+
+    def __init__(self, cluster: Cluster, topic: str, group: str, members: int = 2) -> None:
+        self.consumers = [cluster.consumer([topic], group=group, auto_offset_reset="earliest",
+                                           session_timeout_ms=4000) for _ in range(members)]
+        self.read: dict[tuple[int, int], bytes] = {}
+
+    def poll(self) -> None:
+        for consumer in self.consumers:
+            for record in consumer.poll(100):
+                self.read[(record.partition, record.offset)] = record.value
+
+    def poll_for(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.poll()
+
+    def check_read(self, acknowledged: dict[tuple[int, int], bytes]) -> None:
+        """Wait until every acknowledged record is read, with its value; close the members."""
+        wait_until(lambda: (self.poll(), set(acknowledged) <= set(self.read))[1], 60,
+                   "the group to read every acknowledged record")
+        assert all(self.read[key] == value for key, value in acknowledged.items())
+        for consumer in self.consumers:
+            consumer.close()

@@ -186,16 +186,25 @@ def current_assignment_st(
     return current
 
 
+AssignmentCase = tuple[dict[str, Subscription], dict[str, int], dict[str, list[TopicPartition]]]
+
+
+@st.composite
+def assignment_cases(draw: st.DrawFn) -> AssignmentCase:
+    """Members, their topics' partition counts, and a previous assignment among them."""
+    members = draw(members_st)
+    partitions = draw(partitions_per_topic_st)
+    return members, partitions, draw(current_assignment_st(members, partitions))
+
+
 def _sizes(assignment: Mapping[str, list[TopicPartition]]) -> list[int]:
     return [len(v) for v in assignment.values()]
 
 
 @settings(max_examples=150)
-@given(members_st, partitions_per_topic_st, st.data())
-def test_every_assignor_gives_each_partition_once_to_a_subscriber(
-    members: dict[str, Subscription], partitions: dict[str, int], data: st.DataObject
-) -> None:
-    current = data.draw(current_assignment_st(members, partitions))
+@given(assignment_cases())
+def test_every_assignor_gives_each_partition_once_to_a_subscriber(case: AssignmentCase) -> None:
+    members, partitions, current = case
     for assignor in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor()):
         result = assignor.assign(members, partitions, current)
         validate_group_assignment(members, partitions, result)  # exactly once, subscribed only
@@ -261,12 +270,10 @@ def test_sticky_moves_the_fewest_partitions_a_balanced_assignment_allows(
     assert moved == fewest
 
 
-@given(members_st, partitions_per_topic_st, st.data())
-def test_sticky_is_balanced_in_kafkas_sense_for_any_subscriptions(
-    members: dict[str, Subscription], partitions: dict[str, int], data: st.DataObject
-) -> None:
+@given(assignment_cases())
+def test_sticky_is_balanced_in_kafkas_sense_for_any_subscriptions(case: AssignmentCase) -> None:
     """No partition could move from a member to one with two fewer that also subscribes to it."""
-    current = data.draw(current_assignment_st(members, partitions))
+    members, partitions, current = case
     result = sticky_assign(members, partitions, current)
     for owned in result.values():
         for receiver, theirs in result.items():
@@ -274,11 +281,9 @@ def test_sticky_is_balanced_in_kafkas_sense_for_any_subscriptions(
                 assert not any(p.topic in members[receiver].topics for p in owned)
 
 
-@given(members_st, partitions_per_topic_st, st.data())
-def test_sticky_is_stable_and_deterministic(
-    members: dict[str, Subscription], partitions: dict[str, int], data: st.DataObject
-) -> None:
-    current = data.draw(current_assignment_st(members, partitions))
+@given(assignment_cases())
+def test_sticky_is_stable_and_deterministic(case: AssignmentCase) -> None:
+    members, partitions, current = case
     first = sticky_assign(members, partitions, current)
     assert sticky_assign(members, partitions, first) == first  # nothing changed: nothing moves
     reversed_members = dict(reversed(list(members.items())))
@@ -297,11 +302,9 @@ def test_revocations_and_additions_only_name_partitions_that_change_owner() -> N
     assert interim_assignment(old, new) == {"a": {tp("t", 0)}, "b": {tp("t", 2)}, "c": set()}
 
 
-@given(members_st, partitions_per_topic_st, st.data())
-def test_revoking_then_adding_turns_the_old_assignment_into_the_new(
-    members: dict[str, Subscription], partitions: dict[str, int], data: st.DataObject
-) -> None:
-    old = data.draw(current_assignment_st(members, partitions))
+@given(assignment_cases())
+def test_revoking_then_adding_turns_the_old_assignment_into_the_new(case: AssignmentCase) -> None:
+    members, partitions, old = case
     new = sticky_assign(members, partitions, old)
     revoked, added = revocations(old, new), additions(old, new)
     for member in set(old) | set(new):

@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -24,13 +25,10 @@ from rafka.actors.errors import (
     raise_for,
 )
 from rafka.logstore.batch import build_batch, decode_batches
-from tests.support.cluster import cluster_of_its_own
+from tests.support.cluster import module_cluster
 from tests.support.replicas import ReplicaOnHost
 
-
-@pytest.fixture(scope="module")
-def shared(zookeeper, ray_session, tmp_path_factory):
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "clients")
+shared = module_cluster("clients")
 
 
 def topic_name() -> str:
@@ -47,15 +45,23 @@ def consume_all(cluster: Cluster, topic: str, expected: int, timeout_s: float = 
     return records
 
 
+def created_topic(cluster: Cluster, *, partitions: int, replication_factor: int,
+                  config: dict[str, Any] | None = None) -> str:
+    """A new topic of this test's own (`topic_name()`), created; its name."""
+    topic = topic_name()
+    cluster.create_topic(topic, partitions=partitions, replication_factor=replication_factor,
+                         config=config)
+    return topic
+
+
 def leader_replica(cluster: Cluster, topic: str, partition: int) -> tuple[int, ReplicaOnHost]:
     replica = ReplicaOnHost(cluster, topic, partition)
     return replica.broker, replica
 
 
 def test_order_holds_per_partition_with_many_requests_in_flight(shared: Cluster) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=2, replication_factor=3,
-                        config={"min.insync.replicas": 2})
+    topic = created_topic(shared, partitions=2, replication_factor=3,
+                          config={"min.insync.replicas": 2})
     # Small batches and no linger: hundreds of produce requests, five in flight per partition,
     # which Ray may deliver to the async leader in any order.
     producer = shared.producer(acks="all", batch_size=2048, linger_ms=0,
@@ -83,8 +89,7 @@ def test_order_holds_per_partition_with_many_requests_in_flight(shared: Cluster)
 
 
 def test_send_batch_puts_each_record_where_its_future_says(shared: Cluster) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=3, replication_factor=2)
+    topic = created_topic(shared, partitions=3, replication_factor=2)
     producer = shared.producer(acks="all", batch_size=4096)
     keyed = [f"key-{i % 7}".encode() for i in range(3000)]
     keyed_futures = producer.send_batch(topic, [b"k%d" % i for i in range(3000)], keys=keyed)
@@ -115,8 +120,7 @@ def test_send_batch_puts_each_record_where_its_future_says(shared: Cluster) -> N
 
 
 def test_send_columns_writes_arrow_columns_in_order_beside_send(shared: Cluster) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=2, replication_factor=2)
+    topic = created_topic(shared, partitions=2, replication_factor=2)
     producer = shared.producer(acks="all", batch_size=4096)
     values = [None if i % 97 == 0 else b"c%d" % i for i in range(3000)]
     keys = [None if i % 2 else b"k%d" % i for i in range(3000)]
@@ -140,8 +144,7 @@ def test_send_columns_writes_arrow_columns_in_order_beside_send(shared: Cluster)
 
 
 def test_send_columns_carries_each_records_headers(shared: Cluster) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=1, replication_factor=2)
+    topic = created_topic(shared, partitions=1, replication_factor=2)
     producer = shared.producer(acks="all", batch_size=2048)
     headers = [None if i % 3 == 0 else [("trace", b"t%d" % i), ("empty", None)][: i % 3]
                for i in range(500)]
@@ -160,8 +163,7 @@ def test_send_columns_carries_each_records_headers(shared: Cluster) -> None:
 
 
 def test_send_columns_refuses_what_it_cannot_send(shared: Cluster) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=1, replication_factor=1)
+    topic = created_topic(shared, partitions=1, replication_factor=1)
     producer = shared.producer(max_request_size=1000)
     with pytest.raises(TypeError, match="Arrow binary or string array"):
         producer.send_columns(topic, [b"a python list"], partition=0)
@@ -186,8 +188,7 @@ def test_send_columns_refuses_what_it_cannot_send(shared: Cluster) -> None:
 def test_buffer_memory_bounds_what_waits_and_max_block_ms_bounds_the_wait(
     shared: Cluster,
 ) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=2, replication_factor=1)
+    topic = created_topic(shared, partitions=2, replication_factor=1)
     producer = shared.producer(acks=1, batch_size=2048, buffer_memory=8192)
     peak, stop = [0], threading.Event()
 
@@ -218,8 +219,7 @@ def test_buffer_memory_bounds_what_waits_and_max_block_ms_bounds_the_wait(
 
 
 def test_every_acks_level_writes_and_reads_back(shared: Cluster) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=1, replication_factor=3)
+    topic = created_topic(shared, partitions=1, replication_factor=3)
     for acks in (0, 1, "all"):
         producer = shared.producer(acks=acks, enable_idempotence=False)
         futures = [producer.send(topic, value=f"{acks}-{i}".encode()) for i in range(100)]
@@ -251,8 +251,7 @@ def test_a_records_metadata_carries_its_timestamp_in_the_log(shared: Cluster) ->
 
 
 def test_a_follower_refuses_produce_and_names_the_leader(shared: Cluster) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=1, replication_factor=3)
+    topic = created_topic(shared, partitions=1, replication_factor=3)
     state = shared.describe_topic(topic)["partitions"][0]
     follower = next(b for b in state["replicas"] if b != state["leader"])
     replica = ReplicaOnHost(shared, topic, 0, follower)
@@ -264,9 +263,8 @@ def test_a_follower_refuses_produce_and_names_the_leader(shared: Cluster) -> Non
 
 
 def test_the_leader_refuses_bad_batches_and_changes_nothing(shared: Cluster) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=1, replication_factor=1,
-                        config={"max.message.bytes": 10_000})
+    topic = created_topic(shared, partitions=1, replication_factor=1,
+                          config={"max.message.bytes": 10_000})
     _leader, replica = leader_replica(shared, topic, 0)
     good = build_batch([(b"k", b"v", 0, None)])
     corrupt = bytearray(good)
@@ -289,8 +287,7 @@ def test_the_leader_refuses_bad_batches_and_changes_nothing(shared: Cluster) -> 
 def test_a_retried_idempotent_batch_is_acknowledged_but_not_appended_twice(
     shared: Cluster,
 ) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=1, replication_factor=3)
+    topic = created_topic(shared, partitions=1, replication_factor=3)
     _leader, replica = leader_replica(shared, topic, 0)
     records = [(None, f"r{i}".encode(), 0, None) for i in range(10)]
     batch = build_batch(records, producer_id=42, producer_epoch=0, base_sequence=0)
@@ -303,8 +300,7 @@ def test_a_retried_idempotent_batch_is_acknowledged_but_not_appended_twice(
 def test_the_leader_appends_idempotent_batches_in_sequence_order_whatever_the_arrival(
     shared: Cluster,
 ) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=1, replication_factor=1)
+    topic = created_topic(shared, partitions=1, replication_factor=1)
     _leader, replica = leader_replica(shared, topic, 0)
     first = build_batch([(None, b"first", 0, None)] * 5, producer_id=7, base_sequence=0,
                         producer_epoch=0)
@@ -320,8 +316,7 @@ def test_the_leader_appends_idempotent_batches_in_sequence_order_whatever_the_ar
 
 
 def test_consumer_seeks_rewinds_skips_and_reads_offsets(shared: Cluster) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=1, replication_factor=2)
+    topic = created_topic(shared, partitions=1, replication_factor=2)
     producer = shared.producer()
     base = int(time.time() * 1000)
     for i in range(50):
@@ -354,8 +349,7 @@ def test_consumer_seeks_rewinds_skips_and_reads_offsets(shared: Cluster) -> None
 
 
 def test_latest_reset_reads_only_new_records(shared: Cluster) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=1, replication_factor=1)
+    topic = created_topic(shared, partitions=1, replication_factor=1)
     producer = shared.producer()
     producer.send(topic, value=b"old").result(30)
     consumer = shared.consumer([topic], auto_offset_reset="latest")
@@ -370,8 +364,7 @@ def test_latest_reset_reads_only_new_records(shared: Cluster) -> None:
 
 
 def test_typed_errors_for_bad_client_input(shared: Cluster) -> None:
-    topic = topic_name()
-    shared.create_topic(topic, partitions=2, replication_factor=1)
+    topic = created_topic(shared, partitions=2, replication_factor=1)
     producer = shared.producer()
     with pytest.raises(UnknownTopicError, match="create it first"):
         producer.send("no-such-topic", value=b"x")

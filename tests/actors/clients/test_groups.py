@@ -8,31 +8,24 @@ import os
 import signal
 import threading
 import time
-import uuid
 from collections import Counter
 
 import pytest
 import ray
 
 from rafka import Cluster
-from rafka.actors.clients.consumer import NoOffsetForPartitionError
+from rafka.actors.clients.consumer import Consumer, ConsumerRecord, NoOffsetForPartitionError
 from rafka.actors.clients.group_consumer import GroupConsumer
 from rafka.actors.errors import CommitFailedError
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
-from tests.support.cluster import cluster_of_its_own
+from tests.support.cluster import fresh, module_cluster
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
 
 GROUP_CONFIG = {"session_timeout_ms": 4000, "auto_offset_reset": "earliest"}
 
 
-@pytest.fixture(scope="module")
-def shared(zookeeper, ray_session, tmp_path_factory):
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "groups")
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+shared = module_cluster("groups")
 
 
 def produce(cluster: Cluster, topic: str, count: int, partitions: int) -> set[bytes]:
@@ -43,6 +36,22 @@ def produce(cluster: Cluster, topic: str, count: int, partitions: int) -> set[by
     producer.flush()
     producer.close()
     return set(values)
+
+
+def filled_topic(cluster: Cluster, prefix: str, count: int, *, partitions: int,
+                 replication_factor: int) -> tuple[str, set[bytes]]:
+    """A new topic holding `count` records spread over its partitions; its name and the values."""
+    topic = fresh(prefix)
+    cluster.create_topic(topic, partitions=partitions, replication_factor=replication_factor)
+    return topic, produce(cluster, topic, count, partitions)
+
+
+def poll_at_least(consumer: Consumer, count: int) -> list[ConsumerRecord]:
+    """What `consumer` polls until it has at least `count` records."""
+    got: list[ConsumerRecord] = []
+    while len(got) < count:
+        got += consumer.poll(500)
+    return got
 
 
 def settle(consumers: list[GroupConsumer], expected: list[set[int]], timeout_s: float = 30) -> None:
@@ -85,9 +94,7 @@ def test_the_seeds_walk_through_with_the_range_assignor(shared: Cluster) -> None
 def test_groups_are_independent(shared: Cluster) -> None:
     """The example of docs/consumer-groups.md: group1's one consumer gets every record;
     group2's three consumers split them by partition."""
-    topic = fresh("topic1")
-    shared.create_topic(topic, partitions=3, replication_factor=2)
-    produced = produce(shared, topic, 300, 3)
+    topic, produced = filled_topic(shared, "topic1", 300, partitions=3, replication_factor=2)
     lonely = shared.consumer([topic], group=fresh("group1"), **GROUP_CONFIG)
     trio_group = fresh("group2")
     trio = [shared.consumer([topic], group=trio_group, **GROUP_CONFIG) for _ in range(3)]
@@ -152,9 +159,8 @@ def test_a_rebalance_pauses_only_the_partitions_that_move(shared: Cluster) -> No
 
 
 def test_commits_resume_a_group_where_it_left_off(shared: Cluster) -> None:
-    topic, group = fresh("resume"), fresh("group")
-    shared.create_topic(topic, partitions=2, replication_factor=3)
-    produced = produce(shared, topic, 200, 2)
+    topic, produced = filled_topic(shared, "resume", 200, partitions=2, replication_factor=3)
+    group = fresh("group")
     consumer = shared.consumer([topic], group=group, enable_auto_commit=False, **GROUP_CONFIG)
     seen = []
     while len(seen) < 120:
@@ -176,14 +182,11 @@ def test_commits_resume_a_group_where_it_left_off(shared: Cluster) -> None:
 
 
 def test_auto_commit_and_async_commit(shared: Cluster) -> None:
-    topic, group = fresh("auto"), fresh("group")
-    shared.create_topic(topic, partitions=1, replication_factor=1)
-    produce(shared, topic, 50, 1)
+    topic, _ = filled_topic(shared, "auto", 50, partitions=1, replication_factor=1)
+    group = fresh("group")
     consumer = shared.consumer([topic], group=group, enable_auto_commit=True,
                                auto_commit_interval_ms=100, **GROUP_CONFIG)
-    got = []
-    while len(got) < 50:
-        got += consumer.poll(500)
+    poll_at_least(consumer, 50)
     wait_until(lambda: (consumer.poll(50) is not None
                         and consumer.committed([(topic, 0)])[(topic, 0)] == 50), 20,
                "the auto-commit")
@@ -194,13 +197,10 @@ def test_auto_commit_and_async_commit(shared: Cluster) -> None:
 
 
 def test_async_commits_are_stored_in_the_order_they_were_made(shared: Cluster) -> None:
-    topic, group = fresh("order"), fresh("group")
-    shared.create_topic(topic, partitions=1, replication_factor=1)
-    produce(shared, topic, 40, 1)
+    topic, _ = filled_topic(shared, "order", 40, partitions=1, replication_factor=1)
+    group = fresh("group")
     consumer = shared.consumer([topic], group=group, enable_auto_commit=False, **GROUP_CONFIG)
-    got = []
-    while len(got) < 40:
-        got += consumer.poll(500)
+    poll_at_least(consumer, 40)
     for offset in range(1, 41):
         consumer.commit_async({(topic, 0): offset})
     # Each commit waits for its predecessor, so the last one asked for is the one that stays.
@@ -211,9 +211,7 @@ def test_async_commits_are_stored_in_the_order_they_were_made(shared: Cluster) -
 
 
 def test_offset_reset_policies_without_a_committed_offset(shared: Cluster) -> None:
-    topic = fresh("reset")
-    shared.create_topic(topic, partitions=1, replication_factor=1)
-    produce(shared, topic, 5, 1)
+    topic, _ = filled_topic(shared, "reset", 5, partitions=1, replication_factor=1)
     settings = {**GROUP_CONFIG, "enable_auto_commit": False}
     settings.pop("auto_offset_reset")
     strict = shared.consumer([topic], group=fresh("none"), auto_offset_reset="none", **settings)
@@ -234,14 +232,11 @@ def test_offset_reset_policies_without_a_committed_offset(shared: Cluster) -> No
 
 
 def test_zookeeper_offset_storage(shared: Cluster, zookeeper) -> None:
-    topic, group = fresh("zkstore"), fresh("group")
-    shared.create_topic(topic, partitions=1, replication_factor=1)
-    produce(shared, topic, 30, 1)
+    topic, _ = filled_topic(shared, "zkstore", 30, partitions=1, replication_factor=1)
+    group = fresh("group")
     consumer = shared.consumer([topic], group=group, offsets_storage="zookeeper",
                                enable_auto_commit=False, **GROUP_CONFIG)
-    got = []
-    while len(got) < 30:
-        got += consumer.poll(500)
+    poll_at_least(consumer, 30)
     consumer.commit()
     consumer.close()
     value, _stat = shared.store.get(f"/consumers/{group}/offsets/{topic}/0")
@@ -260,13 +255,10 @@ def test_commit_of_a_partition_no_longer_owned_fails(shared: Cluster) -> None:
 
 
 def test_describe_group_reports_members_offsets_and_lag(shared: Cluster) -> None:
-    topic, group = fresh("lag"), fresh("group")
-    shared.create_topic(topic, partitions=2, replication_factor=2)
-    produce(shared, topic, 100, 2)
+    topic, _ = filled_topic(shared, "lag", 100, partitions=2, replication_factor=2)
+    group = fresh("group")
     consumer = shared.consumer([topic], group=group, enable_auto_commit=False, **GROUP_CONFIG)
-    got = []
-    while len(got) < 100:
-        got += consumer.poll(500)
+    poll_at_least(consumer, 100)
     consumer.commit({(topic, 0): 50, (topic, 1): 20})
     description = shared.describe_group(group)
     assert list(description["members"]) == [consumer.member_id]
@@ -284,9 +276,7 @@ def test_a_new_offset_manager_rebuilds_its_cache_from_the_topic(start_cluster) -
     produce(cluster, "paid", 40, 1)
     consumer = cluster.consumer(["paid"], group="billing", enable_auto_commit=False,
                                 **GROUP_CONFIG)
-    got = []
-    while len(got) < 40:
-        got += consumer.poll(500)
+    poll_at_least(consumer, 40)
     consumer.commit()
     consumer.close(commit=False)
     managed = offsets_partition("billing", 3)
@@ -321,9 +311,8 @@ def test_a_member_waits_for_committed_offsets_it_cannot_read_yet(shared: Cluster
     """While the group's offset manager does not answer (its replica is still starting, say),
     a new member's poll returns nothing instead of failing, and reading starts at the committed
     offset once the manager answers."""
-    topic, group = fresh("late"), fresh("group")
-    shared.create_topic(topic, partitions=1, replication_factor=1)
-    produce(shared, topic, 10, 1)
+    topic, _ = filled_topic(shared, "late", 10, partitions=1, replication_factor=1)
+    group = fresh("group")
     shared.commit_offsets(group, {(topic, 0): 4})
     partition = offsets_partition(group, shared.partition_count(OFFSETS_TOPIC))
     leader = shared.describe_topic(OFFSETS_TOPIC)["partitions"][partition]["leader"]
@@ -344,9 +333,8 @@ def test_a_member_waits_for_committed_offsets_it_cannot_read_yet(shared: Cluster
 
 
 def test_consumer_actors_share_a_topic(shared: Cluster) -> None:
-    topic, group = fresh("actors"), fresh("group")
-    shared.create_topic(topic, partitions=4, replication_factor=2)
-    produced = produce(shared, topic, 400, 4)
+    topic, produced = filled_topic(shared, "actors", 400, partitions=4, replication_factor=2)
+    group = fresh("group")
     members = shared.consumer_group(topic, group, members=2, **GROUP_CONFIG)
     got = []
     deadline = time.monotonic() + 60
@@ -360,9 +348,8 @@ def test_consumer_actors_share_a_topic(shared: Cluster) -> None:
 
 
 def test_at_least_once_when_a_member_dies_mid_batch(shared: Cluster) -> None:
-    topic, group = fresh("alo"), fresh("group")
-    shared.create_topic(topic, partitions=4, replication_factor=2)
-    produced = produce(shared, topic, 2000, 4)
+    topic, produced = filled_topic(shared, "alo", 2000, partitions=4, replication_factor=2)
+    group = fresh("group")
     config = {**GROUP_CONFIG, "enable_auto_commit": False, "max_poll_records": 50}
     members = shared.consumer_group(topic, group, members=2, **config)
     processed = Counter()
@@ -389,9 +376,8 @@ def test_at_least_once_when_a_member_dies_mid_batch(shared: Cluster) -> None:
 def test_no_partition_is_read_by_two_members_under_churn(shared: Cluster) -> None:
     """Members join and leave while the group reads; with commits on revocation every record is
     read exactly once, which two owners at once would break."""
-    topic, group = fresh("churn"), fresh("group")
-    shared.create_topic(topic, partitions=6, replication_factor=1)
-    produced = produce(shared, topic, 3000, 6)
+    topic, produced = filled_topic(shared, "churn", 3000, partitions=6, replication_factor=1)
+    group = fresh("group")
     config = {**GROUP_CONFIG, "max_poll_records": 20, "auto_commit_interval_ms": 60_000}
     members = [shared.consumer([topic], group=group, **config) for _ in range(2)]
     read = Counter()

@@ -15,12 +15,9 @@ from rafka.actors.clients.sequenced_producer import (
     derive_producer_id,
 )
 from rafka.actors.errors import RafkaError
-from tests.support.cluster import cluster_of_its_own, stored_records
+from tests.support.cluster import module_cluster, stored_records
 
-
-@pytest.fixture(scope="module")
-def shared(zookeeper, ray_session, tmp_path_factory):
-    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "sequenced")
+shared = module_cluster("sequenced")
 
 
 def attempt(cluster: Cluster, producer_id: int, topic: str, records: dict[int, list[bytes]],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from rafka.coordination.errors import (
 )
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
+from tests.support.workloads import GroupReading, SendUntilStopped
 
 
 def _replica_facts(cluster: Cluster, topic: str, partition: int, broker: int) -> dict[str, Any]:
@@ -27,45 +27,10 @@ def _replica_facts(cluster: Cluster, topic: str, partition: int, broker: int) ->
 def test_replicas_move_to_a_new_broker_while_clients_run(cluster: Cluster) -> None:
     topic = "moving"
     cluster.create_topic(topic, partitions=2, replication_factor=2)
-    stop = threading.Event()
-    acknowledged: dict[tuple[int, int], bytes] = {}
-    failures: list[BaseException] = []
-
-    def produce() -> None:
-        try:
-            producer = cluster.producer(acks="all", metadata_max_age_ms=500, linger_ms=1)
-            futures = []
-            i = 0
-            while not stop.is_set():
-                value = f"v{i}".encode()
-                # Keyed, so that both partitions get records throughout.
-                futures.append((value, producer.send(topic, value=value,
-                                                     key=f"k{i % 16}".encode())))
-                i += 1
-                if i % 20 == 0:
-                    time.sleep(0.02)
-            producer.flush()
-            for value, future in futures:
-                meta = future.result(120)
-                acknowledged[(meta.partition, meta.offset)] = value
-            producer.close()
-        except BaseException as error:  # reported by the test thread
-            failures.append(error)
-
-    group = [cluster.consumer([topic], group="movers", auto_offset_reset="earliest",
-                              session_timeout_ms=4000) for _ in range(2)]
-    read: dict[tuple[int, int], bytes] = {}
-
-    def poll_all() -> None:
-        for consumer in group:
-            for record in consumer.poll(100):
-                read[(record.partition, record.offset)] = record.value
-
-    writer = threading.Thread(target=produce)
-    writer.start()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        poll_all()
+    group = GroupReading(cluster, topic, "movers")
+    # Keyed, so that both partitions get records throughout.
+    writer = SendUntilStopped(cluster, topic, pause_every=20, ack_timeout_s=120, keys=16)
+    group.poll_for(5)
 
     new_broker = cluster.add_broker()
     assert new_broker == 3
@@ -94,17 +59,15 @@ def test_replicas_move_to_a_new_broker_while_clients_run(cluster: Cluster) -> No
     mover = threading.Thread(target=reassign)
     mover.start()
     while mover.is_alive():  # the group keeps reading throughout
-        poll_all()
+        group.poll()
     assert not mover_errors, mover_errors
     assert cluster.reassignment_in_progress() == {}
 
     # Clients go on after the move too, against the new leaders.
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        poll_all()
-    stop.set()
-    writer.join(180)
-    assert not writer.is_alive() and not failures, failures
+    group.poll_for(3)
+    writer.stop(180)
+    assert not writer.thread.is_alive() and not writer.failures, writer.failures
+    acknowledged = writer.acknowledged
     assert {p for p, _o in acknowledged} == {0, 1}
 
     after = {p["partition"]: p for p in cluster.describe_topic(topic)["partitions"]}
@@ -125,11 +88,7 @@ def test_replicas_move_to_a_new_broker_while_clients_run(cluster: Cluster) -> No
         leader_end = _replica_facts(cluster, topic, partition, entry["leader"])["log_end_offset"]
         assert leader_end == max(o for p, o in acknowledged if p == partition) + 1
 
-    wait_until(lambda: (poll_all(), set(acknowledged) <= set(read))[1], 60,
-               "the group to read every acknowledged record")
-    assert all(read[key] == value for key, value in acknowledged.items())
-    for consumer in group:
-        consumer.close()
+    group.check_read(acknowledged)
 
 
 def test_invalid_reassignments_are_refused(cluster: Cluster) -> None:
