@@ -32,6 +32,9 @@ from tests.support.zookeeper import make_chroot
 settings.register_profile("rafka", deadline=None)
 settings.load_profile("rafka")
 
+# How often the session's Ray exports its metrics (tests/actors/test_metrics.py scrapes them).
+METRICS_REPORT_INTERVAL_MS = 1000
+
 # The fixtures that start a real ZooKeeper, Ray or Spark: every cluster fixture builds on them.
 CLUSTER_FIXTURES = frozenset({"zookeeper", "ray_session", "spark"})
 # Folders whose every test drives real processes: `rafka demo`, a test session or three Ray nodes
@@ -92,7 +95,10 @@ def ray_session() -> Iterator[None]:
     # Ray's warnings and the actors' lines (in a failing test's captured output) are what a
     # developer reading a test run wants, unlike a user (actors/logs.py).
     os.environ.setdefault("RAFKA_LOG_LEVEL", "warning")
-    init_ray(num_cpus=2, log_to_driver=True)
+    # Ray's metrics reach the export port every metrics_report_interval_ms (10 s by default):
+    # the metrics tests wait for them several times, and a second is plenty for a test's cluster.
+    init_ray(num_cpus=2, log_to_driver=True,
+             _system_config={"metrics_report_interval_ms": METRICS_REPORT_INTERVAL_MS})
     yield
     ray.shutdown()
 
