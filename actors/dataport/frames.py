@@ -387,6 +387,17 @@ def _read_error(packed: Any) -> ErrorReply:
     return ErrorReply(**packed)
 
 
+def _error_or_list(body: bytes, what: str) -> ErrorReply | list[Any]:
+    """An answer's body: the request's error, or the list of what it answers (FrameError,
+    saying `what`, for anything else)."""
+    message = _unpack(body)
+    if _is_error(message):
+        return _read_error(message)
+    if not isinstance(message, list):
+        raise FrameError(f"{what} or an error")
+    return message
+
+
 def _pack_reply(reply: Reply) -> Any:
     """Records as a list, an error as a map."""
     if isinstance(reply, FetchedRecords):
@@ -423,11 +434,9 @@ def replica_fetch_answer(reply: ReplicaFetchResponse | ErrorReply) -> bytes:
 
 def read_replica_fetch_answer(body: bytes) -> ReplicaFetchResponse | ErrorReply:
     """`replica_fetch`'s reply again, as the actor call returns it."""
-    message = _unpack(body)
-    if _is_error(message):
-        return _read_error(message)
-    if not isinstance(message, list):
-        raise FrameError("a follower's fetch answer is a list of partition answers or an error")
+    message = _error_or_list(body, "a follower's fetch answer is a list of partition answers")
+    if isinstance(message, ErrorReply):
+        return message
     partitions = []
     for entry in message:
         if not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[0], str):
@@ -503,11 +512,9 @@ def fetch_offsets_answer(reply: CommittedOffsets | ErrorReply) -> bytes:
 
 
 def read_fetch_offsets_answer(body: bytes) -> CommittedOffsets | ErrorReply:
-    message = _unpack(body)
-    if _is_error(message):
-        return _read_error(message)
-    if not isinstance(message, list):
-        raise FrameError("an OffsetFetch answer is a list of committed offsets or an error")
+    message = _error_or_list(body, "an OffsetFetch answer is a list of committed offsets")
+    if isinstance(message, ErrorReply):
+        return message
     for entry in message:
         if (not isinstance(entry, list) or len(entry) != 5 or not isinstance(entry[0], str)
                 or type(entry[1]) is not int or type(entry[2]) is not int
