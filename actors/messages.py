@@ -28,24 +28,12 @@ class ReplicaRole(str, Enum):
         return self.value
 
 
-class LeaderAndIsrPartition(NamedTuple):
-    """The controller's word on one partition, as it sends it to each of the partition's
-    brokers (Kafka's LeaderAndIsrPartitionState): who leads at which epoch, the ISR, the
-    assignment, the znode version it read them at, and the topic's config."""
-
-    topic: str
-    partition: int
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    replicas: tuple[int, ...]
-    zk_version: int
-    config: dict[str, str]
-
-
 @dataclass(frozen=True)
 class LeaderAndIsrRequest:
-    """The controller's word on one partition, as its broker hands it to the replica's host."""
+    """The controller's word on one partition (Kafka's LeaderAndIsrPartitionState): who leads
+    at which epoch, the ISR, the assignment, the znode version it read them at, and the topic's
+    config. The controller sends one per partition to each of its brokers, which names the
+    leader's host in it and hands it to the replica's host."""
 
     topic: str
     partition: int
@@ -58,23 +46,6 @@ class LeaderAndIsrRequest:
     # The name of the leader's replica-host actor, where a follower fetches from.
     leader_host: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_controller(
-        cls, entry: LeaderAndIsrPartition, controller_epoch: int, leader_host: str | None
-    ) -> LeaderAndIsrRequest:
-        return cls(
-            topic=entry.topic,
-            partition=entry.partition,
-            leader=entry.leader,
-            leader_epoch=entry.leader_epoch,
-            isr=tuple(entry.isr),
-            replicas=tuple(entry.replicas),
-            controller_epoch=controller_epoch,
-            zk_version=entry.zk_version,
-            leader_host=leader_host,
-            config=dict(entry.config),
-        )
 
 
 class PartitionProduce(NamedTuple):

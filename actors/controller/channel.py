@@ -24,7 +24,7 @@ from rafka.actors.broker_handles import BrokerHandles
 from rafka.actors.errors import ErrorCode, code_of
 from rafka.actors.messages import (
     ErrorReply,
-    LeaderAndIsrPartition,
+    LeaderAndIsrRequest,
     PartitionErrors,
     UpdateMetadataRequest,
 )
@@ -92,7 +92,7 @@ class BrokerSender(Protocol):
     """How the controller's requests reach one broker; each call returns its answer to await."""
 
     def leader_and_isr(self, controller_epoch: int,
-                       partitions: list[LeaderAndIsrPartition]) -> Awaitable[Any]: ...
+                       partitions: list[LeaderAndIsrRequest]) -> Awaitable[Any]: ...
 
     def update_metadata(self, request: UpdateMetadataRequest) -> Awaitable[Any]: ...
 
@@ -110,7 +110,7 @@ class RayBrokerSender:
         self.handle = handle
 
     def leader_and_isr(self, controller_epoch: int,
-                       partitions: list[LeaderAndIsrPartition]) -> Awaitable[Any]:
+                       partitions: list[LeaderAndIsrRequest]) -> Awaitable[Any]:
         return self.handle.leader_and_isr.remote(controller_epoch, partitions)
 
     def update_metadata(self, request: UpdateMetadataRequest) -> Awaitable[Any]:
@@ -169,7 +169,7 @@ class ControllerChannel:
 
     # ------------------------------------------------------------------------ LeaderAndIsr
 
-    def send_leader_and_isr(self, requests: Mapping[int, list[LeaderAndIsrPartition]]
+    def send_leader_and_isr(self, requests: Mapping[int, list[LeaderAndIsrRequest]]
                             ) -> dict[int, asyncio.Future]:
         """Start LeaderAndIsr to each broker; the calls, to `wait_for_leader_and_isr`. A
         broker that does not apply its part, even later, is sent it again at the next resend

@@ -55,7 +55,11 @@ from rafka.actors.controller.partition_states import PartitionStateMachine
 from rafka.actors.controller.preferred_leaders import PreferredLeaderElector
 from rafka.actors.controller.reassigner import Reassigner
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
-from rafka.actors.messages import LeaderAndIsrPartition, PartitionMetadata, UpdateMetadataRequest
+from rafka.actors.messages import (
+    LeaderAndIsrRequest,
+    PartitionMetadata,
+    UpdateMetadataRequest,
+)
 from rafka.common.config import InvalidConfigError
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import TopicAdmin
@@ -327,16 +331,17 @@ class Controller:
         controller sends them together. Waits (unless told not to) for the answers, at most
         `BROKER_ANSWER_TIMEOUT_S`; a broker that does not apply its part, even later, is
         sent it again (`ControllerChannel`)."""
-        requests: dict[int, list[LeaderAndIsrPartition]] = {}
+        requests: dict[int, list[LeaderAndIsrRequest]] = {}
         for tp in partitions:
             if tp not in self.states or tp.topic not in self.assignments or (
                     tp.topic in self.deleting):
                 continue  # a topic being deleted: its replicas must not come back
             versioned = self.states[tp]
             state = versioned.value
-            request = LeaderAndIsrPartition(
+            request = LeaderAndIsrRequest(
                 tp.topic, tp.partition, state.leader, state.leader_epoch, tuple(state.isr),
-                self.replicas(tp), versioned.version, self.raw_configs.get(tp.topic, {}))
+                self.replicas(tp), self.epoch, versioned.version,
+                config=self.raw_configs.get(tp.topic, {}))
             for replica in self.replicas(tp):
                 if replica in self.live and (brokers is None or replica in brokers):
                     requests.setdefault(replica, []).append(request)

@@ -34,7 +34,6 @@ from rafka.actors.messages import (
     ErrorReply,
     IsrChange,
     IsrWritten,
-    LeaderAndIsrPartition,
     LeaderAndIsrRequest,
     PartitionErrors,
     PartitionMetadata,
@@ -403,7 +402,7 @@ class Broker:
     # ----------------------------------------------------------- the controller's requests
 
     async def leader_and_isr(
-        self, controller_epoch: int, partitions: list[LeaderAndIsrPartition]
+        self, controller_epoch: int, partitions: list[LeaderAndIsrRequest]
     ) -> PartitionErrors | ErrorReply:
         """Apply the controller's LeaderAndIsr to this broker's replicas, creating them: one
         call per replica host, carrying all of its partitions."""

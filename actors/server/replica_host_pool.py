@@ -27,7 +27,6 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.messages import (
     ErrorReply,
-    LeaderAndIsrPartition,
     LeaderAndIsrRequest,
     PartitionErrors,
 )
@@ -111,7 +110,7 @@ class ReplicaHostPool:
     # --------------------------------------------------------------- the controller's requests
 
     async def leader_and_isr(self, controller_epoch: int,
-                             partitions: list[LeaderAndIsrPartition]) -> PartitionErrors:
+                             partitions: list[LeaderAndIsrRequest]) -> PartitionErrors:
         """Apply the controller's LeaderAndIsr to this broker's replicas, creating them: one
         call per replica host, carrying all of its partitions."""
         pools = await self._leader_hosts({entry.leader for entry in partitions})
@@ -120,7 +119,8 @@ class ReplicaHostPool:
             leader = entry.leader
             leader_host = (replica_host_name(leader, entry.topic, entry.partition,
                                              pools.get(leader, 0)) if leader >= 0 else None)
-            request = LeaderAndIsrRequest.from_controller(entry, controller_epoch, leader_host)
+            request = dataclasses.replace(entry, controller_epoch=controller_epoch,
+                                          leader_host=leader_host, config=dict(entry.config))
             self.replica_states[TopicPartition(request.topic, request.partition)] = request
             by_host.setdefault(self.host_name(request.topic, request.partition),
                                []).append(request)

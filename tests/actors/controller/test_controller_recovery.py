@@ -13,7 +13,7 @@ from rafka.actors.controller import channel as channel_module
 from rafka.actors.controller.controller import Controller
 from rafka.actors.controller.events import PreferredLeaderCheck
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
-from rafka.actors.messages import LeaderAndIsrPartition, PartitionErrors
+from rafka.actors.messages import LeaderAndIsrRequest, PartitionErrors
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.errors import (
     ControllerMovedError,
@@ -275,7 +275,7 @@ class RestartingBroker:
     applies every LeaderAndIsr after it."""
 
     def __init__(self) -> None:
-        self.sent: list[list[LeaderAndIsrPartition]] = []
+        self.sent: list[list[LeaderAndIsrRequest]] = []
         self.restarted = asyncio.Event()
         self.leader_and_isr = self
 
@@ -284,7 +284,7 @@ class RestartingBroker:
 
     def drop(self, _broker_id: int) -> None: ...
 
-    def remote(self, _controller_epoch: int, partitions: list[LeaderAndIsrPartition]
+    def remote(self, _controller_epoch: int, partitions: list[LeaderAndIsrRequest]
                ) -> Awaitable[PartitionErrors]:
         self.sent.append(partitions)
         first = len(self.sent) == 1
