@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rafka.actors.config import BrokerConfig
-from rafka.actors.messages import LeaderAndIsrRequest
+from rafka.actors.messages import ErrorReply, LeaderAndIsrRequest
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.store import ClusterStore
 
@@ -40,7 +40,7 @@ class BrokerView(Protocol):
 
     async def elect_preferred_leaders(
         self, partitions: list[tuple[str, int]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | ErrorReply:
         """Preferred-leader election, if this broker is the controller (NOT_CONTROLLER if not):
         `outcomes` as [topic, partition, error code]."""
         ...

@@ -1,10 +1,10 @@
 """Errors of the actor layer, and the replies that carry Kafka's error codes between actors.
 
-Replies between actors carry an error *code* (Kafka's numbers and names, `ErrorCode`) rather
-than a raised exception: that keeps the hot path free of exception pickling, and each client
-turns a code into the typed exception the code stands for (each class's `code`, found with
-`RafkaError.for_code`). `RafkaError`, `ErrorCode` and the errors of the layers underneath are
-re-exported, so that users import every error from one place.
+Replies between actors carry an error *code* (Kafka's numbers and names, `ErrorCode`, in an
+`ErrorReply`) rather than a raised exception: that keeps the hot path free of exception
+pickling, and each client turns a code into the typed exception the code stands for (each
+class's `code`, found with `RafkaError.for_code`). `RafkaError`, `ErrorCode` and the errors of
+the layers underneath are re-exported, so that users import every error from one place.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import ray.exceptions
 
+from rafka.actors.messages import ErrorReply
 from rafka.common.config import InvalidConfigError  # noqa: F401 - re-exported for users
 from rafka.common.errors import ErrorCode, RafkaError
 from rafka.coordination.errors import (  # noqa: F401 - re-exported for users
@@ -189,9 +190,10 @@ class NotCoordinatorError(RafkaError):
     retriable = True
 
 
-def error_reply(code: ErrorCode, message: str, **details: Any) -> dict[str, Any]:
-    """The reply an actor sends instead of raising."""
-    return {"error": int(code), "message": message, **details}
+def error_reply(code: ErrorCode, message: str, **details: Any) -> ErrorReply:
+    """The reply an actor sends instead of raising; `details` are `ErrorReply`'s optional
+    fields (the leader, where the log stands, the sequence expected)."""
+    return ErrorReply(int(code), message, **details)
 
 
 def code_for(error: BaseException) -> ErrorCode | None:
@@ -203,33 +205,35 @@ def code_for(error: BaseException) -> ErrorCode | None:
 
 
 def error_for(reply: Any) -> Exception | None:
-    """The typed error a reply's code stands for (not raised), or None if it carries none.
-    A typed reply (`Appended`, `FetchedRecords`, ...) is a success: only dicts carry errors."""
-    if not isinstance(reply, dict):
-        return None
-    code = reply.get("error", 0)
-    if not code:
+    """The typed error an `ErrorReply`'s code stands for (not raised), or None for any other
+    reply: a typed answer (`Appended`, `FetchedRecords`, ...) or None is a success."""
+    if not isinstance(reply, ErrorReply) or not reply.code:
         return None
     try:
-        known = ErrorCode(code)
+        known = ErrorCode(reply.code)
     except ValueError:
-        return RafkaError(reply.get("message", f"error code {code}"))
+        return RafkaError(reply.message or f"error code {reply.code}")
     error = RafkaError.for_code(known)
-    message = reply.get("message", known.name)
+    message = reply.message or known.name
     if error is NotLeaderError:
-        return NotLeaderError(message, leader=reply.get("leader"))
+        return NotLeaderError(message, leader=reply.leader)
     if error is OffsetOutOfRangeError:
-        return OffsetOutOfRangeError(message, log_start_offset=reply.get("log_start_offset", -1),
-                                     log_end_offset=reply.get("log_end_offset", -1))
+        return OffsetOutOfRangeError(message, log_start_offset=reply.log_start_offset,
+                                     log_end_offset=reply.log_end_offset)
     return error(message)
 
 
-def raise_for(reply: Reply) -> Reply:
+def code_of(reply: object) -> int:
+    """The error code a reply carries: an `ErrorReply`'s, else NONE (0) for a success."""
+    return reply.code if isinstance(reply, ErrorReply) else ErrorCode.NONE
+
+
+def raise_for(reply: Reply | ErrorReply) -> Reply:
     """Return `reply` if it carries no error, else raise the typed error its code stands for."""
     error = error_for(reply)
     if error is not None:
         raise error
-    return reply
+    return reply  # type: ignore[return-value]  # no error found: not an ErrorReply
 
 
 def is_retriable(error: BaseException) -> bool:

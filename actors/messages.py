@@ -1,9 +1,11 @@
 """The typed messages that rafka's actors send each other, and the roles a replica can take.
 
 Everything here travels between Ray actors of one cluster (Ray pickles it; nothing from outside
-the cluster is ever unpickled). Hot-path requests are NamedTuples, which cost no more to send
-than the plain tuples they are; replies stay plain dicts with Kafka's error codes
-(`rafka.actors.errors`), since `raise_for` reads them the same way wherever they come from.
+the cluster is ever unpickled), and the data port's frames carry the produce and fetch ones as
+msgpack (`rafka.actors.dataport.frames`). Hot-path requests and replies are NamedTuples, which
+cost no more to send than the plain tuples they are. A request that fails is answered with an
+`ErrorReply` (Kafka's error code), which `rafka.actors.errors.raise_for` raises as its typed
+error wherever it comes from.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ class ReplicaRole(str, Enum):
 
 @dataclass(frozen=True)
 class LeaderAndIsrRequest:
-    """The controller's word on one partition, as its broker hands it to the replica's host."""
+    """The controller's word on one partition (Kafka's LeaderAndIsrPartitionState): who leads
+    at which epoch, the ISR, the assignment, the znode version it read them at, and the topic's
+    config. The controller sends one per partition to each of its brokers, which names the
+    leader's host in it and hands it to the replica's host."""
 
     topic: str
     partition: int
@@ -41,23 +46,6 @@ class LeaderAndIsrRequest:
     # The name of the leader's replica-host actor, where a follower fetches from.
     leader_host: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_controller(
-        cls, entry: dict[str, Any], controller_epoch: int, leader_host: str | None
-    ) -> LeaderAndIsrRequest:
-        return cls(
-            topic=entry["topic"],
-            partition=entry["partition"],
-            leader=entry["leader"],
-            leader_epoch=entry["leader_epoch"],
-            isr=tuple(entry["isr"]),
-            replicas=tuple(entry["replicas"]),
-            controller_epoch=controller_epoch,
-            zk_version=entry.get("zk_version", -1),
-            leader_host=leader_host,
-            config=dict(entry.get("config") or {}),
-        )
 
 
 class PartitionProduce(NamedTuple):
@@ -149,9 +137,26 @@ class IsrChange(NamedTuple):
 
 # ------------------------------------------------------------------------------ replies
 #
-# A partition's answer on the produce and fetch paths is one of these when it succeeded, and an
-# error reply (`rafka.actors.errors.error_reply`, a dict with Kafka's error code) when it did
-# not: `raise_for` returns the first as it is and raises the second as its typed error.
+# A request's answer is one of these when it succeeded, and an `ErrorReply` when it did not:
+# `raise_for` returns the first as it is and raises the second as its typed error. A request
+# with nothing to say when it succeeds (UpdateMetadata, StopReplica, a transaction marker) is
+# answered None.
+
+
+class ErrorReply(NamedTuple):
+    """A request refused or failed, with Kafka's error code (`rafka.common.errors.ErrorCode`;
+    an int, since a newer broker may send one this process does not know) and what the
+    client needs to recover: the partition's leader (NOT_LEADER_OR_FOLLOWER, fenced epochs),
+    where the log stands (OFFSET_OUT_OF_RANGE), the sequence the leader expects
+    (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+    code: int
+    message: str
+    leader: int | None = None
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    high_watermark: int = -1
+    expected_sequence: int | None = None
 
 
 class Appended(NamedTuple):
@@ -182,6 +187,79 @@ class FetchedRecords(NamedTuple):
     with records among those sent, as Kafka's Fetch answers them."""
 
 
+class EpochEndOffset(NamedTuple):
+    """OffsetsForLeaderEpoch's answer for one partition: the largest epoch at most the one
+    asked, and the offset where it ends in the leader's log."""
+
+    leader_epoch: int
+    end_offset: int
+
+
+class ListedOffset(NamedTuple):
+    """ListOffsets' answer for one partition: the offset found (None: no record a consumer may
+    read yet at that time), its record's timestamp (-1 for the log's ends) and the leader
+    epoch it was written in."""
+
+    offset: int | None
+    timestamp: int
+    leader_epoch: int
+
+
+class DeletedRecords(NamedTuple):
+    """DeleteRecords' answer for one partition: its log start offset now."""
+
+    low_watermark: int
+
+
+class ProducerDescription(NamedTuple):
+    """DescribeProducers' answer for one partition and producer id: the epoch and the last
+    sequence its leader's log holds of the producer, that batch's last offset and the high
+    watermark, so the caller can tell whether the batch is committed yet (-1 where the log
+    has none)."""
+
+    producer_epoch: int
+    last_sequence: int
+    last_offset: int
+    high_watermark: int
+
+
+class IsrWritten(NamedTuple):
+    """A leader's ISR change written to ZooKeeper: the partition state's new znode version."""
+
+    zk_version: int
+
+
+class PartitionErrors(NamedTuple):
+    """A broker's (or a replica host's) answer to the controller's LeaderAndIsr or topic config
+    change: the partitions it did not apply, each with why (empty when it applied them all),
+    as Kafka's LeaderAndIsrResponse lists its partitions' errors."""
+
+    errors: dict[TopicPartition, ErrorReply]
+
+
+class CommittedOffset(NamedTuple):
+    """One partition's offset a group committed, as its offset manager holds it."""
+
+    topic: str
+    partition: int
+    offset: int
+    metadata: str
+    leader_epoch: int | None
+
+
+class CommittedOffsets(NamedTuple):
+    """OffsetFetch's answer: a group's committed offsets (of the partitions asked, if any)."""
+
+    offsets: list[CommittedOffset]
+
+
+class ProducerIdAndEpoch(NamedTuple):
+    """InitProducerId's answer: the producer id and the epoch this instance holds it at."""
+
+    producer_id: int
+    producer_epoch: int
+
+
 class TxnMarker(NamedTuple):
     """A commit or abort marker the transaction coordinator has a partition's leader write
     (Kafka's WriteTxnMarkers entry, for one partition)."""
@@ -203,7 +281,7 @@ class TableRead(NamedTuple):
     next_offset: int
     high_watermark: int
     log_start_offset: int
-    error: dict[str, Any] | None = None
+    error: ErrorReply | None = None
     size_bytes: int = 0
     """The table's size in memory (Ray Data's block metadata)."""
 
@@ -215,7 +293,14 @@ class ReplicaFetchAnswer(NamedTuple):
     topic: str
     partition: int
     fetch_offset: int
-    reply: FetchedRecords | dict[str, Any]
+    reply: FetchedRecords | ErrorReply
+
+
+class ReplicaFetchResponse(NamedTuple):
+    """A leader host's answer to a follower host's fetch: the partitions of its session with
+    news (records, an error or a new high watermark)."""
+
+    partitions: list[ReplicaFetchAnswer]
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,7 @@ def _after_error(piece: Piece, read: TableRead, metadata: ClientMetadata,
     assert failure is not None, "only a failed read has what is left after its error"
     error = error_for(failure)
     if isinstance(error, OffsetOutOfRangeError):
-        log_start = failure.get("log_start_offset", -1)
+        log_start = failure.log_start_offset
         lost_until = min(log_start, piece.until) if log_start > piece.start else piece.until
         message = (f"{piece.topic}-{piece.partition}: offsets {piece.start}..{lost_until - 1} "
                    f"were deleted (log start offset {log_start}) before they were read")

@@ -247,3 +247,74 @@ def test_type_checker_is_clean() -> None:
     mypy = shutil.which("mypy") or str(Path(sys.executable).with_name("mypy"))
     result = subprocess.run([mypy], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# The modules on the produce, fetch, replication and controller paths: their functions answer
+# typed replies (`rafka.actors.messages`), never a dict of fields a reader has to guess at.
+TYPED_REPLY_MODULES = (
+    "actors/messages.py", "actors/errors.py", "actors/dataport/*.py", "actors/controller/*.py",
+    "actors/server/replica*.py", "actors/server/isr_manager.py", "actors/server/leader_reads.py",
+    "actors/server/host_reads.py", "actors/server/fetch_session.py",
+    "actors/server/host_maintenance.py", "actors/server/txn_markers.py",
+    "actors/server/offset_manager.py",
+    "actors/clients/producer.py", "actors/clients/sender.py", "actors/clients/consumer.py",
+)
+# What those modules answer to admin and observability requests (the CLI's describe commands,
+# Kafka's DescribeProducers, path tracing), off those paths: fields for a table or a Kafka
+# response, kept as maps.
+ADMIN_ANSWERS = {"describe", "describe_replicas", "active_producers", "stop_tracing_path"}
+# The broker's own share of those paths: what the controller and its replica hosts call.
+TYPED_BROKER_METHODS = {
+    "leader_and_isr", "update_metadata", "update_topic_config", "stop_replicas",
+    "update_partition_states", "_write_isr_changes",
+}
+
+
+def _untyped_dict(annotation: ast.expr) -> bool:
+    """Whether a return annotation is (or holds) a bare `dict` or `dict[str, Any]`."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        annotation = ast.parse(annotation.value, mode="eval").body
+    subscripted = {id(node.value) for node in ast.walk(annotation)
+                   if isinstance(node, ast.Subscript)}
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Name) and node.id == "dict" and id(node) not in subscripted:
+            return True
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                and node.value.id == "dict" and isinstance(node.slice, ast.Tuple)
+                and [ast.unparse(element) for element in node.slice.elts] == ["str", "Any"]):
+            return True
+    return False
+
+
+def _dict_answers(path: Path, only: set[str] | None = None) -> list[str]:
+    """`path:line name` of each function (of those named `only`, if given) annotated to
+    return an untyped dict."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and (node.name in only if only is not None else node.name not in ADMIN_ANSWERS)
+            and node.returns is not None and _untyped_dict(node.returns)]
+
+
+def test_the_request_paths_answer_typed_replies() -> None:
+    paths = sorted({path for pattern in TYPED_REPLY_MODULES for path in ROOT.glob(pattern)})
+    assert ROOT / "actors" / "server" / "replica.py" in paths
+    offenders = [found for path in paths for found in _dict_answers(path)]
+    offenders += _dict_answers(ROOT / "actors" / "server" / "broker.py", TYPED_BROKER_METHODS)
+    assert not offenders, f"answer a typed reply (rafka.actors.messages): {offenders}"
+
+
+def test_the_typed_reply_check_finds_dicts() -> None:
+    def returns(source: str) -> ast.expr:
+        function = ast.parse(source).body[0]
+        assert isinstance(function, ast.FunctionDef) and function.returns is not None
+        return function.returns
+
+    assert _untyped_dict(returns("def f() -> dict[str, Any]: ..."))
+    assert _untyped_dict(returns("def f() -> Appended | dict[str, Any]: ..."))
+    assert _untyped_dict(returns("def f() -> list[dict[str, Any]]: ..."))
+    assert _untyped_dict(returns("def f() -> dict | None: ..."))
+    assert _untyped_dict(returns("def f() -> 'dict': ..."))
+    assert not _untyped_dict(returns("def f() -> dict[str, int]: ..."))
+    assert not _untyped_dict(returns("def f() -> ErrorReply | None: ..."))

@@ -34,7 +34,13 @@ from rafka.actors.errors import (
     is_retriable,
     raise_for,
 )
-from rafka.actors.messages import FetchedRecords, OffsetQuery, PartitionFetch
+from rafka.actors.messages import (
+    ErrorReply,
+    FetchedRecords,
+    ListedOffset,
+    OffsetQuery,
+    PartitionFetch,
+)
 from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.batch import decode_batches, iter_batches
@@ -185,10 +191,10 @@ class Consumer:
             name = None
             try:
                 name, host = self.metadata.leader_host(tp.topic, tp.partition, wait_s=10)
-                reply = ray.get(host.list_offsets.remote(
+                reply: ListedOffset | ErrorReply = ray.get(host.list_offsets.remote(
                     [OffsetQuery(tp.topic, tp.partition, timestamp_ms, self._read_committed)]),
                     timeout=30)[0]
-                return raise_for(reply)["offset"]
+                return raise_for(reply).offset
             except Exception as error:
                 if name is not None:
                     self.metadata.forget_if_dead(name, error)
@@ -337,12 +343,12 @@ class Consumer:
             self._on_fetched(tp, replies[index])
             self._complete_partition(tp, position, replies[index])
 
-    def _on_fetched(self, tp: TopicPartition, reply: FetchedRecords | dict[str, Any]) -> None:
+    def _on_fetched(self, tp: TopicPartition, reply: FetchedRecords | ErrorReply) -> None:
         """Every partition's fetch reply, before it is handled (group members read the high
         watermark off it for their lag)."""
 
     def _complete_partition(self, tp: TopicPartition, position: int,
-                            reply: FetchedRecords | dict[str, Any]) -> None:
+                            reply: FetchedRecords | ErrorReply) -> None:
         if tp not in self._positions or self._fetch_positions.get(
             tp, self._positions[tp]
         ) != position:
@@ -358,7 +364,7 @@ class Consumer:
                 self._fetch_positions.pop(tp, None)
                 return
             raise error
-        # error_for found no error, so the reply is the records, not an error dict.
+        # error_for found no error, so the reply is the records, not an error.
         assert isinstance(reply, FetchedRecords)
         fetched = reply
         if not fetched.records:

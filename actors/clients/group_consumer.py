@@ -35,7 +35,7 @@ from rafka.actors.errors import (
     is_retriable,
     raise_for,
 )
-from rafka.actors.messages import FetchedRecords
+from rafka.actors.messages import ErrorReply, FetchedRecords
 from rafka.actors.metrics import ConsumerLag
 from rafka.actors.offsets_topic import (
     OFFSETS_TOPIC,
@@ -127,7 +127,8 @@ def fetch_committed(
         reply = raise_for(ray.get(manager.fetch_offsets.remote(
             partition, group, [list(tp) for tp in wanted]),
             timeout=max(0.1, deadline - time.monotonic())))
-        stored = {TopicPartition(t, p): offset for t, p, offset, *_ in reply["offsets"]}
+        stored = {TopicPartition(entry.topic, entry.partition): entry.offset
+                  for entry in reply.offsets}
         return {tp: stored.get(tp) for tp in wanted}
 
     return _ask_offset_manager(
@@ -356,7 +357,7 @@ class GroupConsumer(Consumer):
         self.lag.update(self._positions)
         return records
 
-    def _on_fetched(self, tp: TopicPartition, reply: FetchedRecords | dict[str, Any]) -> None:
+    def _on_fetched(self, tp: TopicPartition, reply: FetchedRecords | ErrorReply) -> None:
         if not self.lag.on:
             return
         now = time.monotonic()

@@ -34,7 +34,7 @@ from rafka.actors.errors import (
     error_for,
     is_retriable,
 )
-from rafka.actors.messages import Appended, PartitionProduce
+from rafka.actors.messages import Appended, ErrorReply, PartitionProduce
 from rafka.actors.path_trace import SentRequest
 from rafka.common.clock import wall_clock_ms
 from rafka.logstore.batch import NO_TIMESTAMP, build_batch, frame_batch
@@ -343,7 +343,7 @@ class Sender:
                     f"request.timeout.ms ({self.config.request_timeout_ms} ms); the record may "
                     "or may not be written"))
 
-    def _complete(self, batch: PendingBatch, reply: Appended | dict[str, Any]) -> None:
+    def _complete(self, batch: PendingBatch, reply: Appended | ErrorReply) -> None:
         if isinstance(reply, Appended):
             with self._lock:
                 self._accumulator.on_completed(batch)
@@ -355,7 +355,7 @@ class Sender:
         if is_retriable(error):
             self.metadata.invalidate(batch.topic)
             if isinstance(error, OutOfOrderSequenceError) and not self._out_of_order(
-                    batch, reply.get("expected_sequence")):
+                    batch, reply.expected_sequence):
                 self._fail(batch, error)
                 return
             self._retry_or_fail(batch, error)

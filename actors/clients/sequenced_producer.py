@@ -38,7 +38,7 @@ from rafka.actors.errors import (
     error_for,
     is_retriable,
 )
-from rafka.actors.messages import ProducerQuery
+from rafka.actors.messages import ProducerDescription, ProducerQuery
 from rafka.common.sequences import increment_sequence, sequence_before
 
 # Producer ids of derived writers have this bit set; `Producer` and the Kafka listener draw
@@ -119,7 +119,8 @@ class SequencedProducer(Producer):
                 self._accumulator.sequences.start_at(topic, partition, count)
         return dict(sorted(written.items()))
 
-    def _ask_leaders(self, topic: str, partitions: list[int]) -> dict[int, dict[str, Any]]:
+    def _ask_leaders(self, topic: str, partitions: list[int]
+                     ) -> dict[int, ProducerDescription]:
         """DescribeProducers for this producer id, one request per leader host; a partition
         whose leader could not answer is left out (asked again)."""
         by_host: dict[str, tuple[Any, list[int]]] = {}
@@ -132,7 +133,7 @@ class SequencedProducer(Producer):
                 self.metadata.invalidate(topic)
                 continue
             by_host.setdefault(name, (host, []))[1].append(partition)
-        answers: dict[int, dict[str, Any]] = {}
+        answers: dict[int, ProducerDescription] = {}
         for name, (host, led) in by_host.items():
             try:
                 replies = ray.get(host.describe_producers.remote(
@@ -155,16 +156,16 @@ class SequencedProducer(Producer):
         return answers
 
 
-def _records_written(answer: dict[str, Any], topic: str, partition: int,
+def _records_written(answer: ProducerDescription, topic: str, partition: int,
                      producer_id: int) -> int | None:
     """The records an answer says this producer id wrote to the partition (its next sequence),
     or None while its last batch is not committed."""
-    if answer["last_sequence"] < 0:
+    if answer.last_sequence < 0:
         return 0
-    if answer["producer_epoch"] != 0:
+    if answer.producer_epoch != 0:
         raise InvalidProducerEpochError(
             f"{topic}-{partition} holds producer {producer_id} at epoch "
-            f"{answer['producer_epoch']}, not 0: another writer has this derived producer id")
-    if answer["last_offset"] >= answer["high_watermark"]:
+            f"{answer.producer_epoch}, not 0: another writer has this derived producer id")
+    if answer.last_offset >= answer.high_watermark:
         return None
-    return increment_sequence(answer["last_sequence"], 1)
+    return increment_sequence(answer.last_sequence, 1)

@@ -32,6 +32,7 @@ from rafka.actors.errors import (
     error_for,
     is_retriable,
 )
+from rafka.actors.messages import ProducerIdAndEpoch
 from rafka.actors.naming import broker_name
 
 # Between two tries of a retriable request (Kafka's retry.backoff.ms for transactions).
@@ -69,7 +70,7 @@ class TransactionManager:
 
     # -------------------------------------------------------------------- requests
 
-    def _ask(self, method: str, *args: Any) -> dict[str, Any]:
+    def _ask(self, method: str, *args: Any) -> Any:
         """`method(*args)` on the coordinator's broker, until it answers without a retriable
         error or max.block.ms has passed; the typed error of a final refusal is raised."""
         deadline = time.monotonic() + self.max_block_ms / 1000
@@ -108,7 +109,7 @@ class TransactionManager:
                 continue
             if error_for(reply) is None:
                 try:
-                    self._coordinator = ray.get_actor(broker_name(reply["coordinator"]),
+                    self._coordinator = ray.get_actor(broker_name(reply),
                                                       namespace=self.namespace)
                 except ValueError:  # being started again: the next round finds it
                     continue
@@ -123,9 +124,9 @@ class TransactionManager:
         transaction one left open."""
         if self.state not in (TransactionState.UNINITIALIZED, TransactionState.READY):
             raise InvalidTxnStateError(f"init_transactions in state {self.state.value}")
-        reply = self._fenced_if(lambda: self._ask(
+        reply: ProducerIdAndEpoch = self._fenced_if(lambda: self._ask(
             "init_transactions", self.transactional_id, self.timeout_ms))
-        self.producer_id, self.producer_epoch = reply["producer_id"], reply["producer_epoch"]
+        self.producer_id, self.producer_epoch = reply
         self.state = TransactionState.READY
         return self.producer_id, self.producer_epoch
 
@@ -191,7 +192,7 @@ class TransactionManager:
             raise InvalidTxnStateError(
                 f"{operation} in state {self.state.value} (needs {state.value})")
 
-    def _fenced_if(self, request: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def _fenced_if(self, request: Callable[[], Any]) -> Any:
         try:
             return request()
         except ProducerFencedError as error:

@@ -21,8 +21,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from rafka.actors.broker_handles import BrokerHandles
-from rafka.actors.errors import ErrorCode
-from rafka.actors.messages import UpdateMetadataRequest
+from rafka.actors.errors import ErrorCode, code_of
+from rafka.actors.messages import (
+    ErrorReply,
+    LeaderAndIsrRequest,
+    PartitionErrors,
+    UpdateMetadataRequest,
+)
 from rafka.common.errors import RafkaError
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.models import BrokerInfo
@@ -76,11 +81,18 @@ def _retrieve_late_answer(task: asyncio.Future) -> None:
         log.info("a late answer to the controller: %r", task.exception())
 
 
+def not_applied(answer: object) -> bool:
+    """Whether a broker's answer says it did not apply all of a request: the call failed, the
+    request was refused (an `ErrorReply`), or some of its partitions were not applied."""
+    return (isinstance(answer, (BaseException, ErrorReply))
+            or (isinstance(answer, PartitionErrors) and bool(answer.errors)))
+
+
 class BrokerSender(Protocol):
     """How the controller's requests reach one broker; each call returns its answer to await."""
 
     def leader_and_isr(self, controller_epoch: int,
-                       partitions: list[dict[str, Any]]) -> Awaitable[Any]: ...
+                       partitions: list[LeaderAndIsrRequest]) -> Awaitable[Any]: ...
 
     def update_metadata(self, request: UpdateMetadataRequest) -> Awaitable[Any]: ...
 
@@ -98,7 +110,7 @@ class RayBrokerSender:
         self.handle = handle
 
     def leader_and_isr(self, controller_epoch: int,
-                       partitions: list[dict[str, Any]]) -> Awaitable[Any]:
+                       partitions: list[LeaderAndIsrRequest]) -> Awaitable[Any]:
         return self.handle.leader_and_isr.remote(controller_epoch, partitions)
 
     def update_metadata(self, request: UpdateMetadataRequest) -> Awaitable[Any]:
@@ -157,14 +169,14 @@ class ControllerChannel:
 
     # ------------------------------------------------------------------------ LeaderAndIsr
 
-    def send_leader_and_isr(self, requests: Mapping[int, list[dict[str, Any]]]
+    def send_leader_and_isr(self, requests: Mapping[int, list[LeaderAndIsrRequest]]
                             ) -> dict[int, asyncio.Future]:
         """Start LeaderAndIsr to each broker; the calls, to `wait_for_leader_and_isr`. A
         broker that does not apply its part, even later, is sent it again at the next resend
         (`_leader_and_isr_answered`)."""
         calls: dict[int, asyncio.Future] = {}
         for broker, batch in requests.items():
-            sent = {TopicPartition(r["topic"], r["partition"]) for r in batch}
+            sent = {TopicPartition(r.topic, r.partition) for r in batch}
             sender = self.sender(broker)
             if sender is None:
                 self.leader_and_isr_behind.setdefault(broker, set()).update(sent)
@@ -176,7 +188,7 @@ class ControllerChannel:
 
     async def wait_for_leader_and_isr(self, calls: Mapping[int, asyncio.Future]) -> None:
         for reply in (await answers_of(calls, "LeaderAndIsr")).values():
-            if isinstance(reply, BaseException) or reply.get("error") or reply.get("failed"):
+            if not_applied(reply):
                 log.warning("LeaderAndIsr not applied everywhere: %r", reply)
 
     def _leader_and_isr_answered(self, broker: int, broker_epoch: int | None,
@@ -188,9 +200,9 @@ class ControllerChannel:
             return
         failure = call.exception()
         reply = None if failure is not None else call.result()
-        if reply is not None and not reply.get("error") and not reply.get("failed"):
+        if failure is None and not not_applied(reply):
             return
-        if reply is not None and reply.get("error") == ErrorCode.STALE_CONTROLLER_EPOCH:
+        if code_of(reply) == ErrorCode.STALE_CONTROLLER_EPOCH:
             return
         info = self._live().get(broker)
         if info is None or info.epoch != broker_epoch:
@@ -230,7 +242,7 @@ class ControllerChannel:
 
     def _metadata_answered(self, broker: int, call: asyncio.Future) -> None:
         failure = None if call.cancelled() else call.exception()
-        if failure is None and not call.cancelled() and not call.result().get("error"):
+        if failure is None and not call.cancelled() and not not_applied(call.result()):
             return
         log.warning("controller %d: UpdateMetadata not applied by broker %d: %r",
                     self.controller_id, broker, failure or call)
@@ -264,5 +276,5 @@ class ControllerChannel:
             if sender is not None:
                 calls[broker] = sender.update_topic_config(self.epoch, topic, config)
         for reply in (await answers_of(calls, f"the config of {topic}")).values():
-            if isinstance(reply, BaseException) or reply.get("error") or reply.get("failed"):
+            if not_applied(reply):
                 log.warning("the config of %s not applied everywhere: %r", topic, reply)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from rafka.actors.controller.channel import not_applied
 from rafka.actors.controller.context import ControllerContext
 from rafka.actors.controller.events import (
     ReassignmentCheck,
@@ -172,6 +173,6 @@ class Reassigner:
             {broker: [(tp.topic, tp.partition)] for broker in brokers}, delete,
             f"StopReplica of {tp.topic}-{tp.partition}")
         for reply in answers.values():
-            if isinstance(reply, BaseException) or reply.get("error"):
+            if not_applied(reply):
                 log.warning("StopReplica %s-%d not applied everywhere: %r", tp.topic,
                             tp.partition, reply)

@@ -12,12 +12,11 @@ that does not change under it.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from rafka.actors.controller import channel
 from rafka.actors.controller.context import ControllerContext
 from rafka.actors.controller.events import LeaderAndIsrResend, MetadataResync
-from rafka.actors.messages import PartitionMetadata, UpdateMetadataRequest
+from rafka.actors.messages import LeaderAndIsrRequest, PartitionMetadata, UpdateMetadataRequest
 from rafka.common.topic_partition import TopicPartition
 
 
@@ -37,23 +36,17 @@ class ControllerBrokerRequestBatch:
         `BROKER_ANSWER_TIMEOUT_S`; a broker that does not apply its part, even later, is
         sent it again (`ControllerChannel`)."""
         controller = self.controller
-        requests: dict[int, list[dict[str, Any]]] = {}
+        requests: dict[int, list[LeaderAndIsrRequest]] = {}
         for tp in partitions:
             if tp not in controller.states or tp.topic not in controller.assignments or (
                     tp.topic in controller.deleting):
                 continue  # a topic being deleted: its replicas must not come back
             versioned = controller.states[tp]
             state = versioned.value
-            request = {
-                "topic": tp.topic,
-                "partition": tp.partition,
-                "leader": state.leader,
-                "leader_epoch": state.leader_epoch,
-                "isr": list(state.isr),
-                "replicas": list(controller.replicas(tp)),
-                "zk_version": versioned.version,
-                "config": controller.raw_configs.get(tp.topic, {}),
-            }
+            request = LeaderAndIsrRequest(
+                tp.topic, tp.partition, state.leader, state.leader_epoch, tuple(state.isr),
+                controller.replicas(tp), controller.epoch, versioned.version,
+                config=controller.raw_configs.get(tp.topic, {}))
             for replica in controller.replicas(tp):
                 if replica in controller.live and (brokers is None or replica in brokers):
                     requests.setdefault(replica, []).append(request)

@@ -11,6 +11,7 @@ from typing import Any
 
 from rafka.actors.dataport import frames
 from rafka.actors.dataport.server import no_delay, read_frame
+from rafka.actors.messages import ErrorReply, ReplicaFetchResponse
 from rafka.common.errors import RafkaError
 from rafka.common.waiting import wait_within
 
@@ -111,7 +112,7 @@ class LeaderConnection:
         self._writer: asyncio.StreamWriter | None = None
 
     async def fetch(self, leader: Any, arguments: tuple[Any, ...], timeout_s: float,
-                    max_answer_bytes: int) -> dict[str, Any]:
+                    max_answer_bytes: int) -> ReplicaFetchResponse | ErrorReply:
         """`leader.replica_fetch(*arguments)` over the connection; raises OSError,
         asyncio.TimeoutError, IncompleteReadError or FrameError when it fails (the connection
         is then dropped), Ray's errors when the leader host cannot tell where it listens."""

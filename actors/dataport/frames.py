@@ -29,12 +29,17 @@ import msgpack
 
 from rafka.actors.messages import (
     Appended,
+    CommittedOffset,
+    CommittedOffsets,
+    ErrorReply,
     FetchedRecords,
+    ListedOffset,
     OffsetQuery,
     PartitionFetch,
     PartitionProduce,
     ReplicaFetchAnswer,
     ReplicaFetchPartition,
+    ReplicaFetchResponse,
 )
 from rafka.common.errors import RafkaError
 
@@ -42,7 +47,8 @@ LENGTH = struct.Struct(">I")
 # A fetch request lists partitions (about 40 bytes each).
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 # 2: Kafka-format produce and fetch became methods of their own (no flag in the frames).
-VERSION = 2
+# 3: answers are lists of typed fields, errors maps of `ErrorReply`'s.
+VERSION = 3
 REPLICA_FETCH = "replica_fetch"
 CONSUMER_FETCH = "fetch"
 KAFKA_FETCH = "fetch_kafka"
@@ -51,7 +57,7 @@ KAFKA_PRODUCE = "produce_kafka"
 LIST_OFFSETS = "list_offsets"
 FETCH_OFFSETS = "fetch_offsets"
 
-Reply = FetchedRecords | dict[str, Any]
+Reply = FetchedRecords | ErrorReply
 
 
 class FrameError(RafkaError, ValueError):
@@ -356,58 +362,89 @@ def _read_fetch_offsets(fields: list[Any]) -> FetchOffsetsRequest:
 
 
 # ----------------------------------------------------------------------------- the answers
+#
+# Every answer is a list of plain values (an Appended's offsets, fetched records, ...); an
+# error is a map of `ErrorReply`'s fields, so the two never read as each other.
+
+_ERROR_FIELDS: dict[str, tuple[type, ...]] = {
+    "code": (int,), "message": (str,), "leader": (int, type(None)),
+    "log_start_offset": (int,), "log_end_offset": (int,), "high_watermark": (int,),
+    "expected_sequence": (int, type(None))}
+
+
+def _pack_error(error: ErrorReply) -> dict[str, int | str | None]:
+    return error._asdict()
+
+
+def _is_error(packed: Any) -> bool:
+    return isinstance(packed, dict)
+
+
+def _read_error(packed: Any) -> ErrorReply:
+    if (not isinstance(packed, dict) or set(packed) != set(_ERROR_FIELDS)
+            or not all(type(packed[name]) in kinds for name, kinds in _ERROR_FIELDS.items())):
+        raise FrameError(f"an error is a map of {', '.join(_ERROR_FIELDS)}")
+    return ErrorReply(**packed)
+
+
+def _error_or_list(body: bytes, what: str) -> ErrorReply | list[Any]:
+    """An answer's body: the request's error, or the list of what it answers (FrameError,
+    saying `what`, for anything else)."""
+    message = _unpack(body)
+    if _is_error(message):
+        return _read_error(message)
+    if not isinstance(message, list):
+        raise FrameError(f"{what} or an error")
+    return message
+
 
 def _pack_reply(reply: Reply) -> Any:
     """Records as a list, an error as a map."""
     if isinstance(reply, FetchedRecords):
         return [reply.records, *reply[1:6], [list(pair) for pair in reply.aborted_transactions]]
-    return reply
+    return _pack_error(reply)
 
 
 def _read_reply(packed: Any) -> Reply:
-    if isinstance(packed, list):
-        if len(packed) != 7 or not isinstance(packed[0], bytes) \
-                or not isinstance(packed[6], list):
-            raise FrameError("fetched records are [records, 5 offsets, aborted]")
-        _ints(packed[1:6], "fetched records")
-        for pair in packed[6]:
-            if not isinstance(pair, list) or len(pair) != 2:
-                raise FrameError("an aborted transaction is [producer id, first offset]")
-            _ints(pair, "an aborted transaction")
-        next_offset, high_watermark, log_start_offset, log_end_offset, last_stable_offset = \
-            packed[1:6]
-        return FetchedRecords(packed[0], next_offset, high_watermark, log_start_offset,
-                              log_end_offset, last_stable_offset,
-                              tuple((p[0], p[1]) for p in packed[6]))
-    if not isinstance(packed, dict) or type(packed.get("error")) is not int:
-        raise FrameError("a partition's reply is records or an error")
-    return packed
+    if _is_error(packed):
+        return _read_error(packed)
+    if (not isinstance(packed, list) or len(packed) != 7 or not isinstance(packed[0], bytes)
+            or not isinstance(packed[6], list)):
+        raise FrameError("a partition's reply is records [records, 5 offsets, aborted] or an "
+                         "error")
+    _ints(packed[1:6], "fetched records")
+    for pair in packed[6]:
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise FrameError("an aborted transaction is [producer id, first offset]")
+        _ints(pair, "an aborted transaction")
+    next_offset, high_watermark, log_start_offset, log_end_offset, last_stable_offset = \
+        packed[1:6]
+    return FetchedRecords(packed[0], next_offset, high_watermark, log_start_offset,
+                          log_end_offset, last_stable_offset,
+                          tuple((p[0], p[1]) for p in packed[6]))
 
 
-def replica_fetch_answer(reply: dict[str, Any]) -> bytes:
-    """The frame of `replica_fetch`'s reply."""
-    answers = [[answer.topic, answer.partition, answer.fetch_offset, _pack_reply(answer.reply)]
-               for answer in reply.get("partitions", ())]
-    error = {key: value for key, value in reply.items() if key != "partitions"}
-    return frame([error, answers])
+def replica_fetch_answer(reply: ReplicaFetchResponse | ErrorReply) -> bytes:
+    """The frame of `replica_fetch`'s reply: each partition's answer, or the fetch's error."""
+    if isinstance(reply, ErrorReply):
+        return frame(_pack_error(reply))
+    return frame([[answer.topic, answer.partition, answer.fetch_offset,
+                   _pack_reply(answer.reply)] for answer in reply.partitions])
 
 
-def read_replica_fetch_answer(body: bytes) -> dict[str, Any]:
+def read_replica_fetch_answer(body: bytes) -> ReplicaFetchResponse | ErrorReply:
     """`replica_fetch`'s reply again, as the actor call returns it."""
-    message = _unpack(body)
-    if (not isinstance(message, list) or len(message) != 2 or not isinstance(message[0], dict)
-            or not isinstance(message[1], list) or type(message[0].get("error")) is not int):
-        raise FrameError("a follower's fetch answer is [{error, ...}, [partition answers]]")
-    reply = dict(message[0])
+    message = _error_or_list(body, "a follower's fetch answer is a list of partition answers")
+    if isinstance(message, ErrorReply):
+        return message
     partitions = []
-    for entry in message[1]:
+    for entry in message:
         if not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[0], str):
             raise FrameError("a partition's answer is [topic, partition, fetch offset, reply]")
         _ints(entry[1:3], "a partition's answer")
         partitions.append(ReplicaFetchAnswer(entry[0], entry[1], entry[2],
                                              _read_reply(entry[3])))
-    reply["partitions"] = partitions
-    return reply
+    return ReplicaFetchResponse(partitions)
 
 
 def consumer_fetch_answer(replies: list[Reply]) -> bytes:
@@ -422,61 +459,70 @@ def read_consumer_fetch_answer(body: bytes) -> list[Reply]:
     return [_read_reply(packed) for packed in message]
 
 
-def produce_answer(replies: list[Appended | dict[str, Any]]) -> bytes:
+def produce_answer(replies: list[Appended | ErrorReply]) -> bytes:
     """The frame of `produce`'s reply: one per partition, in order."""
-    return frame([list(reply) if isinstance(reply, Appended) else reply for reply in replies])
+    return frame([_pack_error(reply) if isinstance(reply, ErrorReply) else list(reply)
+                  for reply in replies])
 
 
-def read_produce_answer(body: bytes) -> list[Appended | dict[str, Any]]:
+def read_produce_answer(body: bytes) -> list[Appended | ErrorReply]:
     message = _unpack(body)
     if not isinstance(message, list):
         raise FrameError("a producer's answer is a list of partition replies")
-    replies: list[Appended | dict[str, Any]] = []
+    replies: list[Appended | ErrorReply] = []
     for packed in message:
-        if isinstance(packed, list) and len(packed) == 4:
+        if _is_error(packed):
+            replies.append(_read_error(packed))
+        elif isinstance(packed, list) and len(packed) == 4:
             _ints(packed, "an append")
             replies.append(Appended(*packed))
-        elif isinstance(packed, dict) and type(packed.get("error")) is int:
-            replies.append(packed)
         else:
             raise FrameError("a partition's reply is an append or an error")
     return replies
 
 
-def list_offsets_answer(replies: list[dict[str, Any]]) -> bytes:
-    """The frame of `list_offsets`'s reply: one map per partition, in order."""
-    return frame(replies)
+def list_offsets_answer(replies: list[ListedOffset | ErrorReply]) -> bytes:
+    """The frame of `list_offsets`'s reply: one per partition, in order."""
+    return frame([_pack_error(reply) if isinstance(reply, ErrorReply) else list(reply)
+                  for reply in replies])
 
 
-def read_list_offsets_answer(body: bytes) -> list[dict[str, Any]]:
+def read_list_offsets_answer(body: bytes) -> list[ListedOffset | ErrorReply]:
     message = _unpack(body)
     if not isinstance(message, list):
         raise FrameError("a ListOffsets answer is a list of partition replies")
-    for reply in message:
-        if (not isinstance(reply, dict) or type(reply.get("error")) is not int
-                or not all(value is None or type(value) in (int, str, bool)
-                           for value in reply.values())):
-            raise FrameError("a partition's offsets are a map of plain values with its error")
-    return message
+    replies: list[ListedOffset | ErrorReply] = []
+    for packed in message:
+        if _is_error(packed):
+            replies.append(_read_error(packed))
+            continue
+        if (not isinstance(packed, list) or len(packed) != 3
+                or not (packed[0] is None or type(packed[0]) is int)):
+            raise FrameError("a partition's offset is [offset or nil, timestamp, leader epoch]")
+        _ints(packed[1:], "a partition's offset")
+        replies.append(ListedOffset(*packed))
+    return replies
 
 
-def fetch_offsets_answer(reply: dict[str, Any]) -> bytes:
-    """The frame of `fetch_offsets`'s reply: its error, and `offsets` when there is none."""
-    return frame(reply)
+def fetch_offsets_answer(reply: CommittedOffsets | ErrorReply) -> bytes:
+    """The frame of `fetch_offsets`'s reply: the group's committed offsets, or its error."""
+    if isinstance(reply, ErrorReply):
+        return frame(_pack_error(reply))
+    return frame([list(entry) for entry in reply.offsets])
 
 
-def read_fetch_offsets_answer(body: bytes) -> dict[str, Any]:
-    reply = _unpack(body)
-    if not isinstance(reply, dict) or type(reply.get("error")) is not int:
-        raise FrameError("an OffsetFetch answer is a map with its error")
-    for entry in reply.get("offsets", ()):
+def read_fetch_offsets_answer(body: bytes) -> CommittedOffsets | ErrorReply:
+    message = _error_or_list(body, "an OffsetFetch answer is a list of committed offsets")
+    if isinstance(message, ErrorReply):
+        return message
+    for entry in message:
         if (not isinstance(entry, list) or len(entry) != 5 or not isinstance(entry[0], str)
                 or type(entry[1]) is not int or type(entry[2]) is not int
                 or not isinstance(entry[3], str)
                 or not (entry[4] is None or type(entry[4]) is int)):
             raise FrameError("a committed offset is [topic, partition, offset, metadata, "
                              "leader epoch or nil]")
-    return reply
+    return CommittedOffsets([CommittedOffset(*entry) for entry in message])
 
 
 ANSWERS: dict[type, Callable[[Any], bytes]] = {

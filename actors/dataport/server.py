@@ -40,6 +40,7 @@ from rafka.actors.dataport.frames import (
     ProduceRequest,
     ReplicaFetchRequest,
 )
+from rafka.actors.messages import CommittedOffsets, ErrorReply, ReplicaFetchResponse
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +71,11 @@ class DataPort:
     def __init__(self, host: str, max_request_bytes: int, *,
                  produce: Callable[..., Awaitable[list[Any]]],
                  produce_kafka: Callable[..., Awaitable[list[Any]]],
-                 replica_fetch: Callable[..., Awaitable[dict[str, Any]]],
+                 replica_fetch: Callable[..., Awaitable[ReplicaFetchResponse | ErrorReply]],
                  fetch: Callable[..., Awaitable[list[Any]]],
                  fetch_kafka: Callable[..., Awaitable[list[Any]]],
                  list_offsets: Callable[..., Awaitable[list[Any]]],
-                 fetch_offsets: Callable[..., Awaitable[dict[str, Any]]]) -> None:
+                 fetch_offsets: Callable[..., Awaitable[CommittedOffsets | ErrorReply]]) -> None:
         self.host = host
         self.max_request_bytes = max_request_bytes
         self._methods: dict[type, Callable[..., Awaitable[Any]]] = {

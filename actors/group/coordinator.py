@@ -32,7 +32,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rafka.actors.errors import ErrorCode
+from rafka.actors.errors import ErrorCode, code_of, error_reply
 from rafka.actors.group.classic_group import (
     NO_MEMBER,
     Answers,
@@ -42,6 +42,7 @@ from rafka.actors.group.classic_group import (
     SyncResult,
 )
 from rafka.actors.group.group_kinds import GroupKindFence
+from rafka.actors.messages import CommittedOffset, CommittedOffsets, ErrorReply
 from rafka.actors.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic, offsets_partition
 from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
 from rafka.actors.txn.view import TransactionalBrokerView
@@ -299,8 +300,7 @@ class GroupCoordinator:
         replies = await asyncio.gather(
             *(self.broker.replica_host_for(OFFSETS_TOPIC, p).offset_groups.remote(p)
               for p in led), return_exceptions=True)
-        return {group for reply in replies if isinstance(reply, dict)
-                for group in reply.get("groups", ())}
+        return {group for reply in replies if isinstance(reply, list) for group in reply}
 
     async def describe_groups(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         described = api.response.DescribedGroup
@@ -348,11 +348,11 @@ class GroupCoordinator:
         refused = await self._fence.refuse_if_members(group_id, ErrorCode.NON_EMPTY_GROUP)
         if refused:
             return refused
-        reply = await self._ask_offset_manager(group_id, "forget_group")
-        if reply["error"]:
-            return reply["error"]
+        forgotten = await self._ask_offset_manager(group_id, "forget_group")
+        if isinstance(forgotten, ErrorReply):
+            return forgotten.code
         self.groups.pop(group_id, None)
-        return ErrorCode.NONE if reply["forgotten"] or group is not None \
+        return ErrorCode.NONE if forgotten or group is not None \
             else ErrorCode.GROUP_ID_NOT_FOUND
 
     # --------------------------------------------------------------------------- offsets
@@ -371,8 +371,8 @@ class GroupCoordinator:
                 request.group_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         entries = _commit_entries(request)
         if error == 0 and entries:
-            error = (await self._ask_offset_manager(request.group_id, "commit_offsets", entries,
-                                                    COMMIT_TIMEOUT_MS))["error"]
+            error = code_of(await self._ask_offset_manager(
+                request.group_id, "commit_offsets", entries, COMMIT_TIMEOUT_MS))
         topic = api.response.OffsetCommitResponseTopic
         return _commit_answer(request, error, topic, topic.OffsetCommitResponsePartition)
 
@@ -383,9 +383,9 @@ class GroupCoordinator:
         error, _group = await self._coordinates(request.group_id)
         entries = _commit_entries(request)
         if error == 0 and entries:
-            error = (await self._ask_offset_manager(
+            error = code_of(await self._ask_offset_manager(
                 request.group_id, "commit_transactional_offsets", request.producer_id,
-                request.producer_epoch, entries, COMMIT_TIMEOUT_MS))["error"]
+                request.producer_epoch, entries, COMMIT_TIMEOUT_MS))
             if error == ErrorCode.INVALID_PRODUCER_EPOCH:
                 error = ErrorCode.PRODUCER_FENCED
         topic = api.response.TxnOffsetCommitResponseTopic
@@ -395,12 +395,13 @@ class GroupCoordinator:
         error, _group = await self._coordinates(request.group_id)
         wanted = None if request.topics is None else [
             [topic.name, index] for topic in request.topics for index in topic.partition_indexes]
-        found: dict[tuple[str, int], tuple[int, str, int]] = {}
+        found: dict[tuple[str, int], tuple[int, str, int | None]] = {}
         if error == 0:
             reply = await self._ask_offset_manager(request.group_id, "fetch_offsets", wanted)
-            error = reply["error"]
-            found = {(t, p): (offset, meta, epoch)
-                     for t, p, offset, meta, epoch in reply.get("offsets", ())}
+            error = code_of(reply)
+            if isinstance(reply, CommittedOffsets):
+                found = {(t, p): (offset, meta, epoch)
+                         for t, p, offset, meta, epoch in reply.offsets}
         keys = [tuple(tp) for tp in wanted] if wanted is not None else sorted(found)
         response = api.response.OffsetFetchResponseTopic
         topics: dict[str, list[Any]] = {}
@@ -418,13 +419,12 @@ class GroupCoordinator:
                            for name, parts in topics.items()]}
 
 
-    async def _committed_offsets(self, group_id: str) -> list[Any]:
+    async def _committed_offsets(self, group_id: str) -> list[CommittedOffset]:
         """The group's committed offsets, [] if it has none or they cannot be read now."""
-        return (await self._ask_offset_manager(group_id, "fetch_offsets", None)).get(
-            "offsets", [])
+        reply = await self._ask_offset_manager(group_id, "fetch_offsets", None)
+        return reply.offsets if isinstance(reply, CommittedOffsets) else []
 
-    async def _ask_offset_manager(self, group_id: str, method: str, *args: Any,
-                                  ) -> dict[str, Any]:
+    async def _ask_offset_manager(self, group_id: str, method: str, *args: Any) -> Any:
         """Call `method(partition, group_id, *args)` on the host of the group's offset
         manager, here; its reply, with an error a group client reads as "find the coordinator
         again" where the partition moved or its host died."""
@@ -432,13 +432,15 @@ class GroupCoordinator:
         host = (None if partition is None
                 else self.broker.replica_host_for(OFFSETS_TOPIC, partition))
         if host is None:
-            return {"error": ErrorCode.NOT_COORDINATOR}
+            return error_reply(ErrorCode.NOT_COORDINATOR, f"no offset manager of {group_id}")
         try:
             reply = await self._call_host(host, method, 0, partition, group_id, *args)
         except Exception as failure:  # the offset manager's host died: ask again
             log.warning("%s of group %s failed: %r", method, group_id, failure)
-            return {"error": ErrorCode.NOT_COORDINATOR}
-        return {**reply, "error": _coordinator_error(reply.get("error", 0))}
+            return error_reply(ErrorCode.NOT_COORDINATOR, f"{method} failed: {failure!r}")
+        if isinstance(reply, ErrorReply):
+            return reply._replace(code=_coordinator_error(reply.code))
+        return reply
 
 
 def _coordinator_error(code: int) -> int:

@@ -23,6 +23,7 @@ from typing import Any
 from rafka.actors.broker_view import BrokerView
 from rafka.actors.config import DYNAMIC_BROKER_SETTINGS, BrokerConfig, TopicConfig
 from rafka.actors.errors import ErrorCode
+from rafka.actors.messages import ErrorReply
 from rafka.actors.topics import alter_topic_config, create_topic
 from rafka.common.config import ConfigKey, InvalidConfigError, Type
 from rafka.common.waiting import Deadline, wait_until_async
@@ -212,8 +213,8 @@ class KafkaAdminHandler:
         if version >= 1 and request.election_type != PREFERRED_ELECTION:
             return _elect_leaders_response(api, ErrorCode.INVALID_REQUEST, partitions or [])
         reply = await self.broker.elect_preferred_leaders(partitions)
-        if reply.get("error", 0):
-            return _elect_leaders_response(api, reply["error"], partitions or [])
+        if isinstance(reply, ErrorReply):
+            return _elect_leaders_response(api, reply.code, partitions or [])
         outcomes = {(topic, partition): error for topic, partition, error in reply["outcomes"]
                     # Asked for all, Kafka leaves out those already led by their preferred one.
                     if partitions is not None or error != ErrorCode.ELECTION_NOT_NEEDED}

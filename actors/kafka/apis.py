@@ -30,14 +30,17 @@ from rafka.actors.config import TopicConfig
 from rafka.actors.dataport import frames
 from rafka.actors.dataport.async_client import HostConnections, RequestTooLarge
 from rafka.actors.dataport.frames import KAFKA_FETCH, KAFKA_PRODUCE, LIST_OFFSETS
-from rafka.actors.errors import ErrorCode
+from rafka.actors.errors import ErrorCode, code_of, error_reply
 from rafka.actors.group.coordinator import GroupCoordinator
 from rafka.actors.kafka.admin import KafkaAdminHandler
 from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
 from rafka.actors.kafka.transactions import KafkaTransactionHandler
 from rafka.actors.messages import (
     Appended,
+    DeletedRecords,
+    ErrorReply,
     FetchedRecords,
+    ListedOffset,
     OffsetQuery,
     PartitionFetch,
     PartitionProduce,
@@ -164,12 +167,12 @@ class KafkaApis:
         return await getattr(host, method).remote(*arguments)
 
     async def _each_host(self, parts: list[Any], call: Callable[[Any, list[Any]], Any],
-                         ) -> dict[tuple[str, int], dict[str, Any]]:
+                         ) -> dict[tuple[str, int], Any]:
         """Hand each replica host of this broker its share of `parts` (each names a topic and
         a partition) in one `call`, and return every part's reply by (topic, partition), in
         the order asked; a partition this broker holds no replica of is NOT_LEADER_OR_FOLLOWER,
         so the client asks for metadata again."""
-        replies: dict[tuple[str, int], dict[str, Any]] = {}
+        replies: dict[tuple[str, int], Any] = {}
         by_host: dict[Any, list[Any]] = {}
         for part in parts:
             tp = (part.topic, part.partition)
@@ -308,8 +311,7 @@ class KafkaApis:
                            for producer_id, first_offset in reply.aborted_transactions]
             else:  # an error: an out-of-range offset still says where the log stands
                 error, high_watermark, log_start_offset, records = (
-                    reply["error"], reply.get("high_watermark", -1),
-                    reply.get("log_start_offset", -1), b"")
+                    reply.code, reply.high_watermark, reply.log_start_offset, b"")
                 last_stable_offset = -1
             topics.setdefault(tp[0], []).append(partition_data(
                 partition_index=tp[1], error_code=error, high_watermark=high_watermark,
@@ -329,12 +331,16 @@ class KafkaApis:
         replies = await self._each_host(
             queries, lambda host, share: self._call_host(host, LIST_OFFSETS, 0, share))
         response = api.response.ListOffsetsTopicResponse
-        topics = _per_topic(replies, lambda partition, reply: (
-            response.ListOffsetsPartitionResponse(
-                partition_index=partition, error_code=reply.get("error", 0),
-                timestamp=reply.get("timestamp", NO_TIMESTAMP),
-                offset=UNDEFINED_OFFSET if reply.get("offset") is None else reply["offset"],
-                leader_epoch=reply.get("leader_epoch", UNDEFINED_EPOCH))))
+
+        def listed(partition: int, reply: ListedOffset | ErrorReply) -> Any:
+            found = (reply if isinstance(reply, ListedOffset)
+                     else ListedOffset(None, NO_TIMESTAMP, UNDEFINED_EPOCH))
+            return response.ListOffsetsPartitionResponse(
+                partition_index=partition, error_code=code_of(reply), timestamp=found.timestamp,
+                offset=UNDEFINED_OFFSET if found.offset is None else found.offset,
+                leader_epoch=found.leader_epoch)
+
+        topics = _per_topic(replies, listed)
         return {"throttle_time_ms": 0,
                 "topics": [response(name=name, partitions=parts)
                            for name, parts in topics.items()]}
@@ -353,9 +359,10 @@ class KafkaApis:
         response = api.response.TopicResponse
         state = response.PartitionResponse.ProducerState
         topics = _per_topic(replies, lambda partition, reply: response.PartitionResponse(
-            partition_index=partition, error_code=reply.get("error", 0),
-            error_message=reply.get("message"),
-            active_producers=[state(**producer) for producer in reply.get("producers", ())]))
+            partition_index=partition, error_code=code_of(reply),
+            error_message=reply.message if isinstance(reply, ErrorReply) else None,
+            active_producers=[] if isinstance(reply, ErrorReply)
+            else [state(**producer) for producer in reply["producers"]]))
         return {"throttle_time_ms": 0, "topics": [response(name=name, partitions=parts)
                                                   for name, parts in topics.items()]}
 
@@ -377,7 +384,7 @@ class KafkaApis:
             result = api.response.WritableTxnMarkerResult.WritableTxnMarkerTopicResult
             topics = _per_topic(replies, lambda partition, reply: (
                 result.WritableTxnMarkerPartitionResult(partition_index=partition,
-                                                        error_code=reply.get("error", 0))))
+                                                        error_code=code_of(reply))))
             return api.response.WritableTxnMarkerResult(
                 producer_id=entry.producer_id,
                 topics=[result(name=name, partitions=parts) for name, parts in topics.items()])
@@ -397,25 +404,26 @@ class KafkaApis:
         response = api.response.DeleteRecordsTopicResult
         topics = _per_topic(replies, lambda partition, reply: (
             response.DeleteRecordsPartitionResult(
-                partition_index=partition, low_watermark=reply.get("low_watermark", -1),
-                error_code=reply.get("error", 0))))
+                partition_index=partition,
+                low_watermark=reply.low_watermark if isinstance(reply, DeletedRecords) else -1,
+                error_code=code_of(reply))))
         return {"throttle_time_ms": 0, "topics": [response(name=name, partitions=parts)
                                                   for name, parts in topics.items()]}
 
 
-def _each_reply(parts: list[Any], answer: Any) -> list[tuple[Any, dict[str, Any]]]:
+def _each_reply(parts: list[Any], answer: Any) -> list[tuple[Any, Any]]:
     """Pair each part of a call to a host with its reply; a host that died or raised answers
     NOT_LEADER_OR_FOLLOWER for all of them, so the client asks where they are now."""
     if isinstance(answer, BaseException):
         log.warning("a replica host did not answer: %r", answer)
-        failed = {"error": ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                  "message": f"the replica host did not answer: {answer!r}"}
+        failed = error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"the replica host did not answer: {answer!r}")
         return [(part, failed) for part in parts]
     return list(zip(parts, answer, strict=True))
 
 
-def _per_topic(replies: dict[tuple[str, int], dict[str, Any]],
-               answer: Callable[[int, dict[str, Any]], Any]) -> dict[str, list[Any]]:
+def _per_topic(replies: dict[tuple[str, int], Any],
+               answer: Callable[[int, Any], Any]) -> dict[str, list[Any]]:
     """`answer(partition, reply)` for each partition's reply, grouped by topic, as responses
     nest them."""
     topics: dict[str, list[Any]] = {}
@@ -424,14 +432,14 @@ def _per_topic(replies: dict[tuple[str, int], dict[str, Any]],
     return topics
 
 
-def _not_here(broker_id: int, tp: tuple[str, int]) -> dict[str, Any]:
-    return {"error": ErrorCode.NOT_LEADER_OR_FOLLOWER,
-            "message": f"broker {broker_id} holds no replica of {tp[0]}-{tp[1]}"}
+def _not_here(broker_id: int, tp: tuple[str, int]) -> ErrorReply:
+    return error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                       f"broker {broker_id} holds no replica of {tp[0]}-{tp[1]}")
 
 
 def _produce_response(version: int, correlation_id: int,
                       errors: dict[tuple[str, int], tuple[int, str]],
-                      replies: dict[tuple[str, int], dict[str, Any]]) -> bytes:
+                      replies: dict[tuple[str, int], Appended | ErrorReply]) -> bytes:
     answers = []
     for tp in sorted({*errors, *replies}):
         reply = replies.get(tp)
@@ -444,6 +452,6 @@ def _produce_response(version: int, correlation_id: int,
                 code, message = errors[tp]
             else:
                 assert reply is not None  # every partition asked has an error or a reply
-                code, message = reply["error"], reply.get("message")
+                code, message = reply.code, reply.message
             answers.append(PartitionAnswer(*tp, code, error_message=message))
     return produce_response(version, correlation_id, answers)

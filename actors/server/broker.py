@@ -31,9 +31,13 @@ from rafka.actors.controller.recovery import RecoveryPolicy
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.logs import log_actor_lines
 from rafka.actors.messages import (
+    ErrorReply,
     IsrChange,
+    IsrWritten,
     LeaderAndIsrRequest,
+    PartitionErrors,
     PartitionMetadata,
+    ProducerIdAndEpoch,
     UpdateMetadataRequest,
 )
 from rafka.actors.naming import broker_name
@@ -398,8 +402,8 @@ class Broker:
     # ----------------------------------------------------------- the controller's requests
 
     async def leader_and_isr(
-        self, controller_epoch: int, partitions: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+        self, controller_epoch: int, partitions: list[LeaderAndIsrRequest]
+    ) -> PartitionErrors | ErrorReply:
         """Apply the controller's LeaderAndIsr to this broker's replicas, creating them: one
         call per replica host, carrying all of its partitions."""
         if controller_epoch < self.controller_epoch:
@@ -432,7 +436,7 @@ class Broker:
 
     async def update_topic_config(
         self, controller_epoch: int, topic: str, config: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> PartitionErrors | ErrorReply:
         """The controller says `topic`'s config changed: the hosts of its replicas here apply
         it, and a host recreated later is given it with its LeaderAndIsr."""
         if controller_epoch < self.controller_epoch:
@@ -442,16 +446,18 @@ class Broker:
 
     async def stop_replicas(
         self, controller_epoch: int, partitions: list[tuple[str, int]], delete: bool
-    ) -> dict[str, Any]:
+    ) -> ErrorReply | None:
         """Stop (and with `delete`, remove from disk) replicas: topic deletion, reassignment."""
         if controller_epoch < self.controller_epoch:
             return error_reply(ErrorCode.STALE_CONTROLLER_EPOCH, "stale controller epoch")
         self.controller_epoch = controller_epoch
-        return await self.replica_hosts.stop_replicas(partitions, delete)
+        await self.replica_hosts.stop_replicas(partitions, delete)
+        return None
 
     # ------------------------------------------------------------------- ZooKeeper writes
 
-    async def update_partition_states(self, changes: list[IsrChange]) -> list[dict[str, Any]]:
+    async def update_partition_states(self, changes: list[IsrChange]
+                                      ) -> list[IsrWritten | ErrorReply]:
         """Leaders' ISR changes: conditional writes with this broker's session, one reply each
         (the new znode version, or NOT_LEADER_OR_FOLLOWER if someone moved the partition)."""
         assert self.store is not None
@@ -464,7 +470,7 @@ class Broker:
 
     async def elect_preferred_leaders(
         self, partitions: list[tuple[str, int]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | ErrorReply:
         """Preferred-leader election of `partitions` (None: all), if this broker is the
         controller: those that `moved`, and each one's `outcome` (an error code)."""
         if self.controller is None:
@@ -472,7 +478,7 @@ class Broker:
                                                          "the controller")
         outcomes = await self.controller.elect_preferred_leaders(
             None if partitions is None else [TopicPartition(*tp) for tp in partitions])
-        return {"error": 0, "moved": [list(tp) for tp, error in outcomes.items() if error == 0],
+        return {"moved": [list(tp) for tp, error in outcomes.items() if error == 0],
                 "outcomes": [[*tp, error] for tp, error in outcomes.items()]}
 
     # ------------------------------------------------------------------------- metadata
@@ -496,7 +502,7 @@ class Broker:
     def cached_partitions(self, topic: str) -> dict[int, dict[str, Any]] | None:
         return self.metadata_cache.metadata([topic])["topics"].get(topic)
 
-    async def update_metadata(self, update: UpdateMetadataRequest) -> dict[str, Any]:
+    async def update_metadata(self, update: UpdateMetadataRequest) -> ErrorReply | None:
         """The controller's UpdateMetadata, for the metadata cache."""
         if not self.metadata_cache.apply(update):
             return error_reply(ErrorCode.STALE_CONTROLLER_EPOCH,
@@ -504,7 +510,7 @@ class Broker:
                                f"{self.metadata_cache.controller_epoch}")
         if update.full:  # a partial update alone is not a picture of the cluster
             self._metadata_filled.set()
-        return {"error": 0}
+        return None
 
     async def zookeeper_reads(self) -> int:
         """How many znodes this broker's ZooKeeper client has read (the tests count them)."""
@@ -546,11 +552,11 @@ class Broker:
                 "password": password}
 
     # ------------------------------------------------------------------ transactions
-    # The transaction coordinator's requests for rafka's producers; each answer is a dict with
-    # Kafka's `error` code, as Kafka's answers are.
+    # The transaction coordinator's requests for rafka's producers; each is refused with an
+    # `ErrorReply` of Kafka's error code.
 
-    async def find_transaction_coordinator(self, transactional_id: str) -> dict[str, Any]:
-        """`coordinator`: the broker that leads the id's `__transaction_state` partition."""
+    async def find_transaction_coordinator(self, transactional_id: str) -> int | ErrorReply:
+        """The broker that leads the id's `__transaction_state` partition."""
         partition = await self.transactions.partition_of(transactional_id)
         if partition is None:
             return error_reply(ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -560,31 +566,33 @@ class Broker:
         if leader < 0:
             return error_reply(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                f"{TRANSACTION_STATE_TOPIC}-{partition} has no leader yet")
-        return {"error": 0, "coordinator": leader}
+        return leader
 
     async def init_transactions(self, transactional_id: str, timeout_ms: int,
-                                expected: tuple[int, int] | None = None) -> dict[str, Any]:
+                                expected: tuple[int, int] | None = None
+                                ) -> ProducerIdAndEpoch | ErrorReply:
         error, producer_id, epoch = await self.transactions.init_producer_id(
             transactional_id, timeout_ms, expected)
-        return {"error": error, "producer_id": producer_id, "producer_epoch": epoch}
+        return _refused(error) or ProducerIdAndEpoch(producer_id, epoch)
 
     async def add_partitions_to_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int,
         partitions: list[tuple[str, int]],
-    ) -> dict[str, Any]:
-        return {"error": await self.transactions.add_partitions(
+    ) -> ErrorReply | None:
+        return _refused(await self.transactions.add_partitions(
             transactional_id, producer_id, producer_epoch,
-            [(topic, partition) for topic, partition in partitions])}
+            [(topic, partition) for topic, partition in partitions]))
 
     async def add_offsets_to_transaction(self, transactional_id: str, producer_id: int,
-                                         producer_epoch: int, group_id: str) -> dict[str, Any]:
-        return {"error": await self.transactions.add_offsets(
-            transactional_id, producer_id, producer_epoch, group_id)}
+                                         producer_epoch: int, group_id: str
+                                         ) -> ErrorReply | None:
+        return _refused(await self.transactions.add_offsets(
+            transactional_id, producer_id, producer_epoch, group_id))
 
     async def end_transaction(self, transactional_id: str, producer_id: int,
-                              producer_epoch: int, commit: bool) -> dict[str, Any]:
-        return {"error": await self.transactions.end_transaction(
-            transactional_id, producer_id, producer_epoch, commit)}
+                              producer_epoch: int, commit: bool) -> ErrorReply | None:
+        return _refused(await self.transactions.end_transaction(
+            transactional_id, producer_id, producer_epoch, commit))
 
     async def replica_host_of(self, topic: str, partition: int) -> str:
         """The name of the replica host that holds (or would hold) this broker's replica."""
@@ -599,6 +607,11 @@ class Broker:
         return await self.replica_hosts.host_pids()
 
 
+def _refused(code: int) -> ErrorReply | None:
+    """The reply to a transaction request the coordinator answered with `code` (None: done)."""
+    return error_reply(ErrorCode(code), ErrorCode(code).name) if code else None
+
+
 def _was_restarted() -> bool:
     """Whether Ray restarted this actor (after its process or its node died)."""
     with warnings.catch_warnings():
@@ -609,8 +622,8 @@ def _was_restarted() -> bool:
 
 def _write_isr_changes(
     states: PartitionStateStore, changes: list[IsrChange]
-) -> list[dict[str, Any]]:
-    replies: list[dict[str, Any]] = []
+) -> list[IsrWritten | ErrorReply]:
+    replies: list[IsrWritten | ErrorReply] = []
     written = []
     for change in changes:
         new_state = PartitionState(change.leader, change.leader_epoch, tuple(change.isr),
@@ -624,7 +637,7 @@ def _write_isr_changes(
         except CoordinationError as error:
             replies.append(error_reply(ErrorCode.REQUEST_TIMED_OUT, str(error)))
             continue
-        replies.append({"error": 0, "version": version})
+        replies.append(IsrWritten(version))
         written.append((change.topic, change.partition))
     if written:
         # Tell the controller, which keeps every partition's state.

@@ -11,10 +11,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.messages import FetchedRecords, PartitionFetch, ReplicaFetchPartition, TableRead
+from rafka.actors.messages import (
+    ErrorReply,
+    FetchedRecords,
+    PartitionFetch,
+    ReplicaFetchPartition,
+    TableRead,
+)
 from rafka.actors.path_trace import CONSUMER
 from rafka.actors.server import leader_reads
 from rafka.actors.server.fetch_session import FetchSession, FetchSessionCache
@@ -24,8 +30,11 @@ from rafka.common.topic_partition import TopicPartition
 from rafka.common.waiting import wait_for_event
 from rafka.logstore.batch import decode_columns
 
+# What a replica answers a query with, when it answers it.
+Answer = TypeVar("Answer")
 
-def unknown_partition(broker_id: int, topic: str, partition: int) -> dict[str, Any]:
+
+def unknown_partition(broker_id: int, topic: str, partition: int) -> ErrorReply:
     return error_reply(
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
         f"broker {broker_id} hosts no replica of {topic}-{partition} here: refresh metadata",
@@ -34,10 +43,10 @@ def unknown_partition(broker_id: int, topic: str, partition: int) -> dict[str, A
 
 def answer_each(
     replicas: dict[TopicPartition, PartitionReplica], broker_id: int, queries: list[Any],
-    answer: Callable[[PartitionReplica, Any], dict[str, Any]],
-) -> list[dict[str, Any]]:
+    answer: Callable[[PartitionReplica, Any], Answer],
+) -> list[Answer | ErrorReply]:
     """`answer(replica, query)` for each query's partition, or why it is not here."""
-    answers = []
+    answers: list[Answer | ErrorReply] = []
     for query in queries:
         replica = replicas.get(TopicPartition(query.topic, query.partition))
         answers.append(answer(replica, query) if replica is not None
@@ -45,7 +54,7 @@ def answer_each(
     return answers
 
 
-def fetched_size(reply: FetchedRecords | dict[str, Any]) -> int:
+def fetched_size(reply: FetchedRecords | ErrorReply) -> int:
     """The bytes of records a partition's fetch reply carries (an error carries none)."""
     return len(reply.records) if isinstance(reply, FetchedRecords) else 0
 
@@ -73,7 +82,7 @@ class Listening:
 
 async def wait_for_consumer_records(
     requests: list[PartitionFetch], live: list[tuple[int, PartitionReplica]],
-    replies: list[FetchedRecords | dict[str, Any]], max_wait_ms: int, missing_bytes: int,
+    replies: list[FetchedRecords | ErrorReply], max_wait_ms: int, missing_bytes: int,
     read_committed: bool,
 ) -> None:
     """Wait until `missing_bytes` more can be read (or an error is news), reading again
@@ -107,7 +116,7 @@ async def wait_for_consumer_records(
 
 def count_served(
     replicas: dict[TopicPartition, PartitionReplica],
-    served: Iterable[tuple[TopicPartition, int, FetchedRecords | dict[str, Any]]],
+    served: Iterable[tuple[TopicPartition, int, FetchedRecords | ErrorReply]],
     started: float, *, replica_id: int,
 ) -> None:
     """Metrics of a fetch, from `(partition, fetch offset, reply)` of each partition;
@@ -144,7 +153,7 @@ def read_table(
     Spark's Kafka source, and where the read stopped."""
     from rafka.actors.record_tables import records_table  # pyarrow only where it is used
 
-    def failed(error: dict[str, Any]) -> tuple[Any, TableRead]:
+    def failed(error: ErrorReply) -> tuple[Any, TableRead]:
         return (records_table([], topic, partition, include_headers),
                 TableRead(0, start, -1, -1, error))
 
@@ -175,7 +184,7 @@ def open_replica_fetch(
     sessions: FetchSessionCache, replicas: dict[TopicPartition, PartitionReplica],
     follower_id: int, session_id: int, full: bool, partitions: list[ReplicaFetchPartition],
     removed: list[tuple[str, int]],
-) -> FetchSession | dict[str, Any]:
+) -> FetchSession | ErrorReply:
     """The session of a follower host's fetch (a new one when `full`), with what the fetch
     lists and removes taken in, and each listed offset counted by its leader towards the high
     watermark and the ISR; or the error reply for a session not held here."""
@@ -204,7 +213,7 @@ def open_replica_fetch(
 
 def read_changed(
     session: FetchSession, replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
-    answers: dict[TopicPartition, tuple[int, FetchedRecords | dict[str, Any]]],
+    answers: dict[TopicPartition, tuple[int, FetchedRecords | ErrorReply]],
     watermark_news: set[TopicPartition], budget: int, partition_max_bytes: int,
 ) -> int:
     """One look at the session's changed partitions: each with records or an error is

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.messages import IsrChange
+from rafka.actors.messages import ErrorReply, IsrChange, IsrWritten
 from rafka.actors.metrics import ReplicaMetrics
 from rafka.actors.path_trace import PathTrace
 from rafka.actors.server.replication import FetchClock, LeaderState
@@ -52,7 +52,7 @@ class IsrPartition(Protocol):
 
 
 # Writes an ISR change to ZooKeeper through the broker: (replica, new ISR) -> reply.
-IsrWriter = Callable[[IsrPartition, list[int]], Awaitable[dict[str, Any]]]
+IsrWriter = Callable[[IsrPartition, list[int]], Awaitable[IsrWritten | ErrorReply]]
 
 
 class IsrManager:
@@ -114,19 +114,18 @@ class IsrManager:
             reply = await self._write_isr_through_broker(replica, sorted(new_isr))
             if replica.leader_state is None or replica.leader_epoch != epoch:
                 return
-            if reply.get("error") == ErrorCode.REQUEST_TIMED_OUT:
+            if isinstance(reply, ErrorReply) and reply.code == ErrorCode.REQUEST_TIMED_OUT:
                 # ZooKeeper did not answer, and may have written it all the same. The confirmed
                 # ISR stays as it was (a smaller one is never applied unwritten), the followers
                 # it would add still hold the high watermark back (`LeaderState.joining`), and
                 # the host's timer asks for the change again.
                 log.warning("%s-%d ISR %s to %s not written, trying again: %s", replica.topic,
-                            replica.partition, change, sorted(new_isr), reply["message"])
+                            replica.partition, change, sorted(new_isr), reply.message)
                 return
-            if reply.get("error"):
-                replica.go_offline(
-                    f"ISR {change} to {sorted(new_isr)} refused: {reply['message']}")
+            if isinstance(reply, ErrorReply):
+                replica.go_offline(f"ISR {change} to {sorted(new_isr)} refused: {reply.message}")
                 return
-            replica.zk_version = reply["version"]
+            replica.zk_version = reply.zk_version
             replica.isr = tuple(sorted(new_isr))
             replica.leader_state.apply_isr(new_isr)
             replica.metrics.isr_changed(change)
@@ -156,7 +155,7 @@ class IsrChangeBatcher:
         self._pending: list[tuple[IsrChange, asyncio.Future]] = []
         self._flush: asyncio.Task | None = None
 
-    async def write(self, replica: IsrPartition, isr: list[int]) -> dict[str, Any]:
+    async def write(self, replica: IsrPartition, isr: list[int]) -> IsrWritten | ErrorReply:
         """Queue an ISR change (an `IsrWriter`); answered with the broker's reply for it."""
         change = IsrChange(replica.topic, replica.partition, self.broker_id,
                            replica.leader_epoch, tuple(isr), replica.controller_epoch,

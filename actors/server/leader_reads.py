@@ -12,7 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.messages import FetchedRecords
+from rafka.actors.messages import (
+    DeletedRecords,
+    EpochEndOffset,
+    ErrorReply,
+    FetchedRecords,
+    ListedOffset,
+    ProducerDescription,
+)
 from rafka.actors.server.replica import LEADER, PartitionReplica
 from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UNDEFINED_EPOCH
 from rafka.logstore.batch import NO_TIMESTAMP
@@ -25,7 +32,7 @@ HIGH_WATERMARK_OFFSET = -1
 # ------------------------------------------------------------------------------ reads
 
 
-def check_leader_epoch(replica: PartitionReplica, leader_epoch: int) -> dict[str, Any] | None:
+def check_leader_epoch(replica: PartitionReplica, leader_epoch: int) -> ErrorReply | None:
     """An error reply if this replica cannot answer a request made at `leader_epoch`."""
     if replica.role != LEADER:
         return replica.not_leader()
@@ -43,7 +50,7 @@ def check_leader_epoch(replica: PartitionReplica, leader_epoch: int) -> dict[str
 def read(
     replica: PartitionReplica, offset: int, max_bytes: int, *, follower: bool,
     read_committed: bool = False,
-) -> FetchedRecords | dict[str, Any]:
+) -> FetchedRecords | ErrorReply:
     """Whole batches from `offset`: up to the high watermark for consumers (the last stable
     offset for `read_committed` ones, with the aborted transactions among what is sent),
     up to the log end for followers. Never waits: the host's fetch waits across
@@ -87,17 +94,17 @@ def nothing_at(replica: PartitionReplica, offset: int) -> FetchedRecords:
 
 
 def offsets_for_leader_epoch(replica: PartitionReplica, epoch: int,
-                             current_leader_epoch: int = -1) -> dict:
+                             current_leader_epoch: int = -1) -> EpochEndOffset | ErrorReply:
     """Where `epoch` ends in this leader's log (Kafka's OffsetsForLeaderEpoch)."""
     refused = check_leader_epoch(replica, current_leader_epoch)
     if refused is not None:
         return refused
     found_epoch, end_offset = replica.log.end_offset_for_epoch(epoch)
-    return {"error": 0, "leader_epoch": found_epoch, "end_offset": end_offset}
+    return EpochEndOffset(found_epoch, end_offset)
 
 
 def list_offsets(replica: PartitionReplica, timestamp_ms: int,
-                 read_committed: bool = False) -> dict:
+                 read_committed: bool = False) -> ListedOffset | ErrorReply:
     """Kafka's ListOffsets: EARLIEST_TIMESTAMP the log start, LATEST_TIMESTAMP the high
     watermark (what a consumer can read; the last stable offset for a read_committed
     one), MAX_TIMESTAMP the record with the largest timestamp, else the first record at
@@ -124,13 +131,12 @@ def list_offsets(replica: PartitionReplica, timestamp_ms: int,
         if timestamp_ms != LATEST_TIMESTAMP:
             found = None  # only records a consumer may read count
     if found is None:
-        return {"error": 0, "offset": None, "timestamp": NO_TIMESTAMP,
-                "leader_epoch": UNDEFINED_EPOCH}
-    return {"error": 0, "offset": found.offset, "timestamp": found.timestamp,
-            "leader_epoch": found.leader_epoch}
+        return ListedOffset(None, NO_TIMESTAMP, UNDEFINED_EPOCH)
+    return ListedOffset(found.offset, found.timestamp, found.leader_epoch)
 
 
-def describe_producer(replica: PartitionReplica, producer_id: int) -> dict:
+def describe_producer(replica: PartitionReplica, producer_id: int
+                      ) -> ProducerDescription | ErrorReply:
     """Kafka's DescribeProducers for one producer id: its epoch and the last sequence this
     leader's log holds of it, with that batch's last offset and the high watermark, so
     the caller can tell whether the batch is committed yet (-1 where the log has none)."""
@@ -143,21 +149,18 @@ def describe_producer(replica: PartitionReplica, producer_id: int) -> dict:
         newest_sequence, newest_offset = entry.last_sequence, entry.last_offset
         if newest_sequence is not None and newest_offset is not None:
             last_sequence, last_offset = newest_sequence, newest_offset
-    return {"error": 0,
-            "producer_epoch": entry.producer_epoch if entry is not None else -1,
-            "last_sequence": last_sequence,
-            "last_offset": last_offset,
-            "high_watermark": replica.log.high_watermark}
+    return ProducerDescription(entry.producer_epoch if entry is not None else -1,
+                               last_sequence, last_offset, replica.log.high_watermark)
 
 
-def active_producers(replica: PartitionReplica) -> dict:
+def active_producers(replica: PartitionReplica) -> dict[str, Any] | ErrorReply:
     """Kafka's DescribeProducers for this partition: every producer whose batches this
     leader's log still holds, with its epoch, last sequence and that batch's largest
     timestamp, the coordinator epoch of its last marker, and where its open transaction
     began (-1 for what it has none of)."""
     if replica.role != LEADER:
         return replica.not_leader()
-    return {"error": 0, "producers": [
+    return {"producers": [
         {"producer_id": entry.producer_id, "producer_epoch": entry.producer_epoch,
          "last_sequence": -1 if entry.last_sequence is None else entry.last_sequence,
          "last_timestamp": entry.batches[-1].max_timestamp if entry.batches else -1,
@@ -167,7 +170,7 @@ def active_producers(replica: PartitionReplica) -> dict:
         for entry in sorted(replica.log.producers(), key=lambda entry: entry.producer_id)]}
 
 
-def delete_records(replica: PartitionReplica, offset: int) -> dict:
+def delete_records(replica: PartitionReplica, offset: int) -> DeletedRecords | ErrorReply:
     """Kafka's DeleteRecords: move the log start offset up to `offset` (-1: the high
     watermark), deleting the segments wholly below it; the followers move theirs when they
     next fetch (`append_from_leader`). Answers the new log start (`low_watermark`)."""
@@ -180,7 +183,7 @@ def delete_records(replica: PartitionReplica, offset: int) -> dict:
             f"cannot delete records of {replica.topic}-{replica.partition} before offset "
             f"{offset}: records can be deleted up to the high watermark "
             f"{replica.log.high_watermark} (-1 for all of them)")
-    return {"error": 0, "low_watermark": replica.log.delete_records_before(target)}
+    return DeletedRecords(replica.log.delete_records_before(target))
 
 
 def high_watermark_lags(replica: PartitionReplica) -> bool:

@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rafka.actors.messages import Appended, TxnMarker
+from rafka.actors.messages import (
+    Appended,
+    CommittedOffset,
+    CommittedOffsets,
+    ErrorReply,
+    TxnMarker,
+)
 from rafka.actors.offsets_topic import (
     OFFSETS_TOPIC,
     OffsetAndMetadata,
@@ -108,7 +114,7 @@ class OffsetManager:
 
     async def commit(
         self, group: str, offsets: list[list[Any]], timeout_ms: int = 5000
-    ) -> dict[str, Any]:
+    ) -> ErrorReply | None:
         """Store a group's offsets `[[topic, partition, offset, metadata(, leader epoch)],
         ...]`."""
         now = wall_clock_ms()
@@ -117,7 +123,7 @@ class OffsetManager:
     async def commit_transactional(
         self, group: str, producer_id: int, producer_epoch: int, offsets: list[list[Any]],
         timeout_ms: int = 5000,
-    ) -> dict[str, Any]:
+    ) -> ErrorReply | None:
         """Store a group's offsets in a producer's transaction (Kafka's TxnOffsetCommit): they
         count once the transaction commits, and never if it aborts."""
         if not self.serving:
@@ -126,7 +132,7 @@ class OffsetManager:
         records = [(*encode_commit(group, topic, partition, committed), now, None)
                    for (topic, partition), committed in _stored(offsets, now).items()]
         if not records:
-            return {"error": 0}
+            return None
         # The producer's next sequence here, as its own batches would carry it.
         last = self.replica.log.last_sequence(producer_id)
         sequence = (increment_sequence(last[1], 1) if last is not None and last[0] == producer_epoch
@@ -138,26 +144,26 @@ class OffsetManager:
             return reply
         for key, value, _timestamp, _headers in records:
             self.cache.stage(producer_id, key, value)
-        return {"error": 0}
+        return None
 
     def end_transaction(self, producer_id: int, committed: bool) -> None:
         """The producer's transaction marker is in the log: apply or drop its offsets."""
         self.cache.end_transaction(producer_id, committed)
 
-    async def forget(self, group: str, timeout_ms: int = 5000) -> dict[str, Any]:
+    async def forget(self, group: str, timeout_ms: int = 5000) -> int | ErrorReply:
         """Remove every offset the group committed (Kafka's DeleteGroups): a tombstone each,
-        which compaction then drops. How many there were, as `forgotten`."""
+        which compaction then drops. How many there were."""
         committed = self.cache.get(group)
-        reply = await self._write(group, dict.fromkeys(committed), timeout_ms)
-        return {**reply, "forgotten": len(committed)} if reply["error"] == 0 else reply
+        refused = await self._write(group, dict.fromkeys(committed), timeout_ms)
+        return len(committed) if refused is None else refused
 
     async def _write(self, group: str,
                      offsets: Mapping[tuple[str, int], OffsetAndMetadata | None],
-                     timeout_ms: int) -> dict[str, Any]:
+                     timeout_ms: int) -> ErrorReply | None:
         if not self.serving:
             return self.replica.not_leader()
         if not offsets:
-            return {"error": 0}
+            return None
         now = wall_clock_ms()
         records = [(*encode_commit(group, topic, partition, committed), now, None)
                    for (topic, partition), committed in offsets.items()]
@@ -166,22 +172,23 @@ class OffsetManager:
             return reply
         for key, value, _timestamp, _headers in records:
             self.cache.apply(key, value)
-        return {"error": 0}
+        return None
 
-    def fetch(self, group: str, partitions: list[list[Any]] | None = None) -> dict[str, Any]:
-        """A group's committed offsets, from the cache:
-        `[[topic, partition, offset, metadata, leader epoch]]`."""
+    def fetch(self, group: str, partitions: list[list[Any]] | None = None
+              ) -> CommittedOffsets | ErrorReply:
+        """A group's committed offsets, from the cache."""
         if not self.serving:
             return self.replica.not_leader()
         found = self.cache.get(group, partitions)
-        return {"error": 0, "offsets": [
-            [topic, partition, committed.offset, committed.metadata, committed.leader_epoch]
-            for (topic, partition), committed in found.items()]}
+        return CommittedOffsets([
+            CommittedOffset(topic, partition, committed.offset, committed.metadata,
+                            committed.leader_epoch)
+            for (topic, partition), committed in found.items()])
 
-    def groups(self) -> dict[str, Any]:
+    def groups(self) -> list[str] | ErrorReply:
         if not self.serving:
             return self.replica.not_leader()
-        return {"error": 0, "groups": self.cache.groups()}
+        return self.cache.groups()
 
 
 def _stored(offsets: list[list[Any]], now_ms: int) -> dict[tuple[str, int], OffsetAndMetadata]:
@@ -211,16 +218,16 @@ class OffsetManagers:
         if topic == OFFSETS_TOPIC:
             self.by_partition.pop(partition, None)
 
-    def get(self, partition: int) -> OffsetManager | dict[str, Any]:
+    def get(self, partition: int) -> OffsetManager | ErrorReply:
         """The partition's manager, or the reply for a partition not led here."""
         manager = self.by_partition.get(partition)
         if manager is None:
             return unknown_partition(self.broker_id, OFFSETS_TOPIC, partition)
         return manager
 
-    def marker_written(self, marker: TxnMarker, reply: dict[str, Any]) -> None:
+    def marker_written(self, marker: TxnMarker, reply: ErrorReply | None) -> None:
         """A transaction's marker is in its partition: a `__consumer_offsets` partition's
         manager applies or drops the transaction's offsets."""
         manager = self.by_partition.get(marker.partition)
-        if reply["error"] == 0 and marker.topic == OFFSETS_TOPIC and manager is not None:
+        if reply is None and marker.topic == OFFSETS_TOPIC and manager is not None:
             manager.end_transaction(marker.producer_id, marker.committed)

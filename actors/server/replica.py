@@ -28,7 +28,13 @@ from typing import Any, Protocol
 
 from rafka.actors.config import BrokerConfig, TopicConfig
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.messages import Appended, FetchedRecords, LeaderAndIsrRequest, ReplicaRole
+from rafka.actors.messages import (
+    Appended,
+    ErrorReply,
+    FetchedRecords,
+    LeaderAndIsrRequest,
+    ReplicaRole,
+)
 from rafka.actors.metrics import ReplicaMetrics
 from rafka.actors.path_trace import PathTrace
 from rafka.actors.server.isr_manager import IsrManager, IsrWriter
@@ -76,7 +82,7 @@ _BATCH_ERROR_CODES = {UnsupportedCompressionError: ErrorCode.UNSUPPORTED_COMPRES
 _BATCH_ERRORS = tuple(_BATCH_ERROR_CODES)
 
 
-def _batch_error_reply(error: Exception) -> dict[str, Any]:
+def _batch_error_reply(error: Exception) -> ErrorReply:
     """The reply to batches refused as read (the first of the error's kinds it is)."""
     code = next(code for kind, code in _BATCH_ERROR_CODES.items() if isinstance(error, kind))
     return error_reply(code, str(error))
@@ -152,7 +158,7 @@ class PartitionReplica:
             await wait_for_event(self._changed, remaining)
         return True
 
-    def not_leader(self) -> dict[str, Any]:
+    def not_leader(self) -> ErrorReply:
         return error_reply(
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
             f"broker {self.broker_id} is not the leader of {self.topic}-{self.partition}"
@@ -163,8 +169,9 @@ class PartitionReplica:
 
     # --------------------------------------------------------------------- control plane
 
-    def leader_and_isr(self, request: LeaderAndIsrRequest) -> dict[str, Any]:
-        """The controller's word on who leads, at which epochs (Kafka's LeaderAndIsr)."""
+    def leader_and_isr(self, request: LeaderAndIsrRequest) -> ErrorReply | None:
+        """The controller's word on who leads, at which epochs (Kafka's LeaderAndIsr); None
+        once applied (or if it already was)."""
         decision = apply_leader_and_isr(
             request,
             broker_id=self.broker_id,
@@ -181,7 +188,7 @@ class PartitionReplica:
                 f"{self.controller_epoch}: ignored",
             )
         if decision is LeaderAndIsrDecision.ALREADY_APPLIED:
-            return {"error": 0, "role": self.role}
+            return None
         self.controller_epoch = request.controller_epoch
         self.replicas = tuple(request.replicas)
         old_isr, self.isr = set(self.isr), tuple(request.isr)
@@ -199,7 +206,7 @@ class PartitionReplica:
             self._become_leader(request.leader_epoch)
         else:
             self._become_follower(request.leader, request.leader_epoch)
-        return {"error": 0, "role": self.role}
+        return None
 
     def _become_leader(self, leader_epoch: int) -> None:
         self.role = LEADER
@@ -257,7 +264,7 @@ class PartitionReplica:
     async def produce(
         self, records: bytes, acks: int = -1, timeout_ms: int = 30_000, *,
         record_ends: bytes | None = None,
-    ) -> Appended | dict[str, Any]:
+    ) -> Appended | ErrorReply:
         """Append one producer batch (or several) as leader; reply with the base offset.
         `record_ends`: where the producer says each record of a single batch ends
         (`PartitionProduce`)."""
@@ -266,22 +273,22 @@ class PartitionReplica:
 
     async def produce_kafka(
         self, records: bytes, acks: int = -1, timeout_ms: int = 30_000,
-    ) -> Appended | dict[str, Any]:
+    ) -> Appended | ErrorReply:
         """`produce` for a Kafka client's batches, converted here (`rafka.wire.records`), in
         the host that owns the partition rather than on the broker's event loop."""
         return await self._produce(acks, timeout_ms, lambda: self._converted_batches(records))
 
     async def _produce(
         self, acks: int, timeout_ms: int,
-        read_batches: Callable[[], tuple[bytes, list[Any]] | dict[str, Any]],
-    ) -> Appended | dict[str, Any]:
+        read_batches: Callable[[], tuple[bytes, list[Any]] | ErrorReply],
+    ) -> Appended | ErrorReply:
         """A produce whose batches `read_batches` checks (and converts): refused, or appended."""
         started = time.perf_counter()
         received_ns = time.monotonic_ns() if self.path_trace is not None else 0
         refusal = self._produce_refusal(acks, timeout_ms)
         checked = refusal if refusal is not None else read_batches()
-        if isinstance(checked, dict):
-            reply: Appended | dict[str, Any] = checked
+        if isinstance(checked, ErrorReply):
+            reply: Appended | ErrorReply = checked
         else:
             checked_records, headers = checked
             reply = await self._append_checked(checked_records, headers, acks, timeout_ms,
@@ -290,7 +297,7 @@ class PartitionReplica:
         self.metrics.produce_latency((time.perf_counter() - started) * 1000)
         return reply
 
-    def _produce_refusal(self, acks: int, timeout_ms: int) -> dict[str, Any] | None:
+    def _produce_refusal(self, acks: int, timeout_ms: int) -> ErrorReply | None:
         """Why a produce is refused before its records are even read (None: it is not)."""
         if not isinstance(timeout_ms, (int, float)):
             # Before the append: acks=all would only trip on it afterwards, batch in the log.
@@ -306,7 +313,7 @@ class PartitionReplica:
     # every consumer that reads that far.
 
     def _checked_batches(self, records: bytes, record_ends: bytes | None,
-                         ) -> tuple[bytes, list] | dict[str, Any]:
+                         ) -> tuple[bytes, list] | ErrorReply:
         """The batches and their headers, each record checked (or the error reply)."""
         try:
             return records, validate_batches(records, self.config.log.max_message_bytes,
@@ -315,7 +322,7 @@ class PartitionReplica:
         except _BATCH_ERRORS as error:
             return _batch_error_reply(error)
 
-    def _converted_batches(self, records: bytes) -> tuple[bytes, list] | dict[str, Any]:
+    def _converted_batches(self, records: bytes) -> tuple[bytes, list] | ErrorReply:
         """A Kafka client's batches in this log's format, with their headers (or the error
         reply)."""
         try:
@@ -330,7 +337,7 @@ class PartitionReplica:
 
     async def _append_checked(
         self, records: bytes, headers: list, acks: int, timeout_ms: int, received_ns: int,
-    ) -> Appended | dict[str, Any]:
+    ) -> Appended | ErrorReply:
         """Append batches already checked (`headers` theirs) as leader, and acknowledge."""
         if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
             return error_reply(
@@ -343,14 +350,14 @@ class PartitionReplica:
         first = headers[0]
         if first.producer_id >= 0:
             duplicate = await self._sequence_gate(headers)
-            if isinstance(duplicate, dict):
+            if isinstance(duplicate, ErrorReply):
                 return duplicate
             if duplicate is not None:
                 return await self.acknowledge(acks, duplicate[0], duplicate[1], -1, timeout_ms)
             if self.role != LEADER or self.leader_epoch != epoch:
                 return self.not_leader()
         info = self.append_as_leader(records)
-        if isinstance(info, dict):
+        if isinstance(info, ErrorReply):
             return info
         # Counted once appended (Kafka's MessagesInPerSec), whatever the acks wait brings; the
         # record count comes from the batch headers, already parsed, never from the records.
@@ -363,7 +370,7 @@ class PartitionReplica:
             acks, info.first_offset, info.last_offset, info.log_append_time_ms, timeout_ms
         )
 
-    def append_as_leader(self, records: bytes) -> AppendInfo | dict[str, Any]:
+    def append_as_leader(self, records: bytes) -> AppendInfo | ErrorReply:
         """Append checked batches to the log at this leader's epoch (or the error reply); the
         caller moves the high watermark and acknowledges."""
         if self.leader_state is not None:
@@ -373,7 +380,7 @@ class PartitionReplica:
         except LogStoreError as error:
             return error_reply(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {error}")
 
-    async def _sequence_gate(self, headers: list) -> dict | tuple[int, int] | None:
+    async def _sequence_gate(self, headers: list) -> ErrorReply | tuple[int, int] | None:
         """Let an idempotent batch through only in sequence order.
 
         Returns None to append, `(first, last)` offsets of the batch already appended (a retry),
@@ -422,7 +429,7 @@ class PartitionReplica:
 
     async def acknowledge(
         self, acks: int, first: int, last: int, append_time_ms: int, timeout_ms: int
-    ) -> Appended | dict[str, Any]:
+    ) -> Appended | ErrorReply:
         reply = Appended(first, last, append_time_ms, self.log.log_start_offset)
         if acks != -1:
             return reply

@@ -32,8 +32,15 @@ from typing import Any
 
 from rafka.actors.config import BrokerConfig
 from rafka.actors.dataport.async_client import LeaderConnection
-from rafka.actors.errors import ErrorCode
-from rafka.actors.messages import EpochQuery, FetchedRecords, ReplicaFetchPartition
+from rafka.actors.errors import ErrorCode, code_of
+from rafka.actors.messages import (
+    EpochEndOffset,
+    EpochQuery,
+    ErrorReply,
+    FetchedRecords,
+    ReplicaFetchPartition,
+    ReplicaFetchResponse,
+)
 from rafka.actors.server.replica import FOLLOWER, PartitionReplica
 from rafka.actors.server.replication import follower_truncation
 from rafka.common.topic_partition import TopicPartition
@@ -182,7 +189,7 @@ class ReplicaFetcher:
                 self._restart_session()
                 await asyncio.sleep(backoff_s)
                 continue
-            if reply.get("error") == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
+            if code_of(reply) == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
                 self._restart_session()
                 continue
             self._full = False
@@ -193,7 +200,8 @@ class ReplicaFetcher:
                 self._to_list.discard(tp)
                 if tp in self.partitions:
                     self._in_session.add(tp)
-            for answer in reply["partitions"]:
+            fetched: ReplicaFetchResponse = reply
+            for answer in fetched.partitions:
                 tp = TopicPartition(answer.topic, answer.partition)
                 self._apply(tp, answer.fetch_offset, answer.reply)
                 if tp in self.partitions:
@@ -230,7 +238,7 @@ class ReplicaFetcher:
         return listing, backoffs
 
     def _apply(self, tp: TopicPartition, fetch_offset: int,
-               reply: FetchedRecords | dict[str, Any]) -> None:
+               reply: FetchedRecords | ErrorReply) -> None:
         following = self.partitions.get(tp)
         if following is None or not following.current:
             return
@@ -246,9 +254,9 @@ class ReplicaFetcher:
                             self.broker_id, error)
                 self._untruncated.add(tp)
             return
-        if reply["error"] == ErrorCode.OFFSET_OUT_OF_RANGE:
-            if replica.log.log_end_offset < reply["log_start_offset"]:
-                replica.log.truncate_fully_and_start_at(reply["log_start_offset"])
+        if reply.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if replica.log.log_end_offset < reply.log_start_offset:
+                replica.log.truncate_fully_and_start_at(reply.log_start_offset)
             else:
                 self._untruncated.add(tp)
             return
@@ -275,7 +283,8 @@ class ReplicaFetcher:
             queries = [EpochQuery(tp.topic, tp.partition, epoch, self.partitions[tp].leader_epoch)
                        for tp, epoch in asking.items()
                        if tp in self.partitions and epoch is not None]  # Nones left above
-            answers = await leader.offsets_for_leader_epoch.remote(queries)
+            answers: list[EpochEndOffset | ErrorReply] = \
+                await leader.offsets_for_leader_epoch.remote(queries)
             next_round = {}
             for query, answer in zip(queries, answers, strict=True):
                 tp = TopicPartition(query.topic, query.partition)
@@ -283,13 +292,13 @@ class ReplicaFetcher:
                 if (following is None or not following.current
                         or following.leader_epoch != query.current_leader_epoch):
                     continue
-                if answer.get("error"):
+                if isinstance(answer, ErrorReply):
                     following.backoff_until = (time.monotonic()
                                                + self.config.replica_fetch_backoff_ms / 1000)
                     continue
                 log_ = following.replica.log
                 decision = follower_truncation(
-                    (answer["leader_epoch"], answer["end_offset"]),
+                    (answer.leader_epoch, answer.end_offset),
                     log_.end_offset_for_epoch,
                     log_.log_end_offset,
                     log_.high_watermark,

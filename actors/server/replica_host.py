@@ -36,19 +36,28 @@ import ray
 from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
 from rafka.actors.dataport.server import DataPort
+from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.logs import log_actor_lines
 from rafka.actors.messages import (
     Appended,
+    CommittedOffsets,
+    DeletedRecords,
+    EpochEndOffset,
     EpochQuery,
+    ErrorReply,
     FetchedRecords,
     LeaderAndIsrRequest,
+    ListedOffset,
     OffsetQuery,
+    PartitionErrors,
     PartitionFetch,
     PartitionProduce,
+    ProducerDescription,
     ProducerQuery,
     RecordsDeletion,
     ReplicaFetchAnswer,
     ReplicaFetchPartition,
+    ReplicaFetchResponse,
     TableRead,
     TxnMarker,
 )
@@ -94,7 +103,7 @@ class _WakeSessions:
 
 async def _produce_one(replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
                        request: PartitionProduce, acks: int, timeout_ms: int
-                       ) -> Appended | dict[str, Any]:
+                       ) -> Appended | ErrorReply:
     """One partition's part of a produce request (a function, not a method of the actor
     class, whose every method Ray wraps)."""
     replica = replicas.get(TopicPartition(request.topic, request.partition))
@@ -106,7 +115,7 @@ async def _produce_one(replicas: dict[TopicPartition, PartitionReplica], broker_
 
 async def _produce_one_kafka(replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
                              request: PartitionProduce, acks: int, timeout_ms: int
-                             ) -> Appended | dict[str, Any]:
+                             ) -> Appended | ErrorReply:
     """`_produce_one` for a Kafka client's batches."""
     replica = replicas.get(TopicPartition(request.topic, request.partition))
     if replica is None:
@@ -115,10 +124,10 @@ async def _produce_one_kafka(replicas: dict[TopicPartition, PartitionReplica], b
 
 
 async def _produce_each(
-    produce_one: Callable[..., Awaitable[Appended | dict[str, Any]]],
+    produce_one: Callable[..., Awaitable[Appended | ErrorReply]],
     replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
     requests: list[PartitionProduce], acks: int, timeout_ms: int,
-) -> list[Appended | dict[str, Any]]:
+) -> list[Appended | ErrorReply]:
     """`produce_one` for each partition of a request, at once; replies in the request's order
     (a lone partition awaited directly: no gather's tasks for the common case)."""
     if len(requests) == 1:
@@ -181,10 +190,10 @@ class ReplicaHost:
 
     # --------------------------------------------------------------------- control plane
 
-    async def leader_and_isr(self, requests: list[LeaderAndIsrRequest]) -> dict[str, Any]:
+    async def leader_and_isr(self, requests: list[LeaderAndIsrRequest]) -> PartitionErrors:
         """Apply the controller's LeaderAndIsr to these partitions, creating their replicas."""
         self._maintenance.ensure_running()
-        failed: dict[str, Any] = {}
+        failed: dict[TopicPartition, ErrorReply] = {}
         for request in requests:
             tp = TopicPartition(request.topic, request.partition)
             try:
@@ -205,18 +214,18 @@ class ReplicaHost:
                 reply = replica.leader_and_isr(request)
             except Exception as error:  # one bad partition must not stop the others
                 log.exception("LeaderAndIsr for %s-%d failed", request.topic, request.partition)
-                failed[f"{request.topic}-{request.partition}"] = repr(error)
+                failed[tp] = error_reply(ErrorCode.UNKNOWN_SERVER_ERROR, repr(error))
                 continue
-            if reply.get("error"):
-                failed[f"{request.topic}-{request.partition}"] = reply
+            if reply is not None:
+                failed[tp] = reply
                 continue
             self.fetchers.role_changed(replica)
             self.offset_managers.role_changed(replica)
-        return {"error": 0, "failed": failed}
+        return PartitionErrors(failed)
 
-    async def update_topic_config(self, topic: str, config: dict[str, Any]) -> dict[str, Any]:
+    async def update_topic_config(self, topic: str, config: dict[str, Any]) -> PartitionErrors:
         """The topic's config changed: its replicas here take it now."""
-        failed: dict[str, Any] = {}
+        failed: dict[TopicPartition, ErrorReply] = {}
         for tp, replica in list(self.replicas.items()):
             if tp.topic != topic:
                 continue
@@ -224,8 +233,8 @@ class ReplicaHost:
                 self._maintenance.update_config(replica, config)
             except Exception as error:  # the controller checked it; the others go on
                 log.exception("the new config of %s-%d failed", tp.topic, tp.partition)
-                failed[f"{tp.topic}-{tp.partition}"] = repr(error)
-        return {"error": 0, "failed": failed}
+                failed[tp] = error_reply(ErrorCode.UNKNOWN_SERVER_ERROR, repr(error))
+        return PartitionErrors(failed)
 
     async def fence(self) -> None:
         """The broker lost its ZooKeeper session: lead nothing until the controller says so."""
@@ -265,7 +274,7 @@ class ReplicaHost:
 
     async def produce(
         self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000,
-    ) -> list[Appended | dict[str, Any]]:
+    ) -> list[Appended | ErrorReply]:
         """Append each partition's batches as its leader; one reply per partition, in order.
         With acks=all the request is answered once every partition's records are in its ISR."""
         return await _produce_each(_produce_one, self.replicas, self.broker_id, requests, acks,
@@ -273,7 +282,7 @@ class ReplicaHost:
 
     async def produce_kafka(
         self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000,
-    ) -> list[Appended | dict[str, Any]]:
+    ) -> list[Appended | ErrorReply]:
         """`produce` for a broker's Kafka listener: the batches are in Kafka's record format
         (a Kafka client's), checked and converted here."""
         return await _produce_each(_produce_one_kafka, self.replicas, self.broker_id, requests,
@@ -288,7 +297,7 @@ class ReplicaHost:
         min_bytes: int = 1,
         max_bytes: int = 52_428_800,
         read_committed: bool = False,
-    ) -> list[FetchedRecords | dict[str, Any]]:
+    ) -> list[FetchedRecords | ErrorReply]:
         """A consumer's fetch: whole batches of each partition from its offset, up to the high
         watermark (the last stable offset when `read_committed`, Kafka's
         isolation.level=read_committed, with the aborted transactions among the batches);
@@ -296,7 +305,7 @@ class ReplicaHost:
         partition's high watermark, role or leader epoch changes."""
         started = time.perf_counter()
         replicas = [self.replicas.get(TopicPartition(r.topic, r.partition)) for r in requests]
-        replies: list[FetchedRecords | dict[str, Any]] = []
+        replies: list[FetchedRecords | ErrorReply] = []
         budget = max_bytes
         for request, replica in zip(requests, replicas, strict=True):
             if replica is None:
@@ -325,7 +334,7 @@ class ReplicaHost:
         min_bytes: int = 1,
         max_bytes: int = 52_428_800,
         read_committed: bool = False,
-    ) -> list[FetchedRecords | dict[str, Any]]:
+    ) -> list[FetchedRecords | ErrorReply]:
         """`fetch` for a broker's Kafka listener: the batches converted to Kafka's record
         format (for a Kafka client), here, in parallel across the hosts rather than on the
         broker's event loop."""
@@ -358,7 +367,7 @@ class ReplicaHost:
         max_wait_ms: int,
         partition_max_bytes: int,
         max_bytes: int,
-    ) -> dict[str, Any]:
+    ) -> ReplicaFetchResponse | ErrorReply:
         """A follower host's fetch in its session (`rafka.actors.server.fetch_session`):
         `partitions` lists what changed since its last fetch (everything, when `full`), `removed`
         what left.
@@ -366,15 +375,15 @@ class ReplicaHost:
         Each listed fetch offset is what that follower holds: the leader counts it towards the
         high watermark and the ISR first. The answer, as soon as a partition has records or an
         error (or after `max_wait_ms`), covers the partitions with news, high watermarks
-        included, as `{"partitions": [(topic, partition, reply), ...]}`.
+        included, each a `ReplicaFetchAnswer`.
         """
         started = time.perf_counter()
         session = open_replica_fetch(self.sessions, self.replicas, follower_id, session_id, full,
                                      partitions, removed)
-        if isinstance(session, dict):
+        if isinstance(session, ErrorReply):
             return session
         # Each partition's answer, with the fetch offset it was read for.
-        answers: dict[TopicPartition, tuple[int, FetchedRecords | dict[str, Any]]] = {}
+        answers: dict[TopicPartition, tuple[int, FetchedRecords | ErrorReply]] = {}
         watermark_news: set[TopicPartition] = set()
         budget = max_bytes
         deadline = time.monotonic() + max_wait_ms / 1000
@@ -397,9 +406,8 @@ class ReplicaHost:
         count_served(self.replicas,
                      ((tp, offset, reply) for tp, (offset, reply) in answers.items()),
                      started, replica_id=follower_id)
-        return {"error": 0, "partitions": [
-            ReplicaFetchAnswer(tp.topic, tp.partition, offset, reply)
-            for tp, (offset, reply) in answers.items()]}
+        return ReplicaFetchResponse([ReplicaFetchAnswer(tp.topic, tp.partition, offset, reply)
+                                     for tp, (offset, reply) in answers.items()])
 
     async def data_port_address(self) -> tuple[str, int, bytes]:
         """Where this host answers produce and fetch requests over TCP (its data port), and
@@ -411,28 +419,32 @@ class ReplicaHost:
         that fetch has not arrived yet, as soon as it does)."""
         self.sessions.wake(follower_id, session_id)
 
-    async def offsets_for_leader_epoch(self, queries: list[EpochQuery]) -> list[dict[str, Any]]:
+    async def offsets_for_leader_epoch(self, queries: list[EpochQuery]
+                                       ) -> list[EpochEndOffset | ErrorReply]:
         """Where each epoch ends in each leader's log (Kafka's OffsetsForLeaderEpoch)."""
         return answer_each(self.replicas, self.broker_id, queries, lambda replica, query: (
             leader_reads.offsets_for_leader_epoch(replica, query.epoch,
                                                   query.current_leader_epoch)))
 
-    async def list_offsets(self, queries: list[OffsetQuery]) -> list[dict[str, Any]]:
+    async def list_offsets(self, queries: list[OffsetQuery]) -> list[ListedOffset | ErrorReply]:
         """Kafka's ListOffsets for several partitions led here."""
         return answer_each(self.replicas, self.broker_id, queries, lambda replica, query: (
             leader_reads.list_offsets(replica, query.timestamp_ms, query.read_committed)))
 
-    async def delete_records(self, deletions: list[RecordsDeletion]) -> list[dict[str, Any]]:
+    async def delete_records(self, deletions: list[RecordsDeletion]
+                             ) -> list[DeletedRecords | ErrorReply]:
         """Kafka's DeleteRecords for several partitions led here."""
         return answer_each(self.replicas, self.broker_id, deletions, lambda replica, deletion: (
             leader_reads.delete_records(replica, deletion.offset)))
 
-    async def describe_producers(self, queries: list[ProducerQuery]) -> list[dict[str, Any]]:
+    async def describe_producers(self, queries: list[ProducerQuery]
+                                 ) -> list[ProducerDescription | ErrorReply]:
         """Kafka's DescribeProducers for several partitions led here, one producer id each."""
         return answer_each(self.replicas, self.broker_id, queries, lambda replica, query: (
             leader_reads.describe_producer(replica, query.producer_id)))
 
-    async def active_producers(self, partitions: list[TopicPartition]) -> list[dict[str, Any]]:
+    async def active_producers(self, partitions: list[TopicPartition]
+                               ) -> list[dict[str, Any] | ErrorReply]:
         """Kafka's DescribeProducers for several partitions led here: each one's producers."""
         return answer_each(self.replicas, self.broker_id, partitions,
                            lambda replica, _tp: leader_reads.active_producers(replica))
@@ -441,12 +453,12 @@ class ReplicaHost:
 
     async def write_txn_markers(
         self, markers: list[TxnMarker], timeout_ms: int = 30_000
-    ) -> list[dict[str, Any]]:
+    ) -> list[ErrorReply | None]:
         """The transaction coordinator's markers for partitions this host leads, each answered
-        once its ISR holds it (Kafka's WriteTxnMarkers). A `__consumer_offsets` partition's
+        (None) once its ISR holds it (Kafka's WriteTxnMarkers). A `__consumer_offsets` partition's
         offset manager then applies or drops the transaction's offsets."""
 
-        async def write(marker: TxnMarker) -> dict[str, Any]:
+        async def write(marker: TxnMarker) -> ErrorReply | None:
             tp = TopicPartition(marker.topic, marker.partition)
             replica = self.replicas.get(tp)
             if replica is None:
@@ -461,36 +473,37 @@ class ReplicaHost:
 
     async def commit_offsets(
         self, partition: int, group: str, offsets: list[list[Any]], timeout_ms: int = 5000
-    ) -> dict[str, Any]:
+    ) -> ErrorReply | None:
         manager = self.offset_managers.get(partition)
-        if isinstance(manager, dict):
+        if isinstance(manager, ErrorReply):
             return manager
         return await manager.commit(group, offsets, timeout_ms)
 
     async def commit_transactional_offsets(
         self, partition: int, group: str, producer_id: int, producer_epoch: int,
         offsets: list[list[Any]], timeout_ms: int = 5000,
-    ) -> dict[str, Any]:
+    ) -> ErrorReply | None:
         """Kafka's TxnOffsetCommit: the offsets count once the producer's transaction commits."""
         manager = self.offset_managers.get(partition)
-        if isinstance(manager, dict):
+        if isinstance(manager, ErrorReply):
             return manager
         return await manager.commit_transactional(group, producer_id, producer_epoch, offsets,
                                                   timeout_ms)
 
     async def fetch_offsets(
         self, partition: int, group: str, partitions: list[list[Any]] | None = None
-    ) -> dict[str, Any]:
+    ) -> CommittedOffsets | ErrorReply:
         manager = self.offset_managers.get(partition)
-        return manager if isinstance(manager, dict) else manager.fetch(group, partitions)
+        return manager if isinstance(manager, ErrorReply) else manager.fetch(group, partitions)
 
-    async def forget_group(self, partition: int, group: str) -> dict[str, Any]:
+    async def forget_group(self, partition: int, group: str) -> int | ErrorReply:
+        """Forget every offset the group committed; how many there were."""
         manager = self.offset_managers.get(partition)
-        return manager if isinstance(manager, dict) else await manager.forget(group)
+        return manager if isinstance(manager, ErrorReply) else await manager.forget(group)
 
-    async def offset_groups(self, partition: int) -> dict[str, Any]:
+    async def offset_groups(self, partition: int) -> list[str] | ErrorReply:
         manager = self.offset_managers.get(partition)
-        return manager if isinstance(manager, dict) else manager.groups()
+        return manager if isinstance(manager, ErrorReply) else manager.groups()
 
     # ----------------------------------------------------------------------- describe
 

@@ -24,7 +24,12 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from rafka.actors.messages import LeaderAndIsrRequest
+from rafka.actors.errors import ErrorCode, error_reply
+from rafka.actors.messages import (
+    ErrorReply,
+    LeaderAndIsrRequest,
+    PartitionErrors,
+)
 from rafka.actors.naming import partition_log_dir, replica_host_name
 from rafka.actors.server.replica_host import ReplicaHostActor
 from rafka.common.topic_partition import TopicPartition
@@ -92,9 +97,10 @@ class ReplicaHostPool:
             return None
         return self.host(self.host_name(topic, partition))
 
-    async def _leader_hosts(self, requests: list[dict[str, Any]]) -> dict[int, int]:
-        """The pool size of every leader named in `requests`, reading ZooKeeper for new ones."""
-        leaders = {p["leader"] for p in requests if p["leader"] >= 0}
+    async def _leader_hosts(self, leaders: set[int]) -> dict[int, int]:
+        """The pool size of every leader of `leaders` (NO_LEADER left out), reading ZooKeeper
+        for new ones."""
+        leaders = {leader for leader in leaders if leader >= 0}
         store = self._store()
         if not leaders <= set(self._pool_sizes) and store is not None:
             brokers = await asyncio.to_thread(read_brokers, store)
@@ -103,17 +109,18 @@ class ReplicaHostPool:
 
     # --------------------------------------------------------------- the controller's requests
 
-    async def leader_and_isr(self, controller_epoch: int, partitions: list[dict[str, Any]]
-                             ) -> dict[str, Any]:
+    async def leader_and_isr(self, controller_epoch: int,
+                             partitions: list[LeaderAndIsrRequest]) -> PartitionErrors:
         """Apply the controller's LeaderAndIsr to this broker's replicas, creating them: one
         call per replica host, carrying all of its partitions."""
-        pools = await self._leader_hosts(partitions)
+        pools = await self._leader_hosts({entry.leader for entry in partitions})
         by_host: dict[str, list[LeaderAndIsrRequest]] = {}
         for entry in partitions:
-            leader = entry["leader"]
-            leader_host = (replica_host_name(leader, entry["topic"], entry["partition"],
+            leader = entry.leader
+            leader_host = (replica_host_name(leader, entry.topic, entry.partition,
                                              pools.get(leader, 0)) if leader >= 0 else None)
-            request = LeaderAndIsrRequest.from_controller(entry, controller_epoch, leader_host)
+            request = dataclasses.replace(entry, controller_epoch=controller_epoch,
+                                          leader_host=leader_host, config=dict(entry.config))
             self.replica_states[TopicPartition(request.topic, request.partition)] = request
             by_host.setdefault(self.host_name(request.topic, request.partition),
                                []).append(request)
@@ -121,13 +128,13 @@ class ReplicaHostPool:
 
     async def _apply_on_hosts(
         self, by_host: dict[str, list[LeaderAndIsrRequest]]
-    ) -> dict[str, Any]:
+    ) -> PartitionErrors:
         calls = {name: self.host(name).leader_and_isr.remote(requests)
                  for name, requests in by_host.items()}
         return await _failures(calls, {name: [(r.topic, r.partition) for r in requests]
                                        for name, requests in by_host.items()})
 
-    async def update_topic_config(self, topic: str, config: dict[str, Any]) -> dict[str, Any]:
+    async def update_topic_config(self, topic: str, config: dict[str, Any]) -> PartitionErrors:
         """`topic`'s config changed: the hosts of its replicas here apply it, and a host
         recreated later is given it with its LeaderAndIsr."""
         by_host: dict[str, list[tuple[str, int]]] = {}
@@ -141,8 +148,7 @@ class ReplicaHostPool:
             {name: self.hosts[name].update_topic_config.remote(topic, config)
              for name in by_host}, by_host)
 
-    async def stop_replicas(self, partitions: list[tuple[str, int]], delete: bool
-                            ) -> dict[str, Any]:
+    async def stop_replicas(self, partitions: list[tuple[str, int]], delete: bool) -> None:
         """Stop (and with `delete`, remove from disk) replicas: topic deletion, reassignment."""
         by_host: dict[str, list[tuple[str, int]]] = {}
         for topic, partition in partitions:
@@ -165,7 +171,6 @@ class ReplicaHostPool:
             for name in by_host:
                 ray.kill(self.hosts.pop(name), no_restart=True)
                 self._host_watches.pop(name).cancel()
-        return {"error": 0}
 
     # ------------------------------------------------------------------- fencing, life cycle
 
@@ -223,7 +228,7 @@ class ReplicaHostPool:
         current = await asyncio.to_thread(
             lambda: {tp: states.read_partition_state(*tp) for tp in hosted})
         pools = await self._leader_hosts(
-            [{"leader": found.value.leader} for found in current.values() if found is not None])
+            {found.value.leader for found in current.values() if found is not None})
         requests = []
         for tp in hosted:
             request = self.replica_states[tp]
@@ -237,9 +242,9 @@ class ReplicaHostPool:
                                                   pools.get(leader, 0)) if leader >= 0 else None)
             requests.append(request)
         applied = await self._apply_on_hosts({name: requests})
-        if applied["failed"]:
+        if applied.errors:
             log.warning("replica host %s of broker %d did not take back %s", name,
-                        self.broker_id, applied["failed"])
+                        self.broker_id, applied.errors)
 
     # ----------------------------------------------------------------------- what they hold
 
@@ -268,16 +273,16 @@ class ReplicaHostPool:
 
 
 async def _failures(calls: dict[str, Any], partitions: dict[str, list[tuple[str, int]]],
-                    ) -> dict[str, Any]:
+                    ) -> PartitionErrors:
     """Await each replica host's call and gather what failed, by partition: all of a host's
     `partitions` when its call raised, else what its reply lists."""
     names = list(calls)
     replies = await asyncio.gather(*(calls[name] for name in names), return_exceptions=True)
-    failed: dict[str, Any] = {}
+    errors: dict[TopicPartition, ErrorReply] = {}
     for name, reply in zip(names, replies, strict=True):
         if isinstance(reply, BaseException):
-            failed.update({f"{topic}-{partition}": repr(reply)
-                           for topic, partition in partitions[name]})
+            failed = error_reply(ErrorCode.UNKNOWN_SERVER_ERROR, repr(reply))
+            errors.update({TopicPartition(*tp): failed for tp in partitions[name]})
         else:
-            failed.update(reply.get("failed", {}))
-    return {"error": 0, "failed": failed}
+            errors.update(reply.errors)
+    return PartitionErrors(errors)

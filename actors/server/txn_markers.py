@@ -6,10 +6,8 @@ A function of a `PartitionReplica`, called by its host on the host's event loop.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.messages import Appended, TxnMarker
+from rafka.actors.messages import Appended, ErrorReply, TxnMarker
 from rafka.actors.server.replica import LEADER, PartitionReplica
 from rafka.common.clock import wall_clock_ms
 from rafka.logstore.transactions import ControlType, build_marker_batch
@@ -17,9 +15,9 @@ from rafka.logstore.transactions import ControlType, build_marker_batch
 
 async def write_marker(
     replica: PartitionReplica, marker: TxnMarker, timeout_ms: int,
-) -> dict[str, Any]:
+) -> ErrorReply | None:
     """Append the coordinator's commit or abort marker for a producer's transaction, as
-    leader; answered once the ISR holds it (Kafka's WriteTxnMarkers). A marker of a
+    leader; answered (None) once the ISR holds it (Kafka's WriteTxnMarkers). A marker of a
     producer epoch older than the producer's here is refused (a newer producer fenced it),
     and so is one of an older coordinator than the producer's last marker here (a
     coordinator that lost `__transaction_state`, sending late)."""
@@ -41,10 +39,10 @@ async def write_marker(
         ControlType.COMMIT if marker.committed else ControlType.ABORT,
         coordinator_epoch=marker.coordinator_epoch, timestamp_ms=wall_clock_ms())
     info = replica.append_as_leader(batch)
-    if isinstance(info, dict):
+    if isinstance(info, ErrorReply):
         return info
     replica.advance_high_watermark()
     replica.notify()
     reply = await replica.acknowledge(-1, info.first_offset, info.last_offset, -1, timeout_ms)
-    return {"error": 0} if isinstance(reply, Appended) else reply
+    return None if isinstance(reply, Appended) else reply
 

@@ -30,9 +30,10 @@ from typing import Any
 import ray
 
 from rafka.actors.broker_view import BrokerView
-from rafka.actors.errors import ErrorCode
+from rafka.actors.errors import ErrorCode, code_of
 from rafka.actors.messages import (
     Appended,
+    ErrorReply,
     FetchedRecords,
     PartitionFetch,
     PartitionProduce,
@@ -152,8 +153,8 @@ class TransactionCoordinator:
                 log.warning("could not read %s-%d: %r", TRANSACTION_STATE_TOPIC, partition, error)
                 return None
             if not isinstance(reply, FetchedRecords):
-                start = reply.get("log_start_offset", -1)
-                if reply["error"] == ErrorCode.OFFSET_OUT_OF_RANGE and start > offset:
+                start = reply.log_start_offset
+                if reply.code == ErrorCode.OFFSET_OUT_OF_RANGE and start > offset:
                     offset = start
                     continue
                 return None
@@ -202,7 +203,7 @@ class TransactionCoordinator:
             log.warning("could not write %s's state: %r", metadata.transactional_id, error)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if not isinstance(reply, Appended):
-            if reply["error"] in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            if reply.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                   ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                 self._partitions.pop(partition, None)
                 return ErrorCode.NOT_COORDINATOR
@@ -383,14 +384,14 @@ class TransactionCoordinator:
                 pending = True
                 continue
             for reply in replies:
-                if reply["error"] == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
+                if code_of(reply) == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
                     return False  # a newer coordinator has it: this one will see it moved
-                if reply["error"] not in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH):
+                if code_of(reply) not in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH):
                     pending = True  # not the leader any more, say: the next round
         return not pending
 
     async def _markers_to(self, name: str, markers: list[TxnMarker]
-                          ) -> list[dict[str, Any]] | None:
+                          ) -> list[ErrorReply | None] | None:
         """The replies of one leader host to its markers; None if it could not be asked."""
         handle = self._hosts.get(name)
         try:

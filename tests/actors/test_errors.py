@@ -18,11 +18,13 @@ from rafka.actors.errors import (
     RafkaError,
     RecordTooLargeError,
     UnknownPartitionError,
+    code_of,
     error_for,
     error_reply,
     is_retriable,
     raise_for,
 )
+from rafka.actors.messages import ErrorReply, ListedOffset
 
 RETRIABLE = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT,
@@ -56,9 +58,12 @@ def test_the_typed_errors_carry_what_the_reply_said() -> None:
 
 
 def test_no_error_and_unknown_codes() -> None:
-    assert error_for({"error": 0, "offset": 5}) is None
-    assert raise_for({"error": 0, "offset": 5}) == {"error": 0, "offset": 5}
-    unknown = error_for({"error": 9999, "message": "from a newer broker"})
+    assert error_for(ListedOffset(5, -1, 0)) is None
+    assert raise_for(ListedOffset(5, -1, 0)) == ListedOffset(5, -1, 0)
+    assert error_for(None) is None and raise_for(None) is None
+    assert code_of(ListedOffset(5, -1, 0)) == 0 and code_of(None) == 0
+    assert code_of(error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "moved")) == 6
+    unknown = error_for(ErrorReply(9999, "from a newer broker"))
     assert type(unknown) is RafkaError and not is_retriable(unknown)
     with pytest.raises(UnknownPartitionError):
         raise_for(error_reply(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no partition 7"))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 
 from rafka import Cluster
-from rafka.actors.errors import ErrorCode
+from rafka.actors.errors import ErrorCode, code_of
 from rafka.logstore.batch import build_batch, decode_batches
 from tests.support.cluster import log_bytes, partition_state
 from tests.support.faults import SESSION_TIMEOUT_S, broker_pids, paused, wait_until_exited
@@ -53,8 +53,8 @@ def _acknowledged_more(workload: Workload, count: int, what: str, timeout_s: flo
     wait_until(lambda: len(workload.acknowledged) >= before + count, timeout_s, what)
 
 
-def _refused(reply: dict) -> bool:
-    return reply.get("error", 0) != 0
+def _refused(reply: object) -> bool:
+    return code_of(reply) != 0
 
 
 def _stray_write() -> bytes:
@@ -93,7 +93,7 @@ def test_two_of_three_brokers_down_refuse_writes_then_everything_returns(
             f"{len(on_one)} of {len(acknowledged)} acknowledged records are on the survivor "
             f"alone, min.insync.replicas=2: {on_one[:5]}")
         reply = ReplicaOnHost(cluster, TOPIC, 0, survivor).produce(_stray_write(), -1, 5000)
-        assert reply["error"] == ErrorCode.NOT_ENOUGH_REPLICAS, reply
+        assert reply.code == ErrorCode.NOT_ENOUGH_REPLICAS, reply
         for broker in down:
             cluster.start_broker(broker)
         wait_until(lambda: all(len(p["isr"]) == 3
@@ -185,7 +185,7 @@ def test_a_broker_cut_off_from_zookeeper_stops_leading(start_cluster) -> None:
                        "broker 2 to stop leading while cut off")
             for acks in (-1, 1):
                 reply = old.produce(_stray_write(), acks, 5000)
-                assert reply["error"] == ErrorCode.NOT_LEADER_OR_FOLLOWER, reply
+                assert reply.code == ErrorCode.NOT_LEADER_OR_FOLLOWER, reply
             _acknowledged_more(workload, 300, "writes to the new leader")
             proxy.restore()
             wait_until(lambda: all(len(p["isr"]) == 3

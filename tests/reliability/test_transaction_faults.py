@@ -153,8 +153,8 @@ def coordinator_of(cluster: Cluster, transactional_id: str) -> int:
             broker = ray.get_actor(f"broker-{candidate}", namespace=cluster.namespace)
             reply = ray.get(broker.find_transaction_coordinator.remote(transactional_id),
                             timeout=10)
-            if reply["error"] == 0:
-                return reply["coordinator"]
+            if isinstance(reply, int):
+                return reply
     raise AssertionError(f"no coordinator for {transactional_id}")
 
 

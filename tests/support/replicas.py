@@ -8,7 +8,13 @@ from typing import Any
 import ray
 
 from rafka import Cluster
-from rafka.actors.messages import Appended, FetchedRecords, PartitionFetch, PartitionProduce
+from rafka.actors.messages import (
+    Appended,
+    ErrorReply,
+    FetchedRecords,
+    PartitionFetch,
+    PartitionProduce,
+)
 
 
 class ReplicaOnHost:
@@ -31,10 +37,10 @@ class ReplicaOnHost:
 
     def produce(
         self, records: bytes, acks: int = 1, timeout_ms: int = 30_000
-    ) -> Appended | dict:
+    ) -> Appended | ErrorReply:
         return ray.get(self.produce_async(records, acks, timeout_ms), timeout=60)[0]
 
-    def fetch(self, offset: int, max_bytes: int = 1 << 20) -> FetchedRecords | dict:
+    def fetch(self, offset: int, max_bytes: int = 1 << 20) -> FetchedRecords | ErrorReply:
         request = PartitionFetch(self.topic, self.partition, offset, max_bytes)
         return ray.get(self.host.fetch.remote([request]), timeout=60)[0]
 

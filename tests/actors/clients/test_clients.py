@@ -277,9 +277,9 @@ def test_the_leader_refuses_bad_batches_and_changes_nothing(shared: Cluster) -> 
         (too_large, ErrorCode.MESSAGE_TOO_LARGE),
     ]:
         reply = replica.produce(payload, 1)
-        assert reply["error"] == code, reply
+        assert reply.code == code, reply
     reply = replica.produce(good, 7)
-    assert reply["error"] == ErrorCode.INVALID_REQUIRED_ACKS
+    assert reply.code == ErrorCode.INVALID_REQUIRED_ACKS
     assert replica.describe()["log_end_offset"] == 0
     assert raise_for(replica.produce(good, 1)).base_offset == 0
 

@@ -13,6 +13,7 @@ from rafka.actors.controller import channel as channel_module
 from rafka.actors.controller.controller import Controller
 from rafka.actors.controller.events import PreferredLeaderCheck
 from rafka.actors.controller.recovery import RecoveryPolicy, Resign, Retry, Stop
+from rafka.actors.messages import LeaderAndIsrRequest, PartitionErrors
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.errors import (
     ControllerMovedError,
@@ -251,7 +252,7 @@ def test_a_silent_broker_does_not_hold_the_controller(monkeypatch: pytest.Monkey
         loop = asyncio.get_running_loop()
         silent: asyncio.Future = loop.create_future()
         answered: asyncio.Future = loop.create_future()
-        answered.set_result({"error": None})
+        answered.set_result(None)
         failed: asyncio.Future = loop.create_future()
         failed.set_exception(RuntimeError("the actor died"))
         started = loop.time()
@@ -261,7 +262,7 @@ def test_a_silent_broker_does_not_hold_the_controller(monkeypatch: pytest.Monkey
 
     answers, waited_s, silent = asyncio.run(scenario())
     assert waited_s < 2
-    assert answers[0] == {"error": None}
+    assert answers[0] is None
     assert isinstance(answers[1], channel_module.BrokerDidNotAnswer)
     assert "broker 1 did not answer LeaderAndIsr" in str(answers[1])
     assert isinstance(answers[2], RuntimeError)
@@ -274,7 +275,7 @@ class RestartingBroker:
     applies every LeaderAndIsr after it."""
 
     def __init__(self) -> None:
-        self.sent: list[list[dict[str, Any]]] = []
+        self.sent: list[list[LeaderAndIsrRequest]] = []
         self.restarted = asyncio.Event()
         self.leader_and_isr = self
 
@@ -283,16 +284,16 @@ class RestartingBroker:
 
     def drop(self, _broker_id: int) -> None: ...
 
-    def remote(self, _controller_epoch: int, partitions: list[dict[str, Any]]
-               ) -> Awaitable[dict[str, Any]]:
+    def remote(self, _controller_epoch: int, partitions: list[LeaderAndIsrRequest]
+               ) -> Awaitable[PartitionErrors]:
         self.sent.append(partitions)
         first = len(self.sent) == 1
 
-        async def answer() -> dict[str, Any]:
+        async def answer() -> PartitionErrors:
             if first:
                 await self.restarted.wait()
                 raise RuntimeError("The actor is temporarily unavailable: the actor was restarted")
-            return {"error": 0, "failed": {}}
+            return PartitionErrors({})
 
         return answer()
 
@@ -327,5 +328,5 @@ def test_a_leader_and_isr_a_broker_did_not_apply_is_sent_again(
     else:
         assert len(broker.sent) == 2
         again = broker.sent[1][0]
-        assert (again["topic"], again["partition"], again["leader"], again["leader_epoch"],
-                again["zk_version"]) == ("orders", 0, 1, 4, 12)
+        assert (again.topic, again.partition, again.leader, again.leader_epoch,
+                again.zk_version) == ("orders", 0, 1, 4, 12)

@@ -20,12 +20,17 @@ from rafka.actors.dataport.frames import (
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.messages import (
     Appended,
+    CommittedOffset,
+    CommittedOffsets,
+    ErrorReply,
     FetchedRecords,
+    ListedOffset,
     OffsetQuery,
     PartitionFetch,
     PartitionProduce,
     ReplicaFetchAnswer,
     ReplicaFetchPartition,
+    ReplicaFetchResponse,
 )
 
 LIMIT = frames.MAX_REQUEST_BYTES
@@ -54,28 +59,30 @@ def test_a_fetch_request_reads_back_as_the_calls_arguments() -> None:
 def test_a_fetch_answer_reads_back_as_the_calls_reply() -> None:
     records = FetchedRecords(b"\x00batch-bytes\xff", 130, 125, 0, 130, 120, ((77, 118),))
     nothing = FetchedRecords(b"", 9, 9, 2, 9)
-    refused = error_reply(ErrorCode.FENCED_LEADER_EPOCH, "epoch 3 is not 4", leader_epoch=4)
-    reply = {"error": 0, "partitions": [
+    refused = error_reply(ErrorCode.FENCED_LEADER_EPOCH, "epoch 3 is not 4", leader=2)
+    reply = ReplicaFetchResponse([
         ReplicaFetchAnswer("orders", 0, 120, records),
         ReplicaFetchAnswer("orders", 1, 9, nothing),
         ReplicaFetchAnswer("orders", 2, 40, refused),
-    ]}
+    ])
     framed = frames.replica_fetch_answer(reply)
     assert frames.read_replica_fetch_answer(body(framed)) == reply
 
 
 def test_a_records_view_is_sent_as_its_bytes() -> None:
     view = memoryview(b"0123456789")[2:6]
-    reply = {"error": 0, "partitions": [
-        ReplicaFetchAnswer("t", 0, 0, FetchedRecords(view, 4, 4, 0, 4))]}
+    reply = ReplicaFetchResponse([
+        ReplicaFetchAnswer("t", 0, 0, FetchedRecords(view, 4, 4, 0, 4))])
     answer = frames.read_replica_fetch_answer(body(frames.replica_fetch_answer(reply)))
-    assert answer["partitions"][0].reply.records == b"2345"
+    assert isinstance(answer, ReplicaFetchResponse)
+    assert answer.partitions[0].reply.records == b"2345"
 
 
 def test_a_session_error_without_partitions_reads_back() -> None:
     reply = error_reply(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "no fetch session 5")
-    assert frames.read_replica_fetch_answer(body(frames.replica_fetch_answer(reply))) == {
-        **reply, "partitions": []}
+    answer = frames.read_replica_fetch_answer(body(frames.replica_fetch_answer(reply)))
+    assert answer == reply
+    assert type(answer) is ErrorReply
 
 
 def test_a_consumers_fetch_reads_back_as_the_calls_arguments() -> None:
@@ -120,8 +127,12 @@ def test_a_producers_request_reads_back_as_the_calls_arguments() -> None:
 
 def test_a_producers_answer_reads_back_in_the_order_sent() -> None:
     replies = [Appended(100, 199, -1, 0),
-               error_reply(ErrorCode.NOT_ENOUGH_REPLICAS, "2 in sync, 3 needed")]
-    assert frames.read_produce_answer(body(frames.produce_answer(replies))) == replies
+               error_reply(ErrorCode.NOT_ENOUGH_REPLICAS, "2 in sync, 3 needed"),
+               error_reply(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "expected 7",
+                           expected_sequence=7)]
+    answer = frames.read_produce_answer(body(frames.produce_answer(replies)))
+    assert answer == replies
+    assert [type(reply) for reply in answer] == [Appended, ErrorReply, ErrorReply]
 
 
 def test_a_list_offsets_request_and_answer_read_back() -> None:
@@ -129,11 +140,11 @@ def test_a_list_offsets_request_and_answer_read_back() -> None:
     request = frames.decode_request(body(frames.list_offsets_request(queries)))
     assert request == ListOffsetsRequest(queries)
     assert all(isinstance(q, OffsetQuery) for q in request.queries)
-    replies = [{"error": 0, "offset": 130, "timestamp": -1, "leader_epoch": 4},
-               {"error": 0, "offset": None, "timestamp": -1, "leader_epoch": -1},
+    replies = [ListedOffset(130, -1, 4), ListedOffset(None, -1, -1),
                error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "refresh metadata", leader=None)]
-    assert frames.read_list_offsets_answer(
-        body(frames.list_offsets_answer(replies))) == replies
+    answer = frames.read_list_offsets_answer(body(frames.list_offsets_answer(replies)))
+    assert answer == replies
+    assert [type(reply) for reply in answer] == [ListedOffset, ListedOffset, ErrorReply]
 
 
 def test_an_offset_fetch_and_its_answer_read_back() -> None:
@@ -141,9 +152,12 @@ def test_an_offset_fetch_and_its_answer_read_back() -> None:
         request = frames.decode_request(body(
             frames.fetch_offsets_request(17, "billing", partitions)))
         assert request == FetchOffsetsRequest(17, "billing", partitions)
-    reply = {"error": 0, "offsets": [["orders", 0, 120, "", 3], ["orders", 3, 7, "m", -1]]}
-    assert frames.read_fetch_offsets_answer(
-        body(frames.fetch_offsets_answer(reply))) == reply
+    reply = CommittedOffsets([CommittedOffset("orders", 0, 120, "", 3),
+                              CommittedOffset("orders", 3, 7, "m", None)])
+    answer = frames.read_fetch_offsets_answer(body(frames.fetch_offsets_answer(reply)))
+    assert answer == reply
+    assert isinstance(answer, CommittedOffsets)
+    assert all(type(entry) is CommittedOffset for entry in answer.offsets)
     refused = error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "moved", leader=2)
     assert frames.read_fetch_offsets_answer(
         body(frames.fetch_offsets_answer(refused))) == refused
@@ -162,10 +176,10 @@ def test_anything_but_an_offset_fetch_is_refused(frame_body: bytes) -> None:
 
 
 @pytest.mark.parametrize("frame_body", [
-    packed([0]),                                               # not a map
-    packed({"offsets": []}),                                   # no error code
-    packed({"error": 0, "offsets": [["orders", 0, 120, ""]]}),           # a short entry
-    packed({"error": 0, "offsets": [["orders", 0, "120", "", 3]]}),      # a string offset
+    packed(0),                                                 # not a list nor an error
+    packed({"offsets": []}),                                   # not an error's fields
+    packed([["orders", 0, 120, ""]]),                          # a short entry
+    packed([["orders", 0, "120", "", 3]]),                     # a string offset
 ])
 def test_anything_but_an_offset_fetch_answer_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
@@ -186,8 +200,10 @@ def test_anything_but_a_list_offsets_request_is_refused(frame_body: bytes) -> No
 
 @pytest.mark.parametrize("frame_body", [
     packed({"error": 0}),                                      # not a list
-    packed([{"offset": 3}]),                                   # no error code
-    packed([{"error": 0, "offset": [3]}]),                     # not a plain value
+    packed([{"offset": 3}]),                                   # not an error's fields
+    packed([[3, -1]]),                                         # a short offset
+    packed([[[3], -1, 0]]),                                    # not a plain value
+    packed([[3, -1, "0"]]),                                    # a string leader epoch
 ])
 def test_anything_but_a_list_offsets_answer_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
@@ -281,13 +297,16 @@ def test_anything_but_a_fetch_request_is_refused(frame_body: bytes) -> None:
 
 
 @pytest.mark.parametrize("frame_body", [
-    packed([{"error": 0}]),
-    packed([{"error": "0"}, []]),
-    packed([{"error": 0}, [["t", 0, 0, [b"", 1, 1, 0]]]]),               # short records
-    packed([{"error": 0}, [["t", 0, 0, ["r", 1, 1, 0, 1, -1, []]]]]),    # records not bytes
-    packed([{"error": 0}, [["t", 0, 0, [b"", 1, 1, 0, 1, -1, [[1]]]]]]),  # a short abort
-    packed([{"error": 0}, [["t", 0, 0, {"message": "no code"}]]]),
-    packed([{"error": 0}, [["t", "0", 0, {"error": 6}]]]),
+    packed({"code": 70}),                                                # a short error
+    packed([{"code": "0"}, []]),
+    packed([["t", 0, 0, [b"", 1, 1, 0]]]),                               # short records
+    packed([["t", 0, 0, ["r", 1, 1, 0, 1, -1, []]]]),                    # records not bytes
+    packed([["t", 0, 0, [b"", 1, 1, 0, 1, -1, [[1]]]]]),                 # a short abort
+    packed([["t", 0, 0, {"message": "no code"}]]),
+    packed([["t", "0", 0, {"code": 6}]]),
+    packed([["t", 0, 0, {**error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "x")._asdict(),
+                         "leader": "2"}]]),                             # a string leader
+    packed(7),                                                           # not a list
 ])
 def test_anything_but_a_fetch_answer_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):

@@ -103,7 +103,7 @@ def test_a_broker_whose_session_expires_loses_leadership_then_rejoins(cluster: C
         meta = future.result(30)
         acknowledged[(meta.partition, meta.offset)] = None
     refused = old.produce(build_batch([(None, b"to-the-old-leader", 0, None)]), 1)
-    assert refused["error"] == ErrorCode.NOT_LEADER_OR_FOLLOWER, refused
+    assert refused.code == ErrorCode.NOT_LEADER_OR_FOLLOWER, refused
     wait_until(lambda: leader in partition_state(cluster, "payments", 0)["isr"], 60,
                "the expired broker back in the ISR")
     values = [r.value for r in read_everything(cluster, "payments")]

@@ -46,7 +46,7 @@ def test_acks_all_is_never_acknowledged_by_the_leader_alone(cluster: Cluster) ->
         # A new request is refused outright; the producer's waiting ones keep being retried.
         reply = ReplicaOnHost(cluster, TOPIC, 0, leader).produce(
             build_batch([(None, b"direct", 0, None)]), -1, 5000)
-        assert reply["error"] == ErrorCode.NOT_ENOUGH_REPLICAS, reply
+        assert reply.code == ErrorCode.NOT_ENOUGH_REPLICAS, reply
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             acknowledged = [f for f in futures if f.done() and f.exception(0) is None]

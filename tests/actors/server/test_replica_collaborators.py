@@ -9,8 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from rafka.actors.config import BrokerConfig
-from rafka.actors.errors import ErrorCode
-from rafka.actors.messages import FetchedRecords, LeaderAndIsrRequest, TxnMarker
+from rafka.actors.errors import ErrorCode, code_of
+from rafka.actors.messages import (
+    DeletedRecords,
+    EpochEndOffset,
+    ErrorReply,
+    FetchedRecords,
+    IsrWritten,
+    LeaderAndIsrRequest,
+    ListedOffset,
+    ProducerDescription,
+    TxnMarker,
+)
 from rafka.actors.offsets_topic import OFFSETS_TOPIC
 from rafka.actors.server import leader_reads
 from rafka.actors.server.fetch_session import FetchSessionCache
@@ -23,7 +33,7 @@ from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.batch import build_batch
 
 
-async def _never_written(_replica: IsrPartition, _isr: list[int]) -> dict[str, Any]:
+async def _never_written(_replica: IsrPartition, _isr: list[int]) -> IsrWritten | ErrorReply:
     raise AssertionError("no ISR change expected")
 
 
@@ -35,14 +45,14 @@ def replica_of(tmp_path: Path, *, leader: int = 1, topic: str = "orders",
     reply = replica.leader_and_isr(LeaderAndIsrRequest(
         topic=topic, partition=0, leader=leader, leader_epoch=2, isr=(1,), replicas=(1,),
         controller_epoch=1, zk_version=0))
-    assert reply["error"] == 0, reply
+    assert reply is None, reply
     return replica
 
 
 def append(replica: PartitionReplica, count: int) -> None:
     for index in range(count):
         info = replica.append_as_leader(build_batch([(None, b"v%d" % index)]))
-        assert not isinstance(info, dict), info
+        assert not isinstance(info, ErrorReply), info
         replica.advance_high_watermark()
 
 
@@ -50,13 +60,13 @@ def test_a_leader_answers_its_offsets_and_a_follower_refuses(tmp_path: Path) -> 
     replica = replica_of(tmp_path)
     append(replica, 3)
     assert replica.log.high_watermark == 3
-    assert leader_reads.list_offsets(replica, EARLIEST_TIMESTAMP)["offset"] == 0
-    assert leader_reads.list_offsets(replica, LATEST_TIMESTAMP)["offset"] == 3
-    assert leader_reads.offsets_for_leader_epoch(replica, 2)["end_offset"] == 3
-    assert leader_reads.offsets_for_leader_epoch(replica, 2, current_leader_epoch=1)[
-        "error"] == ErrorCode.FENCED_LEADER_EPOCH
-    assert leader_reads.describe_producer(replica, 42)["last_sequence"] == -1
-    assert leader_reads.active_producers(replica) == {"error": 0, "producers": []}
+    assert leader_reads.list_offsets(replica, EARLIEST_TIMESTAMP) == ListedOffset(0, -1, 2)
+    assert leader_reads.list_offsets(replica, LATEST_TIMESTAMP) == ListedOffset(3, -1, 2)
+    assert leader_reads.offsets_for_leader_epoch(replica, 2) == EpochEndOffset(2, 3)
+    assert code_of(leader_reads.offsets_for_leader_epoch(
+        replica, 2, current_leader_epoch=1)) == ErrorCode.FENCED_LEADER_EPOCH
+    assert leader_reads.describe_producer(replica, 42) == ProducerDescription(-1, -1, -1, 3)
+    assert leader_reads.active_producers(replica) == {"producers": []}
     read = leader_reads.read(replica, 0, 1 << 20, follower=False)
     assert isinstance(read, FetchedRecords) and read.next_offset == 3
     assert leader_reads.describe(replica)["high_watermark"] == 3
@@ -65,17 +75,18 @@ def test_a_leader_answers_its_offsets_and_a_follower_refuses(tmp_path: Path) -> 
     for refused in (leader_reads.list_offsets(follower, LATEST_TIMESTAMP),
                     leader_reads.read(follower, 0, 100, follower=True),
                     leader_reads.delete_records(follower, 0)):
-        assert isinstance(refused, dict) and refused["error"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert isinstance(refused, ErrorReply)
+        assert refused.code == ErrorCode.NOT_LEADER_OR_FOLLOWER and refused.leader == 2
     follower.release()
 
 
 def test_delete_records_stops_at_the_high_watermark(tmp_path: Path) -> None:
     replica = replica_of(tmp_path)
     append(replica, 4)
-    assert leader_reads.delete_records(replica, 5)["error"] == ErrorCode.OFFSET_OUT_OF_RANGE
-    assert leader_reads.delete_records(replica, 2) == {"error": 0, "low_watermark": 2}
-    assert leader_reads.delete_records(replica, leader_reads.HIGH_WATERMARK_OFFSET) == {
-        "error": 0, "low_watermark": 4}
+    assert code_of(leader_reads.delete_records(replica, 5)) == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert leader_reads.delete_records(replica, 2) == DeletedRecords(2)
+    assert leader_reads.delete_records(
+        replica, leader_reads.HIGH_WATERMARK_OFFSET) == DeletedRecords(4)
     replica.release()
 
 
@@ -113,15 +124,15 @@ def test_an_early_wake_wakes_the_session_that_comes_after_it() -> None:
 def test_offset_managers_follow_the_offsets_topic_leaders(tmp_path: Path) -> None:
     async def scenario() -> None:
         managers = OffsetManagers(broker_id=1)
-        assert managers.get(0)["error"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert code_of(managers.get(0)) == ErrorCode.NOT_LEADER_OR_FOLLOWER
         other = replica_of(tmp_path / "orders")
         managers.role_changed(other)
         assert managers.by_partition == {}
         offsets = replica_of(tmp_path / "offsets", topic=OFFSETS_TOPIC)
         assert offsets.role == LEADER
         managers.role_changed(offsets)
-        assert not isinstance(managers.get(0), dict)
-        managers.marker_written(TxnMarker(OFFSETS_TOPIC, 0, 5, 0, True, 0), {"error": 0})
+        assert not isinstance(managers.get(0), ErrorReply)
+        managers.marker_written(TxnMarker(OFFSETS_TOPIC, 0, 5, 0, True, 0), None)
         managers.stopped(OFFSETS_TOPIC, 0)
         assert managers.by_partition == {}
         other.release()

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.messages import LeaderAndIsrRequest
+from rafka.actors.messages import ErrorReply, IsrWritten, LeaderAndIsrRequest
 from rafka.actors.server.isr_manager import IsrPartition
 from rafka.actors.server.replica import LEADER, OFFLINE, PartitionReplica
 from rafka.logstore.batch import build_batch
@@ -19,11 +18,11 @@ from rafka.logstore.batch import build_batch
 class ScriptedWriter:
     """Answers each ISR write with the next reply of its script, and records what was asked."""
 
-    def __init__(self, *replies: dict[str, Any]) -> None:
+    def __init__(self, *replies: IsrWritten | ErrorReply) -> None:
         self.replies = list(replies)
         self.asked: list[list[int]] = []
 
-    async def __call__(self, _replica: IsrPartition, isr: list[int]) -> dict[str, Any]:
+    async def __call__(self, _replica: IsrPartition, isr: list[int]) -> IsrWritten | ErrorReply:
         self.asked.append(isr)
         return self.replies.pop(0)
 
@@ -33,7 +32,7 @@ def leader(tmp_path: Path, writer: ScriptedWriter) -> PartitionReplica:
     reply = replica.leader_and_isr(LeaderAndIsrRequest(
         topic="orders", partition=0, leader=1, leader_epoch=3, isr=(1, 2, 3),
         replicas=(1, 2, 3), controller_epoch=1, zk_version=7))
-    assert reply["error"] == 0 and replica.role == LEADER, reply
+    assert reply is None and replica.role == LEADER, reply
     return replica
 
 
@@ -49,7 +48,7 @@ def test_an_unanswered_isr_write_keeps_the_leader_and_the_old_isr_until_written(
     async def scenario() -> None:
         writer = ScriptedWriter(
             error_reply(ErrorCode.REQUEST_TIMED_OUT, "ZooKeeper did not answer"),
-            {"error": 0, "version": 8})
+            IsrWritten(8))
         replica = leader(tmp_path, writer)
         await shrink(replica)
         # Not written: still the leader, with the ISR ZooKeeper has.
@@ -80,7 +79,7 @@ def test_followers_an_unanswered_expansion_adds_hold_the_high_watermark(tmp_path
     async def scenario() -> None:
         writer = ScriptedWriter(
             error_reply(ErrorCode.REQUEST_TIMED_OUT, "ZooKeeper did not answer"),
-            {"error": 0, "version": 8})
+            IsrWritten(8))
         replica = PartitionReplica("orders", 0, 1, tmp_path, {}, BrokerConfig.from_dict({}),
                                    writer)
         replica.leader_and_isr(LeaderAndIsrRequest(

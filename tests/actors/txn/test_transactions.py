@@ -17,6 +17,7 @@ from rafka.actors.errors import (
     InvalidConfigError,
     InvalidTxnStateError,
     ProducerFencedError,
+    code_of,
 )
 from rafka.actors.messages import TxnMarker
 from rafka.actors.txn.coordinator import TICK_S
@@ -144,7 +145,7 @@ def test_a_marker_from_an_older_coordinator_is_refused(cluster: Cluster) -> None
         marker = TxnMarker(topic, 0, producer_id=77, producer_epoch=0, committed=True,
                            coordinator_epoch=5)._replace(**fields)
         [reply] = ray.get(host.write_txn_markers.remote([marker]), timeout=60)
-        return reply["error"]
+        return code_of(reply)
 
     assert write() == 0
     assert write(coordinator_epoch=4, committed=False) == ErrorCode.TRANSACTION_COORDINATOR_FENCED
