@@ -7,6 +7,7 @@ ZooKeeper as strings, as Kafka does, so every parser takes strings too (`rafka.c
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -84,6 +85,11 @@ def _protocol_map(text: str) -> str:
 # (`rafka.coordination.broker_config`) and the broker applies them (actors/server/broker.py);
 # they take precedence over the settings it was started with. The others are fixed at start.
 DYNAMIC_BROKER_SETTINGS = frozenset({"advertised.listeners"})
+# What DescribeConfigs never shows (Kafka's PASSWORD settings: reported null, sensitive).
+SENSITIVE_BROKER_SETTINGS = frozenset({"ssl.key.password"})
+# Kafka's per-listener settings: `listener.name.<name>.ssl.client.auth` and the like set one
+# listener's ssl.* settings, over the broker's own.
+LISTENER_PREFIX = "listener.name."
 
 
 @dataclass(frozen=True)
@@ -255,9 +261,18 @@ class BrokerConfig:
     # The default config of new topics (Kafka's log.* broker settings, by their topic names).
     # Not a key of its own: given only when the config is built in Python.
     topic_defaults: Mapping[str, Any] = field(default_factory=dict)
+    # The ssl.* settings of single listeners, by listener name (`listener.name.<name>.ssl.*`
+    # in a dict given to from_dict).
+    listener_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.CONFIG_DEF.normalise(self)
+        for name, settings in self.listener_settings.items():
+            if unknown := sorted(key for key in settings if not key.startswith("ssl.")):
+                raise InvalidConfigError(
+                    f"{LISTENER_PREFIX}{name.lower()}.{unknown[0]}: only ssl.* settings are "
+                    "set per listener")
+            self.CONFIG_DEF.parse(settings)  # InvalidConfigError names the key
         if 0 <= self.queued_max_request_bytes < self.socket_request_max_bytes:
             # Kafka's rule: a request socket.request.max.bytes allows would never fit.
             raise InvalidConfigError(
@@ -281,10 +296,12 @@ class BrokerConfig:
                 raise InvalidConfigError(
                     f"listener {listener} speaks {protocol.value}: SASL is not served yet; "
                     "use PLAINTEXT or SSL")
-            if protocol.uses_tls and not self.ssl_keystore_location:
+            if protocol.uses_tls and not self.for_listener(listener.name).ssl_keystore_location:
                 raise InvalidConfigError(
                     f"listener {listener} speaks SSL and needs a certificate: set "
-                    "ssl.keystore.location to a PEM file with the certificate chain and key")
+                    "ssl.keystore.location (or listener.name."
+                    f"{listener.name.lower()}.ssl.keystore.location) to a PEM file with the "
+                    "certificate chain and key")
         for advertised in parse_listeners(self.advertised_listeners) \
                 if self.advertised_listeners else []:
             if advertised.name not in names and self.listeners:
@@ -294,10 +311,27 @@ class BrokerConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> BrokerConfig:
-        return cls(**cls.CONFIG_DEF.parse(values))
+        own: dict[str, Any] = {}
+        per_listener: dict[str, dict[str, Any]] = {}
+        for key, value in (values or {}).items():
+            name, dot, setting_name = str(key).removeprefix(LISTENER_PREFIX).partition(".")
+            if str(key).startswith(LISTENER_PREFIX) and dot and name:
+                per_listener.setdefault(name.upper(), {})[setting_name] = value
+            else:
+                own[key] = value
+        return cls(**cls.CONFIG_DEF.parse(own), listener_settings=per_listener)
 
     def to_dict(self) -> dict[str, Any]:
         return self.CONFIG_DEF.to_dict(self)
+
+    def for_listener(self, name: str) -> BrokerConfig:
+        """This config with the listener's own ssl.* settings over the broker's."""
+        settings = self.listener_settings.get(name.upper())
+        if not settings:
+            return self
+        # Without the per-listener settings: they are in it already.
+        return dataclasses.replace(self, **self.CONFIG_DEF.parse(settings),
+                                   listener_settings={})
 
 
 BrokerConfig.CONFIG_DEF = ConfigDef.of(BrokerConfig, "broker")

@@ -95,7 +95,7 @@ class KafkaListener:
         for listener in self.listeners:
             tls: dict[str, Any] = {}
             if security_protocol(listener, self.protocol_map).uses_tls:
-                tls = {"ssl": server_ssl_context(config),
+                tls = {"ssl": server_ssl_context(config.for_listener(listener.name)),
                        "ssl_handshake_timeout": config.ssl_handshake_timeout_ms / 1000}
             connection = functools.partial(
                 KafkaConnection, functools.partial(self._serve, listener.name))

@@ -103,3 +103,26 @@ def test_a_listener_setting_that_cannot_be_served_says_what_to_set(
         settings: dict[str, str], says: str) -> None:
     with pytest.raises(InvalidConfigError, match=says):
         BrokerConfig.from_dict(settings)
+
+
+def test_a_listener_takes_ssl_settings_of_its_own() -> None:
+    config = BrokerConfig.from_dict({
+        "listeners": "SSL://h:1,MTLS://h:2",
+        "listener.security.protocol.map": "SSL:SSL,MTLS:SSL",
+        "ssl.keystore.location": "/etc/rafka/broker.pem",
+        "listener.name.mtls.ssl.client.auth": "required"})
+    assert config.ssl_client_auth == "none"
+    assert config.for_listener("SSL").ssl_client_auth == "none"
+    assert config.for_listener("MTLS").ssl_client_auth == "required"
+    assert config.for_listener("mtls").ssl_keystore_location == "/etc/rafka/broker.pem"
+    with pytest.raises(InvalidConfigError, match=r"only ssl\.\* settings"):
+        BrokerConfig.from_dict({"listener.name.mtls.num.partitions": 3})
+    with pytest.raises(InvalidConfigError, match=r"ssl\.client\.auth"):
+        BrokerConfig.from_dict({"listener.name.mtls.ssl.client.auth": "always"})
+    with pytest.raises(InvalidConfigError, match=r"listener\.name\.mtls\.ssl\.keystore"):
+        BrokerConfig.from_dict({"listeners": "MTLS://h:2",
+                                "listener.security.protocol.map": "MTLS:SSL"})
+    assert BrokerConfig.from_dict({
+        "listeners": "MTLS://h:2", "listener.security.protocol.map": "MTLS:SSL",
+        "listener.name.MTLS.ssl.keystore.location": "/etc/rafka/mtls.pem"}).for_listener(
+            "MTLS").ssl_keystore_location == "/etc/rafka/mtls.pem"
