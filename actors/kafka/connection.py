@@ -52,6 +52,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._eof = False
         self._lost: BaseException | None = None
+        self._tls = False
         self._transport: asyncio.Transport | None = None
         self.peername: Any = None
         # The client's certificate, as `ssl.SSLSocket.getpeercert()` gives it (None without
@@ -69,6 +70,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport = transport
         self.peername = transport.get_extra_info("peername")
         self.peercert = transport.get_extra_info("peercert")
+        self._tls = transport.get_extra_info("sslcontext") is not None
         self.task = asyncio.get_running_loop().create_task(self._serve(self))
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -94,7 +96,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         self._eof = True
         self._wake_reader()
-        return True  # a client that only shut its sending side still gets its answers
+        # A client that only shut its sending side still gets its answers; TLS cannot keep a
+        # half-closed connection (asyncio closes it whatever this says).
+        return not self._tls
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._eof = True
