@@ -79,12 +79,17 @@ def test_a_broker_refuses_a_bad_listener_when_configured() -> None:
         BrokerConfig.from_dict({"advertised.listeners": "h:1"})
 
 
+def with_tls(listeners: str, protocol_map: str, **settings: str) -> BrokerConfig:
+    """A broker config of `listeners`, with a keystore (which no test here reads)."""
+    return BrokerConfig.from_dict({"listeners": listeners,
+                                   "listener.security.protocol.map": protocol_map,
+                                   "ssl.keystore.location": "/etc/rafka/broker.pem", **settings})
+
+
 def test_a_broker_takes_several_listeners_of_its_protocol_map() -> None:
-    config = BrokerConfig.from_dict({
-        "listeners": "INTERNAL://127.0.0.1:9092,EXTERNAL://0.0.0.0:9093",
-        "advertised.listeners": "EXTERNAL://broker-1.example:9093",
-        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
-        "ssl.keystore.location": "/etc/rafka/broker.pem"})
+    config = with_tls("INTERNAL://127.0.0.1:9092,EXTERNAL://0.0.0.0:9093",
+                      "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+                      **{"advertised.listeners": "EXTERNAL://broker-1.example:9093"})
     assert config.listeners == "INTERNAL://127.0.0.1:9092,EXTERNAL://0.0.0.0:9093"
     assert config.listener_security_protocol_map == "INTERNAL:PLAINTEXT,EXTERNAL:SSL"
 
@@ -106,11 +111,8 @@ def test_a_listener_setting_that_cannot_be_served_says_what_to_set(
 
 
 def test_a_listener_takes_ssl_settings_of_its_own() -> None:
-    config = BrokerConfig.from_dict({
-        "listeners": "SSL://h:1,MTLS://h:2",
-        "listener.security.protocol.map": "SSL:SSL,MTLS:SSL",
-        "ssl.keystore.location": "/etc/rafka/broker.pem",
-        "listener.name.mtls.ssl.client.auth": "required"})
+    config = with_tls("SSL://h:1,MTLS://h:2", "SSL:SSL,MTLS:SSL",
+                      **{"listener.name.mtls.ssl.client.auth": "required"})
     assert config.ssl_client_auth == "none"
     assert config.for_listener("SSL").ssl_client_auth == "none"
     assert config.for_listener("MTLS").ssl_client_auth == "required"
