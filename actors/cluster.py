@@ -50,7 +50,7 @@ from rafka.coordination.registration import read_brokers
 from rafka.coordination.security import ClusterCredentials, as_credentials
 from rafka.coordination.store import ClusterStore
 from rafka.coordination.validation import validate_topic_name
-from rafka.wire.listeners import parse_listener
+from rafka.wire.listeners import parse_listener, parse_listeners
 
 # What Cluster's calls raise when a wait runs out is the clients' RequestTimedOutError.
 _wait_for = functools.partial(wait_until, error=RequestTimedOutError, interval_s=0.05)
@@ -218,7 +218,7 @@ class Cluster:
         endpoints = [parse_listener(endpoint)
                      for _broker_id, info in sorted(read_brokers(self.store).items())
                      for endpoint in info.endpoints[:1]]
-        return ",".join(f"{host}:{port}" for host, port in endpoints)
+        return ",".join(f"{endpoint.host}:{endpoint.port}" for endpoint in endpoints)
 
     def controller(self) -> int | None:
         """The id of the broker that is controller now, None while there is none."""
@@ -666,10 +666,12 @@ class Cluster:
 def _with_listeners(
     listeners: str, brokers: int, overrides: Mapping[int, Mapping[str, Any]] | None
 ) -> dict[int, dict[str, Any]]:
-    """`overrides` with broker `i` listening on `listeners`' port plus `i` (0 stays 0)."""
-    base = parse_listener(listeners)
+    """`overrides` with broker `i` listening on each of `listeners`' ports plus `i` (0 stays
+    0)."""
+    bases = parse_listeners(listeners)
     merged = {broker: dict(config) for broker, config in (overrides or {}).items()}
     for broker in range(brokers):
-        port = base.port + broker if base.port else 0
-        merged.setdefault(broker, {}).setdefault("listeners", str(base._replace(port=port)))
+        own = ",".join(str(base._replace(port=base.port + broker if base.port else 0))
+                       for base in bases)
+        merged.setdefault(broker, {}).setdefault("listeners", own)
     return merged

@@ -7,6 +7,7 @@ ZooKeeper as strings, as Kafka does, so every parser takes strings too (`rafka.c
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,13 @@ from typing import Any, ClassVar
 from rafka.common.config import ConfigDef, InvalidConfigError, Type, setting
 from rafka.coordination.admin import config_value
 from rafka.logstore.config import LogConfig
-from rafka.wire.listeners import parse_listener
+from rafka.wire.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    format_protocol_map,
+    parse_listeners,
+    parse_protocol_map,
+    security_protocol,
+)
 
 
 @dataclass(frozen=True)
@@ -63,10 +70,14 @@ def default_replica_hosts() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
-def _listener(text: str) -> str:
-    """A listener rafka can serve, written as Kafka writes it (InvalidListenerError, a
+def _listeners(text: str) -> str:
+    """Listeners rafka can serve, written as Kafka writes them (InvalidListenerError, a
     ValueError, says why not)."""
-    return str(parse_listener(text))
+    return ",".join(str(listener) for listener in parse_listeners(text))
+
+
+def _protocol_map(text: str) -> str:
+    return format_protocol_map(parse_protocol_map(text))
 
 
 # The settings a broker takes while it runs, each broker its own (Kafka's per-broker dynamic
@@ -74,6 +85,11 @@ def _listener(text: str) -> str:
 # (`rafka.coordination.broker_config`) and the broker applies them (actors/server/broker.py);
 # they take precedence over the settings it was started with. The others are fixed at start.
 DYNAMIC_BROKER_SETTINGS = frozenset({"advertised.listeners"})
+# What DescribeConfigs never shows (Kafka's PASSWORD settings: reported null, sensitive).
+SENSITIVE_BROKER_SETTINGS = frozenset({"ssl.key.password"})
+# Kafka's per-listener settings: `listener.name.<name>.ssl.client.auth` and the like set one
+# listener's ssl.* settings, over the broker's own.
+LISTENER_PREFIX = "listener.name."
 
 
 @dataclass(frozen=True)
@@ -142,15 +158,53 @@ class BrokerConfig:
     zookeeper_connect: str | None = setting(
         "zookeeper.connect", Type.STRING, None, nullable=True,
         doc="host:port[,host:port...][/chroot] of ZooKeeper; None: the cluster's.")
-    # Kafka's wire protocol (actors/kafka/listener.py): where to serve it, as
-    # "PLAINTEXT://host:port" (port 0: any free one); None serves none. advertised.listeners is
-    # what clients are told to connect to (default: the listener, with the port it bound).
+    # Kafka's wire protocol (actors/kafka/listener.py): where to serve it, as Kafka's
+    # "NAME://host:port,..." (port 0: any free one), each listener a server socket of its own;
+    # None serves none. advertised.listeners is what clients are told to connect to, per
+    # listener name (default: each listener, with the port it bound).
     listeners: str | None = setting(
-        "listeners", Type.STRING, None, nullable=True, validator=_listener,
-        doc="Where to serve Kafka's protocol, as PLAINTEXT://host:port; None serves none.")
+        "listeners", Type.STRING, None, nullable=True, validator=_listeners,
+        doc="Where to serve Kafka's protocol, as NAME://host:port,...; None serves none.")
     advertised_listeners: str | None = setting(
-        "advertised.listeners", Type.STRING, None, nullable=True, validator=_listener,
-        doc="What Kafka clients are told to connect to; None: the listener, as bound.")
+        "advertised.listeners", Type.STRING, None, nullable=True, validator=_listeners,
+        doc="What Kafka clients are told to connect to, per listener name; None: the "
+            "listeners, as bound.")
+    listener_security_protocol_map: str = setting(
+        "listener.security.protocol.map", Type.STRING, DEFAULT_PROTOCOL_MAP,
+        validator=_protocol_map,
+        doc="The security protocol of each listener name, as NAME:PROTOCOL,...")
+    # TLS of the SSL listeners (actors/kafka/tls.py), through Python's ssl module: where Kafka
+    # names keystores and truststores, rafka reads PEM files.
+    ssl_keystore_location: str | None = setting(
+        "ssl.keystore.location", Type.STRING, None, nullable=True,
+        doc="A PEM file with the broker's certificate chain and private key (Kafka's keystore).")
+    ssl_key_password: str | None = setting(
+        "ssl.key.password", Type.STRING, None, nullable=True,
+        doc="The password of the private key in ssl.keystore.location, if it is encrypted.")
+    ssl_truststore_location: str | None = setting(
+        "ssl.truststore.location", Type.STRING, None, nullable=True,
+        doc="A PEM bundle of the CAs whose client certificates are trusted (Kafka's "
+            "truststore); None: the system's.")
+    ssl_client_auth: str = setting(
+        "ssl.client.auth", Type.STRING, "none", choices=("none", "requested", "required"),
+        doc="Whether an SSL listener asks clients for a certificate: none, requested "
+            "(verified if given) or required.")
+    ssl_enabled_protocols: str = setting(
+        "ssl.enabled.protocols", Type.LIST, "TLSv1.2,TLSv1.3", choices=("TLSv1.2", "TLSv1.3"),
+        doc="The TLS versions an SSL listener accepts.")
+    ssl_cipher_suites: str | None = setting(
+        "ssl.cipher.suites", Type.STRING, None, nullable=True,
+        doc="The TLSv1.2 cipher suites an SSL listener accepts, as an OpenSSL cipher list; "
+            "None: Python's defaults (TLSv1.3's suites are OpenSSL's own).")
+    ssl_principal_mapping_rules: str = setting(
+        "ssl.principal.mapping.rules", Type.STRING, "DEFAULT", choices=("DEFAULT",),
+        doc="How a client certificate's subject becomes a principal: DEFAULT, the subject's "
+            "distinguished name.")
+    # Not Kafka's (its handshakes run on the network threads, bounded by the connection's idle
+    # time): how long an SSL listener waits for a client's TLS handshake before dropping it.
+    ssl_handshake_timeout_ms: int = setting(
+        "ssl.handshake.timeout.ms", Type.INT, 10_000, minimum=1,
+        doc="How long an SSL listener waits for a client's TLS handshake.")
     # The largest request a Kafka client may send; a larger frame closes its connection.
     socket_request_max_bytes: int = setting(
         "socket.request.max.bytes", Type.INT, 104_857_600, minimum=0,
@@ -207,22 +261,77 @@ class BrokerConfig:
     # The default config of new topics (Kafka's log.* broker settings, by their topic names).
     # Not a key of its own: given only when the config is built in Python.
     topic_defaults: Mapping[str, Any] = field(default_factory=dict)
+    # The ssl.* settings of single listeners, by listener name (`listener.name.<name>.ssl.*`
+    # in a dict given to from_dict).
+    listener_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.CONFIG_DEF.normalise(self)
+        for name, settings in self.listener_settings.items():
+            if unknown := sorted(key for key in settings if not key.startswith("ssl.")):
+                raise InvalidConfigError(
+                    f"{LISTENER_PREFIX}{name.lower()}.{unknown[0]}: only ssl.* settings are "
+                    "set per listener")
+            self.CONFIG_DEF.parse(settings)  # InvalidConfigError names the key
         if 0 <= self.queued_max_request_bytes < self.socket_request_max_bytes:
             # Kafka's rule: a request socket.request.max.bytes allows would never fit.
             raise InvalidConfigError(
                 f"queued.max.request.bytes={self.queued_max_request_bytes} is less than "
                 f"socket.request.max.bytes={self.socket_request_max_bytes}: raise it, or set "
                 "-1 for no bound")
+        self._check_listeners()
+
+    def _check_listeners(self) -> None:
+        """Kafka's rules across the listener settings: every listener's name in the protocol
+        map, an advertised name for a listener only, a keystore for TLS; SASL not yet."""
+        protocol_map = parse_protocol_map(self.listener_security_protocol_map)
+        listeners = parse_listeners(self.listeners) if self.listeners else []
+        names = {listener.name for listener in listeners}
+        for listener in listeners:
+            try:
+                protocol = security_protocol(listener, protocol_map)
+            except ValueError as error:
+                raise InvalidConfigError(str(error)) from None
+            if protocol.uses_sasl:
+                raise InvalidConfigError(
+                    f"listener {listener} speaks {protocol.value}: SASL is not served yet; "
+                    "use PLAINTEXT or SSL")
+            if protocol.uses_tls and not self.for_listener(listener.name).ssl_keystore_location:
+                raise InvalidConfigError(
+                    f"listener {listener} speaks SSL and needs a certificate: set "
+                    "ssl.keystore.location (or listener.name."
+                    f"{listener.name.lower()}.ssl.keystore.location) to a PEM file with the "
+                    "certificate chain and key")
+        for advertised in parse_listeners(self.advertised_listeners) \
+                if self.advertised_listeners else []:
+            if advertised.name not in names and self.listeners:
+                raise InvalidConfigError(
+                    f"advertised.listeners names {advertised.name}, which listeners does not "
+                    f"({self.listeners})")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> BrokerConfig:
-        return cls(**cls.CONFIG_DEF.parse(values))
+        own: dict[str, Any] = {}
+        per_listener: dict[str, dict[str, Any]] = {}
+        for key, value in (values or {}).items():
+            name, dot, setting_name = str(key).removeprefix(LISTENER_PREFIX).partition(".")
+            if str(key).startswith(LISTENER_PREFIX) and dot and name:
+                per_listener.setdefault(name.upper(), {})[setting_name] = value
+            else:
+                own[key] = value
+        return cls(**cls.CONFIG_DEF.parse(own), listener_settings=per_listener)
 
     def to_dict(self) -> dict[str, Any]:
         return self.CONFIG_DEF.to_dict(self)
+
+    def for_listener(self, name: str) -> BrokerConfig:
+        """This config with the listener's own ssl.* settings over the broker's."""
+        settings = self.listener_settings.get(name.upper())
+        if not settings:
+            return self
+        # Without the per-listener settings: they are in it already.
+        return dataclasses.replace(self, **self.CONFIG_DEF.parse(settings),
+                                   listener_settings={})
 
 
 BrokerConfig.CONFIG_DEF = ConfigDef.of(BrokerConfig, "broker")

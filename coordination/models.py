@@ -62,8 +62,11 @@ class BrokerInfo:
     # topic and partition, it names the actor a client or follower sends to.
     replica_hosts: int = 0
     # Kafka's `endpoints`: where the broker serves Kafka's wire protocol, as
-    # "PLAINTEXT://host:port" (none when it does not).
+    # "NAME://host:port", one per listener (none when it does not).
     endpoints: tuple[str, ...] = ()
+    # Kafka's `listener_security_protocol_map`: the security protocol of each endpoint's
+    # listener name, as (name, protocol) pairs.
+    listener_security_protocol_map: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +76,7 @@ class BrokerInfo:
             "rack": self.rack,
             "replica_hosts": self.replica_hosts,
             "endpoints": list(self.endpoints),
+            "listener_security_protocol_map": dict(self.listener_security_protocol_map),
             "version": self.version,
             "timestamp": str(self.timestamp),
         }
@@ -86,6 +90,9 @@ class BrokerInfo:
             rack=data.get("rack"),
             replica_hosts=int(data.get("replica_hosts", 0)),
             endpoints=tuple(str(e) for e in data.get("endpoints") or ()),
+            listener_security_protocol_map=tuple(
+                (str(name), str(protocol))
+                for name, protocol in (data.get("listener_security_protocol_map") or {}).items()),
             version=int(data.get("version", FORMAT_VERSION)),
             timestamp=int(data.get("timestamp", 0)),
             epoch=epoch,

@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from rafka.actors.broker_view import BrokerView
-from rafka.actors.config import DYNAMIC_BROKER_SETTINGS, BrokerConfig, TopicConfig
+from rafka.actors.config import (
+    DYNAMIC_BROKER_SETTINGS,
+    SENSITIVE_BROKER_SETTINGS,
+    BrokerConfig,
+    TopicConfig,
+)
 from rafka.actors.errors import ErrorCode
 from rafka.actors.messages import ErrorReply
 from rafka.actors.topics import alter_topic_config, create_topic
@@ -268,7 +273,7 @@ class KafkaAdminHandler:
                 resource_name=resource.resource_name,
                 configs=[entry(name=c.name, value=c.value, read_only=c.read_only,
                                config_source=c.source, is_default=c.source == DEFAULT_CONFIG,
-                               is_sensitive=False,
+                               is_sensitive=c.name in SENSITIVE_BROKER_SETTINGS,
                                synonyms=_synonyms(entry, c) if synonyms else [],
                                config_type=CONFIG_TYPES.get(c.key.type, UNKNOWN_CONFIG_TYPE),
                                documentation=c.key.doc if documented else None)
@@ -369,6 +374,8 @@ class KafkaAdminHandler:
             settings = self.broker.config.to_dict()
             if self.advertised_listener is not None:  # what clients are told, as bound
                 settings["advertised.listeners"] = self.advertised_listener
+            for secret in SENSITIVE_BROKER_SETTINGS:
+                settings[secret] = None  # as Kafka: a password is never told
             defaults = BrokerConfig().to_dict()
             # Only the dynamic settings change while a broker runs; the others are read-only,
             # as Kafka's static ones.

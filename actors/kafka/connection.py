@@ -22,6 +22,8 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from rafka.wire.principal import ANONYMOUS, KafkaPrincipal
+
 SIZE_BYTES = 4
 RECEIVE_BUFFER_BYTES = 64 * 1024
 # Less free space than this at the receive buffer's end: what is unread moves to the front
@@ -50,8 +52,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._eof = False
         self._lost: BaseException | None = None
+        self._tls = False
         self._transport: asyncio.Transport | None = None
         self.peername: Any = None
+        # The client's certificate, as `ssl.SSLSocket.getpeercert()` gives it (None without
+        # TLS or without one), the listener it came in on and its principal, which the
+        # listener sets from them.
+        self.peercert: dict[str, Any] | None = None
+        self.listener_name = ""
+        self.principal: KafkaPrincipal = ANONYMOUS
         self.task: asyncio.Task[None] | None = None
 
     # --------------------------------------------------------------- the protocol's side
@@ -60,6 +69,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         self.peername = transport.get_extra_info("peername")
+        self.peercert = transport.get_extra_info("peercert")
+        self._tls = transport.get_extra_info("sslcontext") is not None
         self.task = asyncio.get_running_loop().create_task(self._serve(self))
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -85,7 +96,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         self._eof = True
         self._wake_reader()
-        return True  # a client that only shut its sending side still gets its answers
+        # A client that only shut its sending side still gets its answers; TLS cannot keep a
+        # half-closed connection (asyncio closes it whatever this says).
+        return not self._tls
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._eof = True

@@ -14,7 +14,14 @@ order itself, so a client with five in flight keeps five at work (docs/kafka-pro
 than socket.request.max.bytes or one that does not decode closes the connection, and a
 request for an API or version rafka does not serve is answered with UNSUPPORTED_VERSION.
 Each connection's frames are read straight into buffers (`actors/kafka/connection.py`).
-Connections and queued request bytes are bounded (`actors/kafka/limits.py`).
+Connections and queued request bytes are bounded (`actors/kafka/limits.py`), across all of the
+broker's listeners.
+
+A broker has a server socket per listener (`listeners`), each speaking its security protocol:
+PLAINTEXT, or SSL (TLS through asyncio's own, so a handshake never blocks the loop and one that
+takes longer than `ssl.handshake.timeout.ms` is dropped; `actors/kafka/tls.py`). Each request
+knows the listener it came in on (`CLIENT_LISTENER`), so a client is told the brokers'
+endpoints of its own listener, and each connection its client's principal.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
@@ -30,8 +38,15 @@ from rafka.actors.group.coordinator import CLIENT_HOST
 from rafka.actors.kafka.apis import KafkaApis
 from rafka.actors.kafka.connection import KafkaConnection
 from rafka.actors.kafka.limits import ConnectionQuota, RequestMemory
+from rafka.actors.kafka.tls import server_ssl_context
 from rafka.actors.txn.view import TransactionalBrokerView
-from rafka.wire.listeners import Listener
+from rafka.wire.listeners import (
+    CLIENT_LISTENER,
+    Listener,
+    parse_protocol_map,
+    security_protocol,
+)
+from rafka.wire.principal import principal_from_certificate
 from rafka.wire.protocol import (
     Api,
     MalformedRequestError,
@@ -52,66 +67,90 @@ REQUESTS_READ_AHEAD = 5
 
 
 class KafkaListener:
-    """Serves Kafka clients for `broker` on `listener`; `advertised` is what they are told."""
+    """Serves Kafka clients for `broker` on each of `listeners`; `advertised` (by listener
+    name) is what they are told, the listener as bound for a name it lacks."""
 
-    def __init__(self, broker: TransactionalBrokerView, listener: Listener,
-                 advertised: Listener | None,
+    def __init__(self, broker: TransactionalBrokerView, listeners: Sequence[Listener],
+                 advertised: Mapping[str, Listener],
                  max_request_bytes: int) -> None:
         self.broker = broker
-        self.listener = listener
-        self.advertised = advertised
+        self.listeners = list(listeners)
+        self.advertised: list[Listener] = []
+        self._static_advertised = dict(advertised)
         self.max_request_bytes = max_request_bytes
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task] = set()
+        self._servers: dict[str, asyncio.Server] = {}
+        self._connections: dict[asyncio.Task, KafkaConnection] = {}
         config = broker.config
+        self.protocol_map = parse_protocol_map(config.listener_security_protocol_map)
         self.quota = ConnectionQuota(config.max_connections, config.max_connections_per_ip)
         self.request_memory = RequestMemory(
             None if config.queued_max_request_bytes < 0 else config.queued_max_request_bytes)
         self.apis = KafkaApis(broker)
 
-
-    async def start(self) -> Listener:
-        """Bind, and return the address to advertise (the bound port where 0 was asked)."""
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: KafkaConnection(self._serve), self.listener.host, self.listener.port)
+    async def start(self) -> list[Listener]:
+        """Bind every listener, and return the endpoints to advertise (each with the port it
+        bound where 0 was asked)."""
+        loop = asyncio.get_running_loop()
+        config = self.broker.config
+        for listener in self.listeners:
+            tls: dict[str, Any] = {}
+            if security_protocol(listener, self.protocol_map).uses_tls:
+                tls = {"ssl": server_ssl_context(config.for_listener(listener.name)),
+                       "ssl_handshake_timeout": config.ssl_handshake_timeout_ms / 1000}
+            connection = functools.partial(
+                KafkaConnection, functools.partial(self._serve, listener.name))
+            self._servers[listener.name] = await loop.create_server(
+                connection, listener.host, listener.port, **tls)
         self.apis.start()
-        self.advertise(self.advertised)
-        log.info("broker %d serves Kafka's protocol on %s:%d (advertised %s)",
-                 self.broker.broker_id, self.listener.host, self.bound_port, self.advertised)
-        assert self.advertised is not None
+        self.advertise(self._static_advertised)
+        log.info("broker %d serves Kafka's protocol on %s (advertised %s)",
+                 self.broker.broker_id,
+                 ", ".join(f"{listener.name}://{listener.host}:{self.bound_port(listener.name)}"
+                           for listener in self.listeners),
+                 ",".join(map(str, self.advertised)))
         return self.advertised
 
-    @property
-    def bound_port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
+    def bound_port(self, name: str) -> int:
+        """The port the listener of that name bound."""
+        return int(self._servers[name].sockets[0].getsockname()[1])
 
-    def advertise(self, advertised: Listener | None) -> None:
-        """Tell clients `advertised` from now on: None is the listener as bound, and port 0
-        the port it bound (a dynamic advertised.listeners changes it while the broker runs)."""
-        if advertised is None:
-            advertised = Listener(self.listener.host, self.bound_port)
-        elif advertised.port == 0:
-            advertised = Listener(advertised.host, self.bound_port)
-        self.advertised = advertised
-        self.apis.topics.advertised_listener = str(advertised)
+    def advertise(self, advertised: Mapping[str, Listener]) -> None:
+        """Tell clients `advertised` from now on: a listener it does not name is advertised as
+        bound, and port 0 is the port it bound (a dynamic advertised.listeners changes it
+        while the broker runs)."""
+        endpoints = []
+        for listener in self.listeners:
+            endpoint = advertised.get(listener.name)
+            if endpoint is None:
+                endpoint = listener._replace(port=self.bound_port(listener.name))
+            elif endpoint.port == 0:
+                endpoint = endpoint._replace(port=self.bound_port(listener.name))
+            endpoints.append(endpoint)
+        self.advertised = endpoints
+        self.apis.topics.advertised_listener = ",".join(map(str, endpoints))
 
     async def close(self) -> None:
         await self.apis.close()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers.values():
+            server.close()
         for task in list(self._connections):
             task.cancel()
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers.values():
+            await server.wait_closed()
 
     # --------------------------------------------------------------------- connections
 
     def stats(self) -> dict[str, Any]:
         """What the clients hold now: connections (in all and per address) and request bytes
         (now, and the most at once since the start); how many host calls failed, and how many
-        were answered over the hosts' data ports."""
-        return {"connections": self.quota.total, "connections_per_ip": dict(self.quota.per_ip),
+        were answered over the hosts' data ports; and the principals of the clients connected
+        now, by listener."""
+        principals: dict[str, list[str]] = {}
+        for connection in self._connections.values():
+            principals.setdefault(connection.listener_name, []).append(str(connection.principal))
+        return {"connections": self.quota.total,
+                "principals": {name: sorted(found) for name, found in principals.items()},
+                "connections_per_ip": dict(self.quota.per_ip),
                 "queued_request_bytes": self.request_memory.in_use,
                 "queued_request_bytes_peak": self.request_memory.peak,
                 "host_failures": self.apis.host_failures,
@@ -120,7 +159,7 @@ class KafkaListener:
     def _release_request(self, size: int, _answered: asyncio.Task[bytes | None]) -> None:
         self.request_memory.release(size)
 
-    async def _serve(self, connection: KafkaConnection) -> None:
+    async def _serve(self, listener_name: str, connection: KafkaConnection) -> None:
         peer = connection.peername
         ip = peer[0] if peer else ""
         refused = self.quota.admit(ip)
@@ -130,8 +169,11 @@ class KafkaListener:
             return
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        connection.listener_name = listener_name
+        connection.principal = principal_from_certificate(connection.peercert)
+        self._connections[task] = connection
         CLIENT_HOST.set(f"/{ip}" if ip else "")
+        CLIENT_LISTENER.set(listener_name)
         # Requests read and not yet answered, in the order they came; None: no more.
         answers: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(
             REQUESTS_READ_AHEAD)
@@ -147,7 +189,7 @@ class KafkaListener:
             replier.cancel()
             for request in working:
                 request.cancel()
-            self._connections.discard(task)
+            self._connections.pop(task, None)
             self.quota.release(ip)
             connection.close()
 

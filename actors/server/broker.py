@@ -64,7 +64,7 @@ from rafka.coordination.registration import BrokerRegistration, read_brokers
 from rafka.coordination.security import ClusterCredentials, as_credentials
 from rafka.coordination.store import ClusterStore, SessionEvent
 from rafka.coordination.watches import ClusterWatches
-from rafka.wire.listeners import Listener, parse_listener
+from rafka.wire.listeners import Listener, parse_listeners
 
 if TYPE_CHECKING:
     from rafka.actors.kafka.listener import KafkaListener
@@ -109,9 +109,9 @@ class Broker:
         self.raw_config = dict(config or {})
         self.config = BrokerConfig.from_dict(self.raw_config)
         self.dynamic_config: dict[str, str] = {}
-        # What clients are told without a dynamic advertised.listeners: the setting given, or
-        # None for the listener as bound.
-        self._static_advertised: Listener | None = None
+        # What clients are told without a dynamic advertised.listeners, by listener name: the
+        # setting given (a listener it lacks is advertised as bound).
+        self._static_advertised: dict[str, Listener] = {}
         self.zk_address = self.config.zookeeper_connect or zk_address
         # Not part of `config`, which is described and printed.
         self.zk_credentials = as_credentials(zk_credentials)
@@ -207,6 +207,7 @@ class Broker:
             rack=self.config.broker_rack,
             replica_hosts=self.config.num_replica_hosts,
             endpoints=endpoints,
+            listener_security_protocol_map=self._security_protocols(),
         )
         self.registration = BrokerRegistration(
             store,
@@ -248,29 +249,39 @@ class Broker:
         """Serve Kafka's protocol if `listeners` says where; return the endpoints to register."""
         if not self.config.listeners:
             return ()
-        listener = parse_listener(self.config.listeners)
-        advertised = (parse_listener(self.config.advertised_listeners)
-                      if self.config.advertised_listeners else None)
-        if advertised is None and listener.host in ("0.0.0.0", "::"):
-            # Bound to every interface: clients are told this node's address.
-            advertised = Listener(ray.util.get_node_ip_address(), listener.port)
+        listeners = parse_listeners(self.config.listeners)
+        advertised = {endpoint.name: endpoint for endpoint in parse_listeners(
+            self.config.advertised_listeners)} if self.config.advertised_listeners else {}
+        for listener in listeners:
+            if listener.name not in advertised and listener.host in ("0.0.0.0", "::"):
+                # Bound to every interface: clients are told this node's address.
+                advertised[listener.name] = listener._replace(
+                    host=ray.util.get_node_ip_address())
         self._static_advertised = advertised
         # Imported here, not at the top: Kafka's protocol schemas (kafka-python) cost every
         # process that imports them about 8 MB, and the replica hosts and clients, which
         # import this module through the package, never serve Kafka's protocol.
         from rafka.actors.kafka.listener import KafkaListener
 
-        self.kafka_listener = KafkaListener(self, listener, self._advertised(),
+        self.kafka_listener = KafkaListener(self, listeners, self._advertised(),
                                             self.config.socket_request_max_bytes)
-        return (str(await self.kafka_listener.start()),)
+        return tuple(map(str, await self.kafka_listener.start()))
 
-    def _advertised(self) -> Listener | None:
-        """What Kafka clients are told: the dynamic advertised.listeners if one is set (and
-        valid), else the setting the broker started with; None: the listener as bound."""
+    def _security_protocols(self) -> tuple[tuple[str, str], ...]:
+        """The registration's listener_security_protocol_map: each listener's protocol."""
+        if self.kafka_listener is None:
+            return ()
+        return tuple((listener.name, self.kafka_listener.protocol_map[listener.name].value)
+                     for listener in self.kafka_listener.listeners)
+
+    def _advertised(self) -> dict[str, Listener]:
+        """What Kafka clients are told, by listener name: the dynamic advertised.listeners if
+        one is set (and valid), else the setting the broker started with; a listener named in
+        neither is advertised as bound."""
         dynamic = self.dynamic_config.get("advertised.listeners")
         if dynamic:
             try:
-                return parse_listener(dynamic)
+                return {endpoint.name: endpoint for endpoint in parse_listeners(dynamic)}
             except ValueError as error:  # written to ZooKeeper by hand, past AlterConfigs
                 log.warning("broker %d: ignoring the dynamic advertised.listeners %r: %s",
                             self.broker_id, dynamic, error)
@@ -288,9 +299,11 @@ class Broker:
         if self.kafka_listener.advertised == before:
             return
         log.info("broker %d advertises %s to Kafka clients (was %s)", self.broker_id,
-                 self.kafka_listener.advertised, before)
-        info = dataclasses.replace(self.registration.info,
-                                   endpoints=(str(self.kafka_listener.advertised),))
+                 ",".join(map(str, self.kafka_listener.advertised)),
+                 ",".join(map(str, before)))
+        info = dataclasses.replace(
+            self.registration.info,
+            endpoints=tuple(map(str, self.kafka_listener.advertised)))
         self._registration_update = asyncio.ensure_future(
             asyncio.to_thread(self.registration.update_info, info))
 

@@ -17,7 +17,7 @@ from typing import Any
 from rafka.actors.messages import PartitionMetadata, UpdateMetadataRequest
 from rafka.actors.naming import replica_host_name
 from rafka.coordination.models import BrokerInfo
-from rafka.wire.listeners import parse_listener
+from rafka.wire.listeners import CLIENT_LISTENER, parse_listener
 
 NO_CONTROLLER_EPOCH = -1
 
@@ -78,12 +78,18 @@ class MetadataCache:
         brokers = sorted(self.brokers)
         return {
             "brokers": brokers,
-            "endpoints": {broker: [tuple(parse_listener(e))
-                                   for e in self.brokers[broker].endpoints]
-                          for broker in brokers},
+            "endpoints": {broker: self._endpoints(broker) for broker in brokers},
             "controller": self.controller_id,
             "topics": found,
         }
+
+    def _endpoints(self, broker: int) -> list[tuple[str, int]]:
+        """`(host, port)` of the broker's Kafka endpoints: those of the listener the client
+        asking came in on (a broker without one is left out, as Kafka leaves it out), or all
+        of them outside a client's request."""
+        wanted = CLIENT_LISTENER.get()
+        endpoints = [parse_listener(e) for e in self.brokers[broker].endpoints]
+        return [(e.host, e.port) for e in endpoints if wanted is None or e.name == wanted]
 
     def _describe(self, topic: str, partition: int, state: PartitionMetadata) -> dict[str, Any]:
         leader = self.brokers.get(state.leader)

@@ -49,6 +49,7 @@ from rafka.coordination.embedded import (
 )
 from rafka.coordination.errors import InvalidTopicError
 from rafka.coordination.validation import validate_topic_name
+from rafka.wire.listeners import parse_listeners
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -81,6 +82,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--kafka-port", type=int, metavar="PORT",
                         help="serve Kafka's wire protocol: broker i listens on 127.0.0.1, port "
                              "PORT + i, for any Kafka client (bootstrap.servers); 0: free ports")
+    parser.add_argument("--listeners", metavar="NAME://HOST:PORT[,...]",
+                        help="Kafka's listeners instead of --kafka-port, e.g. PLAINTEXT://"
+                             "127.0.0.1:9092,SSL://0.0.0.0:9093: broker i listens on each "
+                             "PORT + i (0: free ports); an SSL listener needs --broker-config "
+                             "ssl.keystore.location=broker.pem (docs/security.md)")
     parser.add_argument("--timeout", type=float, default=180.0,
                         help="seconds to wait for the brokers (default 180)")
     add_zk_credentials_option(parser, recorded_by_up=False)
@@ -99,11 +105,9 @@ def run(args: argparse.Namespace) -> int:
     broker_config = key_values(args.broker_config, "--broker-config")
     BrokerConfig.from_dict(broker_config)  # a wrong setting is refused before anything starts
     start_options = _placement_options(args.broker_resource)
-    if args.kafka_port is not None:
-        if not 0 <= args.kafka_port <= 65535 - args.brokers:
-            raise CliError(f"--kafka-port must leave room for {args.brokers} port(s) below "
-                           f"65536, got {args.kafka_port}", 2)
-        start_options["kafka_listeners"] = f"PLAINTEXT://127.0.0.1:{args.kafka_port}"
+    listeners = _listeners(args)
+    if listeners is not None:
+        start_options["kafka_listeners"] = listeners
     credentials_file = cluster_state.zk_credentials_file(args.zk_credentials_file)
     if credentials_file is not None:
         credentials_file = credentials_file.resolve()
@@ -120,6 +124,32 @@ def run(args: argparse.Namespace) -> int:
         check_ray(args.address)
     data_dir.mkdir(parents=True, exist_ok=True)
     return _bring_up(args, data_dir, broker_config, start_options, credentials_file)
+
+
+def _listeners(args: argparse.Namespace) -> str | None:
+    """The Kafka listeners of broker 0 (broker i adds i to each port), checked with the broker
+    settings given; None serves none."""
+    if args.kafka_port is not None and args.listeners is not None:
+        raise CliError("--kafka-port and --listeners: give one (--kafka-port P is "
+                       "--listeners PLAINTEXT://127.0.0.1:P)", 2)
+    if args.kafka_port is not None:
+        ports, listeners = [args.kafka_port], f"PLAINTEXT://127.0.0.1:{args.kafka_port}"
+        option = "--kafka-port"
+    elif args.listeners is not None:
+        try:
+            found = parse_listeners(args.listeners)
+            BrokerConfig.from_dict({**key_values(args.broker_config, "--broker-config"),
+                                    "listeners": args.listeners})
+        except ValueError as error:
+            raise CliError(f"--listeners {args.listeners}: {error}", 2) from None
+        ports, listeners = [listener.port for listener in found], args.listeners
+        option = "--listeners"
+    else:
+        return None
+    if not all(0 <= port <= 65535 - args.brokers for port in ports):
+        raise CliError(f"{option} must leave room for {args.brokers} port(s) below 65536, "
+                       f"got {', '.join(map(str, ports))}", 2)
+    return listeners
 
 
 def _placement_options(resource: str | None) -> dict[str, Any]:

@@ -41,6 +41,12 @@ def test_help_lists_every_command(rafka) -> None:
         (["up", "--name", "bad name"], "not allowed"),
         (["produce", "t", "--property", "parse.keys=true"], "unknown --property parse.keys"),
         (["up", "--zk", "nonsense"], "is not 'host:port'"),
+        (["up", "--listeners", "SSL://127.0.0.1:0"], "set ssl.keystore.location"),
+        (["up", "--listeners", "SASL_SSL://127.0.0.1:0"], "SASL is not served yet"),
+        (["up", "--listeners", "EXTERNAL://127.0.0.1:0"], "listener.security.protocol.map"),
+        (["up", "--listeners", "PLAINTEXT://h:1,PLAINTEXT://h:2"], "PLAINTEXT repeats"),
+        (["up", "--listeners", "PLAINTEXT://h:65535", "--brokers", "2"], "leave room"),
+        (["up", "--kafka-port", "0", "--listeners", "PLAINTEXT://h:0"], "give one"),
         # Topic names and numbers a cluster would refuse are refused before connecting to one.
         (["topics", "create", "../etc"], "contains '/'"),
         (["topics", "create", "ok", "--partitions", "0"], "--partitions must be at least 1"),

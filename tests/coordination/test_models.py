@@ -38,14 +38,17 @@ def test_topic_assignment_round_trips_with_string_keys(partitions: dict[int, lis
 
 def test_broker_info_writes_kafka_style_timestamps_and_reads_numbers_too() -> None:
     info = BrokerInfo(1, "broker-1", "h", rack=None, timestamp=5, replica_hosts=2,
-                      endpoints=("PLAINTEXT://h:9092",))
+                      endpoints=("PLAINTEXT://h:9092", "SSL://h:9093"),
+                      listener_security_protocol_map=(("PLAINTEXT", "PLAINTEXT"),
+                                                      ("SSL", "SSL")))
     assert info.to_json() == {
         "node_id": 1,
         "actor": "broker-1",
         "host": "h",
         "rack": None,
         "replica_hosts": 2,
-        "endpoints": ["PLAINTEXT://h:9092"],
+        "endpoints": ["PLAINTEXT://h:9092", "SSL://h:9093"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"},
         "version": 1,
         "timestamp": "5",
     }
@@ -53,8 +56,10 @@ def test_broker_info_writes_kafka_style_timestamps_and_reads_numbers_too() -> No
     assert BrokerInfo.from_json(info.to_json(), epoch=9).epoch == 9
     assert BrokerInfo.from_json(info.to_json(), epoch=9) == info, "the epoch is not compared"
     # A registration written before brokers served Kafka's protocol has no endpoints.
-    older = {k: v for k, v in info.to_json().items() if k != "endpoints"}
+    older = {k: v for k, v in info.to_json().items()
+             if k not in ("endpoints", "listener_security_protocol_map")}
     assert BrokerInfo.from_json(older).endpoints == ()
+    assert BrokerInfo.from_json(older).listener_security_protocol_map == ()
 
 
 def test_controller_and_member_values() -> None:
