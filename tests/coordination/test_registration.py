@@ -54,6 +54,7 @@ def test_registers_an_ephemeral_znode_with_kafka_fields(store: ClusterStore) -> 
         "rack": "r1",
         "replica_hosts": 0,
         "endpoints": [],
+        "listener_security_protocol_map": {},
         "version": 1,
         "timestamp": "1700000000000",
     }
