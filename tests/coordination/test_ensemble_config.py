@@ -41,6 +41,7 @@ from rafka.coordination.errors import (
     ZooKeeperServerError,
 )
 from tests.support.cli import exit_code_in_process
+from tests.support.waiting import wait_until
 
 
 def test_servers_take_ids_by_position_and_default_ports() -> None:
@@ -236,7 +237,10 @@ def test_a_recorded_member_is_recognised_and_stopped_by_pid(tmp_path: Path) -> N
                                  QUORUM_MAIN, config])
     try:
         (tmp_path / "zookeeper.pid").write_text(f"{stand_in.pid}\n")
-        assert is_embedded_server(stand_in.pid, tmp_path)
+        # Until the child has exec'd, its command line is still the parent's: on a busy
+        # machine that can take a moment.
+        wait_until(lambda: is_embedded_server(stand_in.pid, tmp_path), 10,
+                   "the stand-in recognised as a member by its command line")
         assert stop_recorded_server(tmp_path, timeout_s=10) == stand_in.pid
         stand_in.wait(10)
         assert wait_for_exit(stand_in.pid, 5)
