@@ -249,6 +249,14 @@ def test_a_partition_whose_isr_is_gone_stays_offline_unless_unclean_election(
                    "the partition to go offline")
         time.sleep(2)
         assert partition_state(cluster, "risky", 0)["leader"] == -1
+
+        # The one live broker answers the fresh producer's metadata: wait until the
+        # controller's UpdateMetadata has reached its cache (on a busy machine, after 2 s).
+        def live_broker_knows_no_leader() -> bool:
+            answer = ray.get(cluster._broker(follower).metadata.remote(["risky"]), timeout=10)
+            return answer["topics"]["risky"][0]["leader"] == -1
+
+        wait_until(live_broker_knows_no_leader, 30, "the live broker's metadata to say so")
         fresh = cluster.producer(acks="all", enable_idempotence=False, retries=0)
         with pytest.raises(LeaderNotAvailableError, match=r"unclean\.leader\.election\.enable"):
             fresh.send("risky", value=b"refused").result(60)
