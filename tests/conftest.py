@@ -4,7 +4,9 @@ test session; each test gets its own ZooKeeper chroot and Ray namespace.
 Ray and Spark start only when a test asks for them, so the pure-logic tests stay fast. Every test
 that starts real ZooKeeper, Ray or Spark is marked `cluster` here (its fixtures say so, or its
 folder); one that starts them otherwise is marked so in its own module. `pytest -m "not cluster"`
-runs the others, in seconds. What tests share besides fixtures is in tests/support.
+runs the others, in seconds. Run two at a time (`pytest -n 2`), each worker is a test session of
+its own; the tests that need the machine to themselves are marked `alone` here and run after, one
+by one (README.md's test command). What tests share besides fixtures is in tests/support.
 """
 
 from __future__ import annotations
@@ -40,17 +42,26 @@ CLUSTER_FIXTURES = frozenset({"zookeeper", "ray_session", "spark"})
 # Folders whose every test drives real processes: `rafka demo`, a test session or three Ray nodes
 # in a subprocess, unmodified Kafka clients against a cluster.
 CLUSTER_FOLDERS = frozenset({"harness", "kafka_clients"})
+# Folders whose tests need the machine to themselves, marked `alone`: fault timelines judged
+# against bounds in seconds (tests/reliability), Spark drivers killed mid-write (tests/pipelines),
+# several Ray nodes and network namespaces (tests/harness). The rest mostly wait (for sessions to
+# expire, leaders to move, clients to time out) and the test command runs them two at a time.
+ALONE_FOLDERS = frozenset({"harness", "pipelines", "reliability"})
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `cluster` what needs a real ZooKeeper, Ray or Spark, before `-m` selects."""
+    """Mark `cluster` what needs a real ZooKeeper, Ray or Spark, and `alone` what needs the
+    machine to itself, before `-m` selects."""
     tests = Path(__file__).parent
     for item in items:
-        in_folder = item.path.is_relative_to(tests) and (
-            item.path.relative_to(tests).parts[0] in CLUSTER_FOLDERS)
-        if in_folder or CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        folder = (item.path.relative_to(tests).parts[0]
+                  if item.path.is_relative_to(tests) else None)
+        if folder in CLUSTER_FOLDERS or CLUSTER_FIXTURES.intersection(
+                getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
+        if folder in ALONE_FOLDERS:
+            item.add_marker(pytest.mark.alone)
 
 
 @pytest.hookimpl(tryfirst=True)
