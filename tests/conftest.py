@@ -42,11 +42,24 @@ CLUSTER_FIXTURES = frozenset({"zookeeper", "ray_session", "spark"})
 # Folders whose every test drives real processes: `rafka demo`, a test session or three Ray nodes
 # in a subprocess, unmodified Kafka clients against a cluster.
 CLUSTER_FOLDERS = frozenset({"harness", "kafka_clients"})
-# Folders whose tests need the machine to themselves, marked `alone`: fault timelines judged
-# against bounds in seconds (tests/reliability), Spark drivers killed mid-write (tests/pipelines),
-# several Ray nodes and network namespaces (tests/harness). The rest mostly wait (for sessions to
-# expire, leaders to move, clients to time out) and the test command runs them two at a time.
-ALONE_FOLDERS = frozenset({"harness", "pipelines", "reliability"})
+# Modules whose tests need the machine to themselves, marked `alone`: fault timelines judged
+# against bounds in seconds, Spark drivers and executors killed mid-write, several Ray nodes,
+# network namespaces, a whole test session's processes counted. The rest mostly wait (for
+# sessions to expire, leaders to move, clients to time out) and the test command runs them two
+# at a time.
+ALONE_MODULES = frozenset({
+    "harness/test_cleanup.py",
+    "harness/test_deployment.py",
+    "harness/test_multinode.py",
+    "harness/test_testbed.py",
+    "pipelines/test_exactly_once.py",
+    "pipelines/test_exactly_once_crash.py",
+    "pipelines/test_streams.py",
+    "reliability/test_faults.py",
+    "reliability/test_harsh_faults.py",
+    "reliability/test_sustained_load.py",
+    "reliability/test_transaction_faults.py",
+})
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -60,7 +73,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if folder in CLUSTER_FOLDERS or CLUSTER_FIXTURES.intersection(
                 getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
-        if folder in ALONE_FOLDERS:
+        if item.path.is_relative_to(tests) and \
+                item.path.relative_to(tests).as_posix() in ALONE_MODULES:
             item.add_marker(pytest.mark.alone)
 
 
