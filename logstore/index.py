@@ -61,6 +61,13 @@ class _IndexFile:
         except FileNotFoundError:
             return None
 
+    def sync(self, expected: bytes) -> bool:
+        """Make the file hold exactly `expected`; True if it had to be rewritten."""
+        if self.read() == expected:
+            return False
+        self.replace_content(expected)
+        return True
+
     def replace_content(self, data: bytes) -> None:
         fd = self._open()
         os.ftruncate(fd, 0)
@@ -132,11 +139,7 @@ class _Index:
 
     def sync_file(self) -> bool:
         """Make the file equal to the in-memory entries; True if it had to be rewritten."""
-        expected = self.serialise()
-        if self._file.read() == expected:
-            return False
-        self._file.replace_content(expected)
-        return True
+        return self._file.sync(self.serialise())
 
     def touch(self) -> None:
         self._file.touch()
@@ -227,15 +230,11 @@ class TransactionIndex:
     def sync_file(self) -> bool:
         """Make the file equal to the in-memory entries; True if it had to be rewritten."""
         expected = serialise_aborted(self.entries)
-        found = self._file.read()
-        if not expected:
-            if found is None:
-                return False
-            self._file.delete()
-            return True
-        if found == expected:
+        if expected:
+            return self._file.sync(expected)
+        if self._file.read() is None:
             return False
-        self._file.replace_content(expected)
+        self._file.delete()
         return True
 
     def flush(self) -> None:
