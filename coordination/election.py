@@ -160,10 +160,7 @@ class ControllerElection:
         self._resign()
         self.store.remove_session_listener(self._on_session)
         if session is not None and self.store.connected:
-            with contextlib.suppress(CoordinationError):
-                stat = self.store.stat(layout.CONTROLLER)
-                if stat is not None and stat.ephemeralOwner == session:
-                    self.store.delete(layout.CONTROLLER, version=stat.version)
+            self.store.delete_if_owned(layout.CONTROLLER, session)
 
     # --- machinery ------------------------------------------------------------------------------
 

@@ -120,10 +120,7 @@ class EphemeralRegistration:
             session, self._session = self._session, None
         self.store.remove_session_listener(self._on_session)
         if session is not None and self.store.connected:
-            with contextlib.suppress(CoordinationError):
-                stat = self.store.stat(self.path)
-                if stat is not None and stat.ephemeralOwner == session:
-                    self.store.delete(self.path, version=stat.version)
+            self.store.delete_if_owned(self.path, session)
         if was_registered:
             self._notify(self._on_unregistered)
 

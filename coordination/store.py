@@ -56,6 +56,7 @@ from rafka.common.waiting import wait_until
 from rafka.coordination import layout
 from rafka.coordination.embedded import ZooKeeperAddress
 from rafka.coordination.errors import (
+    CoordinationError,
     StaleVersionError,
     ZNodeExistsError,
     ZNodeMissingError,
@@ -632,6 +633,15 @@ class ClusterStore:
         except ZNodeMissingError:
             return False
         return True
+
+    def delete_if_owned(self, path: str, session: int) -> None:
+        """Delete the ephemeral znode at `path` if `session` still owns it: a best effort, for a
+        session giving up what it holds (on any coordination error the znode is left to go
+        with the session)."""
+        with contextlib.suppress(CoordinationError):
+            stat = self.stat(path)
+            if stat is not None and stat.ephemeralOwner == session:
+                self.delete(path, version=stat.version)
 
     def transaction(self) -> TransactionRequest:
         """A kazoo multi-op; run it with `commit()`. Creates get the cluster's ACL by default."""

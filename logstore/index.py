@@ -61,6 +61,13 @@ class _IndexFile:
         except FileNotFoundError:
             return None
 
+    def sync(self, expected: bytes) -> bool:
+        """Make the file hold exactly `expected`; True if it had to be rewritten."""
+        if self.read() == expected:
+            return False
+        self.replace_content(expected)
+        return True
+
     def replace_content(self, data: bytes) -> None:
         fd = self._open()
         os.ftruncate(fd, 0)
@@ -87,35 +94,52 @@ class _IndexFile:
 
 
 class _Index:
-    """What both indexes do with their file (Kafka's AbstractIndex): a subclass keeps its
-    entries in memory and says how they are written (`serialise`)."""
+    """What both indexes do with their file (Kafka's AbstractIndex): sparse entries of two
+    signed 64-bit numbers, a key that only grows and its value, kept in memory and written
+    as a subclass packs them (`_pack`)."""
 
     def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
         self.base_offset = base_offset
         self.max_entries = max_entries
         self._file = _IndexFile(path)
+        self._keys = array("q")
+        self._values = array("q")
 
     @property
     def path(self) -> Path:
         return self._file.path
 
     def __len__(self) -> int:
-        raise NotImplementedError
+        return len(self._keys)
 
     @property
     def is_full(self) -> bool:
         return len(self) >= self.max_entries
 
-    def serialise(self) -> bytes:
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._keys, self._values, strict=True))
+
+    def _pack(self, key: int, value: int) -> bytes:
         raise NotImplementedError
+
+    def _add(self, key: int, value: int, write: bool) -> None:
+        self._keys.append(key)
+        self._values.append(value)
+        if write:
+            self._file.append(self._pack(key, value))
+
+    def reset(self) -> None:
+        """Forget the in-memory entries (before recomputing them from the segment)."""
+        self._keys = array("q")
+        self._values = array("q")
+
+    def serialise(self) -> bytes:
+        return b"".join(self._pack(key, value)
+                        for key, value in zip(self._keys, self._values, strict=True))
 
     def sync_file(self) -> bool:
         """Make the file equal to the in-memory entries; True if it had to be rewritten."""
-        expected = self.serialise()
-        if self._file.read() == expected:
-            return False
-        self._file.replace_content(expected)
-        return True
+        return self._file.sync(self.serialise())
 
     def touch(self) -> None:
         self._file.touch()
@@ -134,89 +158,44 @@ class _Index:
 
 
 class OffsetIndex(_Index):
-    """Batch base offset -> position, sparse."""
-
-    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
-        super().__init__(path, base_offset, max_entries)
-        self._offsets = array("q")
-        self._positions = array("q")
-
-    def __len__(self) -> int:
-        return len(self._offsets)
-
-    def entries(self) -> list[tuple[int, int]]:
-        return list(zip(self._offsets, self._positions, strict=True))
+    """Batch base offset -> position, sparse (keys offsets, values positions)."""
 
     def add(self, offset: int, position: int, *, write: bool = True) -> None:
         """Add an entry (offsets and positions strictly increase); ``write`` mirrors it to disk."""
-        self._offsets.append(offset)
-        self._positions.append(position)
-        if write:
-            self._file.append(OFFSET_ENTRY.pack(offset - self.base_offset, position))
+        self._add(offset, position, write)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """``(offset, position)`` of the last entry at or below ``offset``; the start if none."""
-        i = bisect_right(self._offsets, offset) - 1
+        i = bisect_right(self._keys, offset) - 1
         if i < 0:
             return self.base_offset, 0
-        return self._offsets[i], self._positions[i]
+        return self._keys[i], self._values[i]
 
-    def reset(self) -> None:
-        """Forget the in-memory entries (before recomputing them from the segment)."""
-        self._offsets = array("q")
-        self._positions = array("q")
-
-    def serialise(self) -> bytes:
-        base = self.base_offset
-        return b"".join(
-            OFFSET_ENTRY.pack(o - base, p)
-            for o, p in zip(self._offsets, self._positions, strict=True)
-        )
+    def _pack(self, key: int, value: int) -> bytes:
+        return OFFSET_ENTRY.pack(key - self.base_offset, value)
 
 
 class TimeIndex(_Index):
-    """Running max timestamp -> offset from which a timestamp search may start, sparse."""
-
-    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
-        super().__init__(path, base_offset, max_entries)
-        self._timestamps = array("q")
-        self._offsets = array("q")
-
-    def __len__(self) -> int:
-        return len(self._timestamps)
+    """Running max timestamp -> offset from which a timestamp search may start, sparse (keys
+    timestamps, values offsets)."""
 
     @property
     def last_timestamp(self) -> int:
-        return self._timestamps[-1] if self._timestamps else -1
-
-    def entries(self) -> list[tuple[int, int]]:
-        return list(zip(self._timestamps, self._offsets, strict=True))
+        return self._keys[-1] if self._keys else -1
 
     def add(self, timestamp: int, offset: int, *, write: bool = True) -> None:
         """Add an entry; timestamps strictly increase, offsets never decrease."""
-        self._timestamps.append(timestamp)
-        self._offsets.append(offset)
-        if write:
-            self._file.append(TIME_ENTRY.pack(timestamp, offset - self.base_offset))
+        self._add(timestamp, offset, write)
 
     def lookup(self, timestamp: int) -> int:
         """An offset such that every batch before it has max timestamp < ``timestamp``."""
-        i = bisect_left(self._timestamps, timestamp) - 1
+        i = bisect_left(self._keys, timestamp) - 1
         if i < 0:
             return self.base_offset
-        return self._offsets[i]
+        return self._values[i]
 
-    def reset(self) -> None:
-        self._timestamps = array("q")
-        self._offsets = array("q")
-
-    def serialise(self) -> bytes:
-        base = self.base_offset
-        return b"".join(
-            TIME_ENTRY.pack(t, o - base)
-            for t, o in zip(self._timestamps, self._offsets, strict=True)
-        )
-
+    def _pack(self, key: int, value: int) -> bytes:
+        return TIME_ENTRY.pack(key, value - self.base_offset)
 
 
 class TransactionIndex:
@@ -251,15 +230,11 @@ class TransactionIndex:
     def sync_file(self) -> bool:
         """Make the file equal to the in-memory entries; True if it had to be rewritten."""
         expected = serialise_aborted(self.entries)
-        found = self._file.read()
-        if not expected:
-            if found is None:
-                return False
-            self._file.delete()
-            return True
-        if found == expected:
+        if expected:
+            return self._file.sync(expected)
+        if self._file.read() is None:
             return False
-        self._file.replace_content(expected)
+        self._file.delete()
         return True
 
     def flush(self) -> None:

@@ -11,19 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from rafka.actors.controller import reassignment
 from rafka.actors.controller.channel import not_applied
 from rafka.actors.controller.context import ControllerContext
 from rafka.actors.controller.events import (
     ReassignmentCheck,
     ReassignmentsRequested,
-)
-from rafka.actors.controller.reassignment import (
-    AddReplicas,
-    CompleteReassignment,
-    ReassignmentDone,
-    ReorderReplicas,
-    WaitForReplicas,
-    next_reassignment_step,
 )
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.admin import parse_reassignment
@@ -123,17 +116,17 @@ class Reassigner:
             return False  # not online yet: its state comes first
         controller.states[tp] = fresh
         current = controller.replicas(tp)
-        step = next_reassignment_step(current, target, fresh.value, set(controller.live),
-                                      announced=tp in self.announced,
-                                      controller_epoch=controller.epoch)
+        step = reassignment.next_reassignment_step(
+            current, target, fresh.value, set(controller.live),
+            announced=tp in self.announced, controller_epoch=controller.epoch)
         match step:
-            case ReassignmentDone():
+            case reassignment.ReassignmentDone():
                 return True
-            case ReorderReplicas(replicas):
+            case reassignment.ReorderReplicas(replicas):
                 await self._write_replicas(tp, replicas)
                 await controller.send_leader_and_isr({tp})
                 return True
-            case AddReplicas(replicas, state):
+            case reassignment.AddReplicas(replicas, state):
                 if replicas != current:
                     await self._write_replicas(tp, replicas)
                 if not await controller.partition_state_machine.write_state(tp, state):
@@ -144,9 +137,9 @@ class Reassigner:
                          sorted(set(target) - set(state.isr)))
                 await controller.send_leader_and_isr({tp})
                 return False
-            case WaitForReplicas():
+            case reassignment.WaitForReplicas():
                 return False
-            case CompleteReassignment(state, leaving):
+            case reassignment.CompleteReassignment(state, leaving):
                 if not await controller.partition_state_machine.write_state(tp, state):
                     return False
                 await self._write_replicas(tp, target)

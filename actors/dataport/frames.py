@@ -22,8 +22,8 @@ write the frames (`FrameReader` gathers them from bytes as they come).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 import msgpack
 
@@ -58,6 +58,8 @@ LIST_OFFSETS = "list_offsets"
 FETCH_OFFSETS = "fetch_offsets"
 
 Reply = FetchedRecords | ErrorReply
+_PartitionReply = TypeVar("_PartitionReply")
+"""What one partition's entry of a per-partition answer reads as, when it is not an error."""
 
 
 class FrameError(RafkaError, ValueError):
@@ -447,61 +449,67 @@ def read_replica_fetch_answer(body: bytes) -> ReplicaFetchResponse | ErrorReply:
     return ReplicaFetchResponse(partitions)
 
 
+def _per_partition_answer(replies: Sequence[tuple[Any, ...]]) -> bytes:
+    """One reply per partition, in order: an error as a map, anything else as its fields."""
+    return frame([_pack_error(reply) if isinstance(reply, ErrorReply) else list(reply)
+                  for reply in replies])
+
+
+def _read_per_partition(
+    body: bytes, what: str, read_reply: Callable[[Any], _PartitionReply],
+) -> list[_PartitionReply | ErrorReply]:
+    """`_per_partition_answer` read back: an error map as `ErrorReply`, every other entry by
+    `read_reply` (FrameError, saying `what`, when the body is not a list)."""
+    message = _unpack(body)
+    if not isinstance(message, list):
+        raise FrameError(what)
+    return [_read_error(packed) if _is_error(packed) else read_reply(packed)
+            for packed in message]
+
+
 def consumer_fetch_answer(replies: list[Reply]) -> bytes:
     """The frame of `fetch`'s reply: one per partition asked, in order."""
     return frame([_pack_reply(reply) for reply in replies])
 
 
 def read_consumer_fetch_answer(body: bytes) -> list[Reply]:
-    message = _unpack(body)
-    if not isinstance(message, list):
-        raise FrameError("a consumer's fetch answer is a list of partition replies")
-    return [_read_reply(packed) for packed in message]
+    return _read_per_partition(
+        body, "a consumer's fetch answer is a list of partition replies", _read_reply)
 
 
 def produce_answer(replies: list[Appended | ErrorReply]) -> bytes:
     """The frame of `produce`'s reply: one per partition, in order."""
-    return frame([_pack_error(reply) if isinstance(reply, ErrorReply) else list(reply)
-                  for reply in replies])
+    return _per_partition_answer(replies)
+
+
+def _read_append(packed: Any) -> Appended:
+    if not isinstance(packed, list) or len(packed) != 4:
+        raise FrameError("a partition's reply is an append or an error")
+    _ints(packed, "an append")
+    return Appended(*packed)
 
 
 def read_produce_answer(body: bytes) -> list[Appended | ErrorReply]:
-    message = _unpack(body)
-    if not isinstance(message, list):
-        raise FrameError("a producer's answer is a list of partition replies")
-    replies: list[Appended | ErrorReply] = []
-    for packed in message:
-        if _is_error(packed):
-            replies.append(_read_error(packed))
-        elif isinstance(packed, list) and len(packed) == 4:
-            _ints(packed, "an append")
-            replies.append(Appended(*packed))
-        else:
-            raise FrameError("a partition's reply is an append or an error")
-    return replies
+    return _read_per_partition(
+        body, "a producer's answer is a list of partition replies", _read_append)
 
 
 def list_offsets_answer(replies: list[ListedOffset | ErrorReply]) -> bytes:
     """The frame of `list_offsets`'s reply: one per partition, in order."""
-    return frame([_pack_error(reply) if isinstance(reply, ErrorReply) else list(reply)
-                  for reply in replies])
+    return _per_partition_answer(replies)
+
+
+def _read_listed_offset(packed: Any) -> ListedOffset:
+    if (not isinstance(packed, list) or len(packed) != 3
+            or not (packed[0] is None or type(packed[0]) is int)):
+        raise FrameError("a partition's offset is [offset or nil, timestamp, leader epoch]")
+    _ints(packed[1:], "a partition's offset")
+    return ListedOffset(*packed)
 
 
 def read_list_offsets_answer(body: bytes) -> list[ListedOffset | ErrorReply]:
-    message = _unpack(body)
-    if not isinstance(message, list):
-        raise FrameError("a ListOffsets answer is a list of partition replies")
-    replies: list[ListedOffset | ErrorReply] = []
-    for packed in message:
-        if _is_error(packed):
-            replies.append(_read_error(packed))
-            continue
-        if (not isinstance(packed, list) or len(packed) != 3
-                or not (packed[0] is None or type(packed[0]) is int)):
-            raise FrameError("a partition's offset is [offset or nil, timestamp, leader epoch]")
-        _ints(packed[1:], "a partition's offset")
-        replies.append(ListedOffset(*packed))
-    return replies
+    return _read_per_partition(
+        body, "a ListOffsets answer is a list of partition replies", _read_listed_offset)
 
 
 def fetch_offsets_answer(reply: CommittedOffsets | ErrorReply) -> bytes:

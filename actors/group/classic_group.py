@@ -97,31 +97,29 @@ class Answers:
         self.syncs += other.syncs
 
 
+@dataclass(eq=False)
 class ClassicGroup:
     """One group's members, generation and assignment."""
 
-    def __init__(self, group_id: str, initial_rebalance_delay_ms: int = 3000,
-                 min_session_timeout_ms: int = 6000,
-                 max_session_timeout_ms: int = 1_800_000, max_size: int = 2**31 - 1) -> None:
-        self.group_id = group_id
-        self.max_size = max_size
-        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
-        self.min_session_timeout_ms = min_session_timeout_ms
-        self.max_session_timeout_ms = max_session_timeout_ms
-        self.state = GroupState.EMPTY
-        self.generation_id = 0
-        self.protocol_type: str | None = None
-        self.protocol_name: str | None = None
-        self.leader: str | None = None
-        self.members: dict[str, Member] = {}
-        # Member ids handed out with MEMBER_ID_REQUIRED, and until when each may join with it.
-        self.pending: dict[str, int] = {}
-        # Static members (KIP-345): group.instance.id -> the member id it holds now.
-        self.static_members: dict[str, str] = {}
-        # When the rebalance under way completes even if some members have not joined again,
-        # and whether it waits that long in any case (the group started from empty).
-        self.rebalance_deadline_ms: int | None = None
-        self._delayed_start = False
+    group_id: str
+    initial_rebalance_delay_ms: int = 3000
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    max_size: int = 2**31 - 1
+    state: GroupState = field(default=GroupState.EMPTY, init=False)
+    generation_id: int = field(default=0, init=False)
+    protocol_type: str | None = field(default=None, init=False)
+    protocol_name: str | None = field(default=None, init=False)
+    leader: str | None = field(default=None, init=False)
+    members: dict[str, Member] = field(default_factory=dict, init=False)
+    # Member ids handed out with MEMBER_ID_REQUIRED, and until when each may join with it.
+    pending: dict[str, int] = field(default_factory=dict, init=False)
+    # Static members (KIP-345): group.instance.id -> the member id it holds now.
+    static_members: dict[str, str] = field(default_factory=dict, init=False)
+    # When the rebalance under way completes even if some members have not joined again,
+    # and whether it waits that long in any case (the group started from empty).
+    rebalance_deadline_ms: int | None = field(default=None, init=False)
+    _delayed_start: bool = field(default=False, init=False)
 
     # ---------------------------------------------------------------------------- joining
 

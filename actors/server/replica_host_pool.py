@@ -43,32 +43,31 @@ log = logging.getLogger(__name__)
 HOST_ANSWER_TIMEOUT_S = 2.0
 
 
+@dataclasses.dataclass(eq=False)
 class ReplicaHostPool:
     """The replica hosts of broker `broker_id`, created on Ray node `node_id` on demand.
 
-    `store` gives the broker's ZooKeeper store once it has one (None before it started).
+    `_store` gives the broker's ZooKeeper store once it has one (None before it started).
     """
 
-    def __init__(self, broker_id: int, namespace: str, node_id: str, data_dir: Path,
-                 raw_config: dict[str, Any], num_replica_hosts: int,
-                 store: Callable[[], ClusterStore | None]) -> None:
-        self.broker_id = broker_id
-        self.namespace = namespace
-        self.node_id = node_id
-        self.data_dir = data_dir
-        self.raw_config = raw_config
-        self.num_replica_hosts = num_replica_hosts
-        self._store = store
-        # The replica-host actors by name, and the last LeaderAndIsr applied to each replica
-        # hosted on them: a host that dies is recreated, and its replicas from these.
-        self.hosts: dict[str, Any] = {}
-        self.replica_states: dict[TopicPartition, LeaderAndIsrRequest] = {}
-        # Every broker's replica-host pool size, from its registration: it names the host of
-        # a partition's leader, which followers fetch from.
-        self._pool_sizes: dict[int, int] = {}
-        # One task per host, awaiting the host's lifeline call: it fails when the host dies.
-        self._host_watches: dict[str, asyncio.Task] = {}
-        self._closing = False
+    broker_id: int
+    namespace: str
+    node_id: str
+    data_dir: Path
+    raw_config: dict[str, Any]
+    num_replica_hosts: int
+    _store: Callable[[], ClusterStore | None]
+    # The replica-host actors by name, and the last LeaderAndIsr applied to each replica
+    # hosted on them: a host that dies is recreated, and its replicas from these.
+    hosts: dict[str, Any] = dataclasses.field(default_factory=dict, init=False)
+    replica_states: dict[TopicPartition, LeaderAndIsrRequest] = dataclasses.field(
+        default_factory=dict, init=False)
+    # Every broker's replica-host pool size, from its registration: it names the host of
+    # a partition's leader, which followers fetch from.
+    _pool_sizes: dict[int, int] = dataclasses.field(default_factory=dict, init=False)
+    # One task per host, awaiting the host's lifeline call: it fails when the host dies.
+    _host_watches: dict[str, asyncio.Task] = dataclasses.field(default_factory=dict, init=False)
+    _closing: bool = dataclasses.field(default=False, init=False)
 
     # ------------------------------------------------------------------------ finding hosts
 

@@ -44,14 +44,20 @@ class Broker:
         assert eventually(lambda: self.election.is_controller and self.topics)
 
 
+def broker_through_proxy(make_store: Callable[..., ClusterStore],
+                         proxied_address: ZooKeeperAddress, session_timeout_ms: int) -> Broker:
+    """A broker whose session reaches ZooKeeper through the proxy, so that a test can cut it."""
+    store = make_store(proxied_address, session_timeout_ms=session_timeout_ms)
+    store.ensure_layout()
+    return Broker(store)
+
+
 def test_a_short_connection_loss_keeps_everything(
     make_store: Callable[..., ClusterStore],
     proxy: TcpProxy,
     proxied_address: ZooKeeperAddress,
 ) -> None:
-    store = make_store(proxied_address, session_timeout_ms=4000)
-    store.ensure_layout()
-    broker = Broker(store)
+    broker = broker_through_proxy(make_store, proxied_address, session_timeout_ms=4000)
     observer = make_store()
     registered = observer.stat("/brokers/ids/1")
     proxy.cut()
@@ -101,9 +107,7 @@ def test_a_connection_loss_longer_than_the_session_timeout_is_an_expiry(
     proxied_address: ZooKeeperAddress,
 ) -> None:
     """The real thing, without the expiry trick: the server times the session out."""
-    store = make_store(proxied_address, session_timeout_ms=1500)
-    store.ensure_layout()
-    broker = Broker(store)
+    broker = broker_through_proxy(make_store, proxied_address, session_timeout_ms=1500)
     observer = make_store()
     proxy.cut()
     assert eventually(lambda: not observer.exists("/brokers/ids/1"), timeout_s=10)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
+from rafka.actors import messages
 from rafka.actors.dataport import frames
 from rafka.actors.dataport.frames import (
     ConsumerFetchRequest,
@@ -18,20 +19,6 @@ from rafka.actors.dataport.frames import (
     ProduceRequest,
 )
 from rafka.actors.errors import ErrorCode, error_reply
-from rafka.actors.messages import (
-    Appended,
-    CommittedOffset,
-    CommittedOffsets,
-    ErrorReply,
-    FetchedRecords,
-    ListedOffset,
-    OffsetQuery,
-    PartitionFetch,
-    PartitionProduce,
-    ReplicaFetchAnswer,
-    ReplicaFetchPartition,
-    ReplicaFetchResponse,
-)
 
 LIMIT = frames.MAX_REQUEST_BYTES
 
@@ -48,22 +35,22 @@ def packed(value: object) -> bytes:
 
 
 def test_a_fetch_request_reads_back_as_the_calls_arguments() -> None:
-    listed = [ReplicaFetchPartition("orders", 0, 120, 3, 100),
-              ReplicaFetchPartition("payments.eu-1", 7, 0, 0, 0)]
+    listed = [messages.ReplicaFetchPartition("orders", 0, 120, 3, 100),
+              messages.ReplicaFetchPartition("payments.eu-1", 7, 0, 0, 0)]
     arguments = (2, 2**61 + 5, True, listed, [("gone", 4)], 500, 1_048_576, 10_485_760)
     request = frames.decode_request(body(frames.replica_fetch_request(*arguments)))
     assert tuple(request) == arguments
-    assert all(isinstance(p, ReplicaFetchPartition) for p in request.partitions)
+    assert all(isinstance(p, messages.ReplicaFetchPartition) for p in request.partitions)
 
 
 def test_a_fetch_answer_reads_back_as_the_calls_reply() -> None:
-    records = FetchedRecords(b"\x00batch-bytes\xff", 130, 125, 0, 130, 120, ((77, 118),))
-    nothing = FetchedRecords(b"", 9, 9, 2, 9)
+    records = messages.FetchedRecords(b"\x00batch-bytes\xff", 130, 125, 0, 130, 120, ((77, 118),))
+    nothing = messages.FetchedRecords(b"", 9, 9, 2, 9)
     refused = error_reply(ErrorCode.FENCED_LEADER_EPOCH, "epoch 3 is not 4", leader=2)
-    reply = ReplicaFetchResponse([
-        ReplicaFetchAnswer("orders", 0, 120, records),
-        ReplicaFetchAnswer("orders", 1, 9, nothing),
-        ReplicaFetchAnswer("orders", 2, 40, refused),
+    reply = messages.ReplicaFetchResponse([
+        messages.ReplicaFetchAnswer("orders", 0, 120, records),
+        messages.ReplicaFetchAnswer("orders", 1, 9, nothing),
+        messages.ReplicaFetchAnswer("orders", 2, 40, refused),
     ])
     framed = frames.replica_fetch_answer(reply)
     assert frames.read_replica_fetch_answer(body(framed)) == reply
@@ -71,10 +58,10 @@ def test_a_fetch_answer_reads_back_as_the_calls_reply() -> None:
 
 def test_a_records_view_is_sent_as_its_bytes() -> None:
     view = memoryview(b"0123456789")[2:6]
-    reply = ReplicaFetchResponse([
-        ReplicaFetchAnswer("t", 0, 0, FetchedRecords(view, 4, 4, 0, 4))])
+    reply = messages.ReplicaFetchResponse([
+        messages.ReplicaFetchAnswer("t", 0, 0, messages.FetchedRecords(view, 4, 4, 0, 4))])
     answer = frames.read_replica_fetch_answer(body(frames.replica_fetch_answer(reply)))
-    assert isinstance(answer, ReplicaFetchResponse)
+    assert isinstance(answer, messages.ReplicaFetchResponse)
     assert answer.partitions[0].reply.records == b"2345"
 
 
@@ -82,69 +69,73 @@ def test_a_session_error_without_partitions_reads_back() -> None:
     reply = error_reply(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "no fetch session 5")
     answer = frames.read_replica_fetch_answer(body(frames.replica_fetch_answer(reply)))
     assert answer == reply
-    assert type(answer) is ErrorReply
+    assert type(answer) is messages.ErrorReply
 
 
 def test_a_consumers_fetch_reads_back_as_the_calls_arguments() -> None:
-    asked = [PartitionFetch("orders", 0, 120, 1_048_576), PartitionFetch("orders", 3, 0, 10)]
+    asked = [messages.PartitionFetch("orders", 0, 120, 1_048_576),
+             messages.PartitionFetch("orders", 3, 0, 10)]
     request = frames.decode_request(body(
         frames.consumer_fetch_request(asked, 500, 1, 52_428_800, True)))
     assert request == ConsumerFetchRequest(asked, 500, 1, 52_428_800, True)
     assert type(request) is ConsumerFetchRequest
-    assert all(isinstance(p, PartitionFetch) for p in request.requests)
+    assert all(isinstance(p, messages.PartitionFetch) for p in request.requests)
 
 
 def test_a_kafka_listeners_requests_say_so() -> None:
     """A broker's Kafka listener asks the host to read and write Kafka's record format: its
     requests are methods of their own, so they never reach the native entry points."""
-    asked = [PartitionFetch("orders", 0, 120, 1_048_576)]
+    asked = [messages.PartitionFetch("orders", 0, 120, 1_048_576)]
     fetch = frames.decode_request(body(
         frames.kafka_fetch_request(asked, 500, 1, 52_428_800, False)))
     assert fetch == KafkaFetchRequest(asked, 500, 1, 52_428_800, False)
     assert type(fetch) is KafkaFetchRequest
-    parts = [PartitionProduce("orders", 0, b"kafka-batch", None)]
+    parts = [messages.PartitionProduce("orders", 0, b"kafka-batch", None)]
     produce = frames.decode_request(body(frames.kafka_produce_request(parts, -1, 30_000)))
     assert produce == KafkaProduceRequest(parts, -1, 30_000)
     assert type(produce) is KafkaProduceRequest
 
 
 def test_a_consumers_answer_reads_back_in_the_order_asked() -> None:
-    replies = [FetchedRecords(b"batches", 130, 125, 0, 130, 125),
+    replies = [messages.FetchedRecords(b"batches", 130, 125, 0, 130, 125),
                error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "refresh metadata"),
-               FetchedRecords(b"", 9, 9, 2, 9, 9, ((4, 7), (5, 8)))]
+               messages.FetchedRecords(b"", 9, 9, 2, 9, 9, ((4, 7), (5, 8)))]
     assert frames.read_consumer_fetch_answer(
         body(frames.consumer_fetch_answer(replies))) == replies
 
 
 def test_a_producers_request_reads_back_as_the_calls_arguments() -> None:
-    parts = [PartitionProduce("orders", 0, b"batch-0", None),
-             PartitionProduce("orders", 1, b"batch-1", b"\x05\x00\x00\x00")]
+    parts = [messages.PartitionProduce("orders", 0, b"batch-0", None),
+             messages.PartitionProduce("orders", 1, b"batch-1", b"\x05\x00\x00\x00")]
     request = frames.decode_request(body(frames.produce_request(parts, -1, 30_000)))
     assert request == ProduceRequest(parts, -1, 30_000)
     assert type(request) is ProduceRequest
-    assert all(isinstance(p, PartitionProduce) for p in request.requests)
+    assert all(isinstance(p, messages.PartitionProduce) for p in request.requests)
 
 
 def test_a_producers_answer_reads_back_in_the_order_sent() -> None:
-    replies = [Appended(100, 199, -1, 0),
+    replies = [messages.Appended(100, 199, -1, 0),
                error_reply(ErrorCode.NOT_ENOUGH_REPLICAS, "2 in sync, 3 needed"),
                error_reply(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "expected 7",
                            expected_sequence=7)]
     answer = frames.read_produce_answer(body(frames.produce_answer(replies)))
     assert answer == replies
-    assert [type(reply) for reply in answer] == [Appended, ErrorReply, ErrorReply]
+    assert [type(reply) for reply in answer] == [
+        messages.Appended, messages.ErrorReply, messages.ErrorReply]
 
 
 def test_a_list_offsets_request_and_answer_read_back() -> None:
-    queries = [OffsetQuery("orders", 0, -1, False), OffsetQuery("orders", 2, 1_700_000, True)]
+    queries = [messages.OffsetQuery("orders", 0, -1, False),
+               messages.OffsetQuery("orders", 2, 1_700_000, True)]
     request = frames.decode_request(body(frames.list_offsets_request(queries)))
     assert request == ListOffsetsRequest(queries)
-    assert all(isinstance(q, OffsetQuery) for q in request.queries)
-    replies = [ListedOffset(130, -1, 4), ListedOffset(None, -1, -1),
+    assert all(isinstance(q, messages.OffsetQuery) for q in request.queries)
+    replies = [messages.ListedOffset(130, -1, 4), messages.ListedOffset(None, -1, -1),
                error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "refresh metadata", leader=None)]
     answer = frames.read_list_offsets_answer(body(frames.list_offsets_answer(replies)))
     assert answer == replies
-    assert [type(reply) for reply in answer] == [ListedOffset, ListedOffset, ErrorReply]
+    assert [type(reply) for reply in answer] == [
+        messages.ListedOffset, messages.ListedOffset, messages.ErrorReply]
 
 
 def test_an_offset_fetch_and_its_answer_read_back() -> None:
@@ -152,12 +143,12 @@ def test_an_offset_fetch_and_its_answer_read_back() -> None:
         request = frames.decode_request(body(
             frames.fetch_offsets_request(17, "billing", partitions)))
         assert request == FetchOffsetsRequest(17, "billing", partitions)
-    reply = CommittedOffsets([CommittedOffset("orders", 0, 120, "", 3),
-                              CommittedOffset("orders", 3, 7, "m", None)])
+    reply = messages.CommittedOffsets([messages.CommittedOffset("orders", 0, 120, "", 3),
+                                       messages.CommittedOffset("orders", 3, 7, "m", None)])
     answer = frames.read_fetch_offsets_answer(body(frames.fetch_offsets_answer(reply)))
     assert answer == reply
-    assert isinstance(answer, CommittedOffsets)
-    assert all(type(entry) is CommittedOffset for entry in answer.offsets)
+    assert isinstance(answer, messages.CommittedOffsets)
+    assert all(type(entry) is messages.CommittedOffset for entry in answer.offsets)
     refused = error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "moved", leader=2)
     assert frames.read_fetch_offsets_answer(
         body(frames.fetch_offsets_answer(refused))) == refused
