@@ -24,7 +24,7 @@ import functools
 import ssl
 from dataclasses import dataclass
 
-from rafka.common.config import InvalidConfigError
+from rafka.common.tls import load_ca_bundle, load_certificate_chain
 
 MINIMUM_VERSION = ssl.TLSVersion.TLSv1_2
 
@@ -57,19 +57,9 @@ def _context(tls: DataPortTls, server_side: bool) -> ssl.SSLContext:
     context.minimum_version = MINIMUM_VERSION
     context.check_hostname = False
     context.verify_mode = ssl.CERT_REQUIRED
-    try:
-        context.load_cert_chain(tls.certificate_chain, password=tls.key_password)
-    except (OSError, ssl.SSLError) as error:
-        raise InvalidConfigError(
-            "ssl.keystore.location", tls.certificate_chain,
-            f"not a readable PEM file of a certificate chain and its private key ({error}); "
-            "if the key is encrypted, set ssl.key.password") from None
-    try:
-        context.load_verify_locations(cafile=tls.ca_bundle)
-    except (OSError, ssl.SSLError) as error:
-        raise InvalidConfigError(
-            "ssl.truststore.location", tls.ca_bundle,
-            f"not a readable PEM bundle of CA certificates ({error})") from None
+    load_certificate_chain(context, "ssl.keystore.location", tls.certificate_chain,
+                           tls.key_password)
+    load_ca_bundle(context, "ssl.truststore.location", tls.ca_bundle)
     return context
 
 
