@@ -245,6 +245,7 @@ class EmbeddedZooKeeper:
         # four-letter words that tell whether the server serves: bind it to 127.0.0.1 where
         # only the secure port may be reached from elsewhere.
         self.tls = tls
+        self.secure_host = host
         self.requested_secure_port = secure_port
         self.secure_port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -268,7 +269,7 @@ class EmbeddedZooKeeper:
         """Where clients connect over TLS (a server started with `tls`)."""
         if self.secure_port is None:
             raise ZooKeeperStartError(f"{self.label} serves no secure client port")
-        return ZooKeeperAddress(((self.host, self.secure_port),))
+        return ZooKeeperAddress(((self.secure_host, self.secure_port),))
 
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
@@ -362,13 +363,13 @@ class EmbeddedZooKeeper:
 
     def _write_config(self, port: int) -> Path:
         if self.tls is not None and self.secure_port is None:
-            self.secure_port = self.requested_secure_port or free_port(self.host)
+            self.secure_port = self.requested_secure_port or free_port(self.secure_host)
         (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "log4j2.properties").write_text(_LOG4J2)
         path = self.data_dir / "zoo.cfg"
         settings = self._config(port)
         if self.tls is not None and self.secure_port is not None:
-            settings.update(self.tls.server_settings(self.secure_port, self.host))
+            settings.update(self.tls.server_settings(self.secure_port, self.secure_host))
         path.write_text(render_config(settings))
         return path
 

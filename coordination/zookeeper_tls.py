@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rafka.common.tls import PemFiles
 from rafka.coordination.errors import ZooKeeperTlsConfigError
 
 CLIENT_ENABLE_ENV = "RAFKA_ZOOKEEPER_SSL_CLIENT_ENABLE"
@@ -34,23 +34,14 @@ KEY_PASSWORD_ENV = "RAFKA_ZOOKEEPER_SSL_KEY_PASSWORD"
 NETTY_FACTORY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
 
 
-@dataclass(frozen=True)
-class ZooKeeperTls:
+class ZooKeeperTls(PemFiles):
     """The PEM files a ZooKeeper client or server shows and trusts."""
-
-    keystore: str
-    """A certificate chain and its private key."""
-    truststore: str
-    """The CA bundle the other end's certificate must chain to."""
-    key_password: str | None = None
-
-    def __repr__(self) -> str:  # the password stays out of logs and errors
-        return f"ZooKeeperTls(keystore={self.keystore!r}, truststore={self.truststore!r})"
 
     def kazoo_options(self) -> dict[str, Any]:
         """What `KazooClient(...)` takes to connect over TLS."""
         return {"use_ssl": True, "verify_certs": True, "check_hostname": False,
-                "ca": self.truststore, "certfile": self.keystore, "keyfile": self.keystore,
+                "ca": self.ca_bundle, "certfile": self.certificate_chain,
+                "keyfile": self.certificate_chain,
                 "keyfile_password": self.key_password}
 
     def server_settings(self, secure_port: int, host: str) -> dict[str, object]:
@@ -59,9 +50,9 @@ class ZooKeeperTls:
             "secureClientPort": secure_port,
             "secureClientPortAddress": host,
             "serverCnxnFactory": NETTY_FACTORY,
-            "ssl.keyStore.location": self.keystore,
+            "ssl.keyStore.location": self.certificate_chain,
             "ssl.keyStore.type": "PEM",
-            "ssl.trustStore.location": self.truststore,
+            "ssl.trustStore.location": self.ca_bundle,
             "ssl.trustStore.type": "PEM",
             "ssl.clientAuth": "need",
         }
@@ -76,16 +67,21 @@ def client_tls(environ: Mapping[str, str] | None = None) -> ZooKeeperTls | None:
     enabled = environ.get(CLIENT_ENABLE_ENV, "false").strip().lower()
     if enabled not in ("true", "false"):
         raise ZooKeeperTlsConfigError(f"{CLIENT_ENABLE_ENV}={enabled!r}: true or false")
-    if enabled == "false":
-        return None
+    return server_tls(environ, f"{CLIENT_ENABLE_ENV}=true") if enabled == "true" else None
+
+
+def server_tls(environ: Mapping[str, str] | None = None,
+               asking: str = "a secure client port") -> ZooKeeperTls:
+    """The files a server's secure client port (or, for `client_tls`, a client) loads, from
+    the environment: the same variables, so that one node's setting serves both."""
+    environ = os.environ if environ is None else environ
     files = {}
-    for name in (KEYSTORE_ENV, TRUSTSTORE_ENV):
+    for name, what in ((KEYSTORE_ENV, "the certificate chain and key"),
+                       (TRUSTSTORE_ENV, "the CA bundle")):
         path = environ.get(name, "")
         if not path or not Path(path).expanduser().is_file():
             raise ZooKeeperTlsConfigError(
-                f"{CLIENT_ENABLE_ENV}=true needs {name}, a readable PEM file ("
-                f"{'the certificate chain and key' if name == KEYSTORE_ENV else 'the CA bundle'}"
-                f"), got {path!r}")
+                f"{asking} needs {name}, a readable PEM file ({what}), got {path!r}")
         files[name] = str(Path(path).expanduser())
     return ZooKeeperTls(files[KEYSTORE_ENV], files[TRUSTSTORE_ENV],
                         environ.get(KEY_PASSWORD_ENV) or None)

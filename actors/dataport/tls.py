@@ -22,24 +22,14 @@ from __future__ import annotations
 
 import functools
 import ssl
-from dataclasses import dataclass
 
-from rafka.common.tls import load_ca_bundle, load_certificate_chain
+from rafka.common.tls import PemFiles, load_ca_bundle, load_certificate_chain
 
 MINIMUM_VERSION = ssl.TLSVersion.TLSv1_2
 
 
-@dataclass(frozen=True)
-class DataPortTls:
-    """Where the cluster's PEM files are: what a data port and its clients load."""
-
-    certificate_chain: str
-    ca_bundle: str
-    key_password: str | None = None
-
-    def __repr__(self) -> str:  # the password stays out of logs and errors
-        return (f"DataPortTls(certificate_chain={self.certificate_chain!r}, "
-                f"ca_bundle={self.ca_bundle!r})")
+# The cluster's files, as a host hands them to its clients.
+DataPortTls = PemFiles
 
 
 def data_port_tls(protocol: str, keystore: str | None, truststore: str | None,

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import trustme
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -22,26 +21,23 @@ from rafka.coordination.zookeeper_tls import (
     ZooKeeperTls,
     client_tls,
 )
+from tests.support.certificates import cluster_files
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> ZooKeeperTls:
-    folder = tmp_path_factory.mktemp("zookeeper-tls")
-    ca = trustme.CA()
-    (folder / "ca.pem").write_bytes(ca.cert_pem.bytes())
-    (folder / "node.pem").write_bytes(
-        ca.issue_cert("rafka-node").private_key_and_cert_chain_pem.bytes())
-    return ZooKeeperTls(str(folder / "node.pem"), str(folder / "ca.pem"))
+    cluster, _stranger = cluster_files(tmp_path_factory.mktemp("zookeeper-tls"))
+    return ZooKeeperTls(cluster.certificate_chain, cluster.ca_bundle)
 
 
 def environment(files: ZooKeeperTls) -> dict[str, str]:
-    return {CLIENT_ENABLE_ENV: "true", KEYSTORE_ENV: files.keystore,
-            TRUSTSTORE_ENV: files.truststore}
+    return {CLIENT_ENABLE_ENV: "true", KEYSTORE_ENV: files.certificate_chain,
+            TRUSTSTORE_ENV: files.ca_bundle}
 
 
 def test_the_environment_asks_for_tls_with_both_files(files: ZooKeeperTls) -> None:
     assert client_tls({}) is None
-    assert client_tls({CLIENT_ENABLE_ENV: "false", KEYSTORE_ENV: files.keystore}) is None
+    assert client_tls({CLIENT_ENABLE_ENV: "false", KEYSTORE_ENV: files.certificate_chain}) is None
     assert client_tls(environment(files)) == files
     for missing in (KEYSTORE_ENV, TRUSTSTORE_ENV):
         incomplete = environment(files)
@@ -53,7 +49,7 @@ def test_the_environment_asks_for_tls_with_both_files(files: ZooKeeperTls) -> No
     options = files.kazoo_options()
     assert options["use_ssl"] and options["verify_certs"]
     assert (options["ca"], options["certfile"], options["keyfile"]) == (
-        files.truststore, files.keystore, files.keystore)
+        files.ca_bundle, files.certificate_chain, files.certificate_chain)
     settings = files.server_settings(2182, "10.0.0.10")
     assert settings["secureClientPort"] == 2182 and settings["ssl.clientAuth"] == "need"
     assert settings["ssl.keyStore.type"] == settings["ssl.trustStore.type"] == "PEM"
@@ -80,5 +76,5 @@ def test_a_store_connects_over_tls_and_a_client_without_the_certificate_cannot(
             store.ensure_layout()
             assert store.exists("/brokers")
         secure = str(server.secure_address)
-        assert refused(KazooClient(hosts=secure, use_ssl=True, ca=files.truststore))
+        assert refused(KazooClient(hosts=secure, use_ssl=True, ca=files.ca_bundle))
         assert refused(KazooClient(hosts=secure))

@@ -13,15 +13,15 @@ import socket
 import ssl
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import ray
-import trustme
 
 from rafka import Cluster
 from rafka.actors.dataport import frames
 from rafka.actors.messages import OffsetQuery
+from rafka.common.tls import PemFiles
+from tests.support.certificates import cluster_files, inter_broker_ssl
 from tests.support.cluster import cluster_of_its_own
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
@@ -29,42 +29,24 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.cluster
 
 
-class ClusterFiles:
-    """The cluster's CA and the chain and key every node shares; a stranger's pair."""
-
-    def __init__(self, folder: Path) -> None:
-        ca, stranger_ca = trustme.CA(), trustme.CA()
-        self.ca = folder / "ca.pem"
-        self.ca.write_bytes(ca.cert_pem.bytes())
-        self.node = folder / "node.pem"
-        self.node.write_bytes(ca.issue_cert("rafka-node").private_key_and_cert_chain_pem.bytes())
-        self.stranger = folder / "stranger.pem"
-        self.stranger.write_bytes(
-            stranger_ca.issue_cert("rafka-node").private_key_and_cert_chain_pem.bytes())
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[PemFiles, PemFiles]:
+    return cluster_files(tmp_path_factory.mktemp("cluster-tls"))
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> ClusterFiles:
-    return ClusterFiles(tmp_path_factory.mktemp("cluster-tls"))
-
-
-@pytest.fixture(scope="module")
-def tls_cluster(zookeeper, ray_session, tmp_path_factory, files: ClusterFiles,
+def tls_cluster(zookeeper, ray_session, tmp_path_factory, files: tuple[PemFiles, PemFiles],
                 ) -> Iterator[Cluster]:
-    yield from cluster_of_its_own(
-        zookeeper, tmp_path_factory, "data-port-tls", brokers=2,
-        kafka_listeners="PLAINTEXT://127.0.0.1:0",
-        broker_config={"security.inter.broker.protocol": "SSL",
-                       "ssl.keystore.location": str(files.node),
-                       "ssl.truststore.location": str(files.ca),
-                       "group.initial.rebalance.delay.ms": 200})
+    config = {**inter_broker_ssl(files[0]), "group.initial.rebalance.delay.ms": 200}
+    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "data-port-tls", brokers=2,
+                                  kafka_listeners="PLAINTEXT://127.0.0.1:0", broker_config=config)
 
 
-def client_context(certificate: Path | None, ca: Path) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=str(ca))
+def client_context(certificate: str | None, ca: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=ca)
     context.check_hostname = False
     if certificate is not None:
-        context.load_cert_chain(str(certificate))
+        context.load_cert_chain(certificate)
     return context
 
 
@@ -83,18 +65,19 @@ def list_offsets(address: tuple[str, int], token: bytes, topic: str,
 
 
 def test_a_data_port_serves_only_the_clusters_certificate(
-        tls_cluster: Cluster, files: ClusterFiles) -> None:
+        tls_cluster: Cluster, files: tuple[PemFiles, PemFiles]) -> None:
+    node, stranger = files
     tls_cluster.create_topic("tls-guarded", partitions=1, replication_factor=2)
     leader = ReplicaOnHost(tls_cluster, "tls-guarded", 0)
     host, port, token, tls = ray.get(leader.host.data_port_address.remote(), timeout=30)
-    assert tls is not None and tls.certificate_chain == str(files.node)
-    answer = frames.read_list_offsets_answer(
-        list_offsets((host, port), token, "tls-guarded", client_context(files.node, files.ca)))
+    assert tls is not None and tls == node
+    own = client_context(node.certificate_chain, node.ca_bundle)
+    answer = frames.read_list_offsets_answer(list_offsets((host, port), token, "tls-guarded", own))
     assert [reply.offset for reply in answer] == [0]
     refused = {
         "in the clear": None,
-        "without a certificate": client_context(None, files.ca),
-        "with a stranger's certificate": client_context(files.stranger, files.ca),
+        "without a certificate": client_context(None, node.ca_bundle),
+        "with a stranger's certificate": client_context(stranger.certificate_chain, node.ca_bundle),
     }
     for what, context in refused.items():
         with pytest.raises((OSError, ssl.SSLError)):

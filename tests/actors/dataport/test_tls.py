@@ -10,7 +10,6 @@ import ssl
 from pathlib import Path
 
 import pytest
-import trustme
 
 from rafka.actors.config import BrokerConfig
 from rafka.actors.dataport.tls import (
@@ -21,60 +20,61 @@ from rafka.actors.dataport.tls import (
     server_context,
 )
 from rafka.common.config import InvalidConfigError
+from tests.support.certificates import cluster_files
 
 
 @pytest.fixture(scope="module")
-def cluster_files(tmp_path_factory: pytest.TempPathFactory) -> DataPortTls:
-    folder = tmp_path_factory.mktemp("cluster-tls")
-    ca = trustme.CA()
-    (folder / "ca.pem").write_bytes(ca.cert_pem.bytes())
-    node = ca.issue_cert("rafka-node")  # a name no node is reached by: none is checked
-    (folder / "node.pem").write_bytes(node.private_key_and_cert_chain_pem.bytes())
-    return DataPortTls(str(folder / "node.pem"), str(folder / "ca.pem"))
+def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[DataPortTls, DataPortTls]:
+    return cluster_files(tmp_path_factory.mktemp("cluster-tls"))
 
 
-def test_plaintext_by_default_and_ssl_needs_both_files(cluster_files: DataPortTls) -> None:
+@pytest.fixture(scope="module")
+def node_files(files: tuple[DataPortTls, DataPortTls]) -> DataPortTls:
+    return files[0]
+
+
+def test_plaintext_by_default_and_ssl_needs_both_files(node_files: DataPortTls) -> None:
     config = BrokerConfig.from_dict({})
     assert config.security_inter_broker_protocol == "PLAINTEXT"
-    assert data_port_tls("PLAINTEXT", cluster_files.certificate_chain,
-                         cluster_files.ca_bundle, None) is None
+    assert data_port_tls("PLAINTEXT", node_files.certificate_chain,
+                         node_files.ca_bundle, None) is None
     for missing in ("ssl.keystore.location", "ssl.truststore.location"):
         settings = {"security.inter.broker.protocol": "SSL",
-                    "ssl.keystore.location": cluster_files.certificate_chain,
-                    "ssl.truststore.location": cluster_files.ca_bundle}
+                    "ssl.keystore.location": node_files.certificate_chain,
+                    "ssl.truststore.location": node_files.ca_bundle}
         del settings[missing]
         with pytest.raises(InvalidConfigError, match=re.escape(missing)):
             BrokerConfig.from_dict(settings)
     with pytest.raises(InvalidConfigError):
         BrokerConfig.from_dict({"security.inter.broker.protocol": "SASL_SSL"})
     config = BrokerConfig.from_dict({"security.inter.broker.protocol": "SSL",
-                                     "ssl.keystore.location": cluster_files.certificate_chain,
-                                     "ssl.truststore.location": cluster_files.ca_bundle,
+                                     "ssl.keystore.location": node_files.certificate_chain,
+                                     "ssl.truststore.location": node_files.ca_bundle,
                                      "ssl.key.password": "secret"})
     tls = data_port_tls(config.security_inter_broker_protocol, config.ssl_keystore_location,
                         config.ssl_truststore_location, config.ssl_key_password)
-    assert tls == DataPortTls(cluster_files.certificate_chain, cluster_files.ca_bundle, "secret")
+    assert tls == DataPortTls(node_files.certificate_chain, node_files.ca_bundle, "secret")
     assert "secret" not in repr(tls)
 
 
-def test_both_ends_require_a_certificate_of_the_clusters_ca(cluster_files: DataPortTls) -> None:
-    for context in (server_context(cluster_files), client_context(cluster_files)):
+def test_both_ends_require_a_certificate_of_the_clusters_ca(node_files: DataPortTls) -> None:
+    for context in (server_context(node_files), client_context(node_files)):
         assert context.verify_mode == ssl.CERT_REQUIRED
         assert not context.check_hostname
         assert context.minimum_version == ssl.TLSVersion.TLSv1_2
         assert [ca["subject"] for ca in context.get_ca_certs()]
     # One context per process: every connection shares it.
-    assert client_context(cluster_files) is client_context(cluster_files)
+    assert client_context(node_files) is client_context(node_files)
 
 
 def test_files_that_cannot_be_loaded_name_their_setting(
-        cluster_files: DataPortTls, tmp_path: Path) -> None:
+        node_files: DataPortTls, tmp_path: Path) -> None:
     not_pem = tmp_path / "not.pem"
     not_pem.write_text("hello")
     with pytest.raises(InvalidConfigError, match=re.escape("ssl.keystore.location")):
-        client_context(DataPortTls(str(not_pem), cluster_files.ca_bundle))
+        client_context(DataPortTls(str(not_pem), node_files.ca_bundle))
     with pytest.raises(InvalidConfigError, match=re.escape("ssl.truststore.location")):
-        server_context(DataPortTls(cluster_files.certificate_chain, str(tmp_path / "none.pem")))
+        server_context(DataPortTls(node_files.certificate_chain, str(tmp_path / "none.pem")))
 
 
 def shuttle(client: TlsSession, server: ssl.SSLObject, incoming: ssl.MemoryBIO,
@@ -106,24 +106,19 @@ def serving(tls: DataPortTls) -> tuple[ssl.SSLObject, ssl.MemoryBIO, ssl.MemoryB
 
 
 def test_a_session_holds_the_plaintext_until_the_handshake_ends(
-        cluster_files: DataPortTls) -> None:
-    client = TlsSession(client_context(cluster_files))
+        node_files: DataPortTls) -> None:
+    client = TlsSession(client_context(node_files))
     client.send(b"hello, ")
     assert client.has_outgoing() and not client.established  # the ClientHello only
     client.send(b"port")
-    assert shuttle(client, *serving(cluster_files)) == b"HELLO, PORT"
+    assert shuttle(client, *serving(node_files)) == b"HELLO, PORT"
     assert client.established
 
 
 def test_a_session_without_the_clusters_certificate_is_refused(
-        cluster_files: DataPortTls, tmp_path: Path) -> None:
-    stranger_ca = trustme.CA()
-    stranger = tmp_path / "stranger.pem"
-    stranger.write_bytes(stranger_ca.issue_cert("rafka-node")
-                         .private_key_and_cert_chain_pem.bytes())
-    ca = tmp_path / "stranger-ca.pem"
-    ca.write_bytes(stranger_ca.cert_pem.bytes())
-    client = TlsSession(client_context(DataPortTls(str(stranger), str(ca))))
+        files: tuple[DataPortTls, DataPortTls]) -> None:
+    node, stranger = files
+    client = TlsSession(client_context(stranger))
     client.send(b"hello")
     with pytest.raises(ssl.SSLError):
-        shuttle(client, *serving(cluster_files))
+        shuttle(client, *serving(node))
