@@ -12,11 +12,13 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from rafka.coordination.embedded import EmbeddedZooKeeper
+from rafka.coordination.ensemble import EnsembleMember
 from rafka.coordination.errors import ZooKeeperTlsConfigError
 from rafka.coordination.store import ClusterStore
 from rafka.coordination.zookeeper_tls import (
     CLIENT_ENABLE_ENV,
     KEYSTORE_ENV,
+    NETTY_FACTORY,
     TRUSTSTORE_ENV,
     ZooKeeperTls,
     client_tls,
@@ -78,3 +80,20 @@ def test_a_store_connects_over_tls_and_a_client_without_the_certificate_cannot(
         secure = str(server.secure_address)
         assert refused(KazooClient(hosts=secure, use_ssl=True, ca=files.ca_bundle))
         assert refused(KazooClient(hosts=secure))
+
+
+def test_a_member_serves_tls_at_its_address_and_plaintext_where_told(
+        files: ZooKeeperTls, tmp_path: Path) -> None:
+    servers = "10.0.0.10:2888:3888,10.0.0.11:2888:3888,10.0.0.12:2888:3888"
+    member = EnsembleMember(tmp_path, servers, 1, host="127.0.0.1", tls=files,
+                            secure_port=2182)
+    config = member._write_config(2181).read_text().splitlines()
+    assert {"clientPortAddress=127.0.0.1", "secureClientPort=2182",
+            "secureClientPortAddress=10.0.0.10", "ssl.keyStore.type=PEM",
+            f"ssl.keyStore.location={files.certificate_chain}",
+            f"ssl.trustStore.location={files.ca_bundle}", "ssl.clientAuth=need",
+            f"serverCnxnFactory={NETTY_FACTORY}"} <= set(config)
+    assert str(member.secure_address) == "10.0.0.10:2182"
+    plain = EmbeddedZooKeeper(tmp_path / "plain")
+    assert not any("secure" in line or "ssl" in line
+                   for line in plain._write_config(2181).read_text().splitlines())
