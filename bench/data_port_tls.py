@@ -2,11 +2,12 @@
 
     python bench/data_port_tls.py [--seconds 3] [--repeats 5] [--mb 1]
 
-Local Ray, no ZooKeeper: two actors on this node, each serving a `DataPort` (the replica hosts'
-own class) whose host methods answer at once, one in the clear and one with mutual TLS
-(`security.inter.broker.protocol=SSL`'s contexts, from certificates made by trustme, the
-`test` extra). The driver talks to each through the blocking client producers and consumers use
-(`TcpCalls`): `produce` sends requests of `--mb` MiB (a producer's direction) and `fetch` reads
+No Ray, no ZooKeeper: two processes, each serving a `DataPort` (the replica hosts' own class)
+whose host methods answer at once (`tests/support/data_ports.py`), one in the clear and one
+with mutual TLS (`security.inter.broker.protocol=SSL`'s contexts, from certificates made by
+trustme, the `test` extra). This process talks to each through the blocking client producers
+and consumers use (`TcpCalls`, its lookup of the host's address, an actor call, stood in
+for): `produce` sends requests of `--mb` MiB (a producer's direction) and `fetch` reads
 answers of `--mb` MiB (a consumer's and a follower's), one request at a time, for `--seconds`
 each. The rounds alternate the two ports (ABAB), so that both see the same stretch of the
 machine's weather. Prints one JSON object: per port and direction the median MB/s, and
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import multiprocessing
 import os
 import ssl
 import statistics
@@ -27,43 +29,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-import ray
 import trustme
 
 from rafka.actors.dataport.blocking_client import TcpCalls
-from rafka.actors.dataport.server import DataPort
 from rafka.actors.dataport.tls import DataPortTls, TlsSession, client_context, server_context
-from rafka.actors.messages import Appended, FetchedRecords, PartitionFetch, PartitionProduce
+from rafka.actors.messages import PartitionFetch, PartitionProduce
+from tests.support.data_ports import StandInHost, lookups_answered_at_once, serve_in_process
 
 
-@ray.remote(num_cpus=0)
-class BenchHost:
-    """A data port whose host methods answer at once: `produce` with one offset, `fetch`
-    with `answer_bytes` of records."""
-
-    def __init__(self, answer_bytes: int, tls: DataPortTls | None) -> None:
-        records = os.urandom(answer_bytes)
-
-        async def produce(requests: list[Any], acks: int, timeout_ms: int) -> list[Any]:
-            return [Appended(0, 0, -1, 0) for _ in requests]
-
-        async def fetch(requests: list[Any], *_: Any) -> list[Any]:
-            return [FetchedRecords(records, 1, 1, 0, 1, 1, ()) for _ in requests]
-
-        async def unused(*_: Any) -> Any:
-            raise NotImplementedError
-
-        self.port = DataPort("127.0.0.1", 1 << 30, produce=produce, produce_kafka=unused,
-                             replica_fetch=unused, fetch=fetch, fetch_kafka=unused,
-                             list_offsets=unused, fetch_offsets=unused, tls=tls)
-
-    async def data_port_address(self) -> tuple[str, int, bytes, DataPortTls | None]:
-        return await self.port.start()
-
-
-def rate(calls: TcpCalls, host: Any, method: str, arguments: tuple, seconds: float,
+def rate(calls: TcpCalls, host: StandInHost, method: str, arguments: tuple, seconds: float,
          mb: float) -> float:
     """MB/s of `method` requests one at a time for `seconds` (after one to connect)."""
     def call() -> None:
@@ -115,25 +90,32 @@ def main() -> None:
         str(folder / "node.pem"))
     tls = DataPortTls(str(folder / "node.pem"), str(folder / "ca.pem"))
     mb = size / 1e6
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    context = multiprocessing.get_context("spawn")
+    servers, hosts = [], {}
+    for protocol, port_tls in (("PLAINTEXT", None), ("SSL", tls)):
+        ours, theirs = context.Pipe()
+        server = context.Process(target=serve_in_process, args=(port_tls, size, theirs),
+                                 daemon=True)
+        server.start()
+        servers.append((server, ours))
+        hosts[protocol] = StandInHost(ours.recv())
     try:
-        hosts = {"PLAINTEXT": BenchHost.remote(size, None), "SSL": BenchHost.remote(size, tls)}
-        ray.get([host.data_port_address.remote() for host in hosts.values()])
         produce_arguments = ([PartitionProduce("bench", 0, os.urandom(size))], 1, 30_000)
         fetch_arguments = ([PartitionFetch("bench", 0, 0, size)], 0, 1, size, False)
         rates: dict[str, dict[str, list[float]]] = {
             protocol: {"produce": [], "fetch": []} for protocol in hosts}
-        for run in range(args.repeats):
-            for protocol, host in hosts.items():
-                calls = TcpCalls(30.0, size)
-                try:
-                    rates[protocol]["produce"].append(
-                        rate(calls, host, "produce", produce_arguments, args.seconds, mb))
-                    rates[protocol]["fetch"].append(
-                        rate(calls, host, "fetch", fetch_arguments, args.seconds, mb))
-                finally:
-                    calls.close()
-                print(f"{protocol} run {run}: {rates[protocol]}", file=sys.stderr)
+        with lookups_answered_at_once():
+            for run in range(args.repeats):
+                for protocol, host in hosts.items():
+                    calls = TcpCalls(30.0, size)
+                    try:
+                        rates[protocol]["produce"].append(
+                            rate(calls, host, "produce", produce_arguments, args.seconds, mb))
+                        rates[protocol]["fetch"].append(
+                            rate(calls, host, "fetch", fetch_arguments, args.seconds, mb))
+                    finally:
+                        calls.close()
+                    print(f"{protocol} run {run}: {rates[protocol]}", file=sys.stderr)
         summary = {protocol: {direction: {"mb_per_s": round(statistics.median(found), 1)}
                               for direction, found in directions.items()}
                    for protocol, directions in rates.items()}
@@ -150,7 +132,9 @@ def main() -> None:
                 ssl_only(tls, os.urandom(size), args.seconds) for _ in range(3)), 1),
         }, indent=2))
     finally:
-        ray.shutdown()
+        for server, pipe in servers:
+            pipe.close()
+            server.join(10)
 
 
 if __name__ == "__main__":
