@@ -13,7 +13,8 @@ each. The rounds alternate the two ports (ABAB), so that both see the same stret
 machine's weather. Prints one JSON object: per port and direction the median MB/s, and
 `tls_over_plaintext`, TLS's share of the plaintext rate, beside `ssl_only_mb_per_s`: what
 Python's `ssl` alone moves per second here (one TLS connection over memory buffers, both ends
-in this process, no sockets), the cost TLS adds on the data port.
+in this process, no sockets), and `tls_over_expected`: TLS's rate over the rate it would have
+if it cost plaintext's time per MB plus ssl's alone (1.0: TLS costs what ssl costs).
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ def main() -> None:
                     finally:
                         calls.close()
                     print(f"{protocol} run {run}: {rates[protocol]}", file=sys.stderr)
+        ssl_rate = statistics.median(ssl_only(tls, os.urandom(size), args.seconds)
+                                     for _ in range(3))
         summary = {protocol: {direction: {"mb_per_s": round(statistics.median(found), 1)}
                               for direction, found in directions.items()}
                    for protocol, directions in rates.items()}
@@ -128,8 +131,13 @@ def main() -> None:
                 direction: round(summary["SSL"][direction]["mb_per_s"]
                                  / summary["PLAINTEXT"][direction]["mb_per_s"], 3)
                 for direction in ("produce", "fetch")},
-            "ssl_only_mb_per_s": round(statistics.median(
-                ssl_only(tls, os.urandom(size), args.seconds) for _ in range(3)), 1),
+            "ssl_only_mb_per_s": round(ssl_rate, 1),
+            # Plaintext's time per MB plus ssl's: the rate TLS would have if it cost what
+            # Python's ssl costs and nothing more.
+            "tls_over_expected": {
+                direction: round(summary["SSL"][direction]["mb_per_s"] * (
+                    1 / summary["PLAINTEXT"][direction]["mb_per_s"] + 1 / ssl_rate), 3)
+                for direction in ("produce", "fetch")},
         }, indent=2))
     finally:
         for server, pipe in servers:
