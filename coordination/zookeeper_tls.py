@@ -30,6 +30,8 @@ CLIENT_ENABLE_ENV = "RAFKA_ZOOKEEPER_SSL_CLIENT_ENABLE"
 KEYSTORE_ENV = "RAFKA_ZOOKEEPER_SSL_KEYSTORE_LOCATION"
 TRUSTSTORE_ENV = "RAFKA_ZOOKEEPER_SSL_TRUSTSTORE_LOCATION"
 KEY_PASSWORD_ENV = "RAFKA_ZOOKEEPER_SSL_KEY_PASSWORD"
+# The key forms ZooKeeper's PEM reader takes.
+PKCS8_KEYS = ("PRIVATE KEY", "ENCRYPTED PRIVATE KEY")
 # The server's: Netty serves the secure port (the default NIO factory cannot).
 NETTY_FACTORY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
 
@@ -45,7 +47,14 @@ class ZooKeeperTls(PemFiles):
                 "keyfile_password": self.key_password}
 
     def server_settings(self, secure_port: int, host: str) -> dict[str, object]:
-        """zoo.cfg's lines for a `secureClientPort` on `host`, mutual TLS from PEM files."""
+        """zoo.cfg's lines for a `secureClientPort` on `host`, mutual TLS from PEM files.
+        ZooKeeperTlsConfigError for a key ZooKeeper cannot read: it would start, then close
+        every connection to that port."""
+        text = Path(self.certificate_chain).read_text(errors="replace")
+        if not any(f"-----BEGIN {kind}-----" in text for kind in PKCS8_KEYS):
+            raise ZooKeeperTlsConfigError(
+                f"{self.certificate_chain}: ZooKeeper reads a PKCS#8 key only (BEGIN PRIVATE "
+                "KEY, what OpenSSL 3 writes); convert it with `openssl pkcs8 -topk8 -nocrypt`")
         settings: dict[str, object] = {
             "secureClientPort": secure_port,
             "secureClientPortAddress": host,

@@ -57,6 +57,16 @@ def test_the_environment_asks_for_tls_with_both_files(files: ZooKeeperTls) -> No
     assert settings["ssl.keyStore.type"] == settings["ssl.trustStore.type"] == "PEM"
 
 
+def test_a_key_zookeeper_cannot_read_stops_the_server_at_start(
+        files: ZooKeeperTls, tmp_path: Path) -> None:
+    traditional = tmp_path / "traditional.pem"
+    traditional.write_text(Path(files.certificate_chain).read_text()
+                           .replace("BEGIN PRIVATE KEY", "BEGIN EC PRIVATE KEY")
+                           .replace("END PRIVATE KEY", "END EC PRIVATE KEY"))
+    with pytest.raises(ZooKeeperTlsConfigError, match="PKCS#8"):
+        ZooKeeperTls(str(traditional), files.ca_bundle).server_settings(2182, "127.0.0.1")
+
+
 def refused(client: KazooClient) -> bool:
     try:
         client.start(timeout=5)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import trustme
+from cryptography.hazmat.primitives import serialization
 
 from rafka.common.tls import PemFiles
 
@@ -16,9 +17,14 @@ def cluster_files(folder: Path) -> tuple[PemFiles, PemFiles]:
     for name in ("node", "stranger"):
         ca = trustme.CA()
         (folder / f"{name}-ca.pem").write_bytes(ca.cert_pem.bytes())
-        # A name no node is reached by: the cluster's links check none.
+        # A name no node is reached by: the cluster's links check none. The key as PKCS#8,
+        # the one form ZooKeeper's PEM reader takes.
+        leaf = ca.issue_cert("rafka-node")
+        key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
         (folder / f"{name}.pem").write_bytes(
-            ca.issue_cert("rafka-node").private_key_and_cert_chain_pem.bytes())
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption())
+            + b"".join(pem.bytes() for pem in leaf.cert_chain_pems))
         made.append(PemFiles(str(folder / f"{name}.pem"), str(folder / f"{name}-ca.pem")))
     return made[0], made[1]
 
