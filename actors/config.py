@@ -205,6 +205,14 @@ class BrokerConfig:
     ssl_handshake_timeout_ms: int = setting(
         "ssl.handshake.timeout.ms", Type.INT, 10_000, minimum=1,
         doc="How long an SSL listener waits for a client's TLS handshake.")
+    # Kafka's name for how brokers talk to each other; here, what the replica hosts' data ports
+    # speak to every client of theirs (actors/dataport/tls.py). SSL is mutual TLS from the
+    # broker's ssl.keystore.location and ssl.truststore.location (not a listener's own).
+    security_inter_broker_protocol: str = setting(
+        "security.inter.broker.protocol", Type.STRING, "PLAINTEXT",
+        choices=("PLAINTEXT", "SSL"),
+        doc="What the replica hosts' data ports speak: PLAINTEXT, or SSL (mutual TLS with "
+            "ssl.keystore.location and ssl.truststore.location, on every node).")
     # The largest request a Kafka client may send; a larger frame closes its connection.
     socket_request_max_bytes: int = setting(
         "socket.request.max.bytes", Type.INT, 104_857_600, minimum=0,
@@ -280,6 +288,13 @@ class BrokerConfig:
                 f"socket.request.max.bytes={self.socket_request_max_bytes}: raise it, or set "
                 "-1 for no bound")
         self._check_listeners()
+        if self.security_inter_broker_protocol == "SSL" and not (
+                self.ssl_keystore_location and self.ssl_truststore_location):
+            raise InvalidConfigError(
+                "security.inter.broker.protocol=SSL needs ssl.keystore.location and "
+                "ssl.truststore.location: the data ports and their clients use the broker's "
+                "certificate chain and key and the cluster's CA bundle, PEM files at the same "
+                "paths on every node")
 
     def _check_listeners(self) -> None:
         """Kafka's rules across the listener settings: every listener's name in the protocol

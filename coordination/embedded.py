@@ -35,6 +35,7 @@ from rafka.coordination.errors import (
     ZooKeeperServerError,
     ZooKeeperStartError,
 )
+from rafka.coordination.zookeeper_tls import ZooKeeperTls
 
 _HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
 _CHROOT = re.compile(r"^(/[A-Za-z0-9._\-]+)+$")
@@ -222,6 +223,8 @@ class EmbeddedZooKeeper:
         start_timeout_s: float = 60.0,
         die_with_parent: bool = True,
         new_session: bool = False,
+        tls: ZooKeeperTls | None = None,
+        secure_port: int | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.host = host
@@ -237,6 +240,14 @@ class EmbeddedZooKeeper:
         # A server that outlives its starter (`rafka up`) runs in a session of its own, so that
         # Ctrl-C or a hang-up aimed at the starter's terminal does not reach the JVM.
         self.new_session = new_session
+        # With `tls`, a secureClientPort beside the client port (`rafka.coordination.
+        # zookeeper_tls`): `secure_port`, or a free one. The client port stays, for the
+        # four-letter words that tell whether the server serves: bind it to 127.0.0.1 where
+        # only the secure port may be reached from elsewhere.
+        self.tls = tls
+        self.secure_host = host
+        self.requested_secure_port = secure_port
+        self.secure_port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -252,6 +263,13 @@ class EmbeddedZooKeeper:
         if self.port is None:
             raise ZooKeeperStartError(f"{self.label} is not started")
         return ZooKeeperAddress(((self.host, self.port),))
+
+    @property
+    def secure_address(self) -> ZooKeeperAddress:
+        """Where clients connect over TLS (a server started with `tls`)."""
+        if self.secure_port is None:
+            raise ZooKeeperStartError(f"{self.label} serves no secure client port")
+        return ZooKeeperAddress(((self.secure_host, self.secure_port),))
 
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
@@ -344,10 +362,15 @@ class EmbeddedZooKeeper:
         return self._process.pid
 
     def _write_config(self, port: int) -> Path:
+        if self.tls is not None and self.secure_port is None:
+            self.secure_port = self.requested_secure_port or free_port(self.secure_host)
         (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "log4j2.properties").write_text(_LOG4J2)
         path = self.data_dir / "zoo.cfg"
-        path.write_text(render_config(self._config(port)))
+        settings = self._config(port)
+        if self.tls is not None and self.secure_port is not None:
+            settings.update(self.tls.server_settings(self.secure_port, self.secure_host))
+        path.write_text(render_config(settings))
         return path
 
     def _config(self, port: int) -> dict[str, object]:

@@ -374,8 +374,9 @@ class EnsembleMember(EmbeddedZooKeeper):
     >>> str(member.address)              # zk1:2181,zk2:2181,zk3:2181: what clients connect to
 
     `host` is the address its client port binds (default: its own server's client address;
-    "0.0.0.0" for every interface). The quorum and election ports bind its server's host, which
-    must be an address of this machine. Everything else is `EmbeddedZooKeeper`'s.
+    "0.0.0.0" for every interface); a secure client port (`tls`) binds the server's address.
+    The quorum and election ports bind its server's host, which must be an address of this
+    machine. Everything else is `EmbeddedZooKeeper`'s.
     """
 
     main_class = QUORUM_MAIN
@@ -404,6 +405,9 @@ class EnsembleMember(EmbeddedZooKeeper):
         bind = host or self.server.client_host or self.server.host
         super().__init__(data_dir, port=self.server.client_port, host=bind.strip("[]"),
                          tick_time_ms=tick_time_ms, **options)  # type: ignore[arg-type]
+        # A secure client port is where other machines reach this member, whatever address
+        # the plaintext one binds (127.0.0.1, where only the secure one may be reached).
+        self.secure_host = (self.server.client_host or self.server.host).strip("[]")
         member_settings(ensemble, my_id, init_limit=init_limit, sync_limit=sync_limit)  # checks
 
     @property

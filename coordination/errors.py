@@ -41,6 +41,11 @@ class ZooKeeperAuthError(CoordinationError):
     client has no credentials, or not the cluster's."""
 
 
+class ZooKeeperTlsConfigError(CoordinationError, ValueError):
+    """The environment asks for TLS to ZooKeeper without the files it needs
+    (`rafka.coordination.zookeeper_tls`)."""
+
+
 class CredentialsFileError(CoordinationError, ValueError):
     """A ZooKeeper credentials file that cannot be used: missing, open to other users, empty or
     not `user:password`."""

@@ -73,6 +73,7 @@ from rafka.coordination.security import (
     cluster_acl,
 )
 from rafka.coordination.serial import SerialExecutor
+from rafka.coordination.zookeeper_tls import client_tls
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +191,9 @@ class ClusterStore:
         self.credentials = as_credentials(credentials)
         self.acl_policy = AclPolicy(acl_policy)
         self.acl = cluster_acl(self.credentials, self.acl_policy)
+        # Over TLS when this process's environment says so (Kafka's zookeeper.ssl.*).
+        tls = client_tls()
+        self._tls_options = tls.kazoo_options() if tls else {}
         self._client: KazooClient | None = None
         self._lock = threading.Lock()
         self._listeners: list[SessionListener] = []
@@ -222,6 +226,7 @@ class ClusterStore:
             ),
             auth_data=self.credentials.auth_data if self.credentials else None,
             default_acl=self.acl,
+            **self._tls_options,
         )
         client.add_listener(self._on_kazoo_state)
         self._client = client
@@ -289,6 +294,7 @@ class ClusterStore:
             hosts=self.base_address.servers,
             timeout=self.requested_session_timeout_ms / 1000,
             auth_data=self.credentials.auth_data if self.credentials else None,
+            **self._tls_options,
         )
         try:
             bootstrap.start(timeout=self.connect_timeout_s)

@@ -2,7 +2,8 @@
 listener's to the hosts of its broker (`HostConnections`) and a follower host's to each of its
 leader hosts (`LeaderConnection`). Both open a connection the same way (`open_connection`:
 the host's address and token from an actor call, the hello first) and read an answer the same
-way (`read_frame`, which the port reads its requests with too, in `server`)."""
+way (`read_frame`, which the port reads its requests with too, in `server`). Over TLS when the
+host says its port speaks it (`rafka.actors.dataport.tls`)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,23 @@ from typing import Any
 
 from rafka.actors.dataport import frames
 from rafka.actors.dataport.server import no_delay, read_frame
+from rafka.actors.dataport.tls import DataPortTls, client_context
 from rafka.actors.messages import ErrorReply, ReplicaFetchResponse
 from rafka.common.errors import RafkaError
 from rafka.common.waiting import wait_within
 
+DataPortAddress = tuple[str, int, bytes, DataPortTls | None]
 
-async def open_connection(address: tuple[str, int, bytes], connect_timeout_s: float,
+
+async def open_connection(address: DataPortAddress, connect_timeout_s: float,
                           ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A connection to the data port at `address` (a host's `data_port_address`), the hello
-    written (it goes out with the first request)."""
-    name, port, token = address
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(name, port),
-                                            connect_timeout_s)
+    written (it goes out with the first request); the TLS handshake, if any, counts against
+    the connect timeout."""
+    name, port, token, tls = address
+    connecting = (asyncio.open_connection(name, port) if tls is None else
+                  asyncio.open_connection(name, port, ssl=client_context(tls)))
+    reader, writer = await asyncio.wait_for(connecting, connect_timeout_s)
     no_delay(writer)
     writer.write(frames.hello(token))
     return reader, writer
@@ -47,7 +53,7 @@ class HostConnections:
         self.max_answer_bytes = max_answer_bytes
         self.max_idle_per_host = max_idle_per_host
         self._idle: dict[Any, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
-        self._addresses: dict[Any, tuple[str, int, bytes]] = {}
+        self._addresses: dict[Any, DataPortAddress] = {}
         self._closed = False
         # Requests answered over a data port, for the listener's stats.
         self.answered = 0

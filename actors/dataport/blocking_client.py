@@ -34,7 +34,9 @@ import ray
 
 from rafka.actors.dataport import frames
 from rafka.actors.dataport.frames import FrameError, FrameReader
+from rafka.actors.dataport.tls import TlsSession, client_context
 from rafka.actors.errors import RafkaError
+from rafka.common.config import InvalidConfigError
 
 # An answer carries at most what was asked (fetch.max.bytes), and one batch beyond it per
 # partition.
@@ -58,7 +60,9 @@ class _Connection:
     listens (`lookup`, an actor call's reference), then a non-blocking connect is watched for
     writability, and the hello and the request go out as the socket takes them (`outgoing`).
     `wait` drives all of it, so a host that cannot answer (its node cut off, or Ray unable to
-    confirm it dead) holds only the requests sent to it.
+    confirm it dead) holds only the requests sent to it. Over TLS (the host says whether), the
+    plaintext goes through `tls` and what the socket takes is `sealed`: the handshake runs
+    inside `wait` too.
     """
 
     def __init__(self, name: str, max_answer_bytes: int) -> None:
@@ -67,6 +71,8 @@ class _Connection:
         self.lookup: Any = None
         self.connected = False
         self.outgoing = bytearray()
+        self.tls: TlsSession | None = None
+        self.sealed = bytearray()
         self.reader = FrameReader(max_answer_bytes)
         self.method = ""
         self.deadline = float("inf")
@@ -79,6 +85,8 @@ class _Connection:
     def close(self) -> None:
         self.lookup = None
         self.outgoing.clear()
+        self.tls = None
+        self.sealed.clear()
         if self.sock is not None:
             self.sock.close()
             self.sock = None
@@ -180,8 +188,10 @@ class TcpCalls:
                 waiting.append(connection)
                 continue
             try:
-                address, port, token = ray.get(connection.lookup)
+                address, port, token, tls = ray.get(connection.lookup)
                 connection.lookup = None
+                if tls is not None:
+                    connection.tls = TlsSession(client_context(tls))
                 sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET,
                                      socket.SOCK_STREAM)
                 connection.sock = sock
@@ -192,7 +202,7 @@ class TcpCalls:
                 if error not in (0, errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
                     raise OSError(error, os.strerror(error))
                 self._watch(connection, selectors.EVENT_WRITE)
-            except (OSError, ray.exceptions.RayError) as error:
+            except (OSError, ray.exceptions.RayError, InvalidConfigError) as error:
                 self._fail(connection, error)
         self._looking_up = waiting
 
@@ -208,15 +218,21 @@ class TcpCalls:
                 if error:
                     raise OSError(error, os.strerror(error))
                 connection.connected = True
-            sent = sock.send(connection.outgoing)
-            del connection.outgoing[:sent]
+            wire = connection.outgoing
+            if connection.tls is not None:
+                connection.tls.send(wire)
+                wire.clear()
+                wire = connection.sealed
+                wire += connection.tls.outgoing()
+            sent = sock.send(wire)
+            del wire[:sent]
         except BlockingIOError:
             pass
         except OSError as error:
             self._fail(connection, error)
             return
         events = selectors.EVENT_READ
-        if connection.outgoing:
+        if connection.outgoing or connection.sealed:
             events |= selectors.EVENT_WRITE
         self._watch(connection, events)
 
@@ -243,6 +259,12 @@ class TcpCalls:
             data = connection.sock.recv(READ_CHUNK_BYTES)
             if not data:
                 raise ConnectionResetError("the host closed the connection")
+            if connection.tls is not None:
+                data = connection.tls.receive(data)
+                if connection.tls.has_outgoing():  # the handshake's, or the request held for it
+                    self._write(connection)
+                    if connection.sock is None:
+                        return  # the write failed
             bodies = connection.reader.feed(data)
             if bodies:
                 connection.answer = frames.ANSWER_READERS[connection.method](bodies[0])
@@ -297,8 +319,9 @@ class TcpCalls:
 
 
 def _as_host_error(error: BaseException) -> BaseException:
-    """Ray's own errors as they are (the clients know them); the rest as retriable."""
-    if isinstance(error, ray.exceptions.RayError | HostConnectionError):
+    """Ray's own errors as they are (the clients know them), and TLS files that cannot be
+    loaded (no retry mends them); the rest as retriable."""
+    if isinstance(error, ray.exceptions.RayError | HostConnectionError | InvalidConfigError):
         return error
     failed = HostConnectionError(f"a request over the host's data port failed: {error!r}")
     failed.__cause__ = error

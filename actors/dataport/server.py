@@ -13,6 +13,10 @@ answer back as soon as it is ready. Frames and their checks are in
 `rafka.actors.dataport.frames`. A connection that opens with a wrong token, or sends anything
 that is not a request, is closed; nothing it sent is acted on.
 
+With `security.inter.broker.protocol=SSL` the port speaks mutual TLS (`rafka.actors.dataport.tls`):
+a client without a certificate the cluster's CA signed fails its handshake before it can say a
+word, and one with it still opens with the token.
+
 Where the network fails silently (a cut, a paused host), a follower waits for a fetch's answer at
 most `replica.socket.timeout.ms` beyond the fetch's own wait, then drops the connection and
 makes another: no fetch waits on a dead connection for longer.
@@ -40,11 +44,12 @@ from rafka.actors.dataport.frames import (
     ProduceRequest,
     ReplicaFetchRequest,
 )
+from rafka.actors.dataport.tls import DataPortTls, server_context
 from rafka.actors.messages import CommittedOffsets, ErrorReply, ReplicaFetchResponse
 
 log = logging.getLogger(__name__)
 
-# How long a new connection has to say who it is.
+# How long a new connection has to say who it is (and, over TLS, to finish its handshake).
 HELLO_TIMEOUT_S = 10.0
 
 
@@ -66,7 +71,8 @@ def no_delay(writer: asyncio.StreamWriter) -> None:
 class DataPort:
     """Serves a host's `produce`, `produce_kafka`, `replica_fetch`, `fetch`, `fetch_kafka`,
     `list_offsets` and `fetch_offsets` on `host`, any free port; a request may be
-    `max_request_bytes` long (the broker's socket.request.max.bytes)."""
+    `max_request_bytes` long (the broker's socket.request.max.bytes); with `tls`, over
+    mutual TLS."""
 
     def __init__(self, host: str, max_request_bytes: int, *,
                  produce: Callable[..., Awaitable[list[Any]]],
@@ -75,8 +81,10 @@ class DataPort:
                  fetch: Callable[..., Awaitable[list[Any]]],
                  fetch_kafka: Callable[..., Awaitable[list[Any]]],
                  list_offsets: Callable[..., Awaitable[list[Any]]],
-                 fetch_offsets: Callable[..., Awaitable[CommittedOffsets | ErrorReply]]) -> None:
+                 fetch_offsets: Callable[..., Awaitable[CommittedOffsets | ErrorReply]],
+                 tls: DataPortTls | None = None) -> None:
         self.host = host
+        self.tls = tls
         self.max_request_bytes = max_request_bytes
         self._methods: dict[type, Callable[..., Awaitable[Any]]] = {
             ProduceRequest: produce, KafkaProduceRequest: produce_kafka,
@@ -88,13 +96,19 @@ class DataPort:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.StreamWriter] = set()
 
-    async def start(self) -> tuple[str, int, bytes]:
-        """Listening, if not yet: where, and the token a connection must open with."""
+    async def start(self) -> tuple[str, int, bytes, DataPortTls | None]:
+        """Listening, if not yet: where, the token a connection must open with, and the TLS
+        it must speak (None: none)."""
         if self._server is None:
-            self._server = await asyncio.start_server(self._serve, self.host, 0)
+            if self.tls is None:
+                self._server = await asyncio.start_server(self._serve, self.host, 0)
+            else:
+                self._server = await asyncio.start_server(
+                    self._serve, self.host, 0, ssl=server_context(self.tls),
+                    ssl_handshake_timeout=HELLO_TIMEOUT_S)
             self.port = self._server.sockets[0].getsockname()[1]
         assert self.port is not None, "the port is known once the server listens"
-        return self.host, self.port, self.token
+        return self.host, self.port, self.token, self.tls
 
     async def close(self) -> None:
         if self._server is not None:

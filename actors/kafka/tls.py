@@ -13,6 +13,7 @@ import ssl
 
 from rafka.actors.config import BrokerConfig
 from rafka.common.config import InvalidConfigError
+from rafka.common.tls import load_ca_bundle, load_certificate_chain
 
 _VERIFY_MODES = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
                  "required": ssl.CERT_REQUIRED}
@@ -29,24 +30,11 @@ def server_ssl_context(config: BrokerConfig) -> ssl.SSLContext:
     versions = sorted((_VERSIONS[name] for name in config.ssl_enabled_protocols.split(",")),
                       key=lambda version: version.value)
     context.minimum_version, context.maximum_version = versions[0], versions[-1]
-    try:
-        context.load_cert_chain(config.ssl_keystore_location, password=config.ssl_key_password)
-    except (OSError, ssl.SSLError) as error:
-        raise InvalidConfigError(
-            "ssl.keystore.location", config.ssl_keystore_location,
-            f"not a readable PEM file of a certificate chain and its private key ({error}); "
-            "if the key is encrypted, set ssl.key.password") from None
+    load_certificate_chain(context, "ssl.keystore.location", config.ssl_keystore_location,
+                           config.ssl_key_password)
     context.verify_mode = _VERIFY_MODES[config.ssl_client_auth]
     if context.verify_mode != ssl.CERT_NONE:
-        try:
-            if config.ssl_truststore_location:
-                context.load_verify_locations(cafile=config.ssl_truststore_location)
-            else:
-                context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
-        except (OSError, ssl.SSLError) as error:
-            raise InvalidConfigError(
-                "ssl.truststore.location", config.ssl_truststore_location,
-                f"not a readable PEM bundle of CA certificates ({error})") from None
+        load_ca_bundle(context, "ssl.truststore.location", config.ssl_truststore_location)
     if config.ssl_cipher_suites:
         try:
             context.set_ciphers(config.ssl_cipher_suites)

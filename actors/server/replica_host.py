@@ -36,6 +36,7 @@ import ray
 from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
 from rafka.actors.dataport.server import DataPort
+from rafka.actors.dataport.tls import DataPortTls, data_port_tls
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.logs import log_actor_lines
 from rafka.actors.messages import (
@@ -168,7 +169,9 @@ class ReplicaHost:
             replica_fetch=own.replica_fetch.__get__(self), fetch=own.fetch.__get__(self),
             fetch_kafka=own.fetch_kafka.__get__(self),
             list_offsets=own.list_offsets.__get__(self),
-            fetch_offsets=own.fetch_offsets.__get__(self))
+            fetch_offsets=own.fetch_offsets.__get__(self), tls=data_port_tls(
+                self.config.security_inter_broker_protocol, self.config.ssl_keystore_location,
+                self.config.ssl_truststore_location, self.config.ssl_key_password))
         self._handles = ActorHandles(namespace)
         self.fetchers = ReplicaFetcherManager(broker_id, self.config, self._handles.get,
                                               self._handles.forget_if_dead)
@@ -409,9 +412,10 @@ class ReplicaHost:
         return ReplicaFetchResponse([ReplicaFetchAnswer(tp.topic, tp.partition, offset, reply)
                                      for tp, (offset, reply) in answers.items()])
 
-    async def data_port_address(self) -> tuple[str, int, bytes]:
-        """Where this host answers produce and fetch requests over TCP (its data port), and
-        the token a connection must open with (only callers of this actor learn it)."""
+    async def data_port_address(self) -> tuple[str, int, bytes, DataPortTls | None]:
+        """Where this host answers produce and fetch requests over TCP (its data port), the
+        token a connection must open with (only callers of this actor learn it), and the TLS
+        it speaks (None: none)."""
         return await self._data_port.start()
 
     async def wake_session(self, follower_id: int, session_id: int) -> None:

@@ -52,13 +52,23 @@ from rafka.coordination.ensemble import (
     serving,
     validate_server_id,
 )
-from rafka.coordination.errors import InvalidZooKeeperAddressError, ZooKeeperStartError
+from rafka.coordination.errors import (
+    InvalidZooKeeperAddressError,
+    ZooKeeperStartError,
+    ZooKeeperTlsConfigError,
+)
 from rafka.coordination.security import (
     CREDENTIALS_FILE_ENV,
     DEFAULT_USER,
     generate_credentials,
     load_credentials_file,
     write_credentials_file,
+)
+from rafka.coordination.zookeeper_tls import (
+    CLIENT_ENABLE_ENV,
+    KEYSTORE_ENV,
+    TRUSTSTORE_ENV,
+    server_tls,
 )
 
 MEMBER_DIR = "zookeeper-member"
@@ -91,6 +101,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     start.add_argument("--host", metavar="ADDRESS",
                        help="the address this member's client port binds (default: its host in "
                             "--servers; 0.0.0.0 for every interface)")
+    start.add_argument("--secure-client-port", type=int, metavar="PORT",
+                       help="also serve clients over mutual TLS on this port, at the member's "
+                            "address in --servers, from the PEM files of "
+                            f"{KEYSTORE_ENV} and {TRUSTSTORE_ENV} (docs/security.md)")
     _add_data_dir(start)
     start.add_argument("--tick-time-ms", type=int, default=DEFAULT_TICK_TIME_MS,
                        help=f"ZooKeeper's tickTime (default {DEFAULT_TICK_TIME_MS})")
@@ -167,6 +181,12 @@ def _start(args: argparse.Namespace) -> int:
         raise CliError(f"a ZooKeeper member is running from {data_dir} already (pid {pid}): "
                        f"stop it with `rafka zookeeper stop --data-dir {data_dir}`, or give "
                        f"this one another --data-dir")
+    tls = None
+    if args.secure_client_port is not None:
+        try:
+            tls = server_tls()
+        except ZooKeeperTlsConfigError as error:
+            raise CliError(str(error), EXIT_USAGE) from None
     find_java()
     pyspark_jars()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -174,7 +194,8 @@ def _start(args: argparse.Namespace) -> int:
     member = EnsembleMember(data_dir, ensemble, server.id, host=args.host,
                             tick_time_ms=args.tick_time_ms, init_limit=args.init_limit,
                             sync_limit=args.sync_limit, heap_mb=args.heap_mb,
-                            die_with_parent=False, new_session=True)
+                            die_with_parent=False, new_session=True,
+                            tls=tls, secure_port=args.secure_client_port)
     wait_with_spinner(f"starting ZooKeeper member {server.id}",
                       lambda: member.start(wait_for_quorum=False), announce=True)
     member.detach()
@@ -197,6 +218,8 @@ def _start(args: argparse.Namespace) -> int:
         + (mode if mode in QUORUM_MODES else
            f"waiting for a quorum ({ensemble.majority} of {len(ensemble.servers)} members up)"),
         f"  connect string  {ensemble.connect_string}   (rafka up --zk ...)",
+        *([f"  over TLS        {member.secure_address} (every member's secure port in the "
+           f"connect string, and {CLIENT_ENABLE_ENV}=true)"] if tls else []),
         f"  data dir        {data_dir}",
         f"stop it with: rafka zookeeper stop --data-dir {data_dir}",
     ]

@@ -131,7 +131,7 @@ def test_a_stranger_on_the_data_port_learns_nothing_and_moves_nothing(
     cluster = start_cluster(3)
     cluster.create_topic("guarded", partitions=1, replication_factor=3)
     leader, *followers = replicas_of(cluster, "guarded", 0)
-    host, port, token = ray.get(leader.host.data_port_address.remote(), timeout=30)
+    host, port, token, _tls = ray.get(leader.host.data_port_address.remote(), timeout=30)
     epoch = leader.describe()["leader_epoch"]
     # What a stranger would send to move the high watermark: each follower's fetch, at the
     # leader's log end, at the right epoch.
@@ -174,7 +174,7 @@ def test_a_follower_that_hears_nothing_from_its_leader_connects_again(start_clus
     cluster = start_cluster(2, broker_config={"replica.socket.timeout.ms": 1000})
     cluster.create_topic("silent", partitions=1, replication_factor=2)
     leader, follower = replicas_of(cluster, "silent", 0)
-    _host, port, _token = ray.get(leader.host.data_port_address.remote(), timeout=30)
+    _host, port, _token, _tls = ray.get(leader.host.data_port_address.remote(), timeout=30)
     follower_pid = follower.pid()
     first = wait_until(lambda: connections_to(follower_pid, port), 30,
                        "the follower's connection to its leader")
@@ -195,7 +195,7 @@ def test_a_consumer_that_hears_nothing_from_a_host_connects_again(start_cluster)
     cluster = start_cluster(1)
     cluster.create_topic("quiet", partitions=1, replication_factor=1)
     leader = ReplicaOnHost(cluster, "quiet", 0)
-    _host, port, _token = ray.get(leader.host.data_port_address.remote(), timeout=30)
+    _host, port, _token, _tls = ray.get(leader.host.data_port_address.remote(), timeout=30)
     with cluster.producer(acks="all") as producer:  # its connection goes with it
         producer.send("quiet", value=b"before").result(timeout=30)
     consumer = cluster.consumer(["quiet"], auto_offset_reset="earliest", request_timeout_ms=1000,
@@ -219,7 +219,7 @@ def test_a_producer_that_hears_nothing_from_its_leader_retries_on_a_new_connecti
     cluster = start_cluster(1)
     cluster.create_topic("hushed", partitions=1, replication_factor=1)
     leader = ReplicaOnHost(cluster, "hushed", 0)
-    _host, port, _token = ray.get(leader.host.data_port_address.remote(), timeout=30)
+    _host, port, _token, _tls = ray.get(leader.host.data_port_address.remote(), timeout=30)
     producer = cluster.producer(acks="all", request_timeout_ms=1000, transport="tcp")
     producer.send("hushed", value=b"first").result(timeout=30)
     me = psutil.Process().pid
