@@ -221,3 +221,74 @@ CLIENT_THROTTLES_FROM: Mapping[str, int] = {
 def client_throttles_itself(api_name: str, version: int) -> bool:
     """Whether a client of `api_name` at `version` waits out throttle_time_ms by itself."""
     return version >= CLIENT_THROTTLES_FROM.get(api_name, 0)
+
+
+class QuotaRequestError(ValueError):
+    """An AlterClientQuotas or DescribeClientQuotas entry that asks what Kafka refuses
+    (INVALID_REQUEST): an unknown entity type or key, a type named twice, a bad value."""
+
+
+# DescribeClientQuotas' match types.
+MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+# The keys Kafka holds as whole numbers (LONG configs); request_percentage is a DOUBLE.
+_WHOLE_KEYS = frozenset((PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE))
+
+
+def entity_from_components(components: list[tuple[str, str | None]]) -> QuotaEntity:
+    """The entity of a request's (entity_type, entity_name) pairs, a null name meaning the
+    default of that type."""
+    names: dict[str, str] = {}
+    for kind, name in components:
+        if kind not in (USER, CLIENT_ID):
+            raise QuotaRequestError(f"unknown quota entity type {kind!r} (rafka keeps "
+                                    f"{USER!r} and {CLIENT_ID!r})")
+        if kind in names:
+            raise QuotaRequestError(f"entity type {kind!r} given twice")
+        if name == DEFAULT:
+            raise QuotaRequestError(f"{name!r} is the default's name: send a null name")
+        names[kind] = DEFAULT if name is None else name
+    if not names:
+        raise QuotaRequestError("an entity needs a user, a client id or both")
+    return QuotaEntity(names.get(USER), names.get(CLIENT_ID))
+
+
+def entity_components(entity: QuotaEntity) -> list[tuple[str, str | None]]:
+    """`entity` as a response's (entity_type, entity_name) pairs: null for a default."""
+    return [(kind, None if name == DEFAULT else name)
+            for kind, name in ((USER, entity.user), (CLIENT_ID, entity.client_id))
+            if name is not None]
+
+
+def quota_value(key: str, value: float) -> float:
+    """`value` for `key` as it is stored, refusing an unknown key or a value Kafka would."""
+    if key not in QUOTA_KEYS:
+        raise QuotaRequestError(f"unknown quota key {key!r} (rafka keeps {', '.join(QUOTA_KEYS)})")
+    if not value > 0 or math.isinf(value):
+        raise QuotaRequestError(f"{key} must be a positive number, not {value}")
+    if key in _WHOLE_KEYS and value != int(value):
+        raise QuotaRequestError(f"{key} must be a whole number of bytes, not {value}")
+    return value
+
+
+def matches_filter(entity: QuotaEntity, components: list[tuple[str, int, str | None]],
+                   strict: bool) -> bool:
+    """Whether `entity` is one DescribeClientQuotas asked for: each (entity_type, match_type,
+    match) filter holds (an exact name, the default, or any name, the default's too), and with
+    `strict` the entity has no other type."""
+    names = {USER: entity.user, CLIENT_ID: entity.client_id}
+    for kind, match_type, match in components:
+        if kind not in names:
+            raise QuotaRequestError(f"unknown quota entity type {kind!r}")
+        name = names.pop(kind)
+        if match_type == MATCH_EXACT:
+            if match is None or name != match:
+                return False
+        elif match_type == MATCH_DEFAULT:
+            if name != DEFAULT:
+                return False
+        elif match_type == MATCH_SPECIFIED:
+            if name is None:
+                return False
+        else:
+            raise QuotaRequestError(f"unknown match type {match_type}")
+    return not strict or all(name is None for name in names.values())

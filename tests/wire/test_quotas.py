@@ -6,16 +6,26 @@ from __future__ import annotations
 import pytest
 
 from rafka.wire.quotas import (
+    CLIENT_ID,
     CONSUMER_BYTE_RATE,
     DEFAULT,
+    MATCH_DEFAULT,
+    MATCH_EXACT,
+    MATCH_SPECIFIED,
     MATCHING_ORDER,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
+    USER,
     ClientQuotaManager,
     QuotaEntity,
+    QuotaRequestError,
     SampledRate,
     client_throttles_itself,
+    entity_components,
+    entity_from_components,
+    matches_filter,
     quota_for,
+    quota_value,
     throttle_time_ms,
 )
 
@@ -123,3 +133,36 @@ def test_clients_throttle_themselves_from_kip_219s_versions() -> None:
     assert not client_throttles_itself("Fetch", 7)
     assert client_throttles_itself("Fetch", 8)
     assert client_throttles_itself("DescribeClientQuotas", 0)
+
+
+def test_an_entity_is_read_from_and_written_to_components() -> None:
+    entity = entity_from_components([(CLIENT_ID, "app"), (USER, None)])
+    assert entity == QuotaEntity(DEFAULT, "app")
+    assert entity_components(entity) == [(USER, None), (CLIENT_ID, "app")]
+    for wrong in ([], [("ip", "1.2.3.4")], [(USER, "a"), (USER, "b")], [(USER, DEFAULT)]):
+        with pytest.raises(QuotaRequestError):
+            entity_from_components(wrong)
+
+
+def test_quota_values_are_kafkas() -> None:
+    assert quota_value(PRODUCER_BYTE_RATE, 1024.0) == 1024.0
+    assert quota_value(REQUEST_PERCENTAGE, 12.5) == 12.5
+    for key, value in ((PRODUCER_BYTE_RATE, 10.5), (CONSUMER_BYTE_RATE, 0), ("x", 1.0),
+                       (REQUEST_PERCENTAGE, -1.0)):
+        with pytest.raises(QuotaRequestError):
+            quota_value(key, value)
+
+
+def test_describe_filters_match_as_kafkas_do() -> None:
+    pair = QuotaEntity("alice", "app")
+    user = QuotaEntity("alice", None)
+    default = QuotaEntity(DEFAULT, None)
+    assert matches_filter(pair, [(USER, MATCH_EXACT, "alice")], strict=False)
+    assert not matches_filter(pair, [(USER, MATCH_EXACT, "alice")], strict=True)
+    assert matches_filter(user, [(USER, MATCH_EXACT, "alice")], strict=True)
+    assert matches_filter(default, [(USER, MATCH_DEFAULT, None)], strict=True)
+    assert not matches_filter(user, [(USER, MATCH_DEFAULT, None)], strict=False)
+    assert matches_filter(default, [(USER, MATCH_SPECIFIED, None)], strict=False)
+    assert not matches_filter(pair, [(CLIENT_ID, MATCH_SPECIFIED, None),
+                                     (USER, MATCH_EXACT, "bob")], strict=False)
+    assert matches_filter(pair, [], strict=False) and not matches_filter(pair, [], strict=True)
