@@ -25,8 +25,7 @@ REQUEST_PERCENTAGE = "request_percentage"
 QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
 
 # The entity types as DescribeClientQuotas and AlterClientQuotas name them.
-USER = "user"
-CLIENT_ID = "client-id"
+USER, CLIENT_ID = "user", "client-id"
 # Kafka's name of the default entity of a kind, in ZooKeeper and in memory alike (a real name
 # is sanitized in ZooKeeper, so none clashes with it there).
 DEFAULT = "<default>"
@@ -246,6 +245,8 @@ def entity_from_components(components: list[tuple[str, str | None]]) -> QuotaEnt
             raise QuotaRequestError(f"entity type {kind!r} given twice")
         if name == DEFAULT:
             raise QuotaRequestError(f"{name!r} is the default's name: send a null name")
+        if name == "":
+            raise QuotaRequestError(f"an empty {kind} names no entity")
         names[kind] = DEFAULT if name is None else name
     if not names:
         raise QuotaRequestError("an entity needs a user, a client id or both")

@@ -139,7 +139,8 @@ def test_an_entity_is_read_from_and_written_to_components() -> None:
     entity = entity_from_components([(CLIENT_ID, "app"), (USER, None)])
     assert entity == QuotaEntity(DEFAULT, "app")
     assert entity_components(entity) == [(USER, None), (CLIENT_ID, "app")]
-    for wrong in ([], [("ip", "1.2.3.4")], [(USER, "a"), (USER, "b")], [(USER, DEFAULT)]):
+    for wrong in ([], [("ip", "1.2.3.4")], [(USER, "a"), (USER, "b")], [(USER, DEFAULT)],
+                  [(CLIENT_ID, "")]):
         with pytest.raises(QuotaRequestError):
             entity_from_components(wrong)
 
