@@ -104,6 +104,8 @@ class KafkaListener:
             self._servers[listener.name] = await loop.create_server(
                 connection, listener.host, listener.port, **tls)
         self.apis.start()
+        assert self.broker.store is not None  # a broker serves Kafka clients once it has one
+        await self.client_quotas.watch(self.broker.store)
         self.advertise(self._static_advertised)
         log.info("broker %d serves Kafka's protocol on %s (advertised %s)",
                  self.broker.broker_id,
@@ -132,6 +134,7 @@ class KafkaListener:
         self.apis.topics.advertised_listener = ",".join(map(str, endpoints))
 
     async def close(self) -> None:
+        self.client_quotas.close()
         await self.apis.close()
         for server in self._servers.values():
             server.close()
@@ -156,7 +159,8 @@ class KafkaListener:
                 "queued_request_bytes": self.request_memory.in_use,
                 "queued_request_bytes_peak": self.request_memory.peak,
                 "host_failures": self.apis.host_failures,
-                "host_calls_over_data_ports": self.apis.host_calls_over_data_ports}
+                "host_calls_over_data_ports": self.apis.host_calls_over_data_ports,
+                "client_quotas": self.client_quotas.stats()}
 
     def _release_request(self, size: int, _answered: asyncio.Task[bytes | None]) -> None:
         self.request_memory.release(size)

@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 from rafka.actors.kafka.connection import KafkaConnection
+from rafka.actors.kafka.quota_store import QuotaWatch, ZooKeeperQuotas
+from rafka.coordination.store import ClusterStore
 from rafka.wire.produce import with_throttle_time
 from rafka.wire.protocol import Api
 from rafka.wire.quotas import (
@@ -50,6 +52,18 @@ class ClientQuotas:
         # How many answers carried a throttle time, and the waits they asked, in all.
         self.throttled = 0
         self.throttle_ms_total = 0
+        self._watch: QuotaWatch | None = None
+
+    async def watch(self, store: ClusterStore) -> None:
+        """Take the quotas `store` keeps, now and after each change, on this loop."""
+        loop = asyncio.get_running_loop()
+        self._watch = await asyncio.to_thread(
+            ZooKeeperQuotas(store).watch,
+            lambda quotas: loop.call_soon_threadsafe(self.update, quotas))
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
 
     def update(self, configs: QuotaConfigs) -> None:
         for manager in (self.produce, self.fetch, self.request):
