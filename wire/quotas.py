@@ -245,8 +245,9 @@ def entity_from_components(components: list[tuple[str, str | None]]) -> QuotaEnt
             raise QuotaRequestError(f"entity type {kind!r} given twice")
         if name == DEFAULT:
             raise QuotaRequestError(f"{name!r} is the default's name: send a null name")
-        if name == "":
-            raise QuotaRequestError(f"an empty {kind} names no entity")
+        if name in ("", ".", ".."):
+            # Empty names no entity; the dots are no znode's name, where quotas are kept.
+            raise QuotaRequestError(f"{name!r} is not a {kind} a quota can be set on")
         names[kind] = DEFAULT if name is None else name
     if not names:
         raise QuotaRequestError("an entity needs a user, a client id or both")

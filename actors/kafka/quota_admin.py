@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from rafka.actors.broker_view import BrokerView
 from rafka.actors.errors import ErrorCode
 from rafka.actors.kafka.quota_store import ZooKeeperQuotas
+from rafka.common.errors import RafkaError
 from rafka.wire.protocol import Api
 from rafka.wire.quotas import (
     QUOTA_KEYS,
@@ -83,6 +84,8 @@ class ClientQuotaAdmin:
                     await asyncio.to_thread(self.store().alter, entity, updates)
             except QuotaRequestError as error:
                 code, message = ErrorCode.INVALID_REQUEST, str(error)
+            except RafkaError as error:  # ZooKeeper's (a write that kept conflicting, say)
+                code, message = error.code, str(error)
             results.append(entry(error_code=code, error_message=message, entity=[
                 entry.EntityData(entity_type=kind, entity_name=name)
                 for kind, name in components]))

@@ -140,7 +140,7 @@ def test_an_entity_is_read_from_and_written_to_components() -> None:
     assert entity == QuotaEntity(DEFAULT, "app")
     assert entity_components(entity) == [(USER, None), (CLIENT_ID, "app")]
     for wrong in ([], [("ip", "1.2.3.4")], [(USER, "a"), (USER, "b")], [(USER, DEFAULT)],
-                  [(CLIENT_ID, "")]):
+                  [(CLIENT_ID, "")], [(USER, "..")]):
         with pytest.raises(QuotaRequestError):
             entity_from_components(wrong)
 
