@@ -19,6 +19,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from rafka.common.errors import ErrorCode, RafkaError
+
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
@@ -222,9 +224,11 @@ def client_throttles_itself(api_name: str, version: int) -> bool:
     return version >= CLIENT_THROTTLES_FROM.get(api_name, 0)
 
 
-class QuotaRequestError(ValueError):
+class QuotaRequestError(RafkaError, ValueError):
     """An AlterClientQuotas or DescribeClientQuotas entry that asks what Kafka refuses
     (INVALID_REQUEST): an unknown entity type or key, a type named twice, a bad value."""
+
+    code = ErrorCode.INVALID_REQUEST
 
 
 # DescribeClientQuotas' match types.
