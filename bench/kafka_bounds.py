@@ -86,6 +86,38 @@ def produce_for(producer: Producer, topic: str, rate: int, seconds: float) -> li
     return latencies
 
 
+# A slice: its kind, each record's latency (ms), and when it began and ended (wall clock).
+Slice = tuple[str, list[float], float, float]
+
+
+def run_slices(producer: Producer, topic: str, rate: int, seconds: float, kinds: list[str],
+               load: Any, settle_s: float) -> list[Slice]:
+    """`produce_for` a slice of each of `kinds`, `load` set through each but the first kind's
+    (the other client loads the broker then), `settle_s` between slices."""
+    slices: list[Slice] = []
+    for kind in kinds:
+        if kind != kinds[0]:
+            load.set()
+        began = time.time()
+        latencies = produce_for(producer, topic, rate, seconds)
+        slices.append((kind, latencies, began, time.time()))
+        load.clear()
+        time.sleep(settle_s)
+    return slices
+
+
+def by_kind_of(slices: list[Slice], canary: MachineCanary, kinds: tuple[str, str]
+               ) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Each kind's latencies, all its slices together, and the mean share of its slices'
+    time the machine itself was slow."""
+    latencies = {kind: [latency for k, found, _b, _e in slices if k == kind
+                        for latency in found] for kind in kinds}
+    slow = {kind: round(statistics.mean(canary.slow_fraction(began, ended)
+                                        for k, _l, began, ended in slices if k == kind), 4)
+            for kind in kinds}
+    return latencies, slow
+
+
 def bomber(address: tuple[str, int], topic: str, batch: bytes, bombing: Any, stop: Any,
            results: Any) -> None:
     """In a process of its own (another client, not another thread of the victim's): while
@@ -126,19 +158,26 @@ def _read(connection: socket.socket, size: int) -> bytes:
     return data
 
 
-def slice_kinds(slices: int) -> list[str]:
+def slice_kinds(slices: int, kinds: tuple[str, str] = ("quiet", "bombed")) -> list[str]:
     """quiet, bombed, bombed, quiet, quiet, bombed, ...: each kind as often, and as early."""
-    return ["quiet" if k % 4 in (0, 3) else "bombed" for k in range(slices)]
+    return [kinds[0] if k % 4 in (0, 3) else kinds[1] for k in range(slices)]
+
+
+def add_slice_options(parser: argparse.ArgumentParser, kinds: tuple[str, str],
+                      idle_seconds: float) -> None:
+    """The slices' options: their length and number, the canary's idle time, the rate."""
+    parser.add_argument("--seconds", type=float, default=5.0, help="each slice's length")
+    parser.add_argument("--slices", type=int, default=4,
+                        help=f"how many slices, {kinds[0]} and {kinds[1]} in ABBA order (even)")
+    parser.add_argument("--idle-seconds", type=float, default=idle_seconds,
+                        help="the machine canary alone first, for the machine's own weather")
+    parser.add_argument("--rate", type=int, default=200,
+                        help="the well-behaved client's records a second")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=5.0, help="each slice's length")
-    parser.add_argument("--slices", type=int, default=4,
-                        help="how many slices, quiet and bombed in ABBA order (even)")
-    parser.add_argument("--idle-seconds", type=float, default=5.0,
-                        help="the machine canary alone first, for the machine's own weather")
-    parser.add_argument("--rate", type=int, default=200)
+    add_slice_options(parser, ("quiet", "bombed"), idle_seconds=5.0)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--kafka-host-transport", choices=["tcp", "ray"], default=None,
                         help="how the Kafka listener reaches the replica hosts "
@@ -163,28 +202,18 @@ def main() -> None:
         process = context.Process(target=bomber, args=(first_address(bootstrap), "bombed", batch,
                                                        bombing, stop, results))
         process.start()
-        slices: list[tuple[str, list[float], float, float]] = []
         try:
             with MachineCanary() as canary:
                 idle_began = canary.idle(args.idle_seconds)
                 idle_ended = time.time()
-                for kind in slice_kinds(args.slices):
-                    if kind == "bombed":
-                        bombing.set()
-                    began = time.time()
-                    latencies = produce_for(producer, "victim", args.rate, args.seconds)
-                    slices.append((kind, latencies, began, time.time()))
-                    bombing.clear()
-                    time.sleep(0.1)  # a bomb in flight is answered before a quiet slice
+                # A bomb in flight is answered before a quiet slice.
+                slices = run_slices(producer, "victim", args.rate, args.seconds,
+                                    slice_kinds(args.slices), bombing, settle_s=0.1)
         finally:
             stop.set()
         answers = results.get(timeout=120)
         process.join(30)
-        by_kind = {kind: [latency for k, latencies, _b, _e in slices if k == kind
-                          for latency in latencies] for kind in ("quiet", "bombed")}
-        slow = {kind: round(statistics.mean(canary.slow_fraction(began, ended)
-                                            for k, _l, began, ended in slices if k == kind), 4)
-                for kind in ("quiet", "bombed")}
+        by_kind, slow = by_kind_of(slices, canary, ("quiet", "bombed"))
         slow["idle"] = canary.slow_fraction(idle_began, idle_ended)
         quiet, loud = _summary(by_kind["quiet"]), _summary(by_kind["bombed"])
         seconds = sorted(took for _code, took in answers)

@@ -246,3 +246,10 @@ def produce_response(version: int, correlation_id: int, answers: list[PartitionA
     parts.append(tag_section)
     body = b"".join(parts)
     return _INT32.pack(len(body)) + body
+
+
+def with_throttle_time(response: bytes, version: int, throttle_time_ms: int) -> bytes:
+    """A framed Produce response of `version` as `produce_response` wrote it, with its
+    throttle_time_ms (the last field, before the flexible versions' closing tag section) set."""
+    end = len(response) - (1 if version >= FLEXIBLE_FROM else 0)
+    return response[:end - 4] + _INT32.pack(throttle_time_ms) + response[end:]

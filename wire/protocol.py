@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
@@ -38,6 +40,8 @@ from kafka.protocol.admin import (
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeGroupsRequest,
@@ -175,6 +179,9 @@ APIS: dict[int, Api] = {api.key: api for api in (
         AlterPartitionReassignmentsResponse, 0, 1),
     Api(ApiKey.ListPartitionReassignments, ListPartitionReassignmentsRequest,
         ListPartitionReassignmentsResponse, 0, 0),
+    Api(ApiKey.DescribeClientQuotas, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
+        0, 1),
+    Api(ApiKey.AlterClientQuotas, AlterClientQuotasRequest, AlterClientQuotasResponse, 0, 1),
 )}
 API_VERSIONS = APIS[ApiKey.ApiVersions]
 

@@ -33,6 +33,7 @@ from rafka.actors.dataport.frames import KAFKA_FETCH, KAFKA_PRODUCE, LIST_OFFSET
 from rafka.actors.errors import ErrorCode, code_of, error_reply
 from rafka.actors.group.coordinator import GroupCoordinator
 from rafka.actors.kafka.admin import KafkaAdminHandler
+from rafka.actors.kafka.quota_admin import ClientQuotaAdmin
 from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
 from rafka.actors.kafka.transactions import KafkaTransactionHandler
 from rafka.actors.messages import (
@@ -99,6 +100,7 @@ class KafkaApis:
         self.transactions = KafkaTransactionHandler(broker.transactions)
         self.topics = KafkaAdminHandler(broker)
         self.replicas = ReplicaAdminHandler(broker)
+        self.quotas = ClientQuotaAdmin.of(broker)
         self._handlers: dict[int, Handler] = {
             ApiKey.Produce: self.handle_produce,
             ApiKey.Fetch: self.handle_fetch,
@@ -135,6 +137,8 @@ class KafkaApis:
             ApiKey.AlterReplicaLogDirs: self.replicas.alter_replica_log_dirs,
             ApiKey.AlterPartitionReassignments: self.replicas.alter_partition_reassignments,
             ApiKey.ListPartitionReassignments: self.replicas.list_partition_reassignments,
+            ApiKey.DescribeClientQuotas: self.quotas.describe_client_quotas,
+            ApiKey.AlterClientQuotas: self.quotas.alter_client_quotas,
         }
 
     def start(self) -> None:

@@ -61,6 +61,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peercert: dict[str, Any] | None = None
         self.listener_name = ""
         self.principal: KafkaPrincipal = ANONYMOUS
+        # Until when (monotonic seconds) nothing more is read: its client is being throttled.
+        self.muted_until = 0.0
         self.task: asyncio.Task[None] | None = None
 
     # --------------------------------------------------------------- the protocol's side

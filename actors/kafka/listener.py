@@ -38,6 +38,7 @@ from rafka.actors.group.coordinator import CLIENT_HOST
 from rafka.actors.kafka.apis import KafkaApis
 from rafka.actors.kafka.connection import KafkaConnection
 from rafka.actors.kafka.limits import ConnectionQuota, RequestMemory
+from rafka.actors.kafka.quotas import ClientQuotas
 from rafka.actors.kafka.tls import server_ssl_context
 from rafka.actors.txn.view import TransactionalBrokerView
 from rafka.wire.listeners import (
@@ -86,6 +87,7 @@ class KafkaListener:
         self.request_memory = RequestMemory(
             None if config.queued_max_request_bytes < 0 else config.queued_max_request_bytes)
         self.apis = KafkaApis(broker)
+        self.client_quotas = ClientQuotas()
 
     async def start(self) -> list[Listener]:
         """Bind every listener, and return the endpoints to advertise (each with the port it
@@ -102,6 +104,8 @@ class KafkaListener:
             self._servers[listener.name] = await loop.create_server(
                 connection, listener.host, listener.port, **tls)
         self.apis.start()
+        assert self.broker.store is not None  # a broker serves Kafka clients once it has one
+        await self.client_quotas.watch(self.broker.store)
         self.advertise(self._static_advertised)
         log.info("broker %d serves Kafka's protocol on %s (advertised %s)",
                  self.broker.broker_id,
@@ -130,6 +134,7 @@ class KafkaListener:
         self.apis.topics.advertised_listener = ",".join(map(str, endpoints))
 
     async def close(self) -> None:
+        self.client_quotas.close()
         await self.apis.close()
         for server in self._servers.values():
             server.close()
@@ -154,7 +159,8 @@ class KafkaListener:
                 "queued_request_bytes": self.request_memory.in_use,
                 "queued_request_bytes_peak": self.request_memory.peak,
                 "host_failures": self.apis.host_failures,
-                "host_calls_over_data_ports": self.apis.host_calls_over_data_ports}
+                "host_calls_over_data_ports": self.apis.host_calls_over_data_ports,
+                "client_quotas": self.client_quotas.stats()}
 
     def _release_request(self, size: int, _answered: asyncio.Task[bytes | None]) -> None:
         self.request_memory.release(size)
@@ -204,6 +210,7 @@ class KafkaListener:
         last_in_order: asyncio.Task[bytes | None] | None = None
         while True:
             try:
+                await self.client_quotas.unmuted(connection)
                 size = await connection.read_size()
             except (asyncio.IncompleteReadError, ConnectionError):
                 return  # the client went away
@@ -228,7 +235,7 @@ class KafkaListener:
             else:
                 before = [] if last_in_order is None or last_in_order.done() \
                     else [last_in_order]
-            answer = asyncio.create_task(self._answer(request, before))
+            answer = asyncio.create_task(self._answer(connection, request, size, before))
             working.add(answer)
             answer.add_done_callback(working.discard)
             # A callback, not the task's own `finally`: it also runs for a task cancelled
@@ -262,16 +269,18 @@ class KafkaListener:
             except ConnectionError:
                 broken = True  # the client went away; the reader sees it too
 
-    async def _answer(self, request: tuple[Api, int, Any] | bytes,
-                      before: list[asyncio.Task[bytes | None]]) -> bytes | None:
+    async def _answer(self, connection: KafkaConnection, request: tuple[Api, int, Any] | bytes,
+                      size: int, before: list[asyncio.Task[bytes | None]]) -> bytes | None:
         """The response to `request` (None for a produce with acks=0), once the requests in
-        `before` are answered."""
+        `before` are answered, throttled as its client's quotas say."""
         if before:
             await asyncio.wait(before)
         if isinstance(request, bytes):
             return request
         api, version, body = request
-        fields = await self.apis.handler_for(api.key)(api, version, body)
+        fields = await self.client_quotas.answer(
+            connection, api, version, body.header.client_id, size,
+            self.apis.handler_for(api.key)(api, version, body))
         if fields is None or isinstance(fields, bytes):
             return fields  # no answer (acks=0), or one the handler wrote itself
         return encode_response(api, version, body.header.correlation_id, **fields)

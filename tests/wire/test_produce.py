@@ -14,6 +14,7 @@ from rafka.wire.produce import (
     ProduceFormatError,
     produce_response,
     read_produce_request,
+    with_throttle_time,
 )
 from rafka.wire.protocol import MalformedRequestError, read_request
 
@@ -128,3 +129,12 @@ def test_a_produce_response_is_the_bytes_the_schemas_write(version, correlation_
     expected.with_header(correlation_id=correlation_id)
     assert produce_response(version, correlation_id, answers, throttle_time_ms) == bytes(
         expected.encode(header=True, framed=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(version=st.sampled_from(VERSIONS), answers=answers, throttle_time_ms=INT32)
+def test_a_throttle_time_set_afterwards_is_the_one_written_at_once(version, answers,
+                                                                   throttle_time_ms) -> None:
+    assert with_throttle_time(produce_response(version, 7, answers), version,
+                              throttle_time_ms) == produce_response(version, 7, answers,
+                                                                    throttle_time_ms)
