@@ -158,6 +158,55 @@ class RequestAuthorization:
             ApiKey.AlterPartitionReassignments: self._cluster_top_level(ALTER),
             ApiKey.ListPartitionReassignments: self._cluster_top_level(DESCRIBE),
             ApiKey.WriteTxnMarkers: self._write_txn_markers,
+            ApiKey.DeleteRecords: self._per_item(
+                "topics", "topics", lambda topic: self.allowed(DELETE, TOPIC, topic.name),
+                lambda api, topic: api.response.DeleteRecordsTopicResult(
+                    name=topic.name, partitions=[
+                        api.response.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
+                            partition_index=part.partition_index, low_watermark=-1,
+                            error_code=TOPIC_AUTHORIZATION_FAILED)
+                        for part in topic.partitions])),
+            ApiKey.CreatePartitions: self._per_item(
+                "topics", "results", lambda topic: self.allowed(ALTER, TOPIC, topic.name),
+                lambda api, topic: api.response.CreatePartitionsTopicResult(
+                    name=topic.name, error_code=TOPIC_AUTHORIZATION_FAILED,
+                    error_message=f"not authorized to ALTER topic {topic.name}")),
+            ApiKey.DescribeProducers: self._per_item(
+                "topics", "topics", lambda topic: self.allowed(READ, TOPIC, topic.name),
+                lambda api, topic: api.response.TopicResponse(name=topic.name, partitions=[
+                    api.response.TopicResponse.PartitionResponse(
+                        partition_index=index, error_code=TOPIC_AUTHORIZATION_FAILED,
+                        active_producers=[]) for index in topic.partition_indexes])),
+            ApiKey.DescribeConfigs: self._per_item(
+                "resources", "results", self._config_check(AclOperation.DESCRIBE_CONFIGS),
+                lambda api, resource: api.response.DescribeConfigsResult(
+                    error_code=_config_refusal(resource), error_message="not authorized",
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name, configs=[])),
+            ApiKey.AlterConfigs: self._per_item(
+                "resources", "responses", self._config_check(AclOperation.ALTER_CONFIGS),
+                _refused_config_change),
+            ApiKey.IncrementalAlterConfigs: self._per_item(
+                "resources", "responses", self._config_check(AclOperation.ALTER_CONFIGS),
+                _refused_config_change),
+            ApiKey.DescribeGroups: self._per_item(
+                "groups", "groups", lambda group: self.allowed(DESCRIBE, GROUP, group),
+                lambda api, group: api.response.DescribedGroup(
+                    error_code=GROUP_AUTHORIZATION_FAILED, group_id=group, group_state="",
+                    protocol_type="", protocol_data="", members=[])),
+            ApiKey.DeleteGroups: self._per_item(
+                "groups_names", "results", lambda group: self.allowed(DELETE, GROUP, group),
+                lambda api, group: api.response.DeletableGroupResult(
+                    group_id=group, error_code=GROUP_AUTHORIZATION_FAILED)),
+            ApiKey.DescribeTransactions: self._per_item(
+                "transactional_ids", "transaction_states",
+                lambda txn: self.allowed(DESCRIBE, TXN, txn),
+                lambda api, txn: api.response.TransactionState(
+                    error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=txn,
+                    transaction_state="", topics=[])),
+            ApiKey.ListTransactions: self._list_transactions,
+            ApiKey.DescribeLogDirs: self._describe_log_dirs,
+            ApiKey.AlterReplicaLogDirs: self._alter_replica_log_dirs,
             ApiKey.CreateAcls: self._acls(ALTER),
             ApiKey.DeleteAcls: self._acls(ALTER),
             ApiKey.DescribeAcls: self._acls(DESCRIBE),
@@ -385,6 +434,55 @@ class RequestAuthorization:
         return {"throttle_time_ms": 0,
                 "topics": _each_partition(request.topics, response, code)}
 
+    def _per_item(self, asked: str, answered: str, allowed: Callable[[Any], bool],
+                  refusal: Callable[[Api, Any], Any]) -> Callable[..., Awaitable[Any]]:
+        """A check of each item of the request's list `asked`: those refused are taken out
+        before the handler runs, and their `refusal` added to the response's list `answered`."""
+        async def check(handler: Handler, api: Api, version: int, request: Any) -> Any:
+            items = getattr(request, asked) or []
+            refused = [item for item in items if not allowed(item)]
+            if refused:
+                setattr(request, asked, [item for item in items if item not in refused])
+            fields = await handler(api, version, request)
+            fields[answered] = [*fields[answered], *(refusal(api, item) for item in refused)]
+            return fields
+        return check
+
+    def _config_check(self, operation: AclOperation) -> Callable[[Any], bool]:
+        """A topic's configs need `operation` on the topic, a broker's on the cluster."""
+        def allowed(resource: Any) -> bool:
+            if resource.resource_type == _TOPIC_CONFIG:
+                return self.allowed(operation, TOPIC, resource.resource_name)
+            return self.cluster_allowed(operation)
+        return allowed
+
+    async def _list_transactions(self, handler: Handler, api: Api, version: int,
+                                 request: Any) -> Any:
+        fields = await handler(api, version, request)
+        fields["transaction_states"] = [
+            state for state in fields["transaction_states"]
+            if self.allowed(DESCRIBE, TXN, state.transactional_id)]
+        return fields
+
+    async def _describe_log_dirs(self, handler: Handler, api: Api, version: int,
+                                 request: Any) -> Any:
+        if self.cluster_allowed(DESCRIBE):
+            return await handler(api, version, request)
+        return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                "results": []}
+
+    async def _alter_replica_log_dirs(self, handler: Handler, api: Api, version: int,
+                                      request: Any) -> Any:
+        if self.cluster_allowed(ALTER):
+            return await handler(api, version, request)
+        result = api.response.AlterReplicaLogDirTopicResult
+        return {"throttle_time_ms": 0, "results": [
+            result(topic_name=topic.name, partitions=[
+                result.AlterReplicaLogDirPartitionResult(
+                    partition_index=index, error_code=CLUSTER_AUTHORIZATION_FAILED)
+                for index in topic.partitions])
+            for entry in request.dirs for topic in entry.topics]}
+
     def _cluster_top_level(self, operation: AclOperation) -> Callable[..., Awaitable[Any]]:
         async def check(handler: Handler, api: Api, version: int, request: Any) -> Any:
             if self.cluster_allowed(operation):
@@ -428,7 +526,13 @@ class RequestAuthorization:
 def _bound(check: Callable[[Handler, Api, int, Any], Awaitable[Any]],
            handler: Handler) -> Handler:
     async def checked(api: Api, version: int, request: Any) -> Any:
-        return await check(handler, api, version, request)
+        fields = await check(handler, api, version, request)
+        if not isinstance(fields, dict):
+            return fields
+        # A refusal names its error fields once for every version; keep those this one has.
+        schema = api.response._struct.fields
+        return {name: value for name, value in fields.items()
+                if name in schema and schema[name].for_version_q(version)}
     return checked
 
 
@@ -439,6 +543,21 @@ def _each_partition(topics: Iterable[Any], response: Any, code: int) -> list[Any
     return [response(name=topic.name, partitions=[
         partition(partition_index=part.partition_index, error_code=code)
         for part in topic.partitions]) for topic in topics]
+
+
+# DescribeConfigs' and AlterConfigs' resource type of a topic (4 is a broker's).
+_TOPIC_CONFIG = 2
+
+
+def _config_refusal(resource: Any) -> int:
+    return (TOPIC_AUTHORIZATION_FAILED if resource.resource_type == _TOPIC_CONFIG
+            else CLUSTER_AUTHORIZATION_FAILED)
+
+
+def _refused_config_change(api: Api, resource: Any) -> Any:
+    return api.response.AlterConfigsResourceResponse(
+        error_code=_config_refusal(resource), error_message="not authorized",
+        resource_type=resource.resource_type, resource_name=resource.resource_name)
 
 
 def _refused_producer_id(code: int) -> dict[str, Any]:

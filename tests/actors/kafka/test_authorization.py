@@ -128,3 +128,102 @@ def test_a_group_request_without_read_on_the_group_is_refused_unhandled() -> Non
     assert theirs["error_code"] == 30
     assert handler.requests == []
     assert as_alice(lambda: wrapped(api, 5, JoinGroupRequest(group_id="mine")))["error_code"] == 0
+
+
+def _one_of_each(api: Any) -> Any:
+    """A request of `api` with one item in each list the checks look at."""
+    request = api.request
+    samples: dict[int, Any] = {
+        ApiKey.DeleteRecords: lambda: request(topics=[request.DeleteRecordsTopic(
+            name="t", partitions=[request.DeleteRecordsTopic.DeleteRecordsPartition(
+                partition_index=0, offset=1)])], timeout_ms=1),
+        ApiKey.CreatePartitions: lambda: request(topics=[request.CreatePartitionsTopic(
+            name="t", count=2, assignments=None)], timeout_ms=1, validate_only=False),
+        ApiKey.DescribeConfigs: lambda: request(resources=[
+            request.DescribeConfigsResource(resource_type=2, resource_name="t",
+                                            configuration_keys=None),
+            request.DescribeConfigsResource(resource_type=4, resource_name="1",
+                                            configuration_keys=None)]),
+        ApiKey.AlterConfigs: lambda: request(resources=[request.AlterConfigsResource(
+            resource_type=2, resource_name="t", configs=[])], validate_only=False),
+        ApiKey.IncrementalAlterConfigs: lambda: request(resources=[
+            request.AlterConfigsResource(resource_type=4, resource_name="1", configs=[])],
+            validate_only=False),
+        ApiKey.DescribeGroups: lambda: request(groups=["g"]),
+        ApiKey.DeleteGroups: lambda: request(groups_names=["g"]),
+        ApiKey.DescribeTransactions: lambda: request(transactional_ids=["x"]),
+        ApiKey.DescribeProducers: lambda: request(topics=[request.TopicRequest(
+            name="t", partition_indexes=[0])]),
+        ApiKey.CreateTopics: lambda: request(topics=[request.CreatableTopic(
+            name="t", num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+            timeout_ms=1),
+        ApiKey.DeleteTopics: lambda: request(topic_names=["t"], timeout_ms=1),
+        ApiKey.ListOffsets: lambda: request(replica_id=-1, topics=[request.ListOffsetsTopic(
+            name="t", partitions=[request.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=0, timestamp=-1)])]),
+        ApiKey.OffsetCommit: lambda: request(group_id="g", topics=[
+            request.OffsetCommitRequestTopic(name="t", partitions=[
+                request.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=1)])]),
+        ApiKey.OffsetFetch: lambda: request(group_id="g", topics=None),
+        ApiKey.FindCoordinator: lambda: request(key="g", key_type=0),
+        ApiKey.InitProducerId: lambda: request(transactional_id="x", transaction_timeout_ms=1),
+        ApiKey.EndTxn: lambda: request(transactional_id="x", producer_id=1, producer_epoch=0,
+                                       committed=True),
+        ApiKey.ElectLeaders: lambda: request(election_type=0, topic_partitions=None,
+                                             timeout_ms=1),
+        ApiKey.DescribeLogDirs: lambda: request(topics=None),
+        ApiKey.DescribeAcls: lambda: request(resource_type_filter=1, resource_name_filter=None,
+                                             pattern_type_filter=1, principal_filter=None,
+                                             host_filter=None, operation=1, permission_type=1),
+    }
+    return samples[api.key]()
+
+
+def _empty_answer(api: Any, version: int) -> dict[str, Any]:
+    """What a handler would answer had it nothing to say: every list of the response empty."""
+    fields = {}
+    for name, field in api.response._struct.fields.items():
+        if field.for_version_q(version) and field.is_struct_array():
+            fields[name] = []
+    return fields
+
+
+def test_every_refusal_is_a_response_clients_can_read() -> None:
+    """Nobody may do anything: each API's refusals, encoded at its newest version rafka
+    serves, carry an authorization error, and the handler saw none of what was refused."""
+    from rafka.wire.protocol import encode_response
+
+    auth = checks({})
+    for key in (ApiKey.DeleteRecords, ApiKey.CreatePartitions, ApiKey.DescribeConfigs,
+                ApiKey.AlterConfigs, ApiKey.IncrementalAlterConfigs, ApiKey.DescribeGroups,
+                ApiKey.DeleteGroups, ApiKey.DescribeTransactions, ApiKey.DescribeProducers,
+                ApiKey.CreateTopics, ApiKey.DeleteTopics, ApiKey.ListOffsets,
+                ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.FindCoordinator,
+                ApiKey.InitProducerId, ApiKey.EndTxn, ApiKey.ElectLeaders,
+                ApiKey.DescribeLogDirs, ApiKey.DescribeAcls):
+        api = APIS[key]
+        version = api.max_version if key != ApiKey.DeleteTopics else 5
+        handler = Recording(**_empty_answer(api, version))
+        wrapped = auth.wrap({key: handler})[key]
+        request = _one_of_each(api)
+        fields = as_alice(lambda w=wrapped, a=api, r=request, v=version: w(a, v, r))
+        encoded = encode_response(api, version, 7, **fields)
+        decoded = api.response.decode(encoded[4:], version=version, header=True)
+        codes = set(_error_codes(decoded))
+        assert codes & {29, 30, 31, 53}, (api.name, decoded)
+
+
+def _error_codes(value: Any) -> list[int]:
+    found = []
+    for name in dir(value):
+        if name.startswith("_"):
+            continue
+        item = getattr(value, name, None)
+        if name.endswith("error_code") and isinstance(item, int):
+            found.append(item)
+        elif isinstance(item, list):
+            for element in item:
+                if hasattr(element, "__dict__") or hasattr(type(element), "_struct"):
+                    found.extend(_error_codes(element))
+    return found
