@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 WILDCARD_RESOURCE = "*"
 WILDCARD_HOST = "*"
@@ -35,7 +36,29 @@ class InvalidAclError(ValueError):
     """An ACL that cannot be stored: a filter value, a bad principal or name."""
 
 
-class ResourceType(enum.IntEnum):
+_Named = TypeVar("_Named", bound="_KafkaNamed")
+
+
+class _KafkaNamed(enum.IntEnum):
+    """An enum of Kafka's wire codes that also goes by Kafka's written names."""
+
+    @property
+    def kafka_name(self) -> str:
+        """The name Kafka writes (`Topic`, `TransactionalId`, `DescribeConfigs`, `Allow`): in
+        znode paths, the stored JSON and kafka-acls.sh's options."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+    @classmethod
+    def from_kafka_name(cls: type[_Named], name: str) -> _Named:
+        """The member named `name` in any case, with or without underscores."""
+        wanted = name.lower().replace("_", "").replace("-", "")
+        for member in cls:
+            if member.name.lower().replace("_", "") == wanted:
+                return member
+        raise KeyError(name)
+
+
+class ResourceType(_KafkaNamed):
     UNKNOWN = 0
     ANY = 1
     TOPIC = 2
@@ -44,17 +67,8 @@ class ResourceType(enum.IntEnum):
     TRANSACTIONAL_ID = 5
     DELEGATION_TOKEN = 6
 
-    @property
-    def kafka_name(self) -> str:
-        """The name Kafka writes (`Topic`, `TransactionalId`): in znode paths and the CLI."""
-        return _CAMEL[self.name]
 
-    @classmethod
-    def from_kafka_name(cls, name: str) -> ResourceType:
-        return cls[_UPPER[name.lower().replace("_", "")]]
-
-
-class AclOperation(enum.IntEnum):
+class AclOperation(_KafkaNamed):
     UNKNOWN = 0
     ANY = 1
     ALL = 2
@@ -71,50 +85,21 @@ class AclOperation(enum.IntEnum):
     CREATE_TOKENS = 13
     DESCRIBE_TOKENS = 14
 
-    @property
-    def kafka_name(self) -> str:
-        """`Read`, `DescribeConfigs`: the name in the stored JSON and kafka-acls.sh's."""
-        return _CAMEL[self.name]
 
-    @classmethod
-    def from_kafka_name(cls, name: str) -> AclOperation:
-        return cls[_UPPER[name.lower().replace("_", "")]]
-
-
-class AclPermissionType(enum.IntEnum):
+class AclPermissionType(_KafkaNamed):
     UNKNOWN = 0
     ANY = 1
     DENY = 2
     ALLOW = 3
 
-    @property
-    def kafka_name(self) -> str:
-        return _CAMEL[self.name]
 
-    @classmethod
-    def from_kafka_name(cls, name: str) -> AclPermissionType:
-        return cls[name.upper()]
-
-
-class PatternType(enum.IntEnum):
+class PatternType(_KafkaNamed):
     UNKNOWN = 0
     ANY = 1
     MATCH = 2
     LITERAL = 3
     PREFIXED = 4
 
-    @classmethod
-    def from_kafka_name(cls, name: str) -> PatternType:
-        return cls[name.upper()]
-
-
-def _camel(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_"))
-
-
-_ENUMS = (ResourceType, AclOperation, AclPermissionType)
-_CAMEL = {member.name: _camel(member.name) for kind in _ENUMS for member in kind}
-_UPPER = {member.name.lower().replace("_", ""): member.name for kind in _ENUMS for member in kind}
 
 # What else allows an operation, besides itself and ALL (Kafka's implied operations).
 _IMPLIED_BY = {

@@ -158,52 +158,7 @@ class RequestAuthorization:
             ApiKey.AlterPartitionReassignments: self._cluster_top_level(ALTER),
             ApiKey.ListPartitionReassignments: self._cluster_top_level(DESCRIBE),
             ApiKey.WriteTxnMarkers: self._write_txn_markers,
-            ApiKey.DeleteRecords: self._per_item(
-                "topics", "topics", lambda topic: self.allowed(DELETE, TOPIC, topic.name),
-                lambda api, topic: api.response.DeleteRecordsTopicResult(
-                    name=topic.name, partitions=[
-                        api.response.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
-                            partition_index=part.partition_index, low_watermark=-1,
-                            error_code=TOPIC_AUTHORIZATION_FAILED)
-                        for part in topic.partitions])),
-            ApiKey.CreatePartitions: self._per_item(
-                "topics", "results", lambda topic: self.allowed(ALTER, TOPIC, topic.name),
-                lambda api, topic: api.response.CreatePartitionsTopicResult(
-                    name=topic.name, error_code=TOPIC_AUTHORIZATION_FAILED,
-                    error_message=f"not authorized to ALTER topic {topic.name}")),
-            ApiKey.DescribeProducers: self._per_item(
-                "topics", "topics", lambda topic: self.allowed(READ, TOPIC, topic.name),
-                lambda api, topic: api.response.TopicResponse(name=topic.name, partitions=[
-                    api.response.TopicResponse.PartitionResponse(
-                        partition_index=index, error_code=TOPIC_AUTHORIZATION_FAILED,
-                        active_producers=[]) for index in topic.partition_indexes])),
-            ApiKey.DescribeConfigs: self._per_item(
-                "resources", "results", self._config_check(AclOperation.DESCRIBE_CONFIGS),
-                lambda api, resource: api.response.DescribeConfigsResult(
-                    error_code=_config_refusal(resource), error_message="not authorized",
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name, configs=[])),
-            ApiKey.AlterConfigs: self._per_item(
-                "resources", "responses", self._config_check(AclOperation.ALTER_CONFIGS),
-                _refused_config_change),
-            ApiKey.IncrementalAlterConfigs: self._per_item(
-                "resources", "responses", self._config_check(AclOperation.ALTER_CONFIGS),
-                _refused_config_change),
-            ApiKey.DescribeGroups: self._per_item(
-                "groups", "groups", lambda group: self.allowed(DESCRIBE, GROUP, group),
-                lambda api, group: api.response.DescribedGroup(
-                    error_code=GROUP_AUTHORIZATION_FAILED, group_id=group, group_state="",
-                    protocol_type="", protocol_data="", members=[])),
-            ApiKey.DeleteGroups: self._per_item(
-                "groups_names", "results", lambda group: self.allowed(DELETE, GROUP, group),
-                lambda api, group: api.response.DeletableGroupResult(
-                    group_id=group, error_code=GROUP_AUTHORIZATION_FAILED)),
-            ApiKey.DescribeTransactions: self._per_item(
-                "transactional_ids", "transaction_states",
-                lambda txn: self.allowed(DESCRIBE, TXN, txn),
-                lambda api, txn: api.response.TransactionState(
-                    error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=txn,
-                    transaction_state="", topics=[])),
+            **_admin_checks(self),
             ApiKey.ListTransactions: self._list_transactions,
             ApiKey.DescribeLogDirs: self._describe_log_dirs,
             ApiKey.AlterReplicaLogDirs: self._alter_replica_log_dirs,
@@ -434,7 +389,7 @@ class RequestAuthorization:
         return {"throttle_time_ms": 0,
                 "topics": _each_partition(request.topics, response, code)}
 
-    def _per_item(self, asked: str, answered: str, allowed: Callable[[Any], bool],
+    def per_item(self, asked: str, answered: str, allowed: Callable[[Any], bool],
                   refusal: Callable[[Api, Any], Any]) -> Callable[..., Awaitable[Any]]:
         """A check of each item of the request's list `asked`: those refused are taken out
         before the handler runs, and their `refusal` added to the response's list `answered`."""
@@ -448,7 +403,7 @@ class RequestAuthorization:
             return fields
         return check
 
-    def _config_check(self, operation: AclOperation) -> Callable[[Any], bool]:
+    def config_check(self, operation: AclOperation) -> Callable[[Any], bool]:
         """A topic's configs need `operation` on the topic, a broker's on the cluster."""
         def allowed(resource: Any) -> bool:
             if resource.resource_type == _TOPIC_CONFIG:
@@ -521,6 +476,58 @@ class RequestAuthorization:
                                                     error_message=message, matching_acls=[])
                 for _ in request.filters]}
         return check
+
+
+def _admin_checks(auth: RequestAuthorization) -> dict[int, Callable[..., Awaitable[Any]]]:
+    """The checks of the admin APIs that check each item of a list on its own."""
+    return {
+        ApiKey.DeleteRecords: auth.per_item(
+            "topics", "topics", lambda topic: auth.allowed(DELETE, TOPIC, topic.name),
+            lambda api, topic: api.response.DeleteRecordsTopicResult(
+                name=topic.name, partitions=[
+                    api.response.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
+                        partition_index=part.partition_index, low_watermark=-1,
+                        error_code=TOPIC_AUTHORIZATION_FAILED)
+                    for part in topic.partitions])),
+        ApiKey.CreatePartitions: auth.per_item(
+            "topics", "results", lambda topic: auth.allowed(ALTER, TOPIC, topic.name),
+            lambda api, topic: api.response.CreatePartitionsTopicResult(
+                name=topic.name, error_code=TOPIC_AUTHORIZATION_FAILED,
+                error_message=f"not authorized to ALTER topic {topic.name}")),
+        ApiKey.DescribeProducers: auth.per_item(
+            "topics", "topics", lambda topic: auth.allowed(READ, TOPIC, topic.name),
+            lambda api, topic: api.response.TopicResponse(name=topic.name, partitions=[
+                api.response.TopicResponse.PartitionResponse(
+                    partition_index=index, error_code=TOPIC_AUTHORIZATION_FAILED,
+                    active_producers=[]) for index in topic.partition_indexes])),
+        ApiKey.DescribeConfigs: auth.per_item(
+            "resources", "results", auth.config_check(AclOperation.DESCRIBE_CONFIGS),
+            lambda api, resource: api.response.DescribeConfigsResult(
+                error_code=_config_refusal(resource), error_message="not authorized",
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name, configs=[])),
+        ApiKey.AlterConfigs: auth.per_item(
+            "resources", "responses", auth.config_check(AclOperation.ALTER_CONFIGS),
+            _refused_config_change),
+        ApiKey.IncrementalAlterConfigs: auth.per_item(
+            "resources", "responses", auth.config_check(AclOperation.ALTER_CONFIGS),
+            _refused_config_change),
+        ApiKey.DescribeGroups: auth.per_item(
+            "groups", "groups", lambda group: auth.allowed(DESCRIBE, GROUP, group),
+            lambda api, group: api.response.DescribedGroup(
+                error_code=GROUP_AUTHORIZATION_FAILED, group_id=group, group_state="",
+                protocol_type="", protocol_data="", members=[])),
+        ApiKey.DeleteGroups: auth.per_item(
+            "groups_names", "results", lambda group: auth.allowed(DELETE, GROUP, group),
+            lambda api, group: api.response.DeletableGroupResult(
+                group_id=group, error_code=GROUP_AUTHORIZATION_FAILED)),
+        ApiKey.DescribeTransactions: auth.per_item(
+            "transactional_ids", "transaction_states",
+            lambda txn: auth.allowed(DESCRIBE, TXN, txn),
+            lambda api, txn: api.response.TransactionState(
+                error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=txn,
+                transaction_state="", topics=[])),
+    }
 
 
 def _bound(check: Callable[[Handler, Api, int, Any], Awaitable[Any]],

@@ -15,29 +15,11 @@ import argparse
 import itertools
 from collections.abc import Iterator
 
+from rafka.cli.commands import connection
 from rafka.cli.commands.arguments import add_command
-from rafka.cli.commands.connection import (
-    add_connection_options,
-    check_zookeeper,
-    load_zk_credentials,
-    resolve,
-)
 from rafka.cli.commands.errors import EXIT_USAGE, CliError
 from rafka.cli.commands.output import echo
-from rafka.common.acl import (
-    CLUSTER_NAME,
-    WILDCARD_HOST,
-    AccessControlEntry,
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    InvalidAclError,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-    select,
-)
+from rafka.common import acl
 from rafka.coordination.acls import AclStore
 from rafka.coordination.store import ClusterStore
 
@@ -52,7 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         resources.add_argument("--topic", action="append", default=[], metavar="TOPIC")
         resources.add_argument("--group", action="append", default=[], metavar="GROUP")
         resources.add_argument("--cluster", action="store_true",
-                               help=f"the cluster ({CLUSTER_NAME})")
+                               help=f"the cluster ({acl.CLUSTER_NAME})")
         resources.add_argument("--transactional-id", action="append", default=[],
                                metavar="ID")
         resources.add_argument(
@@ -75,61 +57,61 @@ def register(commands: argparse._SubParsersAction) -> None:
         else:
             action.add_argument("--principal", action="append", default=[],
                                 metavar="TYPE:NAME", help="only the ACLs of this principal")
-        add_connection_options(action)
+        connection.add_connection_options(action)
         action.set_defaults(run=run)
 
 
 def _store(args: argparse.Namespace) -> ClusterStore:
-    target = resolve(args)
-    address = check_zookeeper(target.zk)
+    target = connection.resolve(args)
+    address = connection.check_zookeeper(target.zk)
     store = ClusterStore(address, target.name,
-                         credentials=load_zk_credentials(target.zk_credentials_file))
+                         credentials=connection.load_zk_credentials(target.zk_credentials_file))
     return store.start()
 
 
-def _pattern_type(args: argparse.Namespace, default: PatternType) -> PatternType:
-    return PatternType.from_kafka_name(args.resource_pattern_type) \
+def _pattern_type(args: argparse.Namespace, default: acl.PatternType) -> acl.PatternType:
+    return acl.PatternType.from_kafka_name(args.resource_pattern_type) \
         if args.resource_pattern_type else default
 
 
-def _resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
-    return [*((ResourceType.TOPIC, name) for name in args.topic),
-            *((ResourceType.GROUP, name) for name in args.group),
-            *([(ResourceType.CLUSTER, CLUSTER_NAME)] if args.cluster else []),
-            *((ResourceType.TRANSACTIONAL_ID, name) for name in args.transactional_id)]
+def _resources(args: argparse.Namespace) -> list[tuple[acl.ResourceType, str]]:
+    return [*((acl.ResourceType.TOPIC, name) for name in args.topic),
+            *((acl.ResourceType.GROUP, name) for name in args.group),
+            *([(acl.ResourceType.CLUSTER, acl.CLUSTER_NAME)] if args.cluster else []),
+            *((acl.ResourceType.TRANSACTIONAL_ID, name) for name in args.transactional_id)]
 
 
-def _operations(args: argparse.Namespace) -> list[AclOperation]:
+def _operations(args: argparse.Namespace) -> list[acl.AclOperation]:
     try:
-        return [AclOperation.from_kafka_name(name) for name in args.operation] \
-            or [AclOperation.ALL]
+        return [acl.AclOperation.from_kafka_name(name) for name in args.operation] \
+            or [acl.AclOperation.ALL]
     except KeyError as error:
         raise CliError(f"no such operation {error}", EXIT_USAGE) from None
 
 
-def _entries(args: argparse.Namespace) -> Iterator[AccessControlEntry]:
+def _entries(args: argparse.Namespace) -> Iterator[acl.AccessControlEntry]:
     for principals, hosts, permission in (
-            (args.allow_principal, args.allow_host, AclPermissionType.ALLOW),
-            (args.deny_principal, args.deny_host, AclPermissionType.DENY)):
+            (args.allow_principal, args.allow_host, acl.AclPermissionType.ALLOW),
+            (args.deny_principal, args.deny_host, acl.AclPermissionType.DENY)):
         for principal, host, operation in itertools.product(
-                principals, hosts or [WILDCARD_HOST], _operations(args)):
-            yield AccessControlEntry(principal, host, operation, permission)
+                principals, hosts or [acl.WILDCARD_HOST], _operations(args)):
+            yield acl.AccessControlEntry(principal, host, operation, permission)
 
 
 def _add(args: argparse.Namespace) -> int:
-    pattern_type = _pattern_type(args, PatternType.LITERAL)
+    pattern_type = _pattern_type(args, acl.PatternType.LITERAL)
     resources = _resources(args)
     entries = list(_entries(args))
     if not resources or not entries:
         raise CliError("name a resource (--topic, --group, --cluster, --transactional-id) and "
                        "a principal (--allow-principal or --deny-principal)", EXIT_USAGE)
-    added = [AclBinding(ResourcePattern(kind, name, pattern_type), entry)
+    added = [acl.AclBinding(acl.ResourcePattern(kind, name, pattern_type), entry)
              for kind, name in resources for entry in entries]
     store = _store(args)
     try:
         AclStore(store).add(added)
         _show(AclStore(store).read_all(), [_exactly(binding.pattern) for binding in added])
-    except InvalidAclError as error:
+    except acl.InvalidAclError as error:
         raise CliError(str(error), EXIT_USAGE) from None
     finally:
         store.close()
@@ -138,10 +120,12 @@ def _add(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     resources = _resources(args)
-    pattern_type = _pattern_type(args, PatternType.LITERAL if resources else PatternType.ANY)
+    pattern_type = _pattern_type(
+        args, acl.PatternType.LITERAL if resources else acl.PatternType.ANY)
     principals: list[str | None] = list(args.principal) or [None]
-    named: list[tuple[ResourceType, str | None]] = list(resources) or [(ResourceType.ANY, None)]
-    filters = [AclBindingFilter(kind, name, pattern_type, principal)
+    named: list[tuple[acl.ResourceType, str | None]] = (
+        list(resources) or [(acl.ResourceType.ANY, None)])
+    filters = [acl.AclBindingFilter(kind, name, pattern_type, principal)
                for kind, name in named for principal in principals]
     store = _store(args)
     try:
@@ -156,12 +140,12 @@ def _remove(args: argparse.Namespace) -> int:
     if not resources:
         raise CliError("name the resources to remove ACLs of (--topic, --group, --cluster, "
                        "--transactional-id)", EXIT_USAGE)
-    pattern_type = _pattern_type(args, PatternType.LITERAL)
+    pattern_type = _pattern_type(args, acl.PatternType.LITERAL)
     entries = list(_entries(args))
-    filters = [AclBindingFilter(kind, name, pattern_type, entry.principal, entry.host,
+    filters = [acl.AclBindingFilter(kind, name, pattern_type, entry.principal, entry.host,
                                 entry.operation, entry.permission_type)
                for kind, name in resources for entry in entries] if entries else [
-        AclBindingFilter(kind, name, pattern_type) for kind, name in resources]
+        acl.AclBindingFilter(kind, name, pattern_type) for kind, name in resources]
     store = _store(args)
     try:
         removed = AclStore(store).remove(filters)
@@ -174,14 +158,14 @@ def _remove(args: argparse.Namespace) -> int:
     return 0
 
 
-def _exactly(pattern: ResourcePattern) -> AclBindingFilter:
-    return AclBindingFilter(pattern.resource_type, pattern.name, pattern.pattern_type)
+def _exactly(pattern: acl.ResourcePattern) -> acl.AclBindingFilter:
+    return acl.AclBindingFilter(pattern.resource_type, pattern.name, pattern.pattern_type)
 
 
-def _show(acls: dict[ResourcePattern, frozenset[AccessControlEntry]],
-          filters: list[AclBindingFilter]) -> None:
+def _show(acls: dict[acl.ResourcePattern, frozenset[acl.AccessControlEntry]],
+          filters: list[acl.AclBindingFilter]) -> None:
     """Kafka's layout: `Current ACLs for resource ...:` and an indented line per entry."""
-    found = sorted({binding for wanted in filters for binding in select(acls, wanted)})
+    found = sorted({binding for wanted in filters for binding in acl.select(acls, wanted)})
     for pattern, bindings in itertools.groupby(found, key=lambda binding: binding.pattern):
         echo(f"Current ACLs for resource `{_pattern_text(pattern)}`:")
         for binding in bindings:
@@ -189,11 +173,11 @@ def _show(acls: dict[ResourcePattern, frozenset[AccessControlEntry]],
         echo("")
 
 
-def _pattern_text(pattern: ResourcePattern) -> str:
-    return (f"ResourcePattern(resourceType={pattern.resource_type.name}, name={pattern.name}, "
+def _pattern_text(pattern: acl.ResourcePattern) -> str:
+    return (f"acl.ResourcePattern(resourceType={pattern.resource_type.name}, name={pattern.name}, "
             f"patternType={pattern.pattern_type.name})")
 
 
-def _entry_text(entry: AccessControlEntry) -> str:
+def _entry_text(entry: acl.AccessControlEntry) -> str:
     return (f"(principal={entry.principal}, host={entry.host}, "
             f"operation={entry.operation.name}, permissionType={entry.permission_type.name})")

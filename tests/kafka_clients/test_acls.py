@@ -10,6 +10,7 @@ and nothing allowed where no ACL says so.
 
 from __future__ import annotations
 
+import itertools
 import socket
 import ssl
 import time
@@ -43,45 +44,42 @@ ADMIN, READER, OTHER = "admin", "reader", "other"
 
 
 class Certificates:
-    """A CA, the brokers' chain and key, and a client pair per principal."""
+    """A CA, the brokers' chain and key, and a client pair (certificate, key) per principal,
+    as PEM files in `folder`."""
 
     def __init__(self, folder: Path) -> None:
         ca = trustme.CA()
-        self.folder = folder
-        self.ca = self._write("ca.pem", ca.cert_pem.bytes())
-        self.broker = self._write(
-            "broker.pem", ca.issue_cert("127.0.0.1", "localhost")
-            .private_key_and_cert_chain_pem.bytes())
-        self.pairs = {}
-        for name in (ADMIN, READER, OTHER):
-            leaf = ca.issue_cert("client.example", common_name=name)
-            self.pairs[name] = (
-                self._write(f"{name}.crt", b"".join(p.bytes() for p in leaf.cert_chain_pems)),
-                self._write(f"{name}.key", leaf.private_key_pem.bytes()))
-
-    def _write(self, name: str, data: bytes) -> str:
-        path = self.folder / name
-        path.write_bytes(data)
-        return str(path)
+        broker = ca.issue_cert("127.0.0.1", "localhost")
+        leaves = {who: ca.issue_cert("client.example", common_name=who)
+                  for who in (ADMIN, READER, OTHER)}
+        files = {"ca.pem": ca.cert_pem.bytes(),
+                 "broker.pem": broker.private_key_and_cert_chain_pem.bytes()}
+        for who, leaf in leaves.items():
+            files[f"{who}.crt"] = b"".join(pem.bytes() for pem in leaf.cert_chain_pems)
+            files[f"{who}.key"] = leaf.private_key_pem.bytes()
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        self.ca, self.broker = str(folder / "ca.pem"), str(folder / "broker.pem")
+        self.pairs = {who: (str(folder / f"{who}.crt"), str(folder / f"{who}.key"))
+                      for who in leaves}
 
 
 @pytest.fixture(scope="module")
 def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return Certificates(tmp_path_factory.mktemp("acl-certificates"))
+    folder = tmp_path_factory.mktemp("acl-certificates")
+    return Certificates(folder)
 
 
 @pytest.fixture(scope="module")
 def acl_cluster(zookeeper, ray_session, tmp_path_factory,
                 certificates: Certificates) -> Iterator[Cluster]:
-    yield from cluster_of_its_own(
-        zookeeper, tmp_path_factory, "kafka-acls", brokers=2,
-        kafka_listeners="SSL://127.0.0.1:0",
-        broker_config={"ssl.keystore.location": certificates.broker,
-                       "ssl.truststore.location": certificates.ca,
-                       "ssl.client.auth": "required",
-                       "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                       "super.users": "User:CN=admin",
-                       "group.initial.rebalance.delay.ms": 0})
+    """Two brokers, mutual TLS only, an authorizer, `User:CN=admin` its super user."""
+    config = {"ssl.keystore.location": certificates.broker,
+              "ssl.truststore.location": certificates.ca, "ssl.client.auth": "required",
+              "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+              "super.users": "User:CN=admin", "group.initial.rebalance.delay.ms": 0}
+    yield from cluster_of_its_own(zookeeper, tmp_path_factory, "kafka-acls", brokers=2,
+                                  kafka_listeners="SSL://127.0.0.1:0", broker_config=config)
 
 
 def endpoints(cluster: Cluster) -> list[tuple[str, int]]:
@@ -178,11 +176,7 @@ def test_read_without_write_consumes_and_is_refused_produce(
     consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest",
                              consumer_timeout_ms=20_000,
                              **tls(certificates, READER, cluster=acl_cluster))
-    values = []
-    for message in consumer:
-        values.append(message.value)
-        if len(values) == 5:
-            break
+    values = [message.value for message in itertools.islice(consumer, 5)]
     consumer.commit()
     consumer.close()
     assert values == [f"v{i}".encode() for i in range(5)]
