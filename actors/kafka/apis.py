@@ -227,7 +227,7 @@ class KafkaApis:
                 errors[name] = (await self.topics.create_topic_for_metadata(name)
                                 if may_create and not name.startswith("__") and (
                                     self.authorization is None
-                                    or self.authorization.may_create_topic(name))
+                                    or self.authorization.may_auto_create(name))
                                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         live = set(metadata["brokers"])
         response = api.response

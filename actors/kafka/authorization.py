@@ -13,7 +13,6 @@ principal set after the connection opened (SASL) is the one checked.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
@@ -30,11 +29,10 @@ from rafka.common.acl import (
     TOPIC_AUTHORIZATION_FAILED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     AclOperation,
-    Acls,
     Authorizer,
     ResourceType,
 )
-from rafka.coordination.acls import watch_acl_changes
+from rafka.coordination.acls import AclStore, watch_acl_changes
 from rafka.coordination.store import ClusterStore
 from rafka.coordination.watches import Watch
 from rafka.wire.principal import ANONYMOUS
@@ -73,16 +71,14 @@ class AclCache:
     def __init__(self, authorizer: Authorizer) -> None:
         self.authorizer = authorizer
         self._watches: list[Watch[Any]] = []
-        self.loaded = asyncio.Event()
 
     def start(self, store: ClusterStore) -> None:
-        loop = asyncio.get_running_loop()
-
-        def changed(acls: Acls) -> None:  # the store's event thread: a plain assignment
-            self.authorizer.update(acls)
-            loop.call_soon_threadsafe(self.loaded.set)
-
-        self._watches = watch_acl_changes(store, changed)
+        """Read the ACLs, then keep them current. The first read blocks, once, before the
+        listener answers any request: until then a deny could not be known (Kafka's
+        authorizer loads them all when it starts, too)."""
+        self.authorizer.update(AclStore(store).read_all())
+        # The store's event thread: `update` swaps the snapshot whole.
+        self._watches = watch_acl_changes(store, self.authorizer.update)
 
     def close(self) -> None:
         for watch in self._watches:
@@ -111,6 +107,11 @@ class RequestAuthorization:
     def may_create_topic(self, name: str) -> bool:
         """CREATE on the cluster, else on the topic (Kafka's order)."""
         return self.cluster_allowed(CREATE) or self.allowed(CREATE, TOPIC, name)
+
+    def may_auto_create(self, name: str) -> bool:
+        """Whether a Metadata request may create the topic: one the client may DESCRIBE
+        and CREATE."""
+        return self.allowed(DESCRIBE, TOPIC, name) and self.may_create_topic(name)
 
     def refused_produce(self, request: Any) -> dict[tuple[str, int], tuple[int, str]]:
         """The partitions of a Produce not to append: all of a transactional id the client
@@ -267,10 +268,15 @@ class RequestAuthorization:
 
     async def _offset_fetch(self, handler: Handler, api: Api, version: int,
                             request: Any) -> Any:
-        if not self.allowed(DESCRIBE, GROUP, request.group_id):
-            return {"throttle_time_ms": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
-                    "topics": []}
         response = api.response.OffsetFetchResponseTopic
+        if not self.allowed(DESCRIBE, GROUP, request.group_id):
+            # v1 has no error of its own: each partition asked carries it.
+            return {"throttle_time_ms": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+                    "topics": [] if version >= 2 else [response(name=topic.name, partitions=[
+                        response.OffsetFetchResponsePartition(
+                            partition_index=index, committed_offset=-1, metadata="",
+                            error_code=GROUP_AUTHORIZATION_FAILED)
+                        for index in topic.partition_indexes]) for topic in request.topics or ()]}
         refused = [topic for topic in request.topics or ()
                    if not self.allowed(DESCRIBE, TOPIC, topic.name)]
         if refused:
