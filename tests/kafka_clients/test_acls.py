@@ -28,6 +28,7 @@ from kafka.admin import (
     ACLPermissionType,
     ACLResourcePatternType,
     ResourcePattern,
+    ResourcePatternFilter,
     ResourceType,
 )
 from kafka.errors import TopicAuthorizationFailedError
@@ -245,8 +246,8 @@ def test_a_deny_beats_an_allow(acl_cluster: Cluster, certificates: Certificates)
         acls, _error = client.describe_acls(ACLFilter(
             principal=other, host=None, operation=ACLOperation.ANY,
             permission_type=ACLPermissionType.ANY,
-            resource_pattern=ResourcePattern(ResourceType.TOPIC, topic,
-                                             ACLResourcePatternType.MATCH)))
+            resource_pattern=ResourcePatternFilter(ResourceType.TOPIC, topic,
+                                                   ACLResourcePatternType.MATCH)))
         assert len(acls) == 2
     finally:
         client.close()
