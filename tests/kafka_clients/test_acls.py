@@ -4,8 +4,8 @@ one without DESCRIBE does not see the topic in Metadata; an ACL added or removed
 broker takes effect on the other within seconds; a deny beats an allow; CreateAcls,
 DescribeAcls and DeleteAcls through kafka-python's admin client.
 
-One cluster of two brokers for the module, with an authorizer, `User:CN=admin` its super user
-and nothing allowed where no ACL says so.
+One cluster of two brokers for the module, with an authorizer, the admin certificate's
+principal its super user and nothing allowed where no ACL says so.
 """
 
 from __future__ import annotations
@@ -44,6 +44,11 @@ TOPIC_AUTHORIZATION_FAILED = 29
 ADMIN, READER, OTHER = "admin", "reader", "other"
 
 
+def principal(who: str) -> str:
+    """The principal of `who`'s certificate (Kafka's DEFAULT mapping of its subject)."""
+    return f"User:CN={who},OU=Data,O=Team"
+
+
 class Certificates:
     """A CA, the brokers' chain and key, and a client pair (certificate, key) per principal,
     as PEM files in `folder`."""
@@ -51,7 +56,8 @@ class Certificates:
     def __init__(self, folder: Path) -> None:
         ca = trustme.CA()
         broker = ca.issue_cert("127.0.0.1", "localhost")
-        leaves = {who: ca.issue_cert("client.example", common_name=who)
+        leaves = {who: ca.issue_cert("client.example", common_name=who,
+                                     organization_unit_name="Data", organization_name="Team")
                   for who in (ADMIN, READER, OTHER)}
         files = {"ca.pem": ca.cert_pem.bytes(),
                  "broker.pem": broker.private_key_and_cert_chain_pem.bytes()}
@@ -74,11 +80,11 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
 @pytest.fixture(scope="module")
 def acl_cluster(zookeeper, ray_session, tmp_path_factory,
                 certificates: Certificates) -> Iterator[Cluster]:
-    """Two brokers, mutual TLS only, an authorizer, `User:CN=admin` its super user."""
+    """Two brokers, mutual TLS only, an authorizer, the admin certificate its super user."""
     config = {"ssl.keystore.location": certificates.broker,
               "ssl.truststore.location": certificates.ca, "ssl.client.auth": "required",
               "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-              "super.users": "User:CN=admin", "group.initial.rebalance.delay.ms": 0}
+              "super.users": principal(ADMIN), "group.initial.rebalance.delay.ms": 0}
     yield from cluster_of_its_own(zookeeper, tmp_path_factory, "kafka-acls", brokers=2,
                                   kafka_listeners="SSL://127.0.0.1:0", broker_config=config)
 
@@ -161,7 +167,7 @@ def test_read_without_write_consumes_and_is_refused_produce(
 ) -> None:
     topic = new_topic(acl_cluster, "acl-read")
     group = f"{topic}-group"
-    reader = "User:CN=reader"
+    reader = principal(READER)
     client = admin(acl_cluster, certificates)
     try:
         result = client.create_acls([allow(reader, ACLOperation.READ, ResourceType.TOPIC, topic),
@@ -213,7 +219,7 @@ def test_an_acl_takes_effect_on_every_broker_within_seconds(
     (first_host, first_port), (second_host, second_port) = endpoints(acl_cluster)
     through_first = KafkaAdminClient(**tls(certificates, ADMIN,
                                            servers=[(first_host, first_port)]))
-    acl = allow("User:CN=other", ACLOperation.DESCRIBE, ResourceType.TOPIC, topic)
+    acl = allow(principal(OTHER), ACLOperation.DESCRIBE, ResourceType.TOPIC, topic)
     try:
         started = time.monotonic()
         assert not through_first.create_acls([acl])["failed"]
@@ -222,7 +228,7 @@ def test_an_acl_takes_effect_on_every_broker_within_seconds(
                 certificates, OTHER, h, p, [topic]) == {topic: 0}, timeout_s=5)
         assert time.monotonic() - started < 5
         through_first.delete_acls([ACLFilter(
-            principal="User:CN=other", host="*", operation=ACLOperation.DESCRIBE,
+            principal=principal(OTHER), host="*", operation=ACLOperation.DESCRIBE,
             permission_type=ACLPermissionType.ALLOW,
             resource_pattern=ResourcePattern(ResourceType.TOPIC, topic))])
         for host, port in ((first_host, first_port), (second_host, second_port)):
@@ -235,7 +241,7 @@ def test_an_acl_takes_effect_on_every_broker_within_seconds(
 
 def test_a_deny_beats_an_allow(acl_cluster: Cluster, certificates: Certificates) -> None:
     topic = new_topic(acl_cluster, "acl-deny")
-    other = "User:CN=other"
+    other = principal(OTHER)
     client = admin(acl_cluster, certificates)
     try:
         assert not client.create_acls([
