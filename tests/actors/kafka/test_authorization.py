@@ -227,3 +227,18 @@ def _error_codes(value: Any) -> list[int]:
                 if hasattr(element, "__dict__") or hasattr(type(element), "_struct"):
                     found.extend(_error_codes(element))
     return found
+
+
+def test_the_acl_apis_answer_security_disabled_without_an_authorizer() -> None:
+    from rafka.actors.kafka.acls import KafkaAclHandler
+
+    handler = KafkaAclHandler(SimpleNamespace(store=None), enabled=False)  # type: ignore[arg-type]
+    describe = APIS[ApiKey.DescribeAcls]
+    fields = asyncio.run(handler.describe_acls(describe, 1, _one_of_each(describe)))
+    assert fields["error_code"] == 54
+    create = APIS[ApiKey.CreateAcls]
+    request = create.request(creations=[create.request.AclCreation(
+        resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:a",
+        host="*", operation=3, permission_type=3)])
+    fields = asyncio.run(handler.create_acls(create, 1, request))
+    assert [result.error_code for result in fields["results"]] == [54]
