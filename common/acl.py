@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from rafka.common.errors import RafkaError
+
 WILDCARD_RESOURCE = "*"
 WILDCARD_HOST = "*"
 WILDCARD_PRINCIPAL = "User:*"
@@ -32,7 +34,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 SECURITY_DISABLED = 54
 
 
-class InvalidAclError(ValueError):
+class InvalidAclError(RafkaError, ValueError):
     """An ACL that cannot be stored: a filter value, a bad principal or name."""
 
 
