@@ -174,7 +174,7 @@ def _show(acls: dict[acl.ResourcePattern, frozenset[acl.AccessControlEntry]],
 
 
 def _pattern_text(pattern: acl.ResourcePattern) -> str:
-    return (f"acl.ResourcePattern(resourceType={pattern.resource_type.name}, name={pattern.name}, "
+    return (f"ResourcePattern(resourceType={pattern.resource_type.name}, name={pattern.name}, "
             f"patternType={pattern.pattern_type.name})")
 
 
