@@ -260,6 +260,21 @@ class BrokerConfig:
     default_replication_factor: int = setting(
         "default.replication.factor", Type.INT, 1, minimum=1,
         doc="The replication factor of a topic created automatically or without one.")
+    # The authorizer of Kafka clients' requests (actors/kafka/authorization.py, docs/security.md):
+    # empty, Kafka's default, allows everything.
+    authorizer_class_name: str = setting(
+        "authorizer.class.name", Type.STRING, "",
+        choices=("", "kafka.security.authorizer.AclAuthorizer",
+                 "kafka.security.auth.SimpleAclAuthorizer"),
+        doc="The authorizer of Kafka clients' requests: kafka.security.authorizer.AclAuthorizer "
+            "checks the cluster's ACLs; empty allows everything.")
+    super_users: str = setting(
+        "super.users", Type.STRING, "",
+        doc="Principals the authorizer allows everything, separated by ';' "
+            "(User:admin;User:CN=ops).")
+    allow_everyone_if_no_acl_found: bool = setting(
+        "allow.everyone.if.no.acl.found", Type.BOOLEAN, False,
+        doc="Whether the authorizer allows what is asked of a resource no ACL names.")
     # Not Kafka's: how many replica-host actors (processes) hold this broker's partition
     # replicas. Each is a Ray worker process (about 65 MB, and about 0.6% of a core even idle);
     # 0 gives every replica an actor of its own, as rafka did before replicas shared hosts.

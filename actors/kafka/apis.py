@@ -32,7 +32,13 @@ from rafka.actors.dataport.async_client import HostConnections, RequestTooLarge
 from rafka.actors.dataport.frames import KAFKA_FETCH, KAFKA_PRODUCE, LIST_OFFSETS
 from rafka.actors.errors import ErrorCode, code_of, error_reply
 from rafka.actors.group.coordinator import GroupCoordinator
+from rafka.actors.kafka.acls import KafkaAclHandler
 from rafka.actors.kafka.admin import KafkaAdminHandler
+from rafka.actors.kafka.authorization import (
+    AclCache,
+    RequestAuthorization,
+    authorizer_from_config,
+)
 from rafka.actors.kafka.quota_admin import ClientQuotaAdmin
 from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
 from rafka.actors.kafka.transactions import KafkaTransactionHandler
@@ -140,13 +146,26 @@ class KafkaApis:
             ApiKey.DescribeClientQuotas: self.quotas.describe_client_quotas,
             ApiKey.AlterClientQuotas: self.quotas.alter_client_quotas,
         }
+        # With an authorizer every handler is behind its API's checks (authorization.py).
+        authorizer = authorizer_from_config(config)
+        self._handlers.update(KafkaAclHandler(broker, authorizer is not None).handlers())
+        self.acl_cache = None if authorizer is None else AclCache(authorizer)
+        self.authorization = None if authorizer is None else RequestAuthorization(
+            authorizer, config)
+        if self.authorization is not None:
+            self._handlers = self.authorization.wrap(self._handlers)
 
     def start(self) -> None:
-        """Start the group coordinator's timers (sessions, rebalances)."""
+        """Start the group coordinator's timers (sessions, rebalances), and the watch that
+        keeps the ACLs current."""
         self.groups.start()
+        if self.acl_cache is not None and self.broker.store is not None:
+            self.acl_cache.start(self.broker.store)
 
     async def close(self) -> None:
         await self.groups.close()
+        if self.acl_cache is not None:
+            self.acl_cache.close()
         if self._host_connections is not None:
             self._host_connections.close()
 
@@ -210,7 +229,9 @@ class KafkaApis:
         for name in wanted or ():
             if name not in invalid and name not in metadata["topics"]:
                 errors[name] = (await self.topics.create_topic_for_metadata(name)
-                                if may_create and not name.startswith("__")
+                                if may_create and not name.startswith("__") and (
+                                    self.authorization is None
+                                    or self.authorization.may_auto_create(name))
                                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         live = set(metadata["brokers"])
         response = api.response
@@ -257,10 +278,13 @@ class KafkaApis:
         # where the controller and every other connection of this broker run. A batch too
         # large for its topic by its headers alone is refused here, without a trip to a host.
         parts: list[PartitionProduce] = []
-        errors: dict[tuple[str, int], tuple[int, str]] = {}
+        errors: dict[tuple[str, int], tuple[int, str]] = (
+            {} if self.authorization is None else self.authorization.refused_produce(request))
         for topic in request.topic_data:
             for part in topic.partition_data:
                 tp = (topic.name, part.index)
+                if tp in errors:
+                    continue  # refused: nothing of it is appended
                 records = part.records or b""
                 limit = self._max_message_bytes(*tp)
                 try:

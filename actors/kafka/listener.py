@@ -36,6 +36,7 @@ from kafka.protocol.api_key import ApiKey
 
 from rafka.actors.group.coordinator import CLIENT_HOST
 from rafka.actors.kafka.apis import KafkaApis
+from rafka.actors.kafka.authorization import CLIENT_CONNECTION
 from rafka.actors.kafka.connection import KafkaConnection
 from rafka.actors.kafka.limits import ConnectionQuota, RequestMemory
 from rafka.actors.kafka.quotas import ClientQuotas
@@ -180,6 +181,7 @@ class KafkaListener:
         self._connections[task] = connection
         CLIENT_HOST.set(f"/{ip}" if ip else "")
         CLIENT_LISTENER.set(listener_name)
+        CLIENT_CONNECTION.set(connection)
         # Requests read and not yet answered, in the order they came; None: no more.
         answers: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(
             REQUESTS_READ_AHEAD)

@@ -11,7 +11,7 @@ patch beside this file (`<suite>.patch`, a `diff -ruN` against that tree that ch
 broker fixture) is applied, the client's own package is removed from the copy so that the
 installed one is what runs, and pytest runs in a subprocess with the suite's own configuration.
 This script starts no broker. The tests left out (SSL, SASL, KRaft, and what rafka
-does not serve or lacks) are deselected, each with its reason in its suite's `left_out`;
+lacks) are deselected, each with its reason in its suite's `left_out`;
 `--subset ci` runs a short list, `--only NODE_ID` one test. A JSON summary (counts, and each
 failure's test id and first error line) goes to stdout; pytest's own output goes to stderr.
 When pytest loads this module as a plugin (`-p run_suites`), its hooks below record each test's
@@ -43,7 +43,6 @@ DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) /
 
 # Reasons a test is left out.
 KRAFT = "KRaft-only API (DescribeQuorum, DescribeTopicPartitions, ListConfigResources)"
-NOT_SERVED = "an API rafka does not serve (docs/kafka-protocol.md)"
 SSL = "needs an SSL listener"
 
 
@@ -84,6 +83,7 @@ SUITES: dict[str, Suite] = {
             "test_consumer_integration.py::test_kafka_consumer_position_after_seek_to_end",
             "test_consumer_integration.py::test_heartbeat_thread",
             "test_admin_integration.py::test_create_delete_topics",
+            "test_admin_integration.py::test_create_describe_delete_acls",
             "test_admin_integration.py::test_describe_configs_topic_resource_returns_configs",
             "test_admin_integration.py::test_describe_configs_broker_resource_returns_configs",
             "test_admin_integration.py::test_list_partition_offsets",
@@ -96,7 +96,6 @@ SUITES: dict[str, Suite] = {
             "test_admin_integration.py::test_describe_metadata_quorum": KRAFT,
             "test_admin_integration.py::test_describe_topic_partitions": KRAFT,
             "test_admin_integration.py::test_list_config_resources": KRAFT,
-            "test_admin_integration.py::test_create_describe_delete_acls": NOT_SERVED,
             # rafka's ApiVersions makes kafka-python infer 3.2, and 3.2's API versions
             # (Fetch 13) are beyond rafka's, so no KAFKA_VERSION passes both.
             "test_consumer_integration.py::test_kafka_version_infer":
