@@ -48,6 +48,12 @@ AUTHORIZER_NAMES = frozenset(("kafka.security.authorizer.AclAuthorizer",
                               "kafka.security.auth.SimpleAclAuthorizer"))
 
 Handler = Callable[[Api, int, Any], Awaitable[Any]]
+# What a client may send before anyone knows who it is (ApiVersions is answered before any
+# handler; SASL's two authenticate the connection).
+NEEDS_NO_AUTHORIZATION = frozenset((ApiKey.ApiVersions, ApiKey.SaslHandshake,
+                                    ApiKey.SaslAuthenticate))
+# Produce's answer is written by hand (wire/produce.py): its handler asks `refused_produce`.
+CHECKED_BY_HANDLER = frozenset((ApiKey.Produce,))
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (
     AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE,
     AclOperation.ALTER, AclOperation.DESCRIBE)
@@ -166,12 +172,17 @@ class RequestAuthorization:
             ApiKey.CreateAcls: self._acls(ALTER),
             ApiKey.DeleteAcls: self._acls(ALTER),
             ApiKey.DescribeAcls: self._acls(DESCRIBE),
+            ApiKey.DescribeClientQuotas: self._client_quotas(AclOperation.DESCRIBE_CONFIGS),
+            ApiKey.AlterClientQuotas: self._client_quotas(AclOperation.ALTER_CONFIGS),
         }
-        wrapped = dict(handlers)
-        for key, check in checks.items():
-            if key in handlers:
-                wrapped[key] = _bound(check, handlers[key])
-        return wrapped
+        # Secure by default: an API served without a check would be open to every principal.
+        unchecked = set(handlers) - set(checks) - NEEDS_NO_AUTHORIZATION - CHECKED_BY_HANDLER
+        if unchecked:
+            raise ValueError(f"APIs {sorted(ApiKey(key).name for key in unchecked)} are served "
+                             "without an authorization check: add theirs to "
+                             "RequestAuthorization.wrap")
+        return {key: _bound(checks[key], handler) if key in checks else handler
+                for key, handler in handlers.items()}
 
     # ------------------------------------------------------------------ per API
 
@@ -463,6 +474,24 @@ class RequestAuthorization:
                     partition_index=index, error_code=CLUSTER_AUTHORIZATION_FAILED)
                 for index in topic.partition_indexes]) for topic in entry.topics])
             for entry in request.markers]}
+
+    def _client_quotas(self, operation: AclOperation) -> Callable[..., Awaitable[Any]]:
+        """DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster, AlterClientQuotas
+        ALTER_CONFIGS (KIP-546)."""
+        async def check(handler: Handler, api: Api, version: int, request: Any) -> Any:
+            if self.cluster_allowed(operation):
+                return await handler(api, version, request)
+            message = f"not authorized to {operation.name} the cluster"
+            if api.key == ApiKey.DescribeClientQuotas:
+                return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                        "error_message": message, "entries": None}
+            entry = api.response.EntryData
+            return {"throttle_time_ms": 0, "entries": [
+                entry(error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=message, entity=[
+                    entry.EntityData(entity_type=part.entity_type, entity_name=part.entity_name)
+                    for part in asked.entity])
+                for asked in request.entries]}
+        return check
 
     def _acls(self, operation: AclOperation) -> Callable[..., Awaitable[Any]]:
         async def check(handler: Handler, api: Api, version: int, request: Any) -> Any:

@@ -8,6 +8,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchRequest, JoinGroupRequest
 from kafka.protocol.metadata import MetadataRequest
@@ -242,3 +243,20 @@ def test_the_acl_apis_answer_security_disabled_without_an_authorizer() -> None:
         host="*", operation=3, permission_type=3)])
     fields = asyncio.run(handler.create_acls(create, 1, request))
     assert [result.error_code for result in fields["results"]] == [54]
+
+
+def test_every_served_api_is_behind_a_check() -> None:
+    async def answer(_api: Any, _version: int, _request: Any) -> Any:
+        return {}
+    served = {key: answer for key in APIS}
+    wrapped = checks({}).wrap(served)
+    assert set(wrapped) == set(served)
+    unchecked = {ApiKey(key).name for key in served if wrapped[key] is answer}
+    assert unchecked <= {"ApiVersions", "Produce", "SaslHandshake", "SaslAuthenticate"}, unchecked
+
+
+def test_an_api_served_without_a_check_is_refused_at_start() -> None:
+    async def answer(_api: Any, _version: int, _request: Any) -> Any:
+        return {}
+    with pytest.raises(ValueError, match=r"DescribeDelegationToken.*without an authorization"):
+        checks({}).wrap({ApiKey.Fetch: answer, ApiKey.DescribeDelegationToken: answer})
