@@ -145,8 +145,8 @@ class FailedSend:
 
 @dataclass(frozen=True)
 class Unresolved:
-    """A send attempted at `at` that had no outcome when the workload ended, after it waited for
-    one: neither acknowledged nor failed. Its record may or may not be in the log."""
+    """A send that still had no outcome when the workload, having waited for one, gave up on it
+    at `at`: neither acknowledged nor failed. Its record may or may not be in the log."""
 
     value: bytes
     partition: int | None
