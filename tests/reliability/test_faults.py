@@ -39,19 +39,8 @@ from rafka.actors.clients.group_consumer import GroupConsumer
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.embedded import EmbeddedZooKeeper
 from rafka.coordination.errors import TopicExistsError, ZooKeeperUnavailableError
-from tests.support.checker import (
-    Ack,
-    Commit,
-    FailedSend,
-    Fault,
-    History,
-    Limits,
-    Poll,
-    Rebalance,
-    Revocation,
-    Unresolved,
-    check,
-)
+from tests.support import checker
+from tests.support.checker import Ack, Commit, Fault, History, Limits, Poll, Rebalance, check
 from tests.support.cluster import TEST_BROKER_CONFIG
 from tests.support.faults import (
     PAST_THE_SESSION_S,
@@ -90,10 +79,10 @@ class Recorder:
         self.add("acks", Ack(value, meta.partition, meta.offset, time.monotonic()))
 
     def send_failed(self, value: bytes, error: BaseException) -> None:
-        self.add("failed", FailedSend(value, None, time.monotonic(), type(error).__name__))
+        self.add("failed", checker.FailedSend(value, None, time.monotonic(), type(error).__name__))
 
     def unresolved(self, value: bytes) -> None:
-        self.add("unresolved", Unresolved(value, None, time.monotonic()))
+        self.add("unresolved", checker.Unresolved(value, None, time.monotonic()))
 
     def client_error(self, error: BaseException) -> None:
         """A client call that failed: counted by kind; the checker has limits for each."""
@@ -144,8 +133,8 @@ def consume(cluster: Cluster, name: str, recorder: Recorder, until: Callable[[],
     def revoked(partitions: set[TopicPartition]) -> None:
         """Called inside poll() before the member lets go of partitions moving away: it held
         them until now."""
-        recorder.add("revocations", Revocation(name, time.monotonic(),
-                                               frozenset(tp.partition for tp in partitions)))
+        given_up = frozenset(tp.partition for tp in partitions)
+        recorder.add("revocations", checker.Revocation(name, time.monotonic(), given_up))
 
     consumer = cluster.consumer([TOPIC], group="checker", enable_auto_commit=False,
                                 auto_offset_reset="earliest", session_timeout_ms=4000,
