@@ -472,17 +472,27 @@ def _held_by_one(timeline: list[Poll | Rebalance | Revocation]) -> dict[int, lis
     return held
 
 
-def _overlap(first: _Held, second: _Held) -> _Held | None:
-    """When both stretches hold: a common stretch of some length, a moment of one within the
-    other after it began (at its beginning is the hand-over), or the same moment twice."""
-    since, until = max(first[0], second[0]), min(first[1], second[1])
-    first_moment, second_moment = first[0] == first[1], second[0] == second[1]
-    if first_moment and second_moment:
-        return (since, until) if first[0] == second[0] else None
-    if first_moment or second_moment:
-        moment, stretch = (first, second) if first_moment else (second, first)
-        return (moment[0], moment[0]) if stretch[0] < moment[0] <= stretch[1] else None
-    return (since, until) if since < until else None
+def _overlaps(first: list[_Held], second: list[_Held]) -> list[_Held]:
+    """When two members' holdings meet: two stretches sharing some length, a moment of one
+    within a stretch of the other after it began (at its beginning is the hand-over), or the
+    same moment in both."""
+    first_moments = sorted(since for since, until in first if since == until)
+    second_moments = sorted(since for since, until in second if since == until)
+    found = [(moment, moment) for moment in sorted(set(first_moments) & set(second_moments))]
+    first_stretches = [held for held in first if held[0] < held[1]]
+    second_stretches = [held for held in second if held[0] < held[1]]
+    for a in first_stretches:
+        for b in second_stretches:
+            since, until = max(a[0], b[0]), min(a[1], b[1])
+            if since < until:
+                found.append((since, until))
+    for moments, stretches in ((first_moments, second_stretches),
+                               (second_moments, first_stretches)):
+        for since, until in stretches:
+            within = moments[bisect.bisect_right(moments, since):
+                             bisect.bisect_right(moments, until)]
+            found += [(moment, moment) for moment in within]
+    return sorted(found)
 
 
 def ownership_overlaps(history: History) -> list[OwnershipOverlap]:
@@ -493,11 +503,8 @@ def ownership_overlaps(history: History) -> list[OwnershipOverlap]:
     found = []
     for partition, members in holdings(history).items():
         for first, second in combinations(sorted(members), 2):
-            for a in members[first]:
-                for b in members[second]:
-                    common = _overlap(a, b)
-                    if common is not None:
-                        found.append(OwnershipOverlap(partition, first, second, *common))
+            found += [OwnershipOverlap(partition, first, second, since, until)
+                      for since, until in _overlaps(members[first], members[second])]
     return found
 
 
