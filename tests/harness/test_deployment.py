@@ -319,9 +319,10 @@ BACK_IN_EVERY_ISR_S = 480
 # nodes faulty at once stop writes (min.insync.replicas 2), and recovery takes minutes
 # (docs/deployment.md: 72 to 85 s in 90 s runs, 272 s in a 600 s one).
 NEMESIS_MAX_WRITE_GAP_S = 300
-# Sends that fail under the nemesis: a partition without writes past delivery.timeout.ms
-# (120 s) fails those queued meanwhile, and a send finds no leader within max.block.ms.
-NEMESIS_MAX_FAILED_SENDS = 20_000
+# The share of the sends attempted that may fail under the nemesis: a partition without writes
+# past delivery.timeout.ms (120 s), as the long run's are, fails those queued meanwhile, and a
+# send may find no leader within max.block.ms. A 90 s run here: none failed.
+NEMESIS_MAX_FAILED_SENDS_SHARE = 0.1
 
 
 @pytest.mark.timeout(NEMESIS_SECONDS + BACK_IN_EVERY_ISR_S + 600)
@@ -363,7 +364,8 @@ def test_a_nemesis_of_overlapping_faults_loses_nothing(deployment: Deployment,
     assert len(partitions) == PARTITIONS
     assert not verdict.unresolved, (f"{len(verdict.unresolved)} sends never resolved",
                                     verdict.unresolved[:5])
-    assert verdict.failed_sends <= NEMESIS_MAX_FAILED_SENDS, verdict.summary()
+    assert verdict.failed_sends <= NEMESIS_MAX_FAILED_SENDS_SHARE * len(history.attempts), (
+        len(history.attempts), verdict.summary())
     gaps = {p: found["longest_write_gap_s"] for p, found in partitions.items()}
     assert max(gaps.values()) <= NEMESIS_MAX_WRITE_GAP_S, gaps
     assert anomaly_total(partitions) == 0, {
