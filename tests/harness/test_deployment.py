@@ -319,7 +319,7 @@ NEMESIS_SECONDS = float(os.environ.get("RAFKA_BED_NEMESIS_SECONDS", "90"))
 BACK_IN_EVERY_ISR_S = 480
 # Each partition's longest write gap under the nemesis, up to the end of the run: two of three
 # nodes faulty at once stop writes (min.insync.replicas 2), and recovery takes minutes
-# (docs/deployment.md: 62 to 85 s in 90 s runs, 272 s in a 600 s one).
+# (docs/deployment.md: 62 to 113 s in 90 s runs, 272 s in a 600 s one).
 NEMESIS_MAX_WRITE_GAP_S = 300
 # The share of the sends attempted that may fail under the nemesis: a partition without writes
 # past delivery.timeout.ms (120 s), as the long run's are, fails those queued meanwhile, and a
