@@ -30,8 +30,10 @@ from tests.support.zookeeper import make_chroot
 
 # Hypothesis fails an example that runs past 200 ms by default: on a busy 2-core machine that
 # is the machine, not the code (a validation test once took 318 ms under a test suite's load).
-# Speed is measured by the benchmarks, never by a test.
-settings.register_profile("rafka", deadline=None)
+# Speed is measured by the benchmarks, never by a test. Examples are new every run, in CI too
+# (Hypothesis's own CI profile, which this one would inherit there, derandomizes): a failure
+# prints its falsifying example and the `@reproduce_failure` line that replays it.
+settings.register_profile("rafka", deadline=None, derandomize=False, print_blob=True)
 settings.load_profile("rafka")
 
 # How often the session's Ray exports its metrics (tests/actors/test_metrics.py scrapes them).

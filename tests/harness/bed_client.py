@@ -12,7 +12,8 @@ holds up that member's commits, not its reading, as with Kafka's automatic commi
 Once stopped, the client waits for every send's outcome, reads the whole log back, lets the
 group read to its end, and writes DIR/history.json: when each send was due and to which
 partition, every acknowledgement with the time it came, every failed send (its partition and
-error), every poll, rebalance and commit of the group, and the final log.
+error), every send still without an outcome after the wait (unresolved), every poll, rebalance,
+revocation and commit of the group, and the final log.
 
 While it runs, DIR/progress.json, rewritten every second, says how many acknowledgements came
 per partition so far, and when the last one did, so a test can wait for writes to resume; and
@@ -74,6 +75,7 @@ class GroupReader:
         self.name, self.seen, self.lock, self.stop = name, seen, lock, stop
         self.polls: list[tuple[str, float, list[tuple[int, int, str]]]] = []
         self.rebalances: list[tuple[str, float, float, list[int]]] = []
+        self.revocations: list[tuple[str, float, list[int]]] = []
         self.commits: list[tuple[str, float | None, int, int, float]] = []
         self.errors: dict[str, int] = defaultdict(int)
         self._poll_started = 0.0
@@ -85,13 +87,20 @@ class GroupReader:
                                           daemon=True)
         self.consumer = cluster.consumer(
             [topic], group=GROUP, enable_auto_commit=False, auto_offset_reset="earliest",
-            max_poll_records=500, on_partitions_assigned=self._gained)
+            max_poll_records=500, on_partitions_assigned=self._gained,
+            on_partitions_revoked=self._revoked)
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def _gained(self, partitions: set) -> None:
         # Called inside poll() once the committed offsets of what it claimed are known.
         self.rebalances.append((self.name, self._poll_started, time.time(),
                                 sorted(tp.partition for tp in partitions)))
+
+    def _revoked(self, partitions: set) -> None:
+        # Called inside poll() before the member lets go of partitions moving away, and at
+        # the end for what it holds when it closes.
+        self.revocations.append((self.name, time.time(),
+                                 sorted(tp.partition for tp in partitions)))
 
     def _run(self) -> None:
         try:
@@ -113,6 +122,7 @@ class GroupReader:
             with self._commit_ready:
                 self._commit_ready.notify_all()
             self.committer.join(timeout=30)
+            self._revoked(self.consumer.assignment())
             with contextlib.suppress(Exception):
                 self.consumer.close(commit=False)
 
@@ -205,6 +215,7 @@ def main() -> None:
     due: list[tuple[float, int, str]] = []
     acks: list[tuple[str, int, int, float]] = []
     failed: list[tuple[str, int, str, float]] = []
+    unresolved: list[tuple[str, int, float]] = []
     pending: dict[str, tuple[int, Any]] = {}
     pending_per_partition: dict[int, int] = defaultdict(int)
     ack_counts: dict[int, int] = defaultdict(int)
@@ -222,7 +233,10 @@ def main() -> None:
             try:
                 meta = future.result(150)
             except Exception as error:
-                failed.append((value, partition, type(error).__name__, time.time()))
+                if future.done():
+                    failed.append((value, partition, type(error).__name__, time.time()))
+                else:  # no outcome even after the wait: neither acknowledged nor failed
+                    unresolved.append((value, partition, time.time()))
                 continue
             now = time.time()
             acks.append((value, meta.partition, meta.offset, now))
@@ -275,9 +289,11 @@ def main() -> None:
     for reader in readers:
         reader.thread.join(60)
     _write_atomically(out / "history.json", {
-        "due": due, "acks": acks, "failed": failed, "final_log": final_log,
+        "due": due, "acks": acks, "failed": failed, "unresolved": unresolved,
+        "final_log": final_log,
         "polls": [poll for reader in readers for poll in reader.polls],
         "rebalances": [event for reader in readers for event in reader.rebalances],
+        "revocations": [event for reader in readers for event in reader.revocations],
         "commits": [commit for reader in readers for commit in reader.commits],
         "consumer_errors": {reader.name: dict(reader.errors) for reader in readers}})
     cluster.close()

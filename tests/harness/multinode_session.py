@@ -112,7 +112,7 @@ class Workload:
     def _acknowledged(self, value: bytes, meta: Any) -> None:
         self.acks.append((value, meta.partition, meta.offset, time.monotonic()))
 
-    def _failed(self, error: BaseException) -> None:
+    def _failed(self, _value: bytes, error: BaseException) -> None:
         self.errors.append(repr(error))  # not acknowledged: it may or may not be in the log
 
 

@@ -9,10 +9,11 @@ its Metadata answered throughout; the broker's memory stays bounded; no replica 
 raised (the listener counts them). One broker of its own, so
 that fuzzed admin requests touch nothing of the other tests.
 
-RAFKA_FUZZ_EXAMPLES sets how many frames (default 300). The examples are derandomised, so that a
-failure in CI replays; RAFKA_FUZZ_RANDOM=1 draws new ones (3,000 random frames found nulls in
-fields that must not be null, empty and non-znode group ids, and a negative ApiVersions
-version, each a handler that raised and dropped the connection instead of answering).
+RAFKA_FUZZ_EXAMPLES sets how many frames (default 300). Each run draws new frames from a seed
+it prints, so that CI explores new ones and a failure replays with RAFKA_FUZZ_SEED (or
+RAFKA_SEED) set to it (3,000 random frames found nulls in fields that must not be null, empty and
+non-znode group ids, and a negative ApiVersions version, each a handler that raised and dropped
+the connection instead of answering).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 import ray
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import JoinGroupRequest
@@ -44,9 +45,9 @@ from rafka.wire.protocol import (
 from tests.support.cluster import cluster_of_its_own
 from tests.support.kafka_batches import encoded_records, kafka_batch
 from tests.support.kafka_wire import KafkaWire, first_address
+from tests.support.seeds import run_seed
 
 EXAMPLES = int(os.environ.get("RAFKA_FUZZ_EXAMPLES", "300"))
-RANDOM = bool(os.environ.get("RAFKA_FUZZ_RANDOM"))
 # How long an answer (or the connection's close) may take. A request that legitimately waits
 # (a fetch's max_wait_ms, a join waiting for its group) may be given a long wait by the damage:
 # those are let off with this wait, as long as the other connection is served meanwhile.
@@ -237,7 +238,8 @@ def test_damaged_request_frames_are_answered_or_refused_and_harm_no_one(
     process = psutil.Process(ray.get(broker.pid.remote(), timeout=30))
     memory_before = process.memory_info().rss
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=not RANDOM, database=None,
+    @seed(run_seed("the frame fuzzer", variable="RAFKA_FUZZ_SEED"))
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=False, database=None,
               suppress_health_check=list(HealthCheck))
     @given(frames())
     def one_frame(frame: tuple[ApiKey | None, bytes]) -> None:

@@ -2,8 +2,9 @@
 executor and then its driver (both SIGKILLed while it writes); a new driver resumes from the
 checkpoint, and the output topic holds every result exactly once.
 
-The kill points are random (the seed is in the test's output), so repeated runs hit
-different moments: within a batch's write, between its tasks, as it commits.
+The kill points are random (the seed is in the test's output; RAFKA_CRASH_SEED or RAFKA_SEED
+replays it), so repeated runs hit different moments: within a batch's write, between its tasks,
+as it commits.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 from rafka import Cluster
 from tests.support.cluster import module_cluster, stored_count, stored_records
 from tests.support.pipelines import ExecutorWatch, spark_executor_pids, start_driver
+from tests.support.seeds import run_seed
 
 RECORDS = 100_000
 SOURCE_PARTITIONS, SINK_PARTITIONS = 2, 3
@@ -59,8 +61,7 @@ def wait_until_stored(cluster: Cluster, sink: str, count: int, driver: subproces
 
 def test_a_stream_killed_twice_while_writing_stores_every_result_once(
         cluster: Cluster, tmp_path: Path) -> None:
-    seed = int(os.environ.get("RAFKA_CRASH_SEED", random.randrange(1 << 30)))
-    print(f"RAFKA_CRASH_SEED={seed}")
+    seed = run_seed("the kill points", variable="RAFKA_CRASH_SEED")
     chance = random.Random(seed)
     source, sink = f"crash-in-{uuid.uuid4().hex[:6]}", f"crash-out-{uuid.uuid4().hex[:6]}"
     cluster.create_topic(source, partitions=SOURCE_PARTITIONS, replication_factor=2)

@@ -8,18 +8,23 @@ from collections import Counter
 from tests.support.checker import (
     Ack,
     Commit,
+    FailedSend,
     Fault,
     History,
     Limits,
     Poll,
     Rebalance,
     Refused,
+    Revocation,
+    Unresolved,
     aborted_reads,
     anomaly_total,
     by_partition,
     check,
+    holdings,
     longest_read_gaps,
     longest_write_gaps,
+    ownership_overlaps,
 )
 
 INF = float("inf")
@@ -201,6 +206,126 @@ def test_a_commit_going_back_is_caught() -> None:
     assert check(history).committed_backwards == [(0, 6, 2)]
 
 
+# ---------------------------------------------------------------------- group ownership
+
+
+def test_a_clean_hand_over_is_no_overlap() -> None:
+    # clean(): a reads partition 0 last at 3 s, b gains it at 11.5 s.
+    history = clean()
+    assert holdings(history) == {0: {"a": [(0.5, 3.0)], "b": [(11.5, 12.0)]}}
+    assert not ownership_overlaps(history)
+    # Told to give it up just before b gains it: still clean.
+    history.revocations.append(Revocation("a", 11.2, frozenset({0})))
+    assert holdings(history)[0]["a"] == [(0.5, 11.2)]
+    assert check(history, Limits(default_resume_within_s=10)).ok
+
+
+def test_a_member_reading_a_partition_another_has_gained_is_an_overlap() -> None:
+    # a's session expired unnoticed (a zombie): b gains the partition and reads it from the
+    # committed 3, while a still reads it at 12.5 s.
+    history = clean()
+    history.polls.append(Poll("a", 12.5, ()))
+    history.polls.append(reads(history, "a", 12.6, range(3, 4)))
+    [overlap] = ownership_overlaps(history)
+    assert (overlap.partition, overlap.first, overlap.second) == (0, "a", "b")
+    assert (overlap.since, overlap.until) == (11.5, 12.0)
+    assert str(overlap) == "a and b both held 0 from 11.5 to 12"
+    verdict = check(history, Limits(default_resume_within_s=10))
+    assert verdict.summary()["ownership_overlaps"] == 1
+    assert not verdict.ok
+
+
+def test_a_read_by_the_old_owner_between_the_new_ones_gain_and_read_is_caught() -> None:
+    history = clean()
+    history.polls.append(reads(history, "a", 11.8, range(3, 4)))  # b gained at 11.5
+    [overlap] = ownership_overlaps(history)
+    # a held it from 0.5 s to that read, b from 11.5 s.
+    assert (overlap.first, overlap.second, overlap.since, overlap.until) == ("a", "b", 11.5, 11.8)
+
+
+def test_a_partition_gained_by_two_members_at_once_is_caught() -> None:
+    # Both gain partition 0 in the same rebalance, and both read it, each from the start.
+    history = clean()
+    history.rebalances[1] = Rebalance("b", 0.0, 0.6, frozenset({0}))
+    history.polls[1] = reads(history, "b", 4.0, range(3))
+    found = ownership_overlaps(history)
+    assert [(o.first, o.second, o.since, o.until) for o in found] == [("a", "b", 0.6, 3.0)]
+    assert by_partition(history, check(history))[0]["ownership_overlaps"] == 1
+
+
+def test_a_revocation_after_the_new_owner_gained_is_an_overlap_without_a_read() -> None:
+    # a is told to give the partition up only after b gained it: they held it at once, though
+    # a read nothing meanwhile.
+    history = clean()
+    history.revocations.append(Revocation("a", 11.7, frozenset({0})))
+    [overlap] = ownership_overlaps(history)
+    assert (overlap.since, overlap.until) == (11.5, 11.7)
+
+
+def test_reading_a_partition_after_giving_it_up_while_another_holds_it_is_caught() -> None:
+    history = clean()
+    history.revocations.append(Revocation("a", 3.5, frozenset({0})))
+    history.polls.append(reads(history, "a", 11.9, range(3, 4)))  # no rebalance gave it back
+    assert [(o.since, o.until) for o in ownership_overlaps(history)] == [(11.9, 11.9)]
+    history.polls[-1] = reads(history, "a", 12.0, range(3, 4))  # as b read it
+    assert [(o.since, o.until) for o in ownership_overlaps(history)] == [(12.0, 12.0)]
+    history.polls[-1] = reads(history, "a", 11.5, range(3, 4))  # as b gained it: a hand-over
+    assert not ownership_overlaps(history)
+
+
+def test_two_members_reading_one_partition_at_the_same_moment_is_caught() -> None:
+    # No rebalance recorded (a group settled before the history began): the reads alone.
+    history = History(final_log={0: [(0, b"p-0"), (1, b"p-1")]},
+                      polls=[Poll("a", 1.0, ((0, 0, b"p-0"),)),
+                             Poll("b", 1.0, ((0, 1, b"p-1"),)),
+                             Poll("a", 2.0, ((0, 1, b"p-1"),))])
+    assert [(o.first, o.second, o.since) for o in ownership_overlaps(history)] == [
+        ("a", "b", 1.0)]
+
+
+def test_losing_a_session_and_regaining_the_partition_is_no_overlap() -> None:
+    # a's session expired at some moment after its read at 3 s; b held the partition from 5.5
+    # to 6 s, revoked; a regains it at 8 s and reads it again. Nobody held it twice.
+    history = clean()
+    history.polls[1:] = [reads(history, "b", 6.0, range(3, 4)),
+                         reads(history, "a", 9.0, range(4, 6))]
+    history.rebalances[1:] = [Rebalance("b", 5.0, 5.5, frozenset({0})),
+                              Rebalance("a", 7.0, 8.0, frozenset({0}))]
+    history.revocations.append(Revocation("b", 6.5, frozenset({0})))
+    history.commits[1:] = [Commit("b", 6.2, 0, 4, started=6.1), Commit("a", 9.5, 0, 6)]
+    assert holdings(history)[0] == {"a": [(0.5, 3.0), (8.0, 9.0)], "b": [(5.5, 6.5)]}
+    assert not ownership_overlaps(history)
+    assert check(history, Limits(default_resume_within_s=10)).ok
+
+
+# ------------------------------------------------------------------------------- sends
+
+
+def test_sends_unresolved_at_the_end_are_reported_and_fail_the_verdict() -> None:
+    history = clean()
+    history.unresolved = [Unresolved(b"p1-6", None, 5.5), Unresolved(b"p1-7", 0, 5.6)]
+    verdict = check(history, Limits(default_resume_within_s=10))
+    assert [send.value for send in verdict.unresolved] == [b"p1-6", b"p1-7"]
+    assert verdict.summary()["sends_unresolved"] == 2
+    assert verdict.over_limits == ["2 sends unresolved at the end, limit 0"]
+    assert not verdict.ok
+    allowed = check(history, Limits(default_resume_within_s=10, max_unresolved_sends=2))
+    assert allowed.ok and len(allowed.unresolved) == 2  # allowed, still reported
+
+
+def test_failed_sends_are_counted_and_bounded() -> None:
+    history = clean()
+    history.refused = [Refused(b"p1-8", 0, 5.0)]
+    history.failed = [FailedSend(b"p1-6", 0, 5.5, "RequestTimedOutError"),
+                      FailedSend(b"p1-7", None, 5.6, "NotEnoughReplicasError")]
+    unbounded = check(history, Limits(default_resume_within_s=10))
+    assert unbounded.failed_sends == 3 and unbounded.summary()["sends_failed"] == 3
+    assert unbounded.ok  # no limit given
+    verdict = check(history, Limits(default_resume_within_s=10, max_failed_sends=2))
+    assert verdict.over_limits == ["3 sends failed, limit 2"]
+    assert not verdict.ok
+
+
 # ------------------------------------------------------------------------------- liveness
 
 
@@ -296,8 +421,38 @@ def test_client_errors_over_their_limit_are_caught() -> None:
 
 def test_write_gaps_are_per_partition() -> None:
     acks = [Ack(b"p-1", 0, 0, 1.0), Ack(b"p-2", 0, 1, 2.0), Ack(b"p-3", 0, 2, 9.5),
+            Ack(b"q-1", 1, 0, 1.0), Ack(b"q-2", 1, 1, 5.0), Ack(b"q-3", 1, 2, 9.0),
+            Ack(b"q-4", 1, 3, 9.5)]
+    assert longest_write_gaps(History(acks=acks, attempts=[1.0, 9.5])) == {0: 7.5, 1: 4.0}
+
+
+def test_a_partition_that_stops_taking_writes_has_a_gap_to_the_end_of_the_run() -> None:
+    # Partition 1 acknowledges up to 2 s, then nothing while sends go on to 9.5 s: its gap is
+    # the 7.5 s after its last ack, which two acks alone would never show.
+    acks = [Ack(b"p-1", 0, 0, 1.0), Ack(b"p-2", 0, 1, 2.0), Ack(b"p-3", 0, 2, 9.5),
             Ack(b"q-1", 1, 0, 1.0), Ack(b"q-2", 1, 1, 1.5), Ack(b"q-3", 1, 2, 2.0)]
-    assert longest_write_gaps(acks) == {0: 7.5, 1: 0.5}
+    history = History(acks=acks, attempts=[1.0, 9.5])
+    assert longest_write_gaps(history) == {0: 7.5, 1: 7.5}
+    assert by_partition(history, check(history))[1]["longest_write_gap_s"] == 7.5
+
+
+def test_the_stretch_before_a_partitions_first_ack_counts() -> None:
+    history = History(acks=[Ack(b"p-1", 0, 0, 0.5), Ack(b"q-1", 1, 0, 6.0)],
+                      attempts=[0.0, 6.0])
+    assert longest_write_gaps(history) == {0: 5.5, 1: 6.0}
+
+
+def test_a_partition_that_never_took_a_write_is_unavailable_the_whole_run() -> None:
+    history = History(acks=[Ack(b"p-1", 0, 0, 1.0)], attempts=[0.0, 1.0, 8.0],
+                      final_log={0: [(0, b"p-1")], 1: []})
+    assert longest_write_gaps(history) == {0: 7.0, 1: 8.0}
+
+
+def test_an_ack_after_the_last_attempt_ends_its_stretch_at_the_last_attempt() -> None:
+    # A send attempted before the end, acknowledged 100 s later: the run ended at 10 s.
+    history = History(acks=[Ack(b"p-1", 0, 0, 1.0), Ack(b"p-2", 0, 1, 110.0)],
+                      attempts=[0.0, 10.0])
+    assert longest_write_gaps(history) == {0: 9.0}
 
 
 def test_a_refused_send_found_in_the_log_or_a_poll_is_an_aborted_read() -> None:
@@ -363,14 +518,14 @@ def test_anomalies_are_reported_in_their_partition_and_kind() -> None:
         0: {"lost": 0, "duplicated": 0, "offsets_with_two_values": 0, "reordered": 0,
             "lost_reads": 0, "non_monotonic_polls": 0, "poll_skips_without_rebalance": 1,
             "wrong_start_after_rebalance": 1, "unseen": 1, "aborted_reads": 0,
-            "commits_going_back": 0,
+            "commits_going_back": 0, "ownership_overlaps": 0,
             "acknowledged": 5, "longest_write_gap_s": 1.0,
             # Acknowledged from 0 to 4 s, first read at 5 s: unread the whole time.
             "longest_read_gap_s": 4.0},
         1: {"lost": 1, "duplicated": 1, "offsets_with_two_values": 0, "reordered": 0,
             "lost_reads": 0, "non_monotonic_polls": 1, "poll_skips_without_rebalance": 0,
             "wrong_start_after_rebalance": 0, "unseen": 1, "aborted_reads": 1,
-            "commits_going_back": 0,
+            "commits_going_back": 0, "ownership_overlaps": 0,
             "acknowledged": 3, "longest_write_gap_s": 2.333, "longest_read_gap_s": 3.333},
     }
     assert anomaly_total(per_partition) == 8  # 3 in partition 0, 5 in partition 1
@@ -379,18 +534,21 @@ def test_anomalies_are_reported_in_their_partition_and_kind() -> None:
 def test_a_read_that_vanished_and_an_offset_with_two_values_count_in_their_partition() -> None:
     history = anomalous_two_partitions()
     # a reads on in partition 0 (5 follows its 4: no position anomaly), but offset 5 is not in
-    # the final log; c, new and starting at 0 as it should, reads another value at 1@0.
+    # the final log; c, new and starting at 0 as it should, reads another value at 1@0. And a,
+    # reading partition 0 at 9 s, still held it when b gained it at 7.5 s: an ownership overlap.
     history.polls += [Poll("a", 9.0, ((0, 5, b"p-5"),)), Poll("c", 9.0, ((1, 0, b"q-7"),))]
     per_partition = by_partition(history, check(history))
     assert (per_partition[0]["lost_reads"], per_partition[0]["offsets_with_two_values"]) == (1, 0)
     assert (per_partition[1]["lost_reads"], per_partition[1]["offsets_with_two_values"]) == (0, 1)
-    assert anomaly_total(per_partition) == 8 + 2
+    assert (per_partition[0]["ownership_overlaps"], per_partition[1]["ownership_overlaps"]) == (
+        1, 0)
+    assert anomaly_total(per_partition) == 8 + 2 + 1
 
 
 def test_a_clean_history_has_no_anomaly_in_any_partition() -> None:
     history = clean()
     # A send refused for certain and indeed never written: partition 2 shows up, with nothing
-    # acknowledged and so no gaps.
+    # acknowledged: no read gap, and no write all run long (sends attempted from 0 to 5 s).
     history.refused.append(Refused(b"p2-0", 2, at=1.0))
     verdict = check(history, Limits(default_resume_within_s=10))
     assert verdict.ok, verdict.summary()
@@ -399,7 +557,7 @@ def test_a_clean_history_has_no_anomaly_in_any_partition() -> None:
     assert per_partition[0]["acknowledged"] == 6
     assert per_partition[0]["longest_write_gap_s"] == 1.0
     assert per_partition[0]["longest_read_gap_s"] == 3.0
-    assert per_partition[2] == dict.fromkeys(per_partition[2], 0)
+    assert per_partition[2] == {**dict.fromkeys(per_partition[2], 0), "longest_write_gap_s": 5.0}
     assert all(count == 0 for row in per_partition.values() for kind, count in row.items()
                if kind not in {"acknowledged", "longest_write_gap_s", "longest_read_gap_s"})
     assert anomaly_total(per_partition) == 0

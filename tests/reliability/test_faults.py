@@ -1,5 +1,5 @@
 """Fault injection: producers (acks=all, replication factor 3, min.insync.replicas 2,
-idempotent) and a consumer group run a workload while a nemesis with a fixed seed kills leader
+idempotent) and a consumer group run a workload while a seeded nemesis kills leader
 replicas, brokers (ray.kill and SIGKILL of the process), two brokers at once and the controller;
 expires ZooKeeper sessions; SIGKILLs ZooKeeper itself and starts it again on the same port and
 data dir; pauses (SIGSTOP) a leader's broker and the controller past their session timeout, and
@@ -12,7 +12,8 @@ and restarting it would be a fault injected into all of them.
 
 The default test run is short (RAFKA_FAULT_SECONDS=30, stretched to the time it takes to inject
 each kind of fault once); `RAFKA_FAULT_SECONDS=600 pytest -m reliability` is the long version.
-RAFKA_FAULT_SEED picks the nemesis's choices.
+The nemesis draws a new seed every run and prints it; RAFKA_FAULT_SEED (or RAFKA_SEED) replays
+a run's choices.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from rafka.actors.clients.group_consumer import GroupConsumer
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.embedded import EmbeddedZooKeeper
 from rafka.coordination.errors import TopicExistsError, ZooKeeperUnavailableError
+from tests.support import checker
 from tests.support.checker import Ack, Commit, Fault, History, Limits, Poll, Rebalance, check
 from tests.support.cluster import TEST_BROKER_CONFIG
 from tests.support.faults import (
@@ -48,6 +50,7 @@ from tests.support.faults import (
     paused,
 )
 from tests.support.replicas import ReplicaOnHost
+from tests.support.seeds import run_seed
 from tests.support.waiting import wait_until
 from tests.support.workloads import read_final_log, settle
 from tests.support.zookeeper import TcpProxy, make_chroot
@@ -75,6 +78,12 @@ class Recorder:
     def ack(self, value: bytes, meta: object) -> None:
         self.add("acks", Ack(value, meta.partition, meta.offset, time.monotonic()))
 
+    def send_failed(self, value: bytes, error: BaseException) -> None:
+        self.add("failed", checker.FailedSend(value, None, time.monotonic(), type(error).__name__))
+
+    def unresolved(self, value: bytes) -> None:
+        self.add("unresolved", checker.Unresolved(value, None, time.monotonic()))
+
     def client_error(self, error: BaseException) -> None:
         """A client call that failed: counted by kind; the checker has limits for each."""
         with self.lock:
@@ -101,12 +110,13 @@ def produce(cluster: Cluster, name: str, recorder: Recorder) -> None:
                 try:
                     pending.append((value, producer.send(TOPIC, value=value)))
                 except Exception as error:  # refused before it was queued: never written
-                    recorder.client_error(error)
+                    recorder.send_failed(value, error)
                 sequence += 1
             time.sleep(0.01)
             pending = settle(pending, wait=False, on_ack=recorder.ack,
-                             on_error=recorder.client_error)
-        settle(pending, wait=True, on_ack=recorder.ack, on_error=recorder.client_error)
+                             on_error=recorder.send_failed)
+        settle(pending, wait=True, on_ack=recorder.ack, on_error=recorder.send_failed,
+               on_unresolved=recorder.unresolved)
     finally:
         producer.close()
 
@@ -120,9 +130,16 @@ def consume(cluster: Cluster, name: str, recorder: Recorder, until: Callable[[],
         recorder.add("rebalances", Rebalance(name, poll_started, time.monotonic(),
                                              frozenset(tp.partition for tp in partitions)))
 
+    def revoked(partitions: set[TopicPartition]) -> None:
+        """Called inside poll() before the member lets go of partitions moving away: it held
+        them until now."""
+        given_up = frozenset(tp.partition for tp in partitions)
+        recorder.add("revocations", checker.Revocation(name, time.monotonic(), given_up))
+
     consumer = cluster.consumer([TOPIC], group="checker", enable_auto_commit=False,
                                 auto_offset_reset="earliest", session_timeout_ms=4000,
-                                max_poll_records=200, on_partitions_assigned=gained)
+                                max_poll_records=200, on_partitions_assigned=gained,
+                                on_partitions_revoked=revoked)
     try:
         while not until():
             poll_started = time.monotonic()
@@ -136,6 +153,7 @@ def consume(cluster: Cluster, name: str, recorder: Recorder, until: Callable[[],
             if records:
                 commit_positions(consumer, name, recorder)
     finally:
+        revoked(consumer.assignment())  # closing lets go of what it holds
         consumer.close(commit=False)
 
 
@@ -464,6 +482,10 @@ RESUME_WITHIN_S = {"restart_zookeeper": 60.0}
 DEFAULT_RESUME_WITHIN_S = 45.0
 
 
+# Sends have delivery.timeout.ms (120 s), past any fault's heal here: none may fail.
+MAX_FAILED_SENDS = 0
+
+
 def limits_for(faults: int) -> Limits:
     return Limits(
         default_resume_within_s=DEFAULT_RESUME_WITHIN_S,
@@ -474,10 +496,13 @@ def limits_for(faults: int) -> Limits:
         max_write_unavailability_s=60,
         max_read_unavailability_s=60,
         # A commit may fail while its offset manager moves (the 600 s run: 12 in 77 faults);
-        # sends have delivery.timeout.ms (120 s) and must not fail at all; any other client
-        # error is a finding.
+        # any other client error is a finding.
         max_client_errors={"CommitFailedError": 2 * faults},
         other_client_errors=0,
+        max_failed_sends=MAX_FAILED_SENDS,
+        # Every send is waited for at the end (150 s, past delivery.timeout.ms): none may be
+        # left without an outcome.
+        max_unresolved_sends=0,
     )
 
 
@@ -485,7 +510,7 @@ def limits_for(faults: int) -> Limits:
 @pytest.mark.timeout(FAULT_SECONDS + 900)
 def test_no_acknowledged_record_is_lost_under_faults(fault_cluster: FaultCluster) -> None:
     seconds = FAULT_SECONDS
-    seed = int(os.environ.get("RAFKA_FAULT_SEED", "20261120"))
+    seed = run_seed("the fault nemesis", variable="RAFKA_FAULT_SEED")
     cluster = fault_cluster.cluster
     cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3,
                          config={"min.insync.replicas": 2})
@@ -546,8 +571,9 @@ def test_no_acknowledged_record_is_lost_under_faults(fault_cluster: FaultCluster
     assert fired == {fault.__name__ for fault in nemesis.faults}, (
         f"never fired: {sorted({f.__name__ for f in nemesis.faults} - fired)}")
     assert verdict.acknowledged > 0
-    assert verdict.ok, {**verdict.summary(), "first_loss": loss_context(recorder.history,
-                                                                           verdict.lost)}
+    assert verdict.ok, {"seed": seed, **verdict.summary(), "unresolved": verdict.unresolved[:5],
+                        "ownership_overlaps": [str(o) for o in verdict.ownership_overlaps[:5]],
+                        "first_loss": loss_context(recorder.history, verdict.lost)}
 
 
 def loss_context(history: History, lost: list[Ack]) -> dict[str, object] | None:

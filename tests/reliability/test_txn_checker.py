@@ -8,6 +8,7 @@ from tests.support.txn_checker import (
     Transaction,
     TxnHistory,
     check_transactions,
+    read_progress,
     txn_value,
 )
 
@@ -51,3 +52,22 @@ def test_a_record_read_twice_or_sent_by_no_transaction_is_caught() -> None:
     assert verdict.duplicates == [("final", txn_value("t1", 0))]
     assert verdict.unknown_records == [b"stranger/0"]
     assert verdict.total == 2
+
+
+def test_a_live_readers_progress_and_its_unexplained_errors() -> None:
+    progress_history = history()
+    # c1 read t1 (committed) in part only: no committed transaction read whole yet.
+    assert read_progress(progress_history, "c1", 5).committed_read_whole == 0
+    progress_history.reads["c1"] = list(progress_history.final_read)
+    progress_history.faults = [(10.0, 12.0)]
+    progress_history.read_errors["c1"] = [(11.0, "BrokerUnavailableError"),
+                                          (16.0, "NotLeaderError"),
+                                          (30.0, "RequestTimedOutError")]
+    progress = read_progress(progress_history, "c1", explained_within_s=5)
+    assert (progress.records, progress.committed_read_whole, progress.committed) == (6, 1, 1)
+    assert progress.read_fraction == 1.0
+    assert progress.errors == {"BrokerUnavailableError": 1, "NotLeaderError": 1,
+                               "RequestTimedOutError": 1}
+    # During the fault, and 4 s after its heal: explained. 18 s after: not.
+    assert progress.unexplained_errors == [(30.0, "RequestTimedOutError")]
+    assert read_progress(progress_history, "nobody", 5).read_fraction == 0.0

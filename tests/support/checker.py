@@ -1,8 +1,9 @@
 """A checker of what a workload saw, in the spirit of Jepsen's Kafka and Redpanda analyses.
 
-Pure: it takes the history (acknowledged writes, the final log, every consumer poll, every
-partition a member gained in a rebalance, every commit, the faults with when each was healed, the
-client errors) and says what went wrong. The workload and the nemesis record; this judges.
+Pure: it takes the history (every send attempted and how it ended, the final log, every
+consumer poll, every partition a member gained or gave up in a rebalance, every commit, the
+faults with when each was healed, the client errors) and says what went wrong. The workload
+and the nemesis record; this judges.
 `by_partition` breaks the verdict down per partition under Jepsen's names for the anomalies,
 so that a report shows where they happened, not only how many there were.
 
@@ -17,11 +18,19 @@ What counts as wrong:
 - a member's reads of a partition not going up by exactly one offset while it owns it; and,
   when it (re)gains the partition in a rebalance, starting anywhere but at the group's committed
   offset of that moment;
+- two members of the group holding or reading one partition at once (an ownership overlap): the
+  hand-over of a rebalance is the old owner's last read, or its revocation, before the new
+  owner gains the partition, never after;
 - a commit going back;
 - after a fault is healed, writes or reads not resuming within the bound for its kind
   (a fault too close to the end of the history to be judged counts as not resumed: the
   workload must run long enough after the last fault);
-- unavailability, or client errors of a kind, beyond the limits given.
+- unavailability, failed sends, or client errors of a kind, beyond the limits given; and any
+  send still unresolved at the end (neither acknowledged nor failed), unless a limit allows it.
+
+Write unavailability, per partition as over the whole topic, runs from the first send attempted
+to the last: the stretch before a partition's first acknowledgement and the one after its last
+count, so that a partition that never takes a write again is seen.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ import bisect
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import combinations, pairwise
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,18 @@ class Rebalance:
 
     member: str
     started: float
+    at: float
+    partitions: frozenset[int]
+
+
+@dataclass(frozen=True)
+class Revocation:
+    """`member` gave up `partitions` at `at` because a rebalance moved them away (Kafka's
+    onPartitionsRevoked), or because it left the group: it held them until then, and lets go
+    of them only after. A member whose session expired loses its partitions without being told;
+    its next `Rebalance` (or nothing) shows it."""
+
+    member: str
     at: float
     partitions: frozenset[int]
 
@@ -110,14 +131,39 @@ class Refused:
     at: float
 
 
+@dataclass(frozen=True)
+class FailedSend:
+    """A send the client reported as failed without certainty (a timeout, a retriable error on
+    its last attempt): its record may be in the log all the same. `partition` is None when the
+    producer chose it and never said."""
+
+    value: bytes
+    partition: int | None
+    at: float
+    error: str
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A send that still had no outcome when the workload, having waited for one, gave up on it
+    at `at`: neither acknowledged nor failed. Its record may or may not be in the log."""
+
+    value: bytes
+    partition: int | None
+    at: float
+
+
 @dataclass
 class History:
     acks: list[Ack] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
+    failed: list[FailedSend] = field(default_factory=list)
+    unresolved: list[Unresolved] = field(default_factory=list)
     attempts: list[float] = field(default_factory=list)  # when each send was attempted
     final_log: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     polls: list[Poll] = field(default_factory=list)
     rebalances: list[Rebalance] = field(default_factory=list)
+    revocations: list[Revocation] = field(default_factory=list)
     commits: list[Commit] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     client_errors: Counter[str] = field(default_factory=Counter)  # error class name -> count
@@ -127,12 +173,15 @@ class History:
 @dataclass(frozen=True)
 class Limits:
     """What a run may take: per fault kind, how soon after its heal writes and reads resume;
-    the longest stretch without writes, or without reads; client errors of each kind."""
+    the longest stretch without writes, or without reads; failed sends (refused or not) and
+    sends left unresolved; client errors of each kind."""
 
     resume_within_s: Mapping[str, float] = field(default_factory=dict)
     default_resume_within_s: float = 30.0
     max_write_unavailability_s: float = float("inf")
     max_read_unavailability_s: float = float("inf")
+    max_failed_sends: int | None = None  # None: not limited
+    max_unresolved_sends: int = 0
     # Errors of a kind not listed are not limited unless `other_client_errors` says so.
     max_client_errors: Mapping[str, int] = field(default_factory=dict)
     other_client_errors: int | None = None
@@ -162,6 +211,22 @@ class PositionAnomaly:
         return f"{self.member} read {self.partition}@{self.offset}, {self.detail}"
 
 
+@dataclass(frozen=True)
+class OwnershipOverlap:
+    """`first` and `second`, members of one group, both held or read `partition` from `since`
+    to `until` (the same moment, when one of them only read it then)."""
+
+    partition: int
+    first: str
+    second: str
+    since: float
+    until: float
+
+    def __str__(self) -> str:
+        return (f"{self.first} and {self.second} both held {self.partition} from "
+                f"{self.since:g} to {self.until:g}")
+
+
 @dataclass
 class Verdict:
     faults: int
@@ -174,11 +239,14 @@ class Verdict:
     reordered: list[tuple[int, bytes, bytes]]
     unconsumed: list[Ack]
     skipped_or_backwards: list[PositionAnomaly]
+    ownership_overlaps: list[OwnershipOverlap]
     committed_backwards: list[tuple[int, int, int]]
     writes_not_resumed_after: list[Fault]
     reads_not_resumed_after: list[Fault]
     longest_unavailability_s: float
     longest_read_unavailability_s: float
+    failed_sends: int  # refused for certain or not
+    unresolved: list[Unresolved]
     client_errors: dict[str, int]
     over_limits: list[str]
 
@@ -186,7 +254,7 @@ class Verdict:
     def ok(self) -> bool:
         return not (self.lost or self.aborted_reads or self.lost_reads
                     or self.conflicting_offsets or self.duplicated or self.reordered
-                    or self.unconsumed or self.skipped_or_backwards
+                    or self.unconsumed or self.skipped_or_backwards or self.ownership_overlaps
                     or self.committed_backwards or self.writes_not_resumed_after
                     or self.reads_not_resumed_after or self.over_limits)
 
@@ -202,11 +270,14 @@ class Verdict:
             "reordered": len(self.reordered),
             "unconsumed": len(self.unconsumed),
             "polls_skipping_or_going_back": len(self.skipped_or_backwards),
+            "ownership_overlaps": len(self.ownership_overlaps),
             "commits_going_back": len(self.committed_backwards),
             "faults_after_which_writes_did_not_resume": len(self.writes_not_resumed_after),
             "faults_after_which_reads_did_not_resume": len(self.reads_not_resumed_after),
             "longest_unavailability_s": round(self.longest_unavailability_s, 3),
             "longest_read_unavailability_s": round(self.longest_read_unavailability_s, 3),
+            "sends_failed": self.failed_sends,
+            "sends_unresolved": len(self.unresolved),
             "client_errors": dict(sorted(self.client_errors.items())),
             "over_limits": self.over_limits,
         }
@@ -227,6 +298,7 @@ def check(history: History, limits: Limits | None = None) -> Verdict:
     received = {(p, offset) for p, offset, _value in read}
     write_gap, read_gap = _longest_gaps(history)
     client_errors = dict(history.client_errors)
+    failed_sends = len(history.refused) + len(history.failed)
     return Verdict(
         faults=len(history.faults),
         acknowledged=len(history.acks),
@@ -238,6 +310,7 @@ def check(history: History, limits: Limits | None = None) -> Verdict:
         reordered=_reordered(history),
         unconsumed=[ack for ack in history.acks if (ack.partition, ack.offset) not in received],
         skipped_or_backwards=_position_anomalies(history),
+        ownership_overlaps=ownership_overlaps(history),
         committed_backwards=_commits_going_back(history),
         writes_not_resumed_after=_not_resumed(
             history.faults, sorted(ack.at for ack in history.acks), limits),
@@ -245,8 +318,11 @@ def check(history: History, limits: Limits | None = None) -> Verdict:
             history.faults, sorted(poll.at for poll in history.polls if poll.records), limits),
         longest_unavailability_s=write_gap,
         longest_read_unavailability_s=read_gap,
+        failed_sends=failed_sends,
+        unresolved=list(history.unresolved),
         client_errors=client_errors,
-        over_limits=_over_limits(write_gap, read_gap, client_errors, limits),
+        over_limits=[*_over_limits(write_gap, read_gap, client_errors, limits),
+                     *_sends_over_limits(failed_sends, len(history.unresolved), limits)],
     )
 
 
@@ -344,6 +420,94 @@ def _position_anomalies(history: History) -> list[PositionAnomaly]:
     return anomalies
 
 
+# A stretch a member certainly held a partition, (since, until); a read outside any such
+# stretch is a moment, since == until.
+_Held = tuple[float, float]
+
+
+def holdings(history: History) -> dict[int, dict[str, list[_Held]]]:
+    """Per partition and member, the stretches the member certainly held it: from the rebalance
+    that gained it to the last sign it still did (its last read of it, or the revocation that
+    took it away), and each read outside those (a member of a group that settled before the
+    history began). A member whose session expired lost the partition at some moment after
+    its last read, unknown: what it held is only what it showed it held."""
+    timelines: dict[str, list[Poll | Rebalance | Revocation]] = defaultdict(list)
+    for event in [*history.revocations, *history.rebalances, *history.polls]:
+        timelines[event.member].append(event)
+    held: dict[int, dict[str, list[_Held]]] = defaultdict(dict)
+    for member, timeline in timelines.items():
+        for partition, stretches in _held_by_one(timeline).items():
+            held[partition][member] = stretches
+    return {partition: dict(members) for partition, members in sorted(held.items())}
+
+
+# Within one poll: revoked first, then gained, then read (the order of Kafka's poll).
+_WITHIN_A_POLL = {Revocation: 0, Rebalance: 1, Poll: 2}
+
+
+def _held_by_one(timeline: list[Poll | Rebalance | Revocation]) -> dict[int, list[_Held]]:
+    """`holdings` of one member, from its own events."""
+    held: dict[int, list[_Held]] = defaultdict(list)
+    since: dict[int, float] = {}  # the partitions it holds now: since when
+    last_sign: dict[int, float] = {}
+    for event in sorted(timeline, key=lambda e: (e.at, _WITHIN_A_POLL[type(e)])):
+        if isinstance(event, Rebalance):
+            for partition in event.partitions:
+                if partition in since:  # lost without being told, and regained
+                    held[partition].append((since[partition], last_sign[partition]))
+                since[partition] = last_sign[partition] = event.at
+        elif isinstance(event, Revocation):
+            for partition in event.partitions:
+                start = since.pop(partition, event.at)
+                last_sign.pop(partition, None)
+                held[partition].append((start, event.at))
+        else:
+            for partition in {p for p, _offset, _value in event.records}:
+                if partition in since:
+                    last_sign[partition] = event.at
+                else:
+                    held[partition].append((event.at, event.at))
+    for partition, start in since.items():
+        held[partition].append((start, last_sign[partition]))
+    return held
+
+
+def _overlaps(first: list[_Held], second: list[_Held]) -> list[_Held]:
+    """When two members' holdings meet: two stretches sharing some length, a moment of one
+    within a stretch of the other after it began (at its beginning is the hand-over), or the
+    same moment in both."""
+    first_moments = sorted(since for since, until in first if since == until)
+    second_moments = sorted(since for since, until in second if since == until)
+    found = [(moment, moment) for moment in sorted(set(first_moments) & set(second_moments))]
+    first_stretches = [held for held in first if held[0] < held[1]]
+    second_stretches = [held for held in second if held[0] < held[1]]
+    for a in first_stretches:
+        for b in second_stretches:
+            since, until = max(a[0], b[0]), min(a[1], b[1])
+            if since < until:
+                found.append((since, until))
+    for moments, stretches in ((first_moments, second_stretches),
+                               (second_moments, first_stretches)):
+        for since, until in stretches:
+            within = moments[bisect.bisect_right(moments, since):
+                             bisect.bisect_right(moments, until)]
+            found += [(moment, moment) for moment in within]
+    return sorted(found)
+
+
+def ownership_overlaps(history: History) -> list[OwnershipOverlap]:
+    """Every time two members of the group held (or read) one partition at once. A rebalance
+    hands a partition over cleanly: the old owner reads it last, or is told to give it up,
+    before the new one gains it (rafka's members claim a partition only once its owner has let
+    go of it, as Kafka's group coordinator assigns it only once revoked)."""
+    found = []
+    for partition, members in holdings(history).items():
+        for first, second in combinations(sorted(members), 2):
+            found += [OwnershipOverlap(partition, first, second, since, until)
+                      for since, until in _overlaps(members[first], members[second])]
+    return found
+
+
 def _commits_going_back(history: History) -> list[tuple[int, int, int]]:
     backwards = []
     highest: dict[int, int] = {}
@@ -364,6 +528,16 @@ def _not_resumed(faults: list[Fault], times: list[float], limits: Limits) -> lis
         if first == len(times) or times[first] > fault.healed + limits.resume_bound(fault.kind):
             stuck.append(fault)
     return stuck
+
+
+def _sends_over_limits(failed: int, unresolved: int, limits: Limits) -> list[str]:
+    over = []
+    if limits.max_failed_sends is not None and failed > limits.max_failed_sends:
+        over.append(f"{failed} sends failed, limit {limits.max_failed_sends}")
+    if unresolved > limits.max_unresolved_sends:
+        over.append(f"{unresolved} sends unresolved at the end, limit "
+                    f"{limits.max_unresolved_sends}")
+    return over
 
 
 def _longest_gaps(history: History) -> tuple[float, float]:
@@ -431,14 +605,34 @@ def check_deliveries(history: History) -> Deliveries:
     )
 
 
-def longest_write_gaps(acks: list[Ack]) -> dict[int, float]:
-    """Per partition, the longest stretch between two of its acknowledgements: how long
-    the partition accepted no write, for a workload that writes to every partition steadily."""
-    times: dict[int, list[float]] = defaultdict(list)
-    for ack in acks:
+def _partitions(history: History) -> set[int]:
+    """Every partition the history names: acknowledged, refused, in the final log or polled."""
+    partitions = {ack.partition for ack in history.acks}
+    partitions |= {refused.partition for refused in history.refused}
+    partitions |= set(history.final_log)
+    partitions |= {partition for poll in history.polls for partition, _o, _v in poll.records}
+    return partitions
+
+
+def longest_write_gaps(history: History) -> dict[int, float]:
+    """Per partition, the longest stretch without an acknowledged write while sends were
+    attempted (from the first attempt to the last; without attempts, from the first ack to the
+    last): the stretch before its first acknowledgement and the one after its last count, so a
+    partition that stops taking writes for good shows its gap up to the end of the run, and one
+    that never took any, the whole run. For a workload that writes to every partition steadily.
+    An acknowledgement after the last attempt ends its stretch at the last attempt."""
+    times: dict[int, list[float]] = {partition: [] for partition in _partitions(history)}
+    for ack in history.acks:
         times[ack.partition].append(ack.at)
-    return {partition: max((b - a for a, b in pairwise(sorted(found))), default=0.0)
-            for partition, found in sorted(times.items())}
+    spans = history.attempts or [ack.at for ack in history.acks]
+    if not spans:
+        return dict.fromkeys(sorted(times), 0.0)
+    start, end = min(spans), max(spans)
+    gaps = {}
+    for partition, found in sorted(times.items()):
+        marks = [start, *sorted(min(max(at, start), end) for at in found), end]
+        gaps[partition] = max(b - a for a, b in pairwise(marks))
+    return gaps
 
 
 def aborted_reads(history: History) -> list[Refused]:
@@ -481,6 +675,7 @@ PARTITION_ANOMALY_KINDS = (
     "unseen",
     "aborted_reads",
     "commits_going_back",
+    "ownership_overlaps",
 )
 
 # Which per-partition count each kind of position anomaly goes to.
@@ -494,16 +689,12 @@ _POSITION_KIND_TO_COUNT = {
 def by_partition(history: History, verdict: Verdict) -> dict[int, dict[str, float | int]]:
     """Per partition that appears in the history (acknowledged, refused, in the final log or
     polled), how many of each anomaly `verdict` found there, how many writes were acknowledged,
-    and its longest write and read gaps in seconds.
+    and its longest write gap (`longest_write_gaps`: up to the end of the run) and read gap in
+    seconds.
 
     A duplicated value counts in every partition of the final log that holds it: that is where
     a reader would see it twice. An aborted read counts in the partition it was sent to."""
-    partitions = {ack.partition for ack in history.acks}
-    partitions |= {refused.partition for refused in history.refused}
-    partitions |= set(history.final_log)
-    partitions |= {partition for poll in history.polls for partition, _o, _v in poll.records}
-
-    counts: dict[int, Counter[str]] = {partition: Counter() for partition in partitions}
+    counts: dict[int, Counter[str]] = {partition: Counter() for partition in _partitions(history)}
 
     def count(partition: int, kind: str, how_many: int = 1) -> None:
         # setdefault: every anomaly comes from the sources above, but a partition missing from
@@ -530,9 +721,11 @@ def by_partition(history: History, verdict: Verdict) -> dict[int, dict[str, floa
         count(refused.partition, "aborted_reads")
     for partition, _highest, _offset in verdict.committed_backwards:
         count(partition, "commits_going_back")
+    for overlap in verdict.ownership_overlaps:
+        count(overlap.partition, "ownership_overlaps")
 
     acknowledged = Counter(ack.partition for ack in history.acks)
-    write_gaps = longest_write_gaps(history.acks)
+    write_gaps = longest_write_gaps(history)
     read_gaps = longest_read_gaps(history)
     report: dict[int, dict[str, float | int]] = {}
     for partition in sorted(counts):

@@ -37,7 +37,17 @@ import psutil
 import yaml
 from ray.autoscaler._private.util import prepare_config
 
-from .checker import Ack, Commit, History, Poll, Rebalance, Refused
+from .checker import (
+    Ack,
+    Commit,
+    FailedSend,
+    History,
+    Poll,
+    Rebalance,
+    Refused,
+    Revocation,
+    Unresolved,
+)
 from .testbed import TestBed
 from .waiting import wait_until
 
@@ -323,12 +333,19 @@ class BedClient:
     def checker_history(self) -> History:
         """The history as the checker takes it (tests/support/checker.py)."""
         found = self.history()
+
+        def certain(error: str) -> bool:
+            return error in REFUSED_FOR_CERTAIN or error.startswith("not-sent:")
+
         return History(
             acks=[Ack(value.encode(), partition, offset, at)
                   for value, partition, offset, at in found["acks"]],
             refused=[Refused(value.encode(), partition, at)
-                     for value, partition, error, at in found["failed"]
-                     if error in REFUSED_FOR_CERTAIN or error.startswith("not-sent:")],
+                     for value, partition, error, at in found["failed"] if certain(error)],
+            failed=[FailedSend(value.encode(), partition, at, error)
+                    for value, partition, error, at in found["failed"] if not certain(error)],
+            unresolved=[Unresolved(value.encode(), partition, at)
+                        for value, partition, at in found.get("unresolved", [])],
             attempts=[due for due, _partition, _value in found["due"]],
             final_log={int(partition): [(offset, base64.b64decode(value))
                                         for offset, value in records]
@@ -337,6 +354,8 @@ class BedClient:
                    for member, at, read in found.get("polls", [])],
             rebalances=[Rebalance(member, started, at, frozenset(partitions))
                         for member, started, at, partitions in found.get("rebalances", [])],
+            revocations=[Revocation(member, at, frozenset(partitions))
+                         for member, at, partitions in found.get("revocations", [])],
             commits=[Commit(member, float("inf") if answered is None else answered, partition,
                             offset, started=asked)
                      for member, answered, partition, offset, asked

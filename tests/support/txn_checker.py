@@ -13,6 +13,9 @@ transactions must rule out.
 A transaction whose commit raised is *unknown*: it may have committed or not, but all of it or
 none of it (torn applies), never part. Records are identified by their values, which name the
 transaction and the record's place in it: `txn_value`.
+
+`read_progress` says how far a live read_committed reader got and which of its errors no fault
+explains: a reader that swallows every error and reads nothing would pass the checks above.
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ class TxnHistory:
     reads: dict[str, list[bytes]] = field(default_factory=dict)
     # What one consumer read of every partition, to its end, after the writers stopped.
     final_read: list[bytes] = field(default_factory=list)
+    # What each live reader's polls raised: (when, the error's class name).
+    read_errors: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    # When each fault began and when it was healed, on the clock of `read_errors`.
+    faults: list[tuple[float, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -93,3 +100,42 @@ def check_transactions(history: TxnHistory) -> TxnVerdict:
         elif 0 < seen < len(transaction.values):
             verdict.torn.append(transaction.name)
     return verdict
+
+
+@dataclass
+class ReadProgress:
+    """How far one live reader got: the committed transactions it read whole, of all those
+    committed; its errors by kind, and those that came neither during a fault nor soon after
+    its heal (`explained_within_s`)."""
+
+    records: int
+    committed_read_whole: int
+    committed: int
+    errors: dict[str, int]
+    unexplained_errors: list[tuple[float, str]]
+
+    @property
+    def read_fraction(self) -> float:
+        return self.committed_read_whole / self.committed if self.committed else 0.0
+
+    def summary(self) -> dict[str, object]:
+        return {"records": self.records, "committed_read_whole": self.committed_read_whole,
+                "committed": self.committed, "errors": self.errors,
+                "unexplained_errors": self.unexplained_errors[:10]}
+
+
+def read_progress(history: TxnHistory, reader: str, explained_within_s: float) -> ReadProgress:
+    read = set(history.reads.get(reader, []))
+    committed = [t for t in history.transactions if t.outcome is Outcome.COMMITTED]
+    errors = history.read_errors.get(reader, [])
+    unexplained = [(at, kind) for at, kind in errors
+                   if not any(began <= at <= healed + explained_within_s
+                              for began, healed in history.faults)]
+    return ReadProgress(
+        records=len(history.reads.get(reader, [])),
+        committed_read_whole=sum(all(v in read for v in t.values) for t in committed),
+        committed=len(committed),
+        errors=dict(Counter(kind for _at, kind in errors)),
+        unexplained_errors=unexplained,
+    )
+

@@ -67,12 +67,14 @@ def settle(
     *,
     wait: bool,
     on_ack: Callable[[bytes, Any], object],
-    on_error: Callable[[BaseException], object],
+    on_error: Callable[[bytes, BaseException], object],
+    on_unresolved: Callable[[bytes], object] | None = None,
     timeout_s: float = 150,
 ) -> list[Send]:
     """Hand each send that is done to `on_ack(value, metadata)` or, refused or timed out (it
-    may or may not be in the log), to `on_error(error)`; return those not done yet. With
-    `wait`, wait up to `timeout_s` for each, so none is left."""
+    may or may not be in the log), to `on_error(value, error)`; return those not done yet. With
+    `wait`, wait up to `timeout_s` for each, so none is left: one still without an outcome then
+    goes to `on_unresolved(value)` if given (to `on_error` as a timeout if not)."""
     left = []
     for value, future in pending:
         if not wait and not future.done():
@@ -81,7 +83,10 @@ def settle(
         try:
             meta = future.result(timeout_s)
         except Exception as error:
-            on_error(error)
+            if on_unresolved is not None and not future.done():
+                on_unresolved(value)
+            else:
+                on_error(value, error)
             continue
         on_ack(value, meta)
     return left
@@ -129,7 +134,7 @@ class Workload:
     def _acknowledged(self, value: bytes, meta: Any) -> None:
         self.acknowledged[(meta.partition, meta.offset)] = value
 
-    def _failed(self, error: BaseException) -> None:
+    def _failed(self, _value: bytes, error: BaseException) -> None:
         self.failed += 1
         self.errors.append(error)
 

@@ -3,7 +3,8 @@ with a read_committed consumer and a transactional producer, committing its inpu
 its transactions) is SIGKILLed between its sends and its commit, between sending its offsets
 and committing, and at random moments, and started again each time under the same
 transactional id. Each input record's output is read by read_committed consumers exactly
-once; the aborted attempts are in the log all the same (read_uncommitted sees them)."""
+once; the aborted attempts are in the log all the same (read_uncommitted sees them). The random
+moments are new every run, from a seed it prints (RAFKA_SEED replays them)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from rafka.actors.clients.consumer import Consumer
 from rafka.actors.clients.group_consumer import fetch_committed
 from rafka.actors.clients.producer import Producer
 from tests.support.cluster import read_values
+from tests.support.seeds import run_seed
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3
@@ -94,7 +96,7 @@ def test_each_input_records_output_is_read_once_whatever_kills_the_loop(
     # The group starts at the beginning (this also creates __consumer_offsets).
     cluster.commit_offsets("enricher", {(source, p): 0 for p in range(PARTITIONS)})
     args = (cluster.namespace, source, sink, "enricher", "enricher-1")
-    chance = random.Random(2026)
+    chance = random.Random(run_seed("the loop's kill moments"))
     for die in ("after_sends", "after_offsets", "after_sends", None, None):
         kill_after_s = chance.uniform(0.3, 1.5) if die is None else None
         run_until_killed(TransformLoop.remote(*args), die, kill_after_s)
