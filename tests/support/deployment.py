@@ -161,6 +161,9 @@ class Deployment:
         credentials = home / ".rafka" / "zookeeper-credentials"
         credentials.write_text(self.zookeeper_credentials + "\n")
         credentials.chmod(0o600)
+        # cluster.yaml mounts the cluster's certificates, an empty folder when it has none (as
+        # its header tells a user to make it).
+        (home / ".rafka" / "tls").mkdir(exist_ok=True)
         for command in self.config["setup_commands"]:
             if not any(install in command for install in _INSTALLS):
                 self.shell(node, self._localize(command))
