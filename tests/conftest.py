@@ -44,13 +44,14 @@ CLUSTER_FIXTURES = frozenset({"zookeeper", "ray_session", "spark"})
 # Folders whose every test drives real processes: `rafka demo`, a test session or three Ray nodes
 # in a subprocess, unmodified Kafka clients against a cluster.
 CLUSTER_FOLDERS = frozenset({"harness", "kafka_clients"})
-# Modules whose tests need the machine to themselves, marked `alone`: fault timelines judged
-# against bounds in seconds, Spark drivers and executors killed mid-write, several Ray nodes,
-# network namespaces, a whole test session's processes counted. The rest mostly wait (for
-# sessions to expire, leaders to move, clients to time out) and the test command runs them two
-# at a time.
+# Modules whose tests need the machine to themselves, marked `alone`: bounds in seconds (fault
+# timelines, the demo's time the README promises), Spark drivers and executors killed
+# mid-write, several Ray nodes, network namespaces, a whole test session's processes counted.
+# The rest mostly wait (for sessions to expire, leaders to move, clients to time out) and the
+# test command runs them two at a time.
 ALONE_MODULES = frozenset({
     "harness/test_cleanup.py",
+    "harness/test_demo.py",
     "harness/test_deployment.py",
     "harness/test_multinode.py",
     "harness/test_testbed.py",
