@@ -21,6 +21,14 @@ CONFIG = "/config"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
 """Kafka's per-broker dynamic settings (KIP-226): `<id>` holds `{"version": 1, "config": {...}}`."""
+ENTITY_CONFIGS = ("users", "clients")
+"""Kafka's client entity types (KIP-55, KIP-554): `/config/users/<user>`,
+`/config/clients/<client-id>` and `/config/users/<user>/clients/<client-id>`, each
+`{"version": 1, "config": {...}}`; `<default>` is the entity every user or client falls back to."""
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+"""Kafka's change notifications of entity configs: `config_change_0000000042`, each
+`{"version": 2, "entity_path": "users/alice"}`."""
 ADMIN = "/admin"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
@@ -75,6 +83,12 @@ def broker_config_path(broker_id: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIGS}/{validation.validate_topic_name(topic)}"
+
+
+def entity_config_path(entity_path: str) -> str:
+    """The znode of an entity's config, by its entity path (`users/alice`); the caller's
+    `rafka.coordination.entity_config` sanitises the names it splices in."""
+    return f"{CONFIG}/{entity_path}"
 
 
 def delete_topic_path(topic: str) -> str:
