@@ -28,6 +28,8 @@ from kafka.protocol.admin import (
     AlterPartitionReassignmentsResponse,
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -48,6 +50,8 @@ from kafka.protocol.admin import (
     DescribeProducersResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
@@ -101,6 +105,12 @@ from kafka.protocol.producer import (
     TxnOffsetCommitResponse,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 from rafka.common.errors import RafkaError
@@ -175,6 +185,12 @@ APIS: dict[int, Api] = {api.key: api for api in (
         AlterPartitionReassignmentsResponse, 0, 1),
     Api(ApiKey.ListPartitionReassignments, ListPartitionReassignmentsRequest,
         ListPartitionReassignmentsResponse, 0, 0),
+    Api(ApiKey.SaslHandshake, SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
+    Api(ApiKey.SaslAuthenticate, SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
+    Api(ApiKey.DescribeUserScramCredentials, DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse, 0, 0),
+    Api(ApiKey.AlterUserScramCredentials, AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse, 0, 0),
 )}
 API_VERSIONS = APIS[ApiKey.ApiVersions]
 

@@ -34,6 +34,8 @@ from rafka.actors.errors import ErrorCode, code_of, error_reply
 from rafka.actors.group.coordinator import GroupCoordinator
 from rafka.actors.kafka.admin import KafkaAdminHandler
 from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
+from rafka.actors.kafka.sasl import sasl_not_enabled
+from rafka.actors.kafka.scram_admin import ScramAdminHandler
 from rafka.actors.kafka.transactions import KafkaTransactionHandler
 from rafka.actors.messages import (
     Appended,
@@ -99,6 +101,7 @@ class KafkaApis:
         self.transactions = KafkaTransactionHandler(broker.transactions)
         self.topics = KafkaAdminHandler(broker)
         self.replicas = ReplicaAdminHandler(broker)
+        self.scram = ScramAdminHandler(broker)
         self._handlers: dict[int, Handler] = {
             ApiKey.Produce: self.handle_produce,
             ApiKey.Fetch: self.handle_fetch,
@@ -135,6 +138,10 @@ class KafkaApis:
             ApiKey.AlterReplicaLogDirs: self.replicas.alter_replica_log_dirs,
             ApiKey.AlterPartitionReassignments: self.replicas.alter_partition_reassignments,
             ApiKey.ListPartitionReassignments: self.replicas.list_partition_reassignments,
+            ApiKey.SaslHandshake: sasl_not_enabled,  # a SASL listener answers them itself
+            ApiKey.SaslAuthenticate: sasl_not_enabled,
+            ApiKey.DescribeUserScramCredentials: self.scram.describe_user_scram_credentials,
+            ApiKey.AlterUserScramCredentials: self.scram.alter_user_scram_credentials,
         }
 
     def start(self) -> None:

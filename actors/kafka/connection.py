@@ -61,6 +61,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peercert: dict[str, Any] | None = None
         self.listener_name = ""
         self.principal: KafkaPrincipal = ANONYMOUS
+        # On a SASL listener, its authentication (actors/kafka/sasl.py); None on the others.
+        self.sasl: Any = None
         self.task: asyncio.Task[None] | None = None
 
     # --------------------------------------------------------------- the protocol's side

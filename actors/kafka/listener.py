@@ -38,6 +38,7 @@ from rafka.actors.group.coordinator import CLIENT_HOST
 from rafka.actors.kafka.apis import KafkaApis
 from rafka.actors.kafka.connection import KafkaConnection
 from rafka.actors.kafka.limits import ConnectionQuota, RequestMemory
+from rafka.actors.kafka.sasl import SaslListeners
 from rafka.actors.kafka.tls import server_ssl_context
 from rafka.actors.txn.view import TransactionalBrokerView
 from rafka.wire.listeners import (
@@ -86,6 +87,7 @@ class KafkaListener:
         self.request_memory = RequestMemory(
             None if config.queued_max_request_bytes < 0 else config.queued_max_request_bytes)
         self.apis = KafkaApis(broker)
+        self.sasl = SaslListeners(broker, self.listeners, self.protocol_map)
 
     async def start(self) -> list[Listener]:
         """Bind every listener, and return the endpoints to advertise (each with the port it
@@ -102,6 +104,7 @@ class KafkaListener:
             self._servers[listener.name] = await loop.create_server(
                 connection, listener.host, listener.port, **tls)
         self.apis.start()
+        self.sasl.start()
         self.advertise(self._static_advertised)
         log.info("broker %d serves Kafka's protocol on %s (advertised %s)",
                  self.broker.broker_id,
@@ -130,6 +133,7 @@ class KafkaListener:
         self.apis.topics.advertised_listener = ",".join(map(str, endpoints))
 
     async def close(self) -> None:
+        self.sasl.close()
         await self.apis.close()
         for server in self._servers.values():
             server.close()
@@ -178,15 +182,19 @@ class KafkaListener:
         answers: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(
             REQUESTS_READ_AHEAD)
         working: set[asyncio.Task[bytes | None]] = set()
-        replier = asyncio.create_task(self._reply_in_order(answers, connection, peer))
+        replier: asyncio.Task[None] | None = None
         try:
+            if not await self.sasl.authenticate(connection, self.max_request_bytes, peer):
+                return
+            replier = asyncio.create_task(self._reply_in_order(answers, connection, peer))
             await self._read_requests(connection, answers, working, peer)
             await answers.put(None)  # what was read is answered before the connection closes
             await replier
         except Exception:  # a bug: this connection closes, the others go on
             log.exception("closing the connection of %s after an unexpected error", peer)
         finally:
-            replier.cancel()
+            if replier is not None:
+                replier.cancel()
             for request in working:
                 request.cancel()
             self._connections.pop(task, None)
@@ -222,6 +230,11 @@ class KafkaListener:
                     log.warning("closing the connection of %s: %s", peer, error)
                     return
                 raise
+            if connection.sasl is not None:  # KIP-368: a session ends, or re-authenticates
+                if connection.sasl.must_close(request):
+                    log.info("closing the connection of %s: its SASL session expired", peer)
+                    return
+                request = connection.sasl.reauthenticate(request)
             in_order = not _may_overlap(request)
             if in_order:
                 before = list(working)
@@ -237,6 +250,8 @@ class KafkaListener:
             if in_order:
                 last_in_order = answer
             await answers.put(answer)
+            if connection.sasl is not None and connection.sasl.must_close():
+                return  # a failed re-authentication: answered, then closed
 
     @staticmethod
     async def _reply_in_order(answers: asyncio.Queue[asyncio.Task[bytes | None] | None],

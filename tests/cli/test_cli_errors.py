@@ -42,7 +42,7 @@ def test_help_lists_every_command(rafka) -> None:
         (["produce", "t", "--property", "parse.keys=true"], "unknown --property parse.keys"),
         (["up", "--zk", "nonsense"], "is not 'host:port'"),
         (["up", "--listeners", "SSL://127.0.0.1:0"], "set ssl.keystore.location"),
-        (["up", "--listeners", "SASL_SSL://127.0.0.1:0"], "SASL is not served yet"),
+        (["up", "--listeners", "SASL_SSL://127.0.0.1:0"], "set ssl.keystore.location"),
         (["up", "--listeners", "EXTERNAL://127.0.0.1:0"], "listener.security.protocol.map"),
         (["up", "--listeners", "PLAINTEXT://h:1,PLAINTEXT://h:2"], "PLAINTEXT repeats"),
         (["up", "--listeners", "PLAINTEXT://h:65535", "--brokers", "2"], "leave room"),
