@@ -11,7 +11,7 @@ import argparse
 import importlib
 
 COMMANDS = ("up", "down", "status", "brokers", "topics", "reassign", "produce", "consume",
-            "groups", "bench", "demo", "zookeeper", "supervise")
+            "groups", "users", "bench", "demo", "zookeeper", "supervise")
 
 
 def register(commands: argparse._SubParsersAction, name: str | None = None) -> None:

@@ -79,6 +79,8 @@ def test_usage_errors_exit_2(argv: list[str], needle: str, capsys: pytest.Captur
         (["topics", "create", "../../etc/passwd"], "a topic name is 1 to 249 characters"),
         (["produce", "orders/2024", "--partition", "0"], "contains '/'"),
         (["consume", "orders", "--partition", "-1"], "--partition must be at least 0"),
+        (["users", "create", "--user", "alice", "--password", "p", "--iterations", "10"],
+         "iterations must be between 4096 and 16384"),
     ],
 )
 def test_bad_names_and_numbers_as_a_user_types_them(rafka, argv: list[str], needle: str) -> None:
