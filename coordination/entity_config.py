@@ -78,6 +78,8 @@ def sanitize(name: str) -> str:
         raise ValueError("an entity name must not be empty")
     if name == DEFAULT_ENTITY:
         return name
+    if name in (".", ".."):
+        return name.replace(".", "%2E")  # ZooKeeper refuses these as a path's part
     return urllib.parse.quote(name, safe="")
 
 

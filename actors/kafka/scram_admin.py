@@ -21,6 +21,7 @@ from rafka.coordination.entity_config import (
     list_entities,
     read_entity_config,
 )
+from rafka.coordination.errors import CoordinationError
 from rafka.coordination.store import ClusterStore
 from rafka.wire.protocol import Api
 from rafka.wire.sasl.scram import (
@@ -29,6 +30,7 @@ from rafka.wire.sasl.scram import (
     credential_from_salted_password,
 )
 
+UNKNOWN_SERVER_ERROR = -1
 UNSUPPORTED_SASL_MECHANISM = 33
 RESOURCE_NOT_FOUND = 91
 DUPLICATE_RESOURCE = 92
@@ -145,7 +147,10 @@ def _alter(store: ClusterStore,
             errors[user] = (RESOURCE_NOT_FOUND, f"attempt to delete a user credential that "
                                                 f"does not exist: {user} {missing[0]}")
             continue
-        alter_entity_config(store, entity, updates)
+        try:
+            alter_entity_config(store, entity, updates)
+        except CoordinationError as error:
+            errors[user] = (UNKNOWN_SERVER_ERROR, str(error))
     return errors
 
 
