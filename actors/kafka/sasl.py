@@ -46,6 +46,7 @@ from rafka.wire.protocol import (
     api_versions_response,
     encode_response,
     read_request,
+    unsupported_response,
 )
 from rafka.wire.sasl import (
     OAUTHBEARER,
@@ -69,6 +70,9 @@ ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
 SASL_HANDSHAKE = APIS[ApiKey.SaslHandshake]
 SASL_AUTHENTICATE = APIS[ApiKey.SaslAuthenticate]
+# The largest frame a client may send before it authenticated (Kafka's
+# sasl.server.max.receive.size): an unknown client does not get socket.request.max.bytes.
+SASL_MAX_RECEIVE_BYTES = 524_288
 
 
 class ScramCredentialCache:
@@ -291,7 +295,15 @@ async def authenticate(connection: KafkaConnection, authenticator: SaslAuthentic
             continue
         try:
             api, version, body = read_request(frame)
-        except (MalformedRequestError, UnsupportedRequestError) as error:
+        except UnsupportedRequestError as error:
+            if error.api_key != ApiKey.ApiVersions:
+                log.info("closing the connection of %s before it authenticated: %s", peer,
+                         error)
+                return False
+            # A newer client's ApiVersions: answered at v0, so it asks again (KIP-511).
+            connection.write(unsupported_response(error))
+            continue
+        except MalformedRequestError as error:
             log.info("closing the connection of %s before it authenticated: %s", peer, error)
             return False
         if not authenticator.allows_before_authentication(api.key):
@@ -348,7 +360,8 @@ class SaslListeners:
         if mechanisms is None:
             return True
         connection.sasl = authenticator = mechanisms.authenticator()
-        if not await authenticate(connection, authenticator, max_request_bytes,
+        if not await authenticate(connection, authenticator,
+                                  min(max_request_bytes, SASL_MAX_RECEIVE_BYTES),
                                   mechanisms.failure_delay_s, peer):
             return False
         assert authenticator.principal is not None
