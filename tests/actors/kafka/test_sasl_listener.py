@@ -2,7 +2,8 @@
 no broker): SCRAM-SHA-512 in SaslAuthenticate requests and PLAIN in v0 raw tokens
 authenticate, a wrong password and an unknown user are answered SASL_AUTHENTICATION_FAILED
 after the delay and closed, a request before the handshake closes the connection unanswered,
-and a real client (confluent-kafka) with a wrong password fails within seconds."""
+and a real client (confluent-kafka) with a wrong password fails within seconds; confluent-kafka,
+kafka-python and aiokafka authenticate with SCRAM-SHA-512 and OAUTHBEARER."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def server(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         str(folder / "broker.pem"))
     config = BrokerConfig.from_dict({
         "ssl.keystore.location": str(folder / "broker.pem"),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN,OAUTHBEARER",
         "plain.sasl.jaas.config": 'x required user_alice="alice-secret";',
         "connection.failed.authentication.delay.ms": DELAY_MS})
     credentials = ScramCredentialCache()
@@ -233,3 +234,83 @@ def test_confluent_kafka_with_a_wrong_password_fails_within_seconds(
         admin.poll(0.2)  # librdkafka's log lines come through the client's queue
     assert any("SASL authentication error" in line and "invalid credentials" in line
                for line in logged), logged
+
+
+def _authenticated_as(server: SaslServer, before: int, timeout_s: float = 10) -> set[str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = {who for who in server.outcomes[before:] if who is not None}
+        if found:
+            return found
+        time.sleep(0.05)
+    return set()
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "OAUTHBEARER"])
+def test_real_clients_authenticate(server: SaslServer, ca: trustme.CA, tmp_path: Any,
+                                   mechanism: str) -> None:
+    """Each client's side of the exchange, as it sends it: the server here serves nothing
+    after the authentication (it closes the connection), so only that is checked."""
+    import jwt
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.abc import AbstractTokenProvider as AsyncTokenProvider
+    from aiokafka.helpers import create_ssl_context
+    from kafka import KafkaProducer
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    ca_file = str(tmp_path / "ca.pem")
+    ca.cert_pem.write_to_path(ca_file)
+    address = f"127.0.0.1:{server.port}"
+
+    def token() -> str:
+        now = time.time()
+        return jwt.encode({"sub": "carol", "iat": now, "exp": now + 600}, None,
+                          algorithm="none")
+
+    class Tokens(AbstractTokenProvider):
+        def token(self) -> str:
+            return token()
+
+    class AsyncTokens(AsyncTokenProvider):
+        async def token(self) -> str:
+            return token()
+
+    secret = ({"sasl.username": "carol", "sasl.password": "carol-secret"}
+              if mechanism != "OAUTHBEARER" else
+              {"enable.sasl.oauthbearer.unsecure.jwt": True,
+               "sasl.oauthbearer.config": "principal=carol"})
+    before = len(server.outcomes)
+    admin = AdminClient({"bootstrap.servers": address, "security.protocol": "SASL_SSL",
+                         "ssl.ca.location": ca_file, "sasl.mechanism": mechanism, **secret})
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=3)
+    assert _authenticated_as(server, before) == {"User:carol"}, "confluent-kafka"
+
+    python_secret: dict[str, Any] = (
+        {"sasl_plain_username": "carol", "sasl_plain_password": "carol-secret"}
+        if mechanism != "OAUTHBEARER" else {"sasl_oauth_token_provider": Tokens()})
+    before = len(server.outcomes)
+    with pytest.raises(Exception):  # noqa: B017 (no metadata: whatever it raises)
+        KafkaProducer(bootstrap_servers=address, security_protocol="SASL_SSL",
+                      ssl_cafile=ca_file, sasl_mechanism=mechanism,
+                      bootstrap_timeout_ms=3000, **python_secret)
+    assert _authenticated_as(server, before) == {"User:carol"}, "kafka-python"
+
+    async_secret: dict[str, Any] = (
+        {"sasl_plain_username": "carol", "sasl_plain_password": "carol-secret"}
+        if mechanism != "OAUTHBEARER" else {"sasl_oauth_token_provider": AsyncTokens()})
+
+    async def aiokafka_tries() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=address, security_protocol="SASL_SSL",
+                                    ssl_context=create_ssl_context(cafile=ca_file),
+                                    sasl_mechanism=mechanism, request_timeout_ms=3000,
+                                    **async_secret)
+        try:
+            await asyncio.wait_for(producer.start(), 5)
+        finally:
+            await producer.stop()
+
+    before = len(server.outcomes)
+    with pytest.raises(Exception):  # noqa: B017
+        asyncio.run(aiokafka_tries())
+    assert _authenticated_as(server, before) == {"User:carol"}, "aiokafka"
