@@ -212,16 +212,21 @@ class BrokerConfig:
         "sasl.enabled.mechanisms", Type.LIST, "SCRAM-SHA-256,SCRAM-SHA-512",
         choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
         doc="The SASL mechanisms a SASL listener serves.")
+    # Kafka's JAAS line for PLAIN, read for its user_<name> options only (usually set per
+    # listener: listener.name.<n>.plain.sasl.jaas.config).
     plain_sasl_jaas_config: str | None = setting(
         "plain.sasl.jaas.config", Type.STRING, None, nullable=True,
         doc="PLAIN's users, as Kafka's PlainLoginModule line: user_<name>=\"<password>\" ...")
+    # A refusal held back slows down a guesser; the wait is the connection's, not the loop's.
     connection_failed_authentication_delay_ms: int = setting(
         "connection.failed.authentication.delay.ms", Type.INT, 100, minimum=0,
         doc="How long a failed authentication waits before its answer and the close.")
+    # KIP-368: a long-lived connection proves again who it is.
     connections_max_reauth_ms: int = setting(
         "connections.max.reauth.ms", Type.LONG, 0, minimum=0,
         doc="The longest a SASL session lasts before the client must re-authenticate; 0: "
             "forever (a token's own expiry still ends it).")
+    # OAUTHBEARER under KIP-768's names: unsecured tokens unless a key set is given.
     sasl_oauthbearer_jwks_endpoint_url: str | None = setting(
         "sasl.oauthbearer.jwks.endpoint.url", Type.STRING, None, nullable=True,
         doc="A file:// URL of the JWKS that signs OAUTHBEARER tokens; None: unsecured "
@@ -229,12 +234,14 @@ class BrokerConfig:
     sasl_oauthbearer_expected_audience: str | None = setting(
         "sasl.oauthbearer.expected.audience", Type.STRING, None, nullable=True,
         doc="The audiences (comma-separated) a signed token must name one of.")
+    # Checked only when set, as in Kafka.
     sasl_oauthbearer_expected_issuer: str | None = setting(
         "sasl.oauthbearer.expected.issuer", Type.STRING, None, nullable=True,
         doc="The issuer a signed token must name.")
     sasl_oauthbearer_sub_claim_name: str = setting(
         "sasl.oauthbearer.sub.claim.name", Type.STRING, "sub",
         doc="The claim that names a token's principal.")
+    # Unsecured tokens get no skew, as Kafka's unsecured validator allows none by default.
     sasl_oauthbearer_clock_skew_seconds: int = setting(
         "sasl.oauthbearer.clock.skew.seconds", Type.INT, 30, minimum=0,
         doc="How far a signed token's times may be off this broker's clock.")

@@ -36,18 +36,10 @@ from rafka.actors.config import BrokerConfig
 from rafka.actors.kafka.connection import KafkaConnection
 from rafka.common.config import InvalidConfigError
 from rafka.coordination.entity_config import Entity, EntityConfigWatch
+from rafka.wire import protocol
 from rafka.wire.listeners import Listener, SecurityProtocol, security_protocol
 from rafka.wire.principal import KafkaPrincipal
-from rafka.wire.protocol import (
-    APIS,
-    Api,
-    MalformedRequestError,
-    UnsupportedRequestError,
-    api_versions_response,
-    encode_response,
-    read_request,
-    unsupported_response,
-)
+from rafka.wire.protocol import Api, encode_response
 from rafka.wire.sasl import (
     OAUTHBEARER,
     PLAIN,
@@ -68,8 +60,8 @@ log = logging.getLogger(__name__)
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
-SASL_HANDSHAKE = APIS[ApiKey.SaslHandshake]
-SASL_AUTHENTICATE = APIS[ApiKey.SaslAuthenticate]
+SASL_HANDSHAKE = protocol.APIS[ApiKey.SaslHandshake]
+SASL_AUTHENTICATE = protocol.APIS[ApiKey.SaslAuthenticate]
 # The largest frame a client may send before it authenticated (Kafka's
 # sasl.server.max.receive.size): an unknown client does not get socket.request.max.bytes.
 SASL_MAX_RECEIVE_BYTES = 524_288
@@ -294,16 +286,16 @@ async def authenticate(connection: KafkaConnection, authenticator: SaslAuthentic
             connection.write(len(answer).to_bytes(4, "big") + answer)
             continue
         try:
-            api, version, body = read_request(frame)
-        except UnsupportedRequestError as error:
+            api, version, body = protocol.read_request(frame)
+        except protocol.UnsupportedRequestError as error:
             if error.api_key != ApiKey.ApiVersions:
                 log.info("closing the connection of %s before it authenticated: %s", peer,
                          error)
                 return False
             # A newer client's ApiVersions: answered at v0, so it asks again (KIP-511).
-            connection.write(unsupported_response(error))
+            connection.write(protocol.unsupported_response(error))
             continue
-        except MalformedRequestError as error:
+        except protocol.MalformedRequestError as error:
             log.info("closing the connection of %s before it authenticated: %s", peer, error)
             return False
         if not authenticator.allows_before_authentication(api.key):
@@ -312,7 +304,7 @@ async def authenticate(connection: KafkaConnection, authenticator: SaslAuthentic
             return False
         correlation_id = body.header.correlation_id
         if api.key == ApiKey.ApiVersions:
-            answer = api_versions_response(version, correlation_id)
+            answer = protocol.api_versions_response(version, correlation_id)
         elif api.key == ApiKey.SaslHandshake:
             answer = authenticator.handshake(version, correlation_id, body.mechanism)
         else:

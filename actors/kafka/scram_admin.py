@@ -26,8 +26,8 @@ from rafka.coordination.store import ClusterStore
 from rafka.wire.protocol import Api
 from rafka.wire.sasl.scram import (
     SCRAM_MECHANISMS,
-    ScramCredential,
     credential_from_salted_password,
+    scram_iterations,
 )
 
 UNKNOWN_SERVER_ERROR = -1
@@ -117,15 +117,8 @@ def _describe(store: ClusterStore, users: list[str]) -> list[dict[str, Any]]:
     results = []
     for user in users:
         config = read_entity_config(store, Entity(user=user)).value if user else {}
-        infos = []
-        for mechanism in SCRAM_MECHANISMS:
-            if mechanism in config:
-                try:
-                    iterations = ScramCredential.parse(config[mechanism]).iterations
-                except ValueError:
-                    continue
-                infos.append({"mechanism": TYPE_OF_MECHANISM[mechanism],
-                              "iterations": iterations})
+        infos = [{"mechanism": TYPE_OF_MECHANISM[mechanism], "iterations": iterations}
+                 for mechanism, iterations in scram_iterations(config).items()]
         if not infos:
             results.append(_user_error(user, RESOURCE_NOT_FOUND,
                                        f"attempt to describe a user credential that does not "

@@ -21,8 +21,8 @@ from rafka.coordination.entity_config import (
 from rafka.wire.sasl.scram import (
     DEFAULT_ITERATIONS,
     SCRAM_MECHANISMS,
-    ScramCredential,
     make_credential,
+    scram_iterations,
 )
 
 
@@ -91,15 +91,9 @@ def _scram_users(cluster: Cluster) -> list[list[str]]:
     for entity in list_entities(cluster.store, "users"):
         if entity.user is None or entity.client_id is not None:
             continue
-        config = read_entity_config(cluster.store, entity).value
-        mechanisms = []
-        for mechanism in SCRAM_MECHANISMS:
-            if mechanism in config:
-                try:
-                    iterations = ScramCredential.parse(config[mechanism]).iterations
-                except ValueError:
-                    continue
-                mechanisms.append(f"{mechanism} (iterations={iterations})")
+        found = scram_iterations(read_entity_config(cluster.store, entity).value)
+        mechanisms = [f"{mechanism} (iterations={iterations})"
+                      for mechanism, iterations in found.items()]
         if mechanisms:
             rows.append([entity.user, ", ".join(mechanisms)])
     return rows

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import socket
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from typing import Any
 import jwt
 import pytest
 import trustme
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -32,7 +31,13 @@ from confluent_kafka.admin import (
 )
 
 from rafka import Cluster
-from tests.kafka_clients.test_tls import endpoints, principals
+from tests.kafka_clients.test_tls import (
+    aiokafka_read,
+    confluent_read,
+    endpoints,
+    kcat_round_trip,
+    principals,
+)
 from tests.support.cluster import cluster_of_its_own
 
 pytestmark = pytest.mark.cluster
@@ -140,20 +145,7 @@ def test_confluent_kafka_produces_consumes_and_commits_a_transaction(
     for i in range(COUNT):
         producer.produce(topic, value=f"value-{i}".encode())
     producer.commit_transaction(30)
-    consumer = Consumer({**config, "group.id": f"{topic}-group", "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed"})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    try:
-        for _ in range(120):
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-            if len(values) >= COUNT:
-                break
-        consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
+    values = confluent_read(config, topic, COUNT, **{"isolation.level": "read_committed"})
     assert sorted(values) == expected()
     # The connections of a client that authenticated are its user's.
     listener = "OAUTH" if mechanism == "OAUTHBEARER" else "SCRAM"
@@ -209,7 +201,7 @@ def test_kafka_python_produces_consumes_and_commits_a_transaction(
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_aiokafka_produces_consumes_and_commits_a_transaction(
         sasl_cluster: Cluster, ca_file: tuple[str, str], mechanism: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import AIOKafkaProducer
     from aiokafka.abc import AbstractTokenProvider
     from aiokafka.helpers import create_ssl_context
 
@@ -217,14 +209,11 @@ def test_aiokafka_produces_consumes_and_commits_a_transaction(
         async def token(self) -> str:
             return unsecured_token(USER)
 
-    config: dict[str, Any] = {"security_protocol": "SASL_SSL", "sasl_mechanism": mechanism,
-                              "ssl_context": create_ssl_context(cafile=ca_file[0])}
+    config = kafka_python_config(sasl_cluster, ca_file[0], mechanism)
+    del config["ssl_cafile"]
+    config["ssl_context"] = create_ssl_context(cafile=ca_file[0])
     if mechanism == "OAUTHBEARER":
-        config.update(bootstrap_servers=bootstrap(sasl_cluster, "OAUTH"),
-                      sasl_oauth_token_provider=Unsecured())
-    else:
-        config.update(bootstrap_servers=bootstrap(sasl_cluster, "SCRAM"),
-                      sasl_plain_username=USER, sasl_plain_password=PASSWORD)
+        config["sasl_oauth_token_provider"] = Unsecured()
     topic = new_topic(sasl_cluster, "aiokafka-sasl")
 
     async def round_trip() -> list[bytes]:
@@ -236,20 +225,7 @@ def test_aiokafka_produces_consumes_and_commits_a_transaction(
                     await producer.send(topic, value=f"value-{i}".encode())
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(topic, group_id=f"{topic}-group",
-                                    auto_offset_reset="earliest",
-                                    isolation_level="read_committed", **config)
-        await consumer.start()
-        values: list[bytes] = []
-        try:
-            async with asyncio.timeout(60):
-                async for message in consumer:
-                    values.append(message.value)
-                    if len(values) == COUNT:
-                        break
-        finally:
-            await consumer.stop()
-        return sorted(values)
+        return await aiokafka_read(config, topic, COUNT, isolation_level="read_committed")
 
     assert asyncio.run(round_trip()) == expected()
 
@@ -265,17 +241,7 @@ def test_kcat_produces_and_consumes_in_a_group(
         options += ["-X", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
     topic = new_topic(sasl_cluster, "kcat-sasl")
 
-    def kcat(*args: str, stdin: str | None = None) -> list[str]:
-        result = subprocess.run([KCAT, *options, *args], input=stdin, capture_output=True,
-                                text=True, timeout=120)
-        assert result.returncode == 0, result.stderr
-        return result.stdout.splitlines()
-
-    kcat("-P", "-t", topic, "-X", "acks=all",
-         stdin="\n".join(f"value-{i}" for i in range(COUNT)) + "\n")
-    read = kcat("-G", f"{topic}-group", "-X", "auto.offset.reset=earliest", "-f", "%s\n",
-                "-c", str(COUNT), topic)
-    assert sorted(line.encode() for line in read) == expected()
+    assert kcat_round_trip(options, topic, COUNT) == expected()
 
 
 # ------------------------------------------------------------------------------ refused

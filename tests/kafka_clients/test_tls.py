@@ -123,8 +123,14 @@ def confluent_round_trip(config: dict[str, Any], topic: str, count: int = 50) ->
     for i in range(count):
         producer.produce(topic, value=f"value-{i}".encode(), key=f"key-{i}".encode())
     assert producer.flush(60) == 0, "every record was acknowledged"
+    return confluent_read(config, topic, count)
+
+
+def confluent_read(config: dict[str, Any], topic: str, count: int,
+                   **settings: Any) -> list[bytes]:
+    """Read `count` values of `topic` in the group `<topic>-group`, and commit them."""
     consumer = Consumer({**config, "group.id": f"{topic}-group",
-                         "auto.offset.reset": "earliest"})
+                         "auto.offset.reset": "earliest", **settings})
     consumer.subscribe([topic])
     values: list[bytes] = []
     try:
@@ -226,7 +232,7 @@ def test_kafka_python_produces_and_consumes_over_tls(
 @pytest.mark.parametrize("listener", ["SSL", "MTLS"])
 def test_aiokafka_produces_and_consumes_over_tls(
         tls_cluster: Cluster, certificates: Certificates, listener: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import AIOKafkaProducer
     from aiokafka.helpers import create_ssl_context
 
     topic = new_topic(tls_cluster, f"aiokafka-over-{listener.lower()}")
@@ -244,21 +250,29 @@ def test_aiokafka_produces_and_consumes_over_tls(
             await producer.flush()
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(topic, group_id=f"{topic}-group",
-                                    auto_offset_reset="earliest", **tls)
-        await consumer.start()
-        values: list[bytes] = []
-        try:
-            async with asyncio.timeout(60):
-                async for message in consumer:
-                    values.append(message.value)
-                    if len(values) == 50:
-                        break
-        finally:
-            await consumer.stop()
-        return sorted(values)
+        return await aiokafka_read(tls, topic, 50)
 
     assert asyncio.run(round_trip()) == expected()
+
+
+async def aiokafka_read(config: dict[str, Any], topic: str, count: int,
+                        **settings: Any) -> list[bytes]:
+    """Read `count` values of `topic` with aiokafka in the group `<topic>-group`, sorted."""
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(topic, group_id=f"{topic}-group", auto_offset_reset="earliest",
+                                **config, **settings)
+    await consumer.start()
+    values: list[bytes] = []
+    try:
+        async with asyncio.timeout(60):
+            async for message in consumer:
+                values.append(message.value)
+                if len(values) == count:
+                    break
+    finally:
+        await consumer.stop()
+    return sorted(values)
 
 
 @pytest.mark.parametrize("listener", ["SSL", "MTLS"])
@@ -273,17 +287,23 @@ def test_kcat_produces_and_consumes_over_tls(
         tls += ["-X", f"ssl.certificate.location={certificates.client[0]}",
                 "-X", f"ssl.key.location={certificates.client[1]}"]
 
+    assert kcat_round_trip(tls, topic, 50) == expected()
+
+
+def kcat_round_trip(options: list[str], topic: str, count: int) -> list[bytes]:
+    """Produce `count` values with kcat (acks=all), read them back in a group; sorted."""
     def kcat(*args: str, stdin: str | None = None) -> list[str]:
-        result = subprocess.run([KCAT, *tls, *args], input=stdin, capture_output=True,
+        assert KCAT is not None
+        result = subprocess.run([KCAT, *options, *args], input=stdin, capture_output=True,
                                 text=True, timeout=120)
         assert result.returncode == 0, result.stderr
         return result.stdout.splitlines()
 
     kcat("-P", "-t", topic, "-X", "acks=all",
-         stdin="\n".join(f"value-{i}" for i in range(50)) + "\n")
+         stdin="\n".join(f"value-{i}" for i in range(count)) + "\n")
     read = kcat("-G", f"{topic}-group", "-X", "auto.offset.reset=earliest", "-f", "%s\n",
-                "-c", "50", topic)
-    assert sorted(line.encode() for line in read) == expected()
+                "-c", str(count), topic)
+    return sorted(line.encode() for line in read)
 
 
 # ------------------------------------------------------------------------------ refused

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from rafka.common.errors import RafkaError
-from rafka.wire.principal import KafkaPrincipal
+from rafka.wire.principal import USER_TYPE, KafkaPrincipal
 
 
 class SaslAuthenticationError(RafkaError):
@@ -52,3 +52,31 @@ SCRAM_SHA_512 = "SCRAM-SHA-512"
 OAUTHBEARER = "OAUTHBEARER"
 MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
 """The mechanisms rafka serves, by Kafka's names."""
+
+
+class AuthenticatingServer:
+    """What every mechanism's server shares: who the client turned out to be, and until
+    when. A subclass calls `_authenticated` once the exchange succeeded."""
+
+    mechanism: str
+
+    def __init__(self) -> None:
+        self._authorization_id: str | None = None
+        self._expires_at: float | None = None
+
+    def _authenticated(self, authorization_id: str, expires_at: float | None = None) -> None:
+        self._authorization_id = authorization_id
+        self._expires_at = expires_at
+
+    @property
+    def complete(self) -> bool:
+        return self._authorization_id is not None
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        assert self._authorization_id is not None, "not authenticated yet"
+        return KafkaPrincipal(USER_TYPE, self._authorization_id)
+
+    @property
+    def session_expires_at(self) -> float | None:
+        return self._expires_at

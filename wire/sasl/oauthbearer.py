@@ -29,8 +29,7 @@ from typing import Any
 
 import jwt
 
-from rafka.wire.principal import USER_TYPE, KafkaPrincipal
-from rafka.wire.sasl import OAUTHBEARER, SaslAuthenticationError
+from rafka.wire.sasl import OAUTHBEARER, AuthenticatingServer, SaslAuthenticationError
 
 _SEPARATOR = "\x01"
 # What pyjwt may check a signed token with: asymmetric algorithms only, as a JWKS gives keys.
@@ -83,14 +82,26 @@ class Token:
     expires_at: float
 
 
-class UnsecuredTokenValidator:
+class _ClaimRules:
+    """The checks of every token's claims: a principal, an expiry not past, an issue time not
+    ahead (each within the allowed clock skew)."""
+
+    def __init__(self, sub_claim: str, allowable_clock_skew_ms: int,
+                 now: Callable[[], float]) -> None:
+        self.sub_claim = sub_claim
+        self.skew_s = allowable_clock_skew_ms / 1000
+        self._now = now
+
+    def _token_of(self, claims: dict[str, Any]) -> Token:
+        return _token_of(claims, self.sub_claim, self._now(), self.skew_s)
+
+
+class UnsecuredTokenValidator(_ClaimRules):
     """Kafka's unsecured-JWS rules (`OAuthBearerUnsecuredJws` and its validator handler)."""
 
     def __init__(self, sub_claim: str = "sub", allowable_clock_skew_ms: int = 0,
                  now: Callable[[], float] = time.time) -> None:
-        self.sub_claim = sub_claim
-        self.skew_s = allowable_clock_skew_ms / 1000
-        self._now = now
+        super().__init__(sub_claim, allowable_clock_skew_ms, now)
 
     def validate(self, token: str) -> Token:
         try:
@@ -100,23 +111,21 @@ class UnsecuredTokenValidator:
             raise SaslAuthenticationError(f"invalid_token: {error}") from None
         if header.get("alg") != "none":
             raise SaslAuthenticationError("invalid_token: an unsecured token has alg 'none'")
-        return _token_of(claims, self.sub_claim, self._now(), self.skew_s)
+        return self._token_of(claims)
 
 
-class SignedTokenValidator:
+class SignedTokenValidator(_ClaimRules):
     """Signed tokens against a key set (JWKS), with audience and issuer if expected."""
 
     def __init__(self, jwks: str | dict[str, Any], expected_audience: Sequence[str] = (),
                  expected_issuer: str | None = None, sub_claim: str = "sub",
                  allowable_clock_skew_ms: int = 30_000,
                  now: Callable[[], float] = time.time) -> None:
+        super().__init__(sub_claim, allowable_clock_skew_ms, now)
         keys = jwt.PyJWKSet.from_dict(jwks if isinstance(jwks, dict) else json.loads(jwks))
         self._keys = {key.key_id: key for key in keys.keys}
         self.expected_audience = list(expected_audience)
         self.expected_issuer = expected_issuer
-        self.sub_claim = sub_claim
-        self.skew_s = allowable_clock_skew_ms / 1000
-        self._now = now
 
     def validate(self, token: str) -> Token:
         try:
@@ -134,7 +143,7 @@ class SignedTokenValidator:
                          "verify_iat": False, "verify_exp": False})
         except jwt.PyJWTError as error:
             raise SaslAuthenticationError(f"invalid_token: {error}") from None
-        return _token_of(claims, self.sub_claim, self._now(), self.skew_s)
+        return self._token_of(claims)
 
 
 def read_jwks(url: str) -> str:
@@ -165,35 +174,22 @@ def _token_of(claims: dict[str, Any], sub_claim: str, now: float, skew_s: float)
     return Token(subject, float(expires))
 
 
-class OAuthBearerServer:
+class OAuthBearerServer(AuthenticatingServer):
     """The server of one OAUTHBEARER exchange: one client message, validated by `validator`."""
 
     mechanism = OAUTHBEARER
 
     def __init__(self, validator: UnsecuredTokenValidator | SignedTokenValidator) -> None:
+        super().__init__()
         self._validator = validator
-        self._token: Token | None = None
 
     def evaluate(self, client_bytes: bytes) -> bytes:
-        if self._token is not None:
+        if self.complete:
             raise SaslAuthenticationError("OAUTHBEARER is one message, and it was sent already")
         message = parse_client_first(client_bytes)
         token = self._validator.validate(message.token)
         if message.authorization_id and message.authorization_id != token.principal_name:
             raise SaslAuthenticationError(
                 "Authentication failed: the authorization id is not the token's principal")
-        self._token = token
+        self._authenticated(token.principal_name, token.expires_at)
         return b""
-
-    @property
-    def complete(self) -> bool:
-        return self._token is not None
-
-    @property
-    def principal(self) -> KafkaPrincipal:
-        assert self._token is not None, "not authenticated yet"
-        return KafkaPrincipal(USER_TYPE, self._token.principal_name)
-
-    @property
-    def session_expires_at(self) -> float | None:
-        return self._token.expires_at if self._token is not None else None

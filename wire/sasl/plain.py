@@ -12,8 +12,7 @@ import hmac
 import re
 from collections.abc import Mapping
 
-from rafka.wire.principal import USER_TYPE, KafkaPrincipal
-from rafka.wire.sasl import PLAIN, SaslAuthenticationError
+from rafka.wire.sasl import PLAIN, AuthenticatingServer, SaslAuthenticationError
 
 _JAAS_OPTION = re.compile(r'([A-Za-z0-9_.-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 FAILED = "Authentication failed: Invalid username or password"
@@ -27,17 +26,17 @@ def parse_jaas_users(jaas_config: str) -> dict[str, str]:
             if name.startswith("user_") and len(name) > len("user_")}
 
 
-class PlainServer:
+class PlainServer(AuthenticatingServer):
     """The server of one PLAIN exchange, against `users` ({name: password})."""
 
     mechanism = PLAIN
 
     def __init__(self, users: Mapping[str, str]) -> None:
+        super().__init__()
         self._users = users
-        self._user: str | None = None
 
     def evaluate(self, client_bytes: bytes) -> bytes:
-        if self._user is not None:
+        if self.complete:
             raise SaslAuthenticationError("PLAIN is one message, and it was sent already")
         parts = bytes(client_bytes).split(b"\0")
         if len(parts) != 3:
@@ -58,18 +57,5 @@ class PlainServer:
         if not hmac.compare_digest((expected or "\0").encode(), password.encode()) \
                 or expected is None:
             raise SaslAuthenticationError(FAILED)
-        self._user = user
+        self._authenticated(user)
         return b""
-
-    @property
-    def complete(self) -> bool:
-        return self._user is not None
-
-    @property
-    def principal(self) -> KafkaPrincipal:
-        assert self._user is not None, "not authenticated yet"
-        return KafkaPrincipal(USER_TYPE, self._user)
-
-    @property
-    def session_expires_at(self) -> float | None:
-        return None

@@ -12,13 +12,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from scramp import ScramException, ScramMechanism
 
-from rafka.wire.principal import USER_TYPE, KafkaPrincipal
-from rafka.wire.sasl import SCRAM_SHA_256, SCRAM_SHA_512, SaslAuthenticationError
+from rafka.wire.sasl import (
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    AuthenticatingServer,
+    SaslAuthenticationError,
+)
 
 SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
 # Kafka's bounds for a credential's iterations (ScramMechanism.minIterations / maxIterations).
@@ -55,6 +59,19 @@ class ScramCredential(NamedTuple):
             raise ValueError(f"not a SCRAM credential: {error}") from None
 
 
+def scram_iterations(config: Mapping[str, str]) -> dict[str, int]:
+    """The iterations of each SCRAM credential a user's config holds, by mechanism (one that
+    does not parse is left out)."""
+    found = {}
+    for mechanism in SCRAM_MECHANISMS:
+        if mechanism in config:
+            try:
+                found[mechanism] = ScramCredential.parse(config[mechanism]).iterations
+            except ValueError:
+                continue
+    return found
+
+
 def make_credential(mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS,
                     salt: bytes | None = None) -> ScramCredential:
     """A fresh salted credential of `password` (a random salt unless given)."""
@@ -89,11 +106,12 @@ CredentialLookup = Callable[[str, str], "ScramCredential | None"]
 """`lookup(user, mechanism)`: the user's credential of that mechanism, None if it has none."""
 
 
-class ScramServer:
+class ScramServer(AuthenticatingServer):
     """The server of one SCRAM exchange: client-first, server-first, client-final,
     server-final."""
 
     def __init__(self, mechanism: str, lookup: CredentialLookup) -> None:
+        super().__init__()
         check_iterations(mechanism, DEFAULT_ITERATIONS)
         self.mechanism = mechanism
         self._lookup = lookup
@@ -130,25 +148,14 @@ class ScramServer:
                 if not self._known:
                     raise SaslAuthenticationError(FAILED.format(self.mechanism))
                 self._step = 3
+                assert self._user is not None  # named in the client's first message
+                self._authenticated(self._user)
                 return str(self._server.get_server_final()).encode()
         except ScramException as error:
             self._step = 2
             raise SaslAuthenticationError(
                 f"{FAILED.format(self.mechanism)}: {_reason(error)}") from None
         raise SaslAuthenticationError(f"{self.mechanism} is over: no more messages")
-
-    @property
-    def complete(self) -> bool:
-        return self._step == 3
-
-    @property
-    def principal(self) -> KafkaPrincipal:
-        assert self.complete and self._user is not None, "not authenticated yet"
-        return KafkaPrincipal(USER_TYPE, self._user)
-
-    @property
-    def session_expires_at(self) -> float | None:
-        return None
 
 
 def _reason(error: ScramException) -> str:
