@@ -21,7 +21,9 @@ A broker has a server socket per listener (`listeners`), each speaking its secur
 PLAINTEXT, or SSL (TLS through asyncio's own, so a handshake never blocks the loop and one that
 takes longer than `ssl.handshake.timeout.ms` is dropped; `actors/kafka/tls.py`). Each request
 knows the listener it came in on (`CLIENT_LISTENER`), so a client is told the brokers'
-endpoints of its own listener, and each connection its client's principal.
+endpoints of its own listener, and each connection its client's principal. SASL_PLAINTEXT
+and SASL_SSL listeners authenticate each connection before serving it, and answer its
+re-authentications (`actors/kafka/sasl.py`).
 """
 
 from __future__ import annotations
@@ -232,6 +234,7 @@ class KafkaListener:
                 raise
             if connection.sasl is not None:  # KIP-368: a session ends, or re-authenticates
                 if connection.sasl.must_close(request):
+                    self.request_memory.release(size)
                     log.info("closing the connection of %s: its SASL session expired", peer)
                     return
                 request = connection.sasl.reauthenticate(request)
