@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rafka.wire.principal import ANONYMOUS, KafkaPrincipal
-
-if TYPE_CHECKING:
-    from rafka.actors.kafka.sasl import SaslAuthenticator
 
 SIZE_BYTES = 4
 RECEIVE_BUFFER_BYTES = 64 * 1024
@@ -65,7 +62,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.listener_name = ""
         self.principal: KafkaPrincipal = ANONYMOUS
         # On a SASL listener, its authentication (actors/kafka/sasl.py); None on the others.
-        self.sasl: SaslAuthenticator | None = None
+        # (Any: the authenticator's module imports this one.)
+        self.sasl: Any = None
         self.task: asyncio.Task[None] | None = None
 
     # --------------------------------------------------------------- the protocol's side
