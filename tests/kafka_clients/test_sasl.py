@@ -12,7 +12,6 @@ SCRAM-SHA-512), OAUTH (SASL_SSL, OAUTHBEARER) and PLAIN (SASL_PLAINTEXT, PLAIN).
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
 import time
 import uuid
@@ -31,18 +30,11 @@ from confluent_kafka.admin import (
 )
 
 from rafka import Cluster
-from tests.kafka_clients.test_tls import (
-    aiokafka_read,
-    confluent_read,
-    endpoints,
-    kcat_round_trip,
-    principals,
-)
+from tests.support import secured_clients as clients
 from tests.support.cluster import cluster_of_its_own
 
 pytestmark = pytest.mark.cluster
 
-KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
 USER, PASSWORD = "alice", "alice-secret"
 COUNT = 20
@@ -85,7 +77,7 @@ def sasl_cluster(zookeeper, ray_session, tmp_path_factory,
 
 
 def bootstrap(cluster: Cluster, listener: str) -> str:
-    return ",".join(f"{host}:{port}" for host, port in endpoints(cluster, listener))
+    return ",".join(f"{host}:{port}" for host, port in clients.endpoints(cluster, listener))
 
 
 def plain_config(cluster: Cluster) -> dict[str, Any]:
@@ -145,12 +137,12 @@ def test_confluent_kafka_produces_consumes_and_commits_a_transaction(
     for i in range(COUNT):
         producer.produce(topic, value=f"value-{i}".encode())
     producer.commit_transaction(30)
-    values = confluent_read(config, topic, COUNT, **{"isolation.level": "read_committed"})
+    values = clients.confluent_read(config, topic, COUNT, **{"isolation.level": "read_committed"})
     assert sorted(values) == expected()
     # The connections of a client that authenticated are its user's.
     listener = "OAUTH" if mechanism == "OAUTHBEARER" else "SCRAM"
-    assert f"User:{USER}" in principals(sasl_cluster).get(listener, set()), \
-        principals(sasl_cluster)
+    assert f"User:{USER}" in clients.principals(sasl_cluster).get(listener, set()), \
+        clients.principals(sasl_cluster)
     del producer
 
 
@@ -225,7 +217,7 @@ def test_aiokafka_produces_consumes_and_commits_a_transaction(
                     await producer.send(topic, value=f"value-{i}".encode())
         finally:
             await producer.stop()
-        return await aiokafka_read(config, topic, COUNT, isolation_level="read_committed")
+        return await clients.aiokafka_read(config, topic, COUNT, isolation_level="read_committed")
 
     assert asyncio.run(round_trip()) == expected()
 
@@ -233,7 +225,7 @@ def test_aiokafka_produces_consumes_and_commits_a_transaction(
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_kcat_produces_and_consumes_in_a_group(
         sasl_cluster: Cluster, ca_file: tuple[str, str], mechanism: str) -> None:
-    if KCAT is None:
+    if clients.KCAT is None:
         pytest.fail("kcat is not installed: apt-get install kcat (.ci/run installs it)")
     config = confluent_config(sasl_cluster, ca_file[0], mechanism)
     options = ["-b", config.pop("bootstrap.servers")]
@@ -241,7 +233,7 @@ def test_kcat_produces_and_consumes_in_a_group(
         options += ["-X", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
     topic = new_topic(sasl_cluster, "kcat-sasl")
 
-    assert kcat_round_trip(options, topic, COUNT) == expected()
+    assert clients.kcat_round_trip(options, topic, COUNT) == expected()
 
 
 # ------------------------------------------------------------------------------ refused
@@ -286,7 +278,7 @@ def test_a_bad_token_is_refused_within_seconds(sasl_cluster: Cluster,
 def test_a_request_before_the_handshake_closes_the_connection(sasl_cluster: Cluster) -> None:
     from kafka.protocol.metadata import MetadataRequest
 
-    host, port = endpoints(sasl_cluster, "PLAIN")[0]
+    host, port = clients.endpoints(sasl_cluster, "PLAIN")[0]
     request = MetadataRequest(version=1, topics=[])
     request.with_header(correlation_id=1, client_id="early")
     with socket.create_connection((host, port), timeout=REFUSED_WITHIN_S) as connection:
