@@ -51,7 +51,7 @@ class ScramAdminHandler:
         assert store is not None, "the broker is not started"
         return store
 
-    async def describe_user_scram_credentials(self, _api: Api, _version: int,
+    async def describe_user_scram_credentials(self, api: Api, _version: int,
                                               request: Any) -> dict[str, Any]:
         store = self._store()
         asked = [user.name for user in request.users] if request.users is not None else None
@@ -61,7 +61,7 @@ class ScramAdminHandler:
             described = await asyncio.to_thread(_describe, store, asked)
             results = [result for result in described if result["error_code"] == 0]
             return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                    "results": results}
+                    "results": _described(api, results)}
         duplicated = {user for user, count in Counter(asked).items() if count > 1}
         described = await asyncio.to_thread(_describe, store, [u for u in asked
                                                                if u not in duplicated])
@@ -69,9 +69,9 @@ class ScramAdminHandler:
                                            "the user is named more than once")
                                for user in sorted(duplicated)]
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                "results": results}
+                "results": _described(api, results)}
 
-    async def alter_user_scram_credentials(self, _api: Api, _version: int,
+    async def alter_user_scram_credentials(self, api: Api, _version: int,
                                            request: Any) -> dict[str, Any]:
         store = self._store()
         changes: dict[str, dict[str, str | None]] = {}
@@ -109,7 +109,8 @@ class ScramAdminHandler:
         results = []
         for user in users:
             code, message = errors.get(user, (0, None))
-            results.append({"user": user, "error_code": code, "error_message": message})
+            results.append(api.response.AlterUserScramCredentialsResult(
+                user=user, error_code=code, error_message=message))
         return {"throttle_time_ms": 0, "results": results}
 
 
@@ -145,6 +146,14 @@ def _alter(store: ClusterStore,
         except CoordinationError as error:
             errors[user] = (UNKNOWN_SERVER_ERROR, str(error))
     return errors
+
+
+def _described(api: Api, results: list[dict[str, Any]]) -> list[Any]:
+    """The schema's result structs of `_describe`'s dicts."""
+    result = api.response.DescribeUserScramCredentialsResult
+    return [result(**{**found, "credential_infos": [
+        result.CredentialInfo(**info) for info in found["credential_infos"]]})
+        for found in results]
 
 
 def _user_error(user: str, code: int, message: str | None) -> dict[str, Any]:
