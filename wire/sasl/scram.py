@@ -132,6 +132,14 @@ class ScramServer(AuthenticatingServer):
         return credential.salt, credential.stored_key, credential.server_key, \
             credential.iterations
 
+    def _accept_nonce_as_kafka_does(self, client_final: str) -> None:
+        """Kafka's ScramSaslServer takes a final nonce that ends with the server's, where RFC
+        5802 (and scramp) want it equal: older librdkafka, as kcat packages it, sends the
+        client's part twice. The proof is still checked over the messages as sent."""
+        nonce, expected = _final_nonce(client_final), str(self._server.nonce)
+        if nonce is not None and nonce != expected and nonce.endswith(expected):
+            self._server.nonce = type(self._server.nonce)(nonce)  # scramp's Nonce
+
     def evaluate(self, client_bytes: bytes) -> bytes:
         try:
             message = bytes(client_bytes).decode("utf-8")
@@ -144,6 +152,7 @@ class ScramServer(AuthenticatingServer):
                 return str(self._server.get_server_first()).encode()
             if self._step == 1:
                 self._step = 2
+                self._accept_nonce_as_kafka_does(message)
                 self._server.set_client_final(message)
                 if not self._known:
                     raise SaslAuthenticationError(FAILED.format(self.mechanism))
@@ -156,6 +165,13 @@ class ScramServer(AuthenticatingServer):
             raise SaslAuthenticationError(
                 f"{FAILED.format(self.mechanism)}: {_reason(error)}") from None
         raise SaslAuthenticationError(f"{self.mechanism} is over: no more messages")
+
+
+def _final_nonce(client_final: str) -> str | None:
+    for attribute in client_final.split(","):
+        if attribute.startswith("r="):
+            return attribute[2:]
+    return None
 
 
 def _reason(error: ScramException) -> str:
