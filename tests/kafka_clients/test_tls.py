@@ -14,26 +14,30 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
 import trustme
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from rafka import Cluster
 from tests.support.cluster import cluster_of_its_own
+from tests.support.secured_clients import (
+    KCAT,
+    aiokafka_read,
+    confluent_read,
+    endpoints,
+    kcat_round_trip,
+    principals,
+)
 
 pytestmark = pytest.mark.cluster
 
 PARTITIONS = 2
-KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 # How long a refused client is given before it must have failed (it retries until then).
 REFUSED_WITHIN_S = 8
 
@@ -86,18 +90,6 @@ def tls_cluster(zookeeper, ray_session, tmp_path_factory,
                        "group.initial.rebalance.delay.ms": 200})
 
 
-def endpoints(cluster: Cluster, listener: str) -> list[tuple[str, int]]:
-    """`(host, port)` of each broker's listener of that name, as registered."""
-    found = []
-    for broker in cluster.brokers():
-        for endpoint in broker["endpoints"]:
-            name, _, address = endpoint.partition("://")
-            host, _, port = address.rpartition(":")
-            if name == listener:
-                found.append((host, int(port)))
-    return sorted(found)
-
-
 def bootstrap(cluster: Cluster, listener: str) -> str:
     return ",".join(f"{host}:{port}" for host, port in endpoints(cluster, listener))
 
@@ -123,36 +115,11 @@ def confluent_round_trip(config: dict[str, Any], topic: str, count: int = 50) ->
     for i in range(count):
         producer.produce(topic, value=f"value-{i}".encode(), key=f"key-{i}".encode())
     assert producer.flush(60) == 0, "every record was acknowledged"
-    consumer = Consumer({**config, "group.id": f"{topic}-group",
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    try:
-        for _ in range(120):
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-            if len(values) >= count:
-                break
-        consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
-    return sorted(values)
+    return confluent_read(config, topic, count)
 
 
 def expected(count: int = 50) -> list[bytes]:
     return sorted(f"value-{i}".encode() for i in range(count))
-
-
-def principals(cluster: Cluster) -> dict[str, set[str]]:
-    """The principals connected now to every broker, by listener."""
-    found: dict[str, set[str]] = {}
-    for broker in cluster.brokers():
-        actor = ray.get_actor(f"broker-{broker['id']}", namespace=cluster.namespace)
-        stats = ray.get(actor.kafka_listener_stats.remote(), timeout=30)
-        for name, seen in stats["principals"].items():
-            found.setdefault(name, set()).update(seen)
-    return found
 
 
 # ---------------------------------------------------------------------- served over TLS
@@ -226,7 +193,7 @@ def test_kafka_python_produces_and_consumes_over_tls(
 @pytest.mark.parametrize("listener", ["SSL", "MTLS"])
 def test_aiokafka_produces_and_consumes_over_tls(
         tls_cluster: Cluster, certificates: Certificates, listener: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import AIOKafkaProducer
     from aiokafka.helpers import create_ssl_context
 
     topic = new_topic(tls_cluster, f"aiokafka-over-{listener.lower()}")
@@ -244,19 +211,7 @@ def test_aiokafka_produces_and_consumes_over_tls(
             await producer.flush()
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(topic, group_id=f"{topic}-group",
-                                    auto_offset_reset="earliest", **tls)
-        await consumer.start()
-        values: list[bytes] = []
-        try:
-            async with asyncio.timeout(60):
-                async for message in consumer:
-                    values.append(message.value)
-                    if len(values) == 50:
-                        break
-        finally:
-            await consumer.stop()
-        return sorted(values)
+        return await aiokafka_read(tls, topic, 50)
 
     assert asyncio.run(round_trip()) == expected()
 
@@ -273,17 +228,7 @@ def test_kcat_produces_and_consumes_over_tls(
         tls += ["-X", f"ssl.certificate.location={certificates.client[0]}",
                 "-X", f"ssl.key.location={certificates.client[1]}"]
 
-    def kcat(*args: str, stdin: str | None = None) -> list[str]:
-        result = subprocess.run([KCAT, *tls, *args], input=stdin, capture_output=True,
-                                text=True, timeout=120)
-        assert result.returncode == 0, result.stderr
-        return result.stdout.splitlines()
-
-    kcat("-P", "-t", topic, "-X", "acks=all",
-         stdin="\n".join(f"value-{i}" for i in range(50)) + "\n")
-    read = kcat("-G", f"{topic}-group", "-X", "auto.offset.reset=earliest", "-f", "%s\n",
-                "-c", "50", topic)
-    assert sorted(line.encode() for line in read) == expected()
+    assert kcat_round_trip(tls, topic, 50) == expected()
 
 
 # ------------------------------------------------------------------------------ refused
