@@ -167,7 +167,7 @@ def kafka_python_config(cluster: Cluster, ca: str, mechanism: str) -> dict[str, 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_kafka_python_produces_consumes_and_commits_a_transaction(
         sasl_cluster: Cluster, ca_file: tuple[str, str], mechanism: str) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
 
     config = kafka_python_config(sasl_cluster, ca_file[0], mechanism)
     topic = new_topic(sasl_cluster, "kafka-python-sasl")
@@ -178,16 +178,8 @@ def test_kafka_python_produces_consumes_and_commits_a_transaction(
         producer.send(topic, value=f"value-{i}".encode())
     producer.commit_transaction()
     producer.close()
-    consumer = KafkaConsumer(topic, group_id=f"{topic}-group", auto_offset_reset="earliest",
-                             isolation_level="read_committed", consumer_timeout_ms=15_000,
-                             **config)
-    values = []
-    for message in consumer:
-        values.append(message.value)
-        if len(values) == COUNT:
-            break
-    consumer.close()
-    assert sorted(values) == expected()
+    assert clients.kafka_python_read(config, topic, COUNT, isolation_level="read_committed") \
+        == expected()
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)

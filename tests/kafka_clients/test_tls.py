@@ -1,5 +1,6 @@
 """Unmodified Kafka clients over TLS against rafka's SSL listeners: confluent-kafka,
-kafka-python, aiokafka and kcat produce and consume over SSL and over mutual TLS; an untrusted,
+kafka-python, aiokafka and kcat produce and consume in a group over SSL and over mutual TLS,
+and (but kcat, which has no transactions) commit a transaction over mutual TLS; an untrusted,
 an expired or a missing client certificate where one is required, and a plaintext client on a
 TLS port, are refused within bounded waits; and a broker with a PLAINTEXT and SSL listeners
 serves them all, each client told the endpoints of its own listener.
@@ -31,6 +32,7 @@ from tests.support.secured_clients import (
     aiokafka_read,
     confluent_read,
     endpoints,
+    kafka_python_read,
     kcat_round_trip,
     principals,
 )
@@ -122,6 +124,26 @@ def expected(count: int = 50) -> list[bytes]:
     return sorted(f"value-{i}".encode() for i in range(count))
 
 
+def kafka_python_tls(cluster: Cluster, certificates: Certificates,
+                     listener: str) -> dict[str, Any]:
+    """kafka-python's settings for a TLS listener; the client's pair on MTLS."""
+    tls: dict[str, Any] = {"bootstrap_servers": bootstrap(cluster, listener),
+                           "security_protocol": "SSL", "ssl_cafile": certificates.ca}
+    if listener == "MTLS":
+        tls.update(ssl_certfile=certificates.client[0], ssl_keyfile=certificates.client[1])
+    return tls
+
+
+def aiokafka_tls(cluster: Cluster, certificates: Certificates, listener: str) -> dict[str, Any]:
+    """aiokafka's settings for a TLS listener; the client's pair on MTLS."""
+    from aiokafka.helpers import create_ssl_context
+
+    pair = certificates.client if listener == "MTLS" else (None, None)
+    context = create_ssl_context(cafile=certificates.ca, certfile=pair[0], keyfile=pair[1])
+    return {"bootstrap_servers": bootstrap(cluster, listener),
+            "security_protocol": "SSL", "ssl_context": context}
+
+
 # ---------------------------------------------------------------------- served over TLS
 
 
@@ -164,43 +186,59 @@ def test_confluent_kafka_over_mutual_tls_is_its_certificates_principal(
         == expected()
 
 
+def test_confluent_kafka_commits_a_transaction_over_mutual_tls(
+        tls_cluster: Cluster, certificates: Certificates) -> None:
+    topic = new_topic(tls_cluster, "confluent-txn-over-mtls")
+    config = confluent_config(tls_cluster, certificates, "MTLS", certificates.client)
+    producer = Producer({**config, "transactional.id": f"{topic}-txn"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(50):
+        producer.produce(topic, value=f"value-{i}".encode())
+    producer.commit_transaction(30)
+    del producer
+    assert confluent_read(config, topic, 50, **{"isolation.level": "read_committed"}) \
+        == expected()
+
+
 @pytest.mark.parametrize("listener", ["SSL", "MTLS"])
 def test_kafka_python_produces_and_consumes_over_tls(
         tls_cluster: Cluster, certificates: Certificates, listener: str) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
 
     topic = new_topic(tls_cluster, f"kafka-python-over-{listener.lower()}")
-    tls: dict[str, Any] = {"bootstrap_servers": bootstrap(tls_cluster, listener),
-                           "security_protocol": "SSL", "ssl_cafile": certificates.ca}
-    if listener == "MTLS":
-        tls.update(ssl_certfile=certificates.client[0], ssl_keyfile=certificates.client[1])
+    tls = kafka_python_tls(tls_cluster, certificates, listener)
     producer = KafkaProducer(acks="all", **tls)
     for i in range(50):
         producer.send(topic, value=f"value-{i}".encode())
     producer.flush(60)
     producer.close()
-    consumer = KafkaConsumer(topic, group_id=f"{topic}-group", auto_offset_reset="earliest",
-                             consumer_timeout_ms=15_000, **tls)
-    values = []
-    for message in consumer:
-        values.append(message.value)
-        if len(values) == 50:
-            break
-    consumer.close()
-    assert sorted(values) == expected()
+    assert kafka_python_read(tls, topic, 50) == expected()
+
+
+def test_kafka_python_commits_a_transaction_over_mutual_tls(
+        tls_cluster: Cluster, certificates: Certificates) -> None:
+    from kafka import KafkaProducer
+
+    topic = new_topic(tls_cluster, "kafka-python-txn-over-mtls")
+    tls = kafka_python_tls(tls_cluster, certificates, "MTLS")
+    producer = KafkaProducer(transactional_id=f"{topic}-txn", **tls)
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(50):
+        producer.send(topic, value=f"value-{i}".encode())
+    producer.commit_transaction()
+    producer.close()
+    assert kafka_python_read(tls, topic, 50, isolation_level="read_committed") == expected()
 
 
 @pytest.mark.parametrize("listener", ["SSL", "MTLS"])
 def test_aiokafka_produces_and_consumes_over_tls(
         tls_cluster: Cluster, certificates: Certificates, listener: str) -> None:
     from aiokafka import AIOKafkaProducer
-    from aiokafka.helpers import create_ssl_context
 
     topic = new_topic(tls_cluster, f"aiokafka-over-{listener.lower()}")
-    pair = certificates.client if listener == "MTLS" else (None, None)
-    context = create_ssl_context(cafile=certificates.ca, certfile=pair[0], keyfile=pair[1])
-    tls = {"bootstrap_servers": bootstrap(tls_cluster, listener),
-           "security_protocol": "SSL", "ssl_context": context}
+    tls = aiokafka_tls(tls_cluster, certificates, listener)
 
     async def round_trip() -> list[bytes]:
         producer = AIOKafkaProducer(acks="all", enable_idempotence=True, **tls)
@@ -212,6 +250,27 @@ def test_aiokafka_produces_and_consumes_over_tls(
         finally:
             await producer.stop()
         return await aiokafka_read(tls, topic, 50)
+
+    assert asyncio.run(round_trip()) == expected()
+
+
+def test_aiokafka_commits_a_transaction_over_mutual_tls(
+        tls_cluster: Cluster, certificates: Certificates) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    topic = new_topic(tls_cluster, "aiokafka-txn-over-mtls")
+    tls = aiokafka_tls(tls_cluster, certificates, "MTLS")
+
+    async def round_trip() -> list[bytes]:
+        producer = AIOKafkaProducer(transactional_id=f"{topic}-txn", **tls)
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(50):
+                    await producer.send(topic, value=f"value-{i}".encode())
+        finally:
+            await producer.stop()
+        return await aiokafka_read(tls, topic, 50, isolation_level="read_committed")
 
     assert asyncio.run(round_trip()) == expected()
 

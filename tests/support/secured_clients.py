@@ -1,5 +1,5 @@
 """The Kafka clients' side of the secured listeners' tests (TLS, SASL): where each listener
-is, who is connected, and a group's read with confluent-kafka, aiokafka and kcat."""
+is, who is connected, and a group's read with confluent-kafka, kafka-python, aiokafka and kcat."""
 
 from __future__ import annotations
 
@@ -56,6 +56,22 @@ def confluent_read(config: dict[str, Any], topic: str, count: int,
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
+    return sorted(values)
+
+
+def kafka_python_read(config: dict[str, Any], topic: str, count: int,
+                      **settings: Any) -> list[bytes]:
+    """Read `count` values of `topic` with kafka-python in the group `<topic>-group`, sorted."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(topic, group_id=f"{topic}-group", auto_offset_reset="earliest",
+                             consumer_timeout_ms=15_000, **config, **settings)
+    values = []
+    for message in consumer:
+        values.append(message.value)
+        if len(values) == count:
+            break
+    consumer.close()
     return sorted(values)
 
 
