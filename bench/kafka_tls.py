@@ -77,7 +77,8 @@ def create_scram_user(plaintext: dict) -> None:
     """SCRAM-SHA-512 credentials for USER, as `kafka-configs --alter --add-config` makes them."""
     upsert = UserScramCredentialUpsertion(
         USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), PASSWORD.encode())
-    for future in AdminClient(plaintext).alter_user_scram_credentials([upsert]).values():
+    admin = AdminClient(plaintext)  # held: a dropped client cancels its futures
+    for future in admin.alter_user_scram_credentials([upsert]).values():
         future.result(timeout=30)
 
 
