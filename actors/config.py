@@ -86,10 +86,11 @@ def _protocol_map(text: str) -> str:
 # they take precedence over the settings it was started with. The others are fixed at start.
 DYNAMIC_BROKER_SETTINGS = frozenset({"advertised.listeners"})
 # What DescribeConfigs never shows (Kafka's PASSWORD settings: reported null, sensitive).
-SENSITIVE_BROKER_SETTINGS = frozenset({"ssl.key.password"})
+SENSITIVE_BROKER_SETTINGS = frozenset({"ssl.key.password", "plain.sasl.jaas.config"})
 # Kafka's per-listener settings: `listener.name.<name>.ssl.client.auth` and the like set one
-# listener's ssl.* settings, over the broker's own.
+# listener's ssl.* (and SASL) settings, over the broker's own.
 LISTENER_PREFIX = "listener.name."
+LISTENER_SETTINGS = ("ssl.", "sasl.", "plain.sasl.", "connections.max.reauth.ms")
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,45 @@ class BrokerConfig:
         choices=("PLAINTEXT", "SSL"),
         doc="What the replica hosts' data ports speak: PLAINTEXT, or SSL (mutual TLS with "
             "ssl.keystore.location and ssl.truststore.location, on every node).")
+    # SASL on the SASL_PLAINTEXT and SASL_SSL listeners (actors/kafka/sasl.py). Kafka's default
+    # mechanism is GSSAPI, which rafka does not serve: SCRAM is the default here.
+    sasl_enabled_mechanisms: str = setting(
+        "sasl.enabled.mechanisms", Type.LIST, "SCRAM-SHA-256,SCRAM-SHA-512",
+        choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
+        doc="The SASL mechanisms a SASL listener serves.")
+    # Kafka's JAAS line for PLAIN, read for its user_<name> options only (usually set per
+    # listener: listener.name.<n>.plain.sasl.jaas.config).
+    plain_sasl_jaas_config: str | None = setting(
+        "plain.sasl.jaas.config", Type.STRING, None, nullable=True,
+        doc="PLAIN's users, as Kafka's PlainLoginModule line: user_<name>=\"<password>\" ...")
+    # A refusal held back slows down a guesser; the wait is the connection's, not the loop's.
+    connection_failed_authentication_delay_ms: int = setting(
+        "connection.failed.authentication.delay.ms", Type.INT, 100, minimum=0,
+        doc="How long a failed authentication waits before its answer and the close.")
+    # KIP-368: a long-lived connection proves again who it is.
+    connections_max_reauth_ms: int = setting(
+        "connections.max.reauth.ms", Type.LONG, 0, minimum=0,
+        doc="The longest a SASL session lasts before the client must re-authenticate; 0: "
+            "forever (a token's own expiry still ends it).")
+    # OAUTHBEARER under KIP-768's names: unsecured tokens unless a key set is given.
+    sasl_oauthbearer_jwks_endpoint_url: str | None = setting(
+        "sasl.oauthbearer.jwks.endpoint.url", Type.STRING, None, nullable=True,
+        doc="A file:// URL of the JWKS that signs OAUTHBEARER tokens; None: unsecured "
+            "tokens (alg none), as Kafka's default validator takes them.")
+    sasl_oauthbearer_expected_audience: str | None = setting(
+        "sasl.oauthbearer.expected.audience", Type.STRING, None, nullable=True,
+        doc="The audiences (comma-separated) a signed token must name one of.")
+    # Checked only when set, as in Kafka.
+    sasl_oauthbearer_expected_issuer: str | None = setting(
+        "sasl.oauthbearer.expected.issuer", Type.STRING, None, nullable=True,
+        doc="The issuer a signed token must name.")
+    sasl_oauthbearer_sub_claim_name: str = setting(
+        "sasl.oauthbearer.sub.claim.name", Type.STRING, "sub",
+        doc="The claim that names a token's principal.")
+    # Unsecured tokens get no skew, as Kafka's unsecured validator allows none by default.
+    sasl_oauthbearer_clock_skew_seconds: int = setting(
+        "sasl.oauthbearer.clock.skew.seconds", Type.INT, 30, minimum=0,
+        doc="How far a signed token's times may be off this broker's clock.")
     # The largest request a Kafka client may send; a larger frame closes its connection.
     socket_request_max_bytes: int = setting(
         "socket.request.max.bytes", Type.INT, 104_857_600, minimum=0,
@@ -291,10 +331,11 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         self.CONFIG_DEF.normalise(self)
         for name, settings in self.listener_settings.items():
-            if unknown := sorted(key for key in settings if not key.startswith("ssl.")):
+            if unknown := sorted(key for key in settings
+                                 if not key.startswith(LISTENER_SETTINGS)):
                 raise InvalidConfigError(
-                    f"{LISTENER_PREFIX}{name.lower()}.{unknown[0]}: only ssl.* settings are "
-                    "set per listener")
+                    f"{LISTENER_PREFIX}{name.lower()}.{unknown[0]}: only ssl.* and SASL "
+                    "settings are set per listener")
             self.CONFIG_DEF.parse(settings)  # InvalidConfigError names the key
         if 0 <= self.queued_max_request_bytes < self.socket_request_max_bytes:
             # Kafka's rule: a request socket.request.max.bytes allows would never fit.
@@ -313,7 +354,7 @@ class BrokerConfig:
 
     def _check_listeners(self) -> None:
         """Kafka's rules across the listener settings: every listener's name in the protocol
-        map, an advertised name for a listener only, a keystore for TLS; SASL not yet."""
+        map, an advertised name for a listener only, a keystore for TLS, PLAIN's users."""
         protocol_map = parse_protocol_map(self.listener_security_protocol_map)
         listeners = parse_listeners(self.listeners) if self.listeners else []
         names = {listener.name for listener in listeners}
@@ -322,10 +363,13 @@ class BrokerConfig:
                 protocol = security_protocol(listener, protocol_map)
             except ValueError as error:
                 raise InvalidConfigError(str(error)) from None
-            if protocol.uses_sasl:
+            own = self.for_listener(listener.name)
+            if protocol.uses_sasl and "PLAIN" in own.sasl_enabled_mechanisms.split(",") \
+                    and "user_" not in (own.plain_sasl_jaas_config or ""):
                 raise InvalidConfigError(
-                    f"listener {listener} speaks {protocol.value}: SASL is not served yet; "
-                    "use PLAINTEXT or SSL")
+                    f"listener {listener} serves SASL/PLAIN and knows no users: set "
+                    f"listener.name.{listener.name.lower()}.plain.sasl.jaas.config to "
+                    "PlainLoginModule's line, with user_<name>=\"<password>\" for each")
             if protocol.uses_tls and not self.for_listener(listener.name).ssl_keystore_location:
                 raise InvalidConfigError(
                     f"listener {listener} speaks SSL and needs a certificate: set "
@@ -355,7 +399,7 @@ class BrokerConfig:
         return self.CONFIG_DEF.to_dict(self)
 
     def for_listener(self, name: str) -> BrokerConfig:
-        """This config with the listener's own ssl.* settings over the broker's."""
+        """This config with the listener's own ssl.* and SASL settings over the broker's."""
         settings = self.listener_settings.get(name.upper())
         if not settings:
             return self

@@ -1,13 +1,15 @@
-"""confluent-kafka's throughput over a PLAINTEXT and an SSL listener of the same broker.
+"""confluent-kafka's throughput over a PLAINTEXT, an SSL and a SASL_SSL listener of one broker.
 
     python bench/kafka_tls.py [--records 200000] [--record-size 1000] [--repeats 2]
 
-One broker (embedded ZooKeeper, local Ray) with both listeners, certificates made by trustme
-(the `test` extra). Each run produces `--records` values of `--record-size` bytes with
-`acks=1` to a topic of its own, then reads them back from the beginning, over one listener;
-the runs alternate PLAINTEXT and SSL (ABAB), so that both see the same stretch of the
-machine's weather. Prints one JSON object: per protocol, the median records/s and MB/s of
-producing and of consuming, and `ssl_over_plaintext`, SSL's share of PLAINTEXT's rate.
+One broker (embedded ZooKeeper, local Ray) with the three listeners, certificates made by
+trustme (the `test` extra); the SASL_SSL listener takes SCRAM-SHA-512, its user created with
+AlterUserScramCredentials over PLAINTEXT (no authorizer is configured). Each run produces
+`--records` values of `--record-size` bytes with `acks=1` to a topic of its own, then reads
+them back from the beginning, over one listener; the runs alternate the protocols (ABCABC),
+so that all see the same stretch of the machine's weather. Prints one JSON object: per
+protocol, the median records/s and MB/s of producing and of consuming, and
+`ssl_over_plaintext` and `sasl_ssl_over_plaintext`, each protocol's share of PLAINTEXT's rate.
 """
 
 from __future__ import annotations
@@ -23,8 +25,16 @@ from pathlib import Path
 
 import trustme
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from rafka import Cluster
+
+USER, PASSWORD = "bench", "bench-secret"
 
 
 def produce(config: dict, topic: str, records: int, value: bytes) -> float:
@@ -63,6 +73,15 @@ def consume(config: dict, topic: str, records: int) -> float:
     return time.perf_counter() - began
 
 
+def create_scram_user(plaintext: dict) -> None:
+    """SCRAM-SHA-512 credentials for USER, as `kafka-configs --alter --add-config` makes them."""
+    upsert = UserScramCredentialUpsertion(
+        USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), PASSWORD.encode())
+    admin = AdminClient(plaintext)  # held: a dropped client cancels its futures
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
@@ -75,13 +94,22 @@ def main() -> None:
     ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(
         str(folder / "broker.pem"))
     cluster = Cluster.start(brokers=1, name=f"tls-bench-{os.getpid()}",
-                            kafka_listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-                            broker_config={"ssl.keystore.location": str(folder / "broker.pem")})
+                            kafka_listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,"
+                                            "SASL_SSL://127.0.0.1:0",
+                            broker_config={
+                                "ssl.keystore.location": str(folder / "broker.pem"),
+                                "sasl.enabled.mechanisms": "SCRAM-SHA-512"})
     try:
         endpoints = dict(endpoint.split("://") for endpoint in cluster.brokers()[0]["endpoints"])
         configs = {"PLAINTEXT": {"bootstrap.servers": endpoints["PLAINTEXT"]},
                    "SSL": {"bootstrap.servers": endpoints["SSL"], "security.protocol": "SSL",
-                           "ssl.ca.location": str(folder / "ca.pem")}}
+                           "ssl.ca.location": str(folder / "ca.pem")},
+                   "SASL_SSL": {"bootstrap.servers": endpoints["SASL_SSL"],
+                                "security.protocol": "SASL_SSL",
+                                "ssl.ca.location": str(folder / "ca.pem"),
+                                "sasl.mechanism": "SCRAM-SHA-512",
+                                "sasl.username": USER, "sasl.password": PASSWORD}}
+        create_scram_user(configs["PLAINTEXT"])
         value = os.urandom(args.record_size)
         rates: dict[str, dict[str, list[float]]] = {
             protocol: {"produce": [], "consume": []} for protocol in configs}
@@ -104,10 +132,10 @@ def main() -> None:
             "config": {"records": args.records, "record_size": args.record_size,
                        "repeats": args.repeats, "cpus": os.cpu_count()},
             **summary,
-            "ssl_over_plaintext": {
-                phase: round(summary["SSL"][phase]["records_per_s"]
+            **{f"{protocol.lower()}_over_plaintext": {
+                phase: round(summary[protocol][phase]["records_per_s"]
                              / summary["PLAINTEXT"][phase]["records_per_s"], 3)
-                for phase in ("produce", "consume")},
+                for phase in ("produce", "consume")} for protocol in ("SSL", "SASL_SSL")},
         }, indent=2))
     finally:
         cluster.shutdown()

@@ -11,6 +11,7 @@
     rafka consume TOPIC --from-beginning [--max-messages N] [--format json]
     rafka groups list|describe
     rafka acls add|list|remove          ACLs, with kafka-acls.sh's options
+    rafka users create|delete|list      users' SCRAM credentials (SASL listeners)
     rafka bench
 
     rafka zookeeper start --id N --servers H1:2888:3888,H2:2888:3888,H3:2888:3888

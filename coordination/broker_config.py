@@ -12,42 +12,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rafka.coordination import layout
-from rafka.coordination.admin import merge_config, normalise_config
-from rafka.coordination.errors import StaleVersionError, ZNodeExistsError
-from rafka.coordination.models import Versioned, topic_config_json
+from rafka.coordination.config_znodes import alter_config_znode, read_config_znode
+from rafka.coordination.models import Versioned
 from rafka.coordination.store import ClusterStore
-
-# Tries of a read-modify-write that others' writes keep invalidating.
-_CONFLICT_RETRIES = 10
 
 
 def read_broker_config(store: ClusterStore, broker_id: int) -> Versioned[dict[str, str]]:
     """The broker's dynamic settings with the znode version (-1 and none if never set)."""
-    found = store.read_optional(layout.broker_config_path(broker_id))
-    if found is None:
-        return Versioned({}, -1)
-    return Versioned(dict((found.value or {}).get("config", {})), found.version)
+    return read_config_znode(store, layout.broker_config_path(broker_id))
 
 
 def alter_broker_config(store: ClusterStore, broker_id: int,
                         updates: Mapping[str, object | None]) -> Versioned[dict[str, str]]:
-    """Set dynamic settings of a broker (a value of None removes one) and return them all.
-
-    A read-modify-write conditional on the version read, retried if another admin changed them
-    meanwhile, so concurrent changes of different keys are all kept.
-    """
-    path = layout.broker_config_path(broker_id)
-    for _ in range(_CONFLICT_RETRIES):
-        current = read_broker_config(store, broker_id)
-        config = normalise_config(merge_config(current.value, updates))
-        try:
-            if current.version < 0:
-                store.create(path, topic_config_json(config))
-                return Versioned(config, 0)
-            return Versioned(config, store.write(path, topic_config_json(config),
-                                                 current.version))
-        except (StaleVersionError, ZNodeExistsError):
-            continue
-    raise StaleVersionError(
-        f"the dynamic settings of broker {broker_id} kept changing under us: try again",
-        path=path)
+    """Set dynamic settings of a broker (a value of None removes one) and return them all;
+    concurrent changes of different keys are all kept."""
+    return alter_config_znode(store, layout.broker_config_path(broker_id), updates,
+                              f"the dynamic settings of broker {broker_id}")

@@ -19,9 +19,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from rafka.coordination import layout
-from rafka.coordination.admin import merge_config, normalise_config
-from rafka.coordination.errors import StaleVersionError, ZNodeExistsError
-from rafka.coordination.models import Versioned, topic_config_json
+from rafka.coordination.config_znodes import alter_config_znode, read_config_znode
+from rafka.coordination.models import Versioned
 from rafka.coordination.store import ClusterStore
 from rafka.coordination.watches import ChildrenWatch, Watch
 
@@ -35,8 +34,6 @@ CHANGE_NOTIFICATION_VERSION = 2
 # each (it re-reads everything after a new ZooKeeper session anyway), few enough that the
 # znode's children stay cheap to list.
 NOTIFICATIONS_KEPT = 100
-# Tries of a read-modify-write that others' writes keep invalidating.
-_CONFLICT_RETRIES = 10
 
 
 class Entity(NamedTuple):
@@ -78,6 +75,8 @@ def sanitize(name: str) -> str:
         raise ValueError("an entity name must not be empty")
     if name == DEFAULT_ENTITY:
         return name
+    if name in (".", ".."):
+        return name.replace(".", "%2E")  # ZooKeeper refuses these as a path's part
     return urllib.parse.quote(name, safe="")
 
 
@@ -88,38 +87,18 @@ def desanitize(name: str) -> str:
 
 def read_entity_config(store: ClusterStore, entity: Entity) -> Versioned[dict[str, str]]:
     """The entity's config with its znode version (-1 and none if never set)."""
-    found = store.read_optional(layout.entity_config_path(entity.path))
-    if found is None:
-        return Versioned({}, -1)
-    return Versioned(dict((found.value or {}).get("config", {})), found.version)
+    return read_config_znode(store, layout.entity_config_path(entity.path))
 
 
 def alter_entity_config(store: ClusterStore, entity: Entity,
                         updates: Mapping[str, object | None]) -> Versioned[dict[str, str]]:
     """Set keys of an entity's config (a value of None deletes one), announce the change, and
-    return the whole config.
-
-    A read-modify-write conditional on the version read, retried if another admin changed it
-    meanwhile, so concurrent changes of different keys are all kept. An entity left with no
-    keys keeps its (empty) znode, as Kafka's does.
-    """
-    path = layout.entity_config_path(entity.path)
-    for _ in range(_CONFLICT_RETRIES):
-        current = read_entity_config(store, entity)
-        config = normalise_config(merge_config(current.value, updates))
-        try:
-            if current.version < 0:
-                store.create(path, topic_config_json(config))
-                written = Versioned(config, 0)
-            else:
-                written = Versioned(config, store.write(path, topic_config_json(config),
-                                                        current.version))
-        except (StaleVersionError, ZNodeExistsError):
-            continue
-        _announce(store, entity)
-        return written
-    raise StaleVersionError(
-        f"the config of {entity.path} kept changing under us: try again", path=path)
+    return the whole config. Concurrent changes of different keys are all kept; an entity
+    left with no keys keeps its (empty) znode, as Kafka's does."""
+    written = alter_config_znode(store, layout.entity_config_path(entity.path), updates,
+                                 f"the config of {entity.path}")
+    _announce(store, entity)
+    return written
 
 
 def list_entities(store: ClusterStore, entity_type: str = USERS) -> list[Entity]:

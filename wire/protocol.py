@@ -30,6 +30,8 @@ from kafka.protocol.admin import (
     AlterPartitionReassignmentsResponse,
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreateAclsRequest,
     CreateAclsResponse,
     CreatePartitionsRequest,
@@ -58,6 +60,8 @@ from kafka.protocol.admin import (
     DescribeProducersResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
@@ -111,6 +115,12 @@ from kafka.protocol.producer import (
     TxnOffsetCommitResponse,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 from rafka.common.errors import RafkaError
@@ -191,6 +201,12 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.CreateAcls, CreateAclsRequest, CreateAclsResponse, 0, 3),
     Api(ApiKey.DescribeAcls, DescribeAclsRequest, DescribeAclsResponse, 0, 3),
     Api(ApiKey.DeleteAcls, DeleteAclsRequest, DeleteAclsResponse, 0, 3),
+    Api(ApiKey.SaslHandshake, SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
+    Api(ApiKey.SaslAuthenticate, SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
+    Api(ApiKey.DescribeUserScramCredentials, DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse, 0, 0),
+    Api(ApiKey.AlterUserScramCredentials, AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse, 0, 0),
 )}
 API_VERSIONS = APIS[ApiKey.ApiVersions]
 

@@ -41,6 +41,8 @@ from rafka.actors.kafka.authorization import (
 )
 from rafka.actors.kafka.quota_admin import ClientQuotaAdmin
 from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
+from rafka.actors.kafka.sasl import sasl_not_enabled
+from rafka.actors.kafka.scram_admin import ScramAdminHandler
 from rafka.actors.kafka.transactions import KafkaTransactionHandler
 from rafka.actors.messages import (
     Appended,
@@ -107,6 +109,7 @@ class KafkaApis:
         self.topics = KafkaAdminHandler(broker)
         self.replicas = ReplicaAdminHandler(broker)
         self.quotas = ClientQuotaAdmin.of(broker)
+        self.scram = ScramAdminHandler(broker)
         self._handlers: dict[int, Handler] = {
             ApiKey.Produce: self.handle_produce,
             ApiKey.Fetch: self.handle_fetch,
@@ -145,6 +148,10 @@ class KafkaApis:
             ApiKey.ListPartitionReassignments: self.replicas.list_partition_reassignments,
             ApiKey.DescribeClientQuotas: self.quotas.describe_client_quotas,
             ApiKey.AlterClientQuotas: self.quotas.alter_client_quotas,
+            ApiKey.SaslHandshake: sasl_not_enabled,  # a SASL listener answers them itself
+            ApiKey.SaslAuthenticate: sasl_not_enabled,
+            ApiKey.DescribeUserScramCredentials: self.scram.describe_user_scram_credentials,
+            ApiKey.AlterUserScramCredentials: self.scram.alter_user_scram_credentials,
         }
         # With an authorizer every handler is behind its API's checks (authorization.py).
         authorizer = authorizer_from_config(config)

@@ -174,6 +174,8 @@ class RequestAuthorization:
             ApiKey.DescribeAcls: self._acls(DESCRIBE),
             ApiKey.DescribeClientQuotas: self._client_quotas(AclOperation.DESCRIBE_CONFIGS),
             ApiKey.AlterClientQuotas: self._client_quotas(AclOperation.ALTER_CONFIGS),
+            ApiKey.DescribeUserScramCredentials: self._scram_credentials(DESCRIBE),
+            ApiKey.AlterUserScramCredentials: self._scram_credentials(ALTER),
         }
         # Secure by default: an API served without a check would be open to every principal.
         unchecked = set(handlers) - set(checks) - NEEDS_NO_AUTHORIZATION - CHECKED_BY_HANDLER
@@ -491,6 +493,24 @@ class RequestAuthorization:
                     entry.EntityData(entity_type=part.entity_type, entity_name=part.entity_name)
                     for part in asked.entity])
                 for asked in request.entries]}
+        return check
+
+    def _scram_credentials(self, operation: AclOperation) -> Callable[..., Awaitable[Any]]:
+        """DescribeUserScramCredentials needs DESCRIBE on the cluster, AlterUserScramCredentials
+        ALTER (KIP-554)."""
+        async def check(handler: Handler, api: Api, version: int, request: Any) -> Any:
+            if self.cluster_allowed(operation):
+                return await handler(api, version, request)
+            message = f"not authorized to {operation.name} the cluster"
+            if api.key == ApiKey.DescribeUserScramCredentials:
+                return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                        "error_message": message, "results": []}
+            users = dict.fromkeys(change.name for change in (*request.deletions,
+                                                              *request.upsertions))
+            return {"throttle_time_ms": 0, "results": [
+                api.response.AlterUserScramCredentialsResult(
+                    user=user, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=message)
+                for user in users]}
         return check
 
     def _acls(self, operation: AclOperation) -> Callable[..., Awaitable[Any]]:

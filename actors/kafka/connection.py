@@ -63,6 +63,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.principal: KafkaPrincipal = ANONYMOUS
         # Until when (monotonic seconds) nothing more is read: its client is being throttled.
         self.muted_until = 0.0
+        # On a SASL listener, its authentication (actors/kafka/sasl.py); None on the others.
+        # (Any: the authenticator's module imports this one.)
+        self.sasl: Any = None
         self.task: asyncio.Task[None] | None = None
 
     # --------------------------------------------------------------- the protocol's side

@@ -21,7 +21,9 @@ A broker has a server socket per listener (`listeners`), each speaking its secur
 PLAINTEXT, or SSL (TLS through asyncio's own, so a handshake never blocks the loop and one that
 takes longer than `ssl.handshake.timeout.ms` is dropped; `actors/kafka/tls.py`). Each request
 knows the listener it came in on (`CLIENT_LISTENER`), so a client is told the brokers'
-endpoints of its own listener, and each connection its client's principal.
+endpoints of its own listener, and each connection its client's principal. SASL_PLAINTEXT
+and SASL_SSL listeners authenticate each connection before serving it, and answer its
+re-authentications (`actors/kafka/sasl.py`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from rafka.actors.kafka.authorization import CLIENT_CONNECTION
 from rafka.actors.kafka.connection import KafkaConnection
 from rafka.actors.kafka.limits import ConnectionQuota, RequestMemory
 from rafka.actors.kafka.quotas import ClientQuotas
+from rafka.actors.kafka.sasl import SaslListeners
 from rafka.actors.kafka.tls import server_ssl_context
 from rafka.actors.txn.view import TransactionalBrokerView
 from rafka.wire.listeners import (
@@ -89,6 +92,7 @@ class KafkaListener:
             None if config.queued_max_request_bytes < 0 else config.queued_max_request_bytes)
         self.apis = KafkaApis(broker)
         self.client_quotas = ClientQuotas()
+        self.sasl = SaslListeners(broker, self.listeners, self.protocol_map)
 
     async def start(self) -> list[Listener]:
         """Bind every listener, and return the endpoints to advertise (each with the port it
@@ -107,6 +111,7 @@ class KafkaListener:
         self.apis.start()
         assert self.broker.store is not None  # a broker serves Kafka clients once it has one
         await self.client_quotas.watch(self.broker.store)
+        self.sasl.start()
         self.advertise(self._static_advertised)
         log.info("broker %d serves Kafka's protocol on %s (advertised %s)",
                  self.broker.broker_id,
@@ -136,6 +141,7 @@ class KafkaListener:
 
     async def close(self) -> None:
         self.client_quotas.close()
+        self.sasl.close()
         await self.apis.close()
         for server in self._servers.values():
             server.close()
@@ -186,15 +192,19 @@ class KafkaListener:
         answers: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(
             REQUESTS_READ_AHEAD)
         working: set[asyncio.Task[bytes | None]] = set()
-        replier = asyncio.create_task(self._reply_in_order(answers, connection, peer))
+        replier: asyncio.Task[None] | None = None
         try:
+            if not await self.sasl.authenticate(connection, self.max_request_bytes, peer):
+                return
+            replier = asyncio.create_task(self._reply_in_order(answers, connection, peer))
             await self._read_requests(connection, answers, working, peer)
             await answers.put(None)  # what was read is answered before the connection closes
             await replier
         except Exception:  # a bug: this connection closes, the others go on
             log.exception("closing the connection of %s after an unexpected error", peer)
         finally:
-            replier.cancel()
+            if replier is not None:
+                replier.cancel()
             for request in working:
                 request.cancel()
             self._connections.pop(task, None)
@@ -231,6 +241,12 @@ class KafkaListener:
                     log.warning("closing the connection of %s: %s", peer, error)
                     return
                 raise
+            if connection.sasl is not None:  # KIP-368: a session ends, or re-authenticates
+                if connection.sasl.must_close(request):
+                    self.request_memory.release(size)
+                    log.info("closing the connection of %s: its SASL session expired", peer)
+                    return
+                request = connection.sasl.reauthenticate(request)
             in_order = not _may_overlap(request)
             if in_order:
                 before = list(working)
@@ -246,6 +262,8 @@ class KafkaListener:
             if in_order:
                 last_in_order = answer
             await answers.put(answer)
+            if connection.sasl is not None and connection.sasl.must_close():
+                return  # a failed re-authentication: answered, then closed
 
     @staticmethod
     async def _reply_in_order(answers: asyncio.Queue[asyncio.Task[bytes | None] | None],

@@ -11,7 +11,7 @@ import argparse
 import importlib
 
 COMMANDS = ("up", "down", "status", "brokers", "topics", "reassign", "produce", "consume",
-            "groups", "acls", "bench", "demo", "zookeeper", "supervise", "quotas")
+            "groups", "acls", "users", "bench", "demo", "zookeeper", "supervise", "quotas")
 
 
 def register(commands: argparse._SubParsersAction, name: str | None = None) -> None:

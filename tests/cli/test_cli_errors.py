@@ -42,7 +42,7 @@ def test_help_lists_every_command(rafka) -> None:
         (["produce", "t", "--property", "parse.keys=true"], "unknown --property parse.keys"),
         (["up", "--zk", "nonsense"], "is not 'host:port'"),
         (["up", "--listeners", "SSL://127.0.0.1:0"], "set ssl.keystore.location"),
-        (["up", "--listeners", "SASL_SSL://127.0.0.1:0"], "SASL is not served yet"),
+        (["up", "--listeners", "SASL_SSL://127.0.0.1:0"], "set ssl.keystore.location"),
         (["up", "--listeners", "EXTERNAL://127.0.0.1:0"], "listener.security.protocol.map"),
         (["up", "--listeners", "PLAINTEXT://h:1,PLAINTEXT://h:2"], "PLAINTEXT repeats"),
         (["up", "--listeners", "PLAINTEXT://h:65535", "--brokers", "2"], "leave room"),
@@ -79,6 +79,8 @@ def test_usage_errors_exit_2(argv: list[str], needle: str, capsys: pytest.Captur
         (["topics", "create", "../../etc/passwd"], "a topic name is 1 to 249 characters"),
         (["produce", "orders/2024", "--partition", "0"], "contains '/'"),
         (["consume", "orders", "--partition", "-1"], "--partition must be at least 0"),
+        (["users", "create", "--user", "alice", "--password", "p", "--iterations", "10"],
+         "iterations must be between 4096 and 16384"),
     ],
 )
 def test_bad_names_and_numbers_as_a_user_types_them(rafka, argv: list[str], needle: str) -> None:

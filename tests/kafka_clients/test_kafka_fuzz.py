@@ -34,6 +34,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import JoinGroupRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from rafka import Cluster
 from rafka.wire.protocol import (
@@ -57,14 +58,19 @@ MAY_WAIT = {ApiKey.Fetch, ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Produce}
 MEMORY_GROWTH_BOUND = 300 * 2**20
 REQUEST_MAX_BYTES = 4 * 2**20
 TOPIC = "fuzzed"
+PASSWORD = "fuzz-secret"
+SASL_KEYS = {ApiKey.SaslHandshake, ApiKey.SaslAuthenticate}
 
 
 @pytest.fixture(scope="module")
 def fuzzed(zookeeper, ray_session, tmp_path_factory) -> Iterator[Cluster]:
     for cluster in cluster_of_its_own(
             zookeeper, tmp_path_factory, "kafka-fuzz", brokers=1,
-            kafka_listeners="PLAINTEXT://127.0.0.1:0",
+            kafka_listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
             broker_config={"socket.request.max.bytes": REQUEST_MAX_BYTES,
+                           "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+                           "plain.sasl.jaas.config": f'x required user_fuzz="{PASSWORD}";',
+                           "connection.failed.authentication.delay.ms": 0,
                            "group.initial.rebalance.delay.ms": 0,
                            "group.min.session.timeout.ms": 1,
                            "auto.create.topics.enable": False}):
@@ -264,3 +270,157 @@ def test_damaged_request_frames_are_answered_or_refused_and_harm_no_one(
     # No frame made a replica host raise: that is answered NOT_LEADER_OR_FOLLOWER, which the
     # answered-or-closed check above cannot tell from a right answer.
     assert ray.get(broker.kafka_listener_stats.remote(), timeout=30)["host_failures"] == 0
+
+
+# ------------------------------------------------------------------ on the SASL listener
+
+
+def _sasl_address(cluster: Cluster) -> tuple[str, int]:
+    for broker in cluster.brokers():
+        for endpoint in broker["endpoints"]:
+            name, _, address = endpoint.partition("://")
+            if name == "SASL_PLAINTEXT":
+                return first_address(address)
+    raise AssertionError("no SASL_PLAINTEXT listener registered")
+
+
+def _sasl_seeds() -> list[tuple[ApiKey, bytes]]:
+    """The SASL exchange's requests, with content: every mechanism named (and one that is
+    not), PLAIN's message right and wrong, SCRAM's first message."""
+    seeds = [(key, body) for key, body in SEEDS if key in SASL_KEYS]
+    for version in (0, 1):
+        for mechanism in ("PLAIN", "SCRAM-SHA-512", "GSSAPI", ""):
+            seeds.append((ApiKey.SaslHandshake, _encoded(
+                SaslHandshakeRequest(mechanism=mechanism), version)))
+    for version in (0, 1, 2):
+        for token in (f"\0fuzz\0{PASSWORD}".encode(), b"\0fuzz\0wrong", b"n,,n=fuzz,r=abc",
+                      b""):
+            seeds.append((ApiKey.SaslAuthenticate, _encoded(
+                SaslAuthenticateRequest(auth_bytes=token), version)))
+    return seeds
+
+
+SASL_SEEDS = _sasl_seeds()
+
+
+@st.composite
+def sasl_frames(draw) -> tuple[ApiKey | None, bytes]:
+    """Mostly the SASL exchange's frames (damaged or not), else any other frame."""
+    if draw(st.integers(0, 2)) == 0:
+        return draw(frames())
+    key, body = draw(st.sampled_from(SASL_SEEDS))
+    frame = bytearray(body)
+    for _ in range(draw(st.integers(0, 2))):
+        if frame and draw(st.booleans()):
+            at = draw(st.integers(0, len(frame) - 1))
+            frame[at] ^= draw(st.integers(1, 255))
+        else:
+            del frame[draw(st.integers(0, len(frame))):]
+    return key, bytes(frame)
+
+
+def _answers_until_closed(connection: socket.socket, what: str) -> list[bytes]:
+    """Every answer the broker writes until it closes the connection (within the timeout:
+    a hang fails)."""
+    answers = []
+    try:
+        while (size_bytes := _read(connection, 4)) is not None:
+            size = struct.unpack(">i", size_bytes)[0]
+            assert 0 <= size <= 16 * 2**20, f"an answer of {size} bytes"
+            answer = _read(connection, size)
+            assert answer is not None, "the connection closed in the middle of an answer"
+            answers.append(answer)
+    except TimeoutError:
+        raise AssertionError(f"no close within {ANSWER_TIMEOUT_S} s after {what}") from None
+    except ConnectionResetError:
+        pass
+    return answers
+
+
+def _before_authentication(address: tuple[str, int], key: ApiKey | None, body: bytes) -> str:
+    """A frame as a new connection's first: only ApiVersions and SaslHandshake may be
+    answered; every other request closes the connection unanswered. Then a Metadata request
+    behind it must never be answered (it is not authenticated)."""
+    try:
+        api, _version, _request = read_request(body)
+        first: int | None = api.key
+    except UnsupportedRequestError as error:
+        first = error.api_key  # ApiVersions of a newer version is answered, at v0
+    except MalformedRequestError:
+        first = None
+    metadata = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)])
+    metadata.with_header(correlation_id=515151, client_id="fuzz")
+    with socket.create_connection(address, timeout=ANSWER_TIMEOUT_S) as connection:
+        connection.sendall(struct.pack(">i", len(body)) + body
+                           + bytes(metadata.encode(version=1, header=True, framed=True)))
+        # A handshake accepted waits for the mechanism's message: the Metadata behind it is
+        # read as one (or as a request out of place), which closes the connection.
+        answers = _answers_until_closed(connection, f"{key} before authenticating")
+    for answer in answers:
+        assert struct.unpack_from(">i", answer)[0] != 515151, \
+            f"a request was served before authentication, after {body[:64].hex()}"
+    if answers:
+        assert first in (ApiKey.ApiVersions, ApiKey.SaslHandshake), (
+            f"{len(answers)} answers before authentication to {body[:64].hex()}")
+    return "answered" if answers else "closed"
+
+
+def _after_authentication(address: tuple[str, int], key: ApiKey | None, body: bytes) -> str:
+    """A frame on an authenticated connection, and an ApiVersions behind it: answered as on
+    any listener, or closed (a failed re-authentication is answered, then closed)."""
+    with KafkaWire(address, timeout_s=ANSWER_TIMEOUT_S) as wire:
+        assert wire.ask(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        assert wire.ask(SaslAuthenticateRequest(
+            auth_bytes=f"\0fuzz\0{PASSWORD}".encode()), 2).error_code == 0
+        probe = ApiVersionsRequest()
+        probe.with_header(correlation_id=424242, client_id="probe")
+        wire.socket.sendall(struct.pack(">i", len(body)) + body
+                            + bytes(probe.encode(version=0, header=True, framed=True)))
+        answers = 0
+        try:
+            while (size_bytes := _read(wire.socket, 4)) is not None:
+                size = struct.unpack(">i", size_bytes)[0]
+                assert 4 <= size <= 16 * 2**20, f"an answer of {size} bytes"
+                answer = _read(wire.socket, size)
+                assert answer is not None, "the connection closed in the middle of an answer"
+                answers += 1
+                assert answers <= 2, "more answers than requests"
+                if struct.unpack_from(">i", answer)[0] == 424242:  # it comes last
+                    return "answered"
+        except TimeoutError:
+            if key not in MAY_WAIT:
+                raise AssertionError(
+                    f"no answer and no close within {ANSWER_TIMEOUT_S} s to a "
+                    f"{key.name if key else 'noise'} frame after authenticating: "
+                    f"{body[:64].hex()}") from None
+            return "waiting"
+        except ConnectionResetError:
+            pass
+    # Closed: a frame that does not read, or a failed re-authentication (answered first).
+    return "closed"
+
+
+def test_sasl_frames_before_and_after_authentication_serve_nothing_unauthenticated(
+    fuzzed: Cluster,
+) -> None:
+    address = _sasl_address(fuzzed)
+    outcomes: dict[str, int] = {}
+
+    @seed(run_seed("the SASL frame fuzzer", variable="RAFKA_FUZZ_SEED"))
+    @settings(max_examples=max(EXAMPLES // 3, 30), deadline=None, derandomize=False,
+              database=None, suppress_health_check=list(HealthCheck))
+    @given(sasl_frames(), st.booleans())
+    def one_frame(frame: tuple[ApiKey | None, bytes], authenticated: bool) -> None:
+        check = _after_authentication if authenticated else _before_authentication
+        outcome = f"{'after' if authenticated else 'before'}: {check(address, *frame)}"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+
+    one_frame()
+    print(outcomes)
+    assert outcomes.get("before: closed", 0) and outcomes.get("after: answered", 0), outcomes
+    assert outcomes.get("after: closed", 0), outcomes
+    # The broker serves on, on both listeners.
+    with KafkaWire(address) as wire:
+        assert wire.ask(ApiVersionsRequest(), 0).error_code == 0
+    with KafkaWire(_address(fuzzed)) as wire:
+        assert wire.ask(ApiVersionsRequest(), 0).error_code == 0

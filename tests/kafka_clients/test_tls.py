@@ -1,5 +1,6 @@
 """Unmodified Kafka clients over TLS against rafka's SSL listeners: confluent-kafka,
-kafka-python, aiokafka and kcat produce and consume over SSL and over mutual TLS; an untrusted,
+kafka-python, aiokafka and kcat produce and consume in a group over SSL and over mutual TLS,
+and (but kcat, which has no transactions) commit a transaction over mutual TLS; an untrusted,
 an expired or a missing client certificate where one is required, and a plaintext client on a
 TLS port, are refused within bounded waits; and a broker with a PLAINTEXT and SSL listeners
 serves them all, each client told the endpoints of its own listener.
@@ -14,26 +15,31 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
 import trustme
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from rafka import Cluster
 from tests.support.cluster import cluster_of_its_own
+from tests.support.secured_clients import (
+    KCAT,
+    aiokafka_read,
+    confluent_read,
+    endpoints,
+    kafka_python_read,
+    kcat_round_trip,
+    principals,
+)
 
 pytestmark = pytest.mark.cluster
 
 PARTITIONS = 2
-KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 # How long a refused client is given before it must have failed (it retries until then).
 REFUSED_WITHIN_S = 8
 
@@ -86,18 +92,6 @@ def tls_cluster(zookeeper, ray_session, tmp_path_factory,
                        "group.initial.rebalance.delay.ms": 200})
 
 
-def endpoints(cluster: Cluster, listener: str) -> list[tuple[str, int]]:
-    """`(host, port)` of each broker's listener of that name, as registered."""
-    found = []
-    for broker in cluster.brokers():
-        for endpoint in broker["endpoints"]:
-            name, _, address = endpoint.partition("://")
-            host, _, port = address.rpartition(":")
-            if name == listener:
-                found.append((host, int(port)))
-    return sorted(found)
-
-
 def bootstrap(cluster: Cluster, listener: str) -> str:
     return ",".join(f"{host}:{port}" for host, port in endpoints(cluster, listener))
 
@@ -123,36 +117,31 @@ def confluent_round_trip(config: dict[str, Any], topic: str, count: int = 50) ->
     for i in range(count):
         producer.produce(topic, value=f"value-{i}".encode(), key=f"key-{i}".encode())
     assert producer.flush(60) == 0, "every record was acknowledged"
-    consumer = Consumer({**config, "group.id": f"{topic}-group",
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    try:
-        for _ in range(120):
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-            if len(values) >= count:
-                break
-        consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
-    return sorted(values)
+    return confluent_read(config, topic, count)
 
 
 def expected(count: int = 50) -> list[bytes]:
     return sorted(f"value-{i}".encode() for i in range(count))
 
 
-def principals(cluster: Cluster) -> dict[str, set[str]]:
-    """The principals connected now to every broker, by listener."""
-    found: dict[str, set[str]] = {}
-    for broker in cluster.brokers():
-        actor = ray.get_actor(f"broker-{broker['id']}", namespace=cluster.namespace)
-        stats = ray.get(actor.kafka_listener_stats.remote(), timeout=30)
-        for name, seen in stats["principals"].items():
-            found.setdefault(name, set()).update(seen)
-    return found
+def kafka_python_tls(cluster: Cluster, certificates: Certificates,
+                     listener: str) -> dict[str, Any]:
+    """kafka-python's settings for a TLS listener; the client's pair on MTLS."""
+    tls: dict[str, Any] = {"bootstrap_servers": bootstrap(cluster, listener),
+                           "security_protocol": "SSL", "ssl_cafile": certificates.ca}
+    if listener == "MTLS":
+        tls.update(ssl_certfile=certificates.client[0], ssl_keyfile=certificates.client[1])
+    return tls
+
+
+def aiokafka_tls(cluster: Cluster, certificates: Certificates, listener: str) -> dict[str, Any]:
+    """aiokafka's settings for a TLS listener; the client's pair on MTLS."""
+    from aiokafka.helpers import create_ssl_context
+
+    pair = certificates.client if listener == "MTLS" else (None, None)
+    context = create_ssl_context(cafile=certificates.ca, certfile=pair[0], keyfile=pair[1])
+    return {"bootstrap_servers": bootstrap(cluster, listener),
+            "security_protocol": "SSL", "ssl_context": context}
 
 
 # ---------------------------------------------------------------------- served over TLS
@@ -197,43 +186,59 @@ def test_confluent_kafka_over_mutual_tls_is_its_certificates_principal(
         == expected()
 
 
+def test_confluent_kafka_commits_a_transaction_over_mutual_tls(
+        tls_cluster: Cluster, certificates: Certificates) -> None:
+    topic = new_topic(tls_cluster, "confluent-txn-over-mtls")
+    config = confluent_config(tls_cluster, certificates, "MTLS", certificates.client)
+    producer = Producer({**config, "transactional.id": f"{topic}-txn"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(50):
+        producer.produce(topic, value=f"value-{i}".encode())
+    producer.commit_transaction(30)
+    del producer
+    assert confluent_read(config, topic, 50, **{"isolation.level": "read_committed"}) \
+        == expected()
+
+
 @pytest.mark.parametrize("listener", ["SSL", "MTLS"])
 def test_kafka_python_produces_and_consumes_over_tls(
         tls_cluster: Cluster, certificates: Certificates, listener: str) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
 
     topic = new_topic(tls_cluster, f"kafka-python-over-{listener.lower()}")
-    tls: dict[str, Any] = {"bootstrap_servers": bootstrap(tls_cluster, listener),
-                           "security_protocol": "SSL", "ssl_cafile": certificates.ca}
-    if listener == "MTLS":
-        tls.update(ssl_certfile=certificates.client[0], ssl_keyfile=certificates.client[1])
+    tls = kafka_python_tls(tls_cluster, certificates, listener)
     producer = KafkaProducer(acks="all", **tls)
     for i in range(50):
         producer.send(topic, value=f"value-{i}".encode())
     producer.flush(60)
     producer.close()
-    consumer = KafkaConsumer(topic, group_id=f"{topic}-group", auto_offset_reset="earliest",
-                             consumer_timeout_ms=15_000, **tls)
-    values = []
-    for message in consumer:
-        values.append(message.value)
-        if len(values) == 50:
-            break
-    consumer.close()
-    assert sorted(values) == expected()
+    assert kafka_python_read(tls, topic, 50) == expected()
+
+
+def test_kafka_python_commits_a_transaction_over_mutual_tls(
+        tls_cluster: Cluster, certificates: Certificates) -> None:
+    from kafka import KafkaProducer
+
+    topic = new_topic(tls_cluster, "kafka-python-txn-over-mtls")
+    tls = kafka_python_tls(tls_cluster, certificates, "MTLS")
+    producer = KafkaProducer(transactional_id=f"{topic}-txn", **tls)
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(50):
+        producer.send(topic, value=f"value-{i}".encode())
+    producer.commit_transaction()
+    producer.close()
+    assert kafka_python_read(tls, topic, 50, isolation_level="read_committed") == expected()
 
 
 @pytest.mark.parametrize("listener", ["SSL", "MTLS"])
 def test_aiokafka_produces_and_consumes_over_tls(
         tls_cluster: Cluster, certificates: Certificates, listener: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.helpers import create_ssl_context
+    from aiokafka import AIOKafkaProducer
 
     topic = new_topic(tls_cluster, f"aiokafka-over-{listener.lower()}")
-    pair = certificates.client if listener == "MTLS" else (None, None)
-    context = create_ssl_context(cafile=certificates.ca, certfile=pair[0], keyfile=pair[1])
-    tls = {"bootstrap_servers": bootstrap(tls_cluster, listener),
-           "security_protocol": "SSL", "ssl_context": context}
+    tls = aiokafka_tls(tls_cluster, certificates, listener)
 
     async def round_trip() -> list[bytes]:
         producer = AIOKafkaProducer(acks="all", enable_idempotence=True, **tls)
@@ -244,19 +249,28 @@ def test_aiokafka_produces_and_consumes_over_tls(
             await producer.flush()
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(topic, group_id=f"{topic}-group",
-                                    auto_offset_reset="earliest", **tls)
-        await consumer.start()
-        values: list[bytes] = []
+        return await aiokafka_read(tls, topic, 50)
+
+    assert asyncio.run(round_trip()) == expected()
+
+
+def test_aiokafka_commits_a_transaction_over_mutual_tls(
+        tls_cluster: Cluster, certificates: Certificates) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    topic = new_topic(tls_cluster, "aiokafka-txn-over-mtls")
+    tls = aiokafka_tls(tls_cluster, certificates, "MTLS")
+
+    async def round_trip() -> list[bytes]:
+        producer = AIOKafkaProducer(transactional_id=f"{topic}-txn", **tls)
+        await producer.start()
         try:
-            async with asyncio.timeout(60):
-                async for message in consumer:
-                    values.append(message.value)
-                    if len(values) == 50:
-                        break
+            async with producer.transaction():
+                for i in range(50):
+                    await producer.send(topic, value=f"value-{i}".encode())
         finally:
-            await consumer.stop()
-        return sorted(values)
+            await producer.stop()
+        return await aiokafka_read(tls, topic, 50, isolation_level="read_committed")
 
     assert asyncio.run(round_trip()) == expected()
 
@@ -273,17 +287,7 @@ def test_kcat_produces_and_consumes_over_tls(
         tls += ["-X", f"ssl.certificate.location={certificates.client[0]}",
                 "-X", f"ssl.key.location={certificates.client[1]}"]
 
-    def kcat(*args: str, stdin: str | None = None) -> list[str]:
-        result = subprocess.run([KCAT, *tls, *args], input=stdin, capture_output=True,
-                                text=True, timeout=120)
-        assert result.returncode == 0, result.stderr
-        return result.stdout.splitlines()
-
-    kcat("-P", "-t", topic, "-X", "acks=all",
-         stdin="\n".join(f"value-{i}" for i in range(50)) + "\n")
-    read = kcat("-G", f"{topic}-group", "-X", "auto.offset.reset=earliest", "-f", "%s\n",
-                "-c", "50", topic)
-    assert sorted(line.encode() for line in read) == expected()
+    assert kcat_round_trip(tls, topic, 50) == expected()
 
 
 # ------------------------------------------------------------------------------ refused

@@ -97,8 +97,12 @@ def test_a_broker_takes_several_listeners_of_its_protocol_map() -> None:
 @pytest.mark.parametrize(("settings", "says"), [
     ({"listeners": "CLIENTS://h:1"}, "CLIENTS is not in listener.security.protocol.map"),
     ({"listeners": "SSL://h:1"}, "set ssl.keystore.location"),
-    ({"listeners": "SASL_SSL://h:1"}, "SASL is not served yet"),
-    ({"listeners": "SASL_PLAINTEXT://h:1"}, "SASL is not served yet"),
+    ({"listeners": "SASL_SSL://h:1"}, "set ssl.keystore.location"),
+    ({"listeners": "SASL_PLAINTEXT://h:1", "sasl.enabled.mechanisms": "PLAIN"},
+     "plain.sasl.jaas.config"),
+    ({"sasl.enabled.mechanisms": "GSSAPI"}, "PLAIN, SCRAM-SHA-256"),
+    ({"listener.name.sasl_plaintext.sasl.kerberos.service.name": "kafka",
+      "listeners": "SASL_PLAINTEXT://h:1"}, "sasl.kerberos.service.name"),
     ({"listeners": "PLAINTEXT://h:1", "advertised.listeners": "SSL://h:2"},
      "advertised.listeners names SSL, which listeners does not"),
     ({"ssl.client.auth": "always"}, "none, requested, required"),
@@ -117,7 +121,7 @@ def test_a_listener_takes_ssl_settings_of_its_own() -> None:
     assert config.for_listener("SSL").ssl_client_auth == "none"
     assert config.for_listener("MTLS").ssl_client_auth == "required"
     assert config.for_listener("mtls").ssl_keystore_location == "/etc/rafka/broker.pem"
-    with pytest.raises(InvalidConfigError, match=r"only ssl\.\* settings"):
+    with pytest.raises(InvalidConfigError, match=r"only ssl\.\* and SASL settings"):
         BrokerConfig.from_dict({"listener.name.mtls.num.partitions": 3})
     with pytest.raises(InvalidConfigError, match=r"ssl\.client\.auth"):
         BrokerConfig.from_dict({"listener.name.mtls.ssl.client.auth": "always"})
