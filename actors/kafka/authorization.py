@@ -92,7 +92,12 @@ class AclCache:
 
 
 class RequestAuthorization:
-    """The checks of each API, for requests of the current connection."""
+    """The checks of each API, for requests of the current connection.
+
+    Why this class is large: it is Kafka's KafkaApis authorization table, one check per served
+    API, each building that API's refusal; split across classes, the one table that proves every
+    API is checked would be split too.
+    """
 
     def __init__(self, authorizer: Authorizer, config: BrokerConfig) -> None:
         self.authorizer = authorizer
