@@ -92,12 +92,7 @@ class AclCache:
 
 
 class RequestAuthorization:
-    """The checks of each API, for requests of the current connection.
-
-    Why this class is large: it is Kafka's KafkaApis authorization table, one check per served
-    API, each building that API's refusal; split across classes, the one table that proves every
-    API is checked would be split too.
-    """
+    """The checks of each API, for requests of the current connection."""
 
     def __init__(self, authorizer: Authorizer, config: BrokerConfig) -> None:
         self.authorizer = authorizer
@@ -174,13 +169,17 @@ class RequestAuthorization:
             ApiKey.ListTransactions: self._list_transactions,
             ApiKey.DescribeLogDirs: self._describe_log_dirs,
             ApiKey.AlterReplicaLogDirs: self._alter_replica_log_dirs,
-            ApiKey.CreateAcls: self._acls(ALTER),
-            ApiKey.DeleteAcls: self._acls(ALTER),
-            ApiKey.DescribeAcls: self._acls(DESCRIBE),
-            ApiKey.DescribeClientQuotas: self._client_quotas(AclOperation.DESCRIBE_CONFIGS),
-            ApiKey.AlterClientQuotas: self._client_quotas(AclOperation.ALTER_CONFIGS),
-            ApiKey.DescribeUserScramCredentials: self._scram_credentials(DESCRIBE),
-            ApiKey.AlterUserScramCredentials: self._scram_credentials(ALTER),
+            ApiKey.CreateAcls: self._cluster_top_level(ALTER, _acls_refused),
+            ApiKey.DeleteAcls: self._cluster_top_level(ALTER, _acls_refused),
+            ApiKey.DescribeAcls: self._cluster_top_level(DESCRIBE, _acls_refused),
+            ApiKey.DescribeClientQuotas: self._cluster_top_level(
+                AclOperation.DESCRIBE_CONFIGS, _client_quotas_refused),
+            ApiKey.AlterClientQuotas: self._cluster_top_level(
+                AclOperation.ALTER_CONFIGS, _client_quotas_refused),
+            ApiKey.DescribeUserScramCredentials: self._cluster_top_level(
+                DESCRIBE, _scram_credentials_refused),
+            ApiKey.AlterUserScramCredentials: self._cluster_top_level(
+                ALTER, _scram_credentials_refused),
         }
         # Secure by default: an API served without a check would be open to every principal.
         unchecked = set(handlers) - set(checks) - NEEDS_NO_AUTHORIZATION - CHECKED_BY_HANDLER
@@ -462,12 +461,18 @@ class RequestAuthorization:
                 for index in topic.partitions])
             for entry in request.dirs for topic in entry.topics]}
 
-    def _cluster_top_level(self, operation: AclOperation) -> Callable[..., Awaitable[Any]]:
+    def _cluster_top_level(self, operation: AclOperation,
+                           refusal: Refusal | None = None) -> Callable[..., Awaitable[Any]]:
+        """A check of `operation` on the cluster; a refused request is answered by `refusal`
+        (its API's answer, each item refused), else by a top-level error."""
         async def check(handler: Handler, api: Api, version: int, request: Any) -> Any:
             if self.cluster_allowed(operation):
                 return await handler(api, version, request)
+            message = f"not authorized to {operation.name} the cluster"
+            if refusal is not None:
+                return refusal(api, request, message)
             return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
-                    "error_message": f"not authorized to {operation.name} the cluster"}
+                    "error_message": message}
         return check
 
     async def _write_txn_markers(self, handler: Handler, api: Api, version: int,
@@ -482,60 +487,48 @@ class RequestAuthorization:
                 for index in topic.partition_indexes]) for topic in entry.topics])
             for entry in request.markers]}
 
-    def _client_quotas(self, operation: AclOperation) -> Callable[..., Awaitable[Any]]:
-        """DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster, AlterClientQuotas
-        ALTER_CONFIGS (KIP-546)."""
-        async def check(handler: Handler, api: Api, version: int, request: Any) -> Any:
-            if self.cluster_allowed(operation):
-                return await handler(api, version, request)
-            message = f"not authorized to {operation.name} the cluster"
-            if api.key == ApiKey.DescribeClientQuotas:
-                return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
-                        "error_message": message, "entries": None}
-            entry = api.response.EntryData
-            return {"throttle_time_ms": 0, "entries": [
-                entry(error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=message, entity=[
-                    entry.EntityData(entity_type=part.entity_type, entity_name=part.entity_name)
-                    for part in asked.entity])
-                for asked in request.entries]}
-        return check
 
-    def _scram_credentials(self, operation: AclOperation) -> Callable[..., Awaitable[Any]]:
-        """DescribeUserScramCredentials needs DESCRIBE on the cluster, AlterUserScramCredentials
-        ALTER (KIP-554)."""
-        async def check(handler: Handler, api: Api, version: int, request: Any) -> Any:
-            if self.cluster_allowed(operation):
-                return await handler(api, version, request)
-            message = f"not authorized to {operation.name} the cluster"
-            if api.key == ApiKey.DescribeUserScramCredentials:
-                return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
-                        "error_message": message, "results": []}
-            users = dict.fromkeys(change.name for change in (*request.deletions,
-                                                              *request.upsertions))
-            return {"throttle_time_ms": 0, "results": [
-                api.response.AlterUserScramCredentialsResult(
-                    user=user, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=message)
-                for user in users]}
-        return check
+# What a request refused on the cluster is answered, for the APIs whose answer has no top-level
+# error or carries one per item.
+Refusal = Callable[[Api, Any, str], dict[str, Any]]
 
-    def _acls(self, operation: AclOperation) -> Callable[..., Awaitable[Any]]:
-        async def check(handler: Handler, api: Api, version: int, request: Any) -> Any:
-            if self.cluster_allowed(operation):
-                return await handler(api, version, request)
-            message = f"not authorized to {operation.name} the cluster"
-            if api.key == ApiKey.DescribeAcls:
-                return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
-                        "error_message": message, "resources": []}
-            if api.key == ApiKey.CreateAcls:
-                return {"throttle_time_ms": 0, "results": [
-                    api.response.AclCreationResult(error_code=CLUSTER_AUTHORIZATION_FAILED,
-                                                   error_message=message)
-                    for _ in request.creations]}
-            return {"throttle_time_ms": 0, "filter_results": [
-                api.response.DeleteAclsFilterResult(error_code=CLUSTER_AUTHORIZATION_FAILED,
-                                                    error_message=message, matching_acls=[])
-                for _ in request.filters]}
-        return check
+
+def _client_quotas_refused(api: Api, request: Any, message: str) -> dict[str, Any]:
+    if api.key == ApiKey.DescribeClientQuotas:
+        return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": message, "entries": None}
+    entry = api.response.EntryData
+    return {"throttle_time_ms": 0, "entries": [
+        entry(error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=message, entity=[
+            entry.EntityData(entity_type=part.entity_type, entity_name=part.entity_name)
+            for part in asked.entity])
+        for asked in request.entries]}
+
+
+def _scram_credentials_refused(api: Api, request: Any, message: str) -> dict[str, Any]:
+    if api.key == ApiKey.DescribeUserScramCredentials:
+        return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": message, "results": []}
+    users = dict.fromkeys(change.name for change in (*request.deletions, *request.upsertions))
+    return {"throttle_time_ms": 0, "results": [
+        api.response.AlterUserScramCredentialsResult(
+            user=user, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=message)
+        for user in users]}
+
+
+def _acls_refused(api: Api, request: Any, message: str) -> dict[str, Any]:
+    if api.key == ApiKey.DescribeAcls:
+        return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": message, "resources": []}
+    if api.key == ApiKey.CreateAcls:
+        return {"throttle_time_ms": 0, "results": [
+            api.response.AclCreationResult(error_code=CLUSTER_AUTHORIZATION_FAILED,
+                                           error_message=message)
+            for _ in request.creations]}
+    return {"throttle_time_ms": 0, "filter_results": [
+        api.response.DeleteAclsFilterResult(error_code=CLUSTER_AUTHORIZATION_FAILED,
+                                            error_message=message, matching_acls=[])
+        for _ in request.filters]}
 
 
 def _admin_checks(auth: RequestAuthorization) -> dict[int, Callable[..., Awaitable[Any]]]:
