@@ -62,9 +62,13 @@ def _thread_niceness(pid: int) -> dict[int, int]:
     """Every thread's nice value (Linux keeps one per thread), from /proc."""
     niceness = {}
     for thread in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{thread}/stat") as stat:
-            # After "pid (comm) ", the 17th field is the nice value; comm may hold spaces.
-            niceness[int(thread)] = int(stat.read().rsplit(")", 1)[1].split()[16])
+        try:
+            with open(f"/proc/{pid}/task/{thread}/stat") as stat:
+                line = stat.read()
+        except FileNotFoundError:
+            continue  # the thread ended between the listing and the read
+        # After "pid (comm) ", the 17th field is the nice value; comm may hold spaces.
+        niceness[int(thread)] = int(line.rsplit(")", 1)[1].split()[16])
     return niceness
 
 
