@@ -225,6 +225,9 @@ class Deployment:
         """The tail of every node's rafka logs, for a failure's message."""
         found = []
         for path in sorted(self.root.glob("*/home/**/*.log")):
+            # Partition segments and the GCS's tables end in .log too: binary, and no help.
+            if {"rafka", "rafka-gcs"} & set(path.relative_to(self.root).parts[2:-1]):
+                continue
             with contextlib.suppress(OSError):
                 tail = path.read_text(errors="replace").splitlines()[-lines:]
                 found.append(f"--- {path.relative_to(self.root)}\n" + "\n".join(tail))
