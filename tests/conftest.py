@@ -59,6 +59,7 @@ ALONE_MODULES = frozenset({
     "pipelines/test_exactly_once_crash.py",
     "pipelines/test_streams.py",
     "reliability/test_faults.py",
+    "reliability/test_follow_leader.py",
     "reliability/test_harsh_faults.py",
     "reliability/test_sustained_load.py",
     "reliability/test_transaction_faults.py",

@@ -10,6 +10,11 @@ A fetch's records wait in its own buffer (Kafka's completed fetch) until
 `poll` hands them out, in slices of up to `max.poll.records`, so a poll costs what it returns,
 however much is buffered. Records come back in offset order per partition; `seek` moves a
 position, and the fetch in flight for it and the records buffered for it are dropped.
+
+A fetch to a leader that went silent (its process paused, its node cut off) is not waited on
+for request.timeout.ms: once it is overdue, the metadata is refreshed in the background, and a
+partition whose leader epoch went up since is fetched from the new leader at its position
+(`_follow_moved_leaders`, actors/clients/leader_moves.py).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any, NamedTuple
 import ray
 
 from rafka.actors.clients.config import ConsumerConfig
+from rafka.actors.clients.leader_moves import LeaderCheck, SentTo, moved_partitions
 from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.dataport.calls import host_calls
 from rafka.actors.errors import (
@@ -47,6 +53,12 @@ from rafka.logstore.batch import decode_batches, iter_batches
 from rafka.logstore.transactions import committed_batches
 
 log = logging.getLogger(__name__)
+
+# A fetch unanswered this long past fetch.max.wait.ms (when the leader answers even with nothing)
+# makes the consumer look at the metadata for leaders that moved, at most every
+# LEADER_CHECK_INTERVAL_MS: each look asks every broker.
+SLOW_FETCH_MS = 1000
+LEADER_CHECK_INTERVAL_MS = 250
 
 
 class ConsumerRecord(NamedTuple):
@@ -94,6 +106,14 @@ class Consumer:
         # Each fetch in flight: the host it went to and the (partition, offset) it asked for;
         # and the fetch each partition waits on (a partition sought meanwhile leaves it).
         self._in_flight: dict[Any, tuple[str, list[tuple[TopicPartition, int]]]] = {}
+        # When each fetch in flight was sent (monotonic ns, in the order sent), and the leader
+        # epoch the metadata named for each partition waiting on one: a fetch to a leader the
+        # controller replaced is given up on (`_follow_moved_leaders`).
+        self._sent_ns: dict[Any, int] = {}
+        self._fetched_under: dict[TopicPartition, int] = {}
+        self._leader_check = LeaderCheck(self.config.fetch_max_wait_ms + SLOW_FETCH_MS,
+                                         LEADER_CHECK_INTERVAL_MS)
+        self._leaders_seen = -1
         self._calls = host_calls(self.config.transport, self.config.request_timeout_ms,
                                  self.config.fetch_max_bytes)
         self._fetching: dict[TopicPartition, Any] = {}
@@ -176,6 +196,7 @@ class Consumer:
         for key, (_host, parts) in list(self._in_flight.items()):
             if not any(self._fetching.get(tp) is key for tp, _offset in parts):
                 del self._in_flight[key]
+                self._sent_ns.pop(key, None)
                 self._calls.abandon(key)
         for tp in [tp for tp in self._fetch_positions if predicate(tp)]:
             del self._fetch_positions[tp]
@@ -259,19 +280,51 @@ class Consumer:
         while True:
             self._start_fetches()
             if self._in_flight:
-                # Nothing to hand out: wait for the first fetch to answer.
-                wait_s = 0 if self._completed else max(deadline - time.monotonic(), 0)
-                done = self._calls.wait(list(self._in_flight), wait_s)
-                if not done and not self._completed:
-                    break
-                for key in done:
+                # Nothing to hand out: wait for the first fetch to answer, looking at the
+                # leaders now and then (a fetch to one that went silent never answers).
+                wait_s = 0 if self._completed else min(max(deadline - time.monotonic(), 0),
+                                                       LEADER_CHECK_INTERVAL_MS / 1000)
+                for key in self._calls.wait(list(self._in_flight), wait_s):
                     self._complete(key)
+                if self._in_flight:
+                    self._follow_moved_leaders()
             if self._completed or time.monotonic() >= deadline:
                 # Even with nothing: fetches failing fast must not hold poll() forever.
                 break
             if not self._in_flight:
                 time.sleep(max(min(deadline - time.monotonic(), 0.05), 0))
         return self._hand_out(limit)
+
+    def _follow_moved_leaders(self) -> None:
+        """Give up the fetches of partitions whose leader the controller replaced since they
+        were sent: the next round fetches them from the new leader, at the same position.
+        Nothing to undo: a fetch is a read, and its answer, should it come, is dropped.
+
+        Costs a look at the oldest fetch's age while fetches come back within
+        fetch.max.wait.ms; past that, the metadata is refreshed in the background (at a bounded
+        rate), and the partitions looked at whenever it learnt something."""
+        if self._leader_check.due(next(iter(self._sent_ns.values())), time.monotonic_ns()):
+            self.metadata.refresh_soon(sorted({tp.topic for tp in self._fetching}))
+        generation = self.metadata.generation
+        if generation == self._leaders_seen:
+            return
+        self._leaders_seen = generation
+        sent = [SentTo(tp.topic, tp.partition, self._fetched_under.get(tp, -1))
+                for tp in self._fetching]
+        moved = moved_partitions(sent, self.metadata.cached_leader_epochs(
+            {part.topic for part in sent}))
+        if not moved:
+            return
+        log.info("%s have new leaders: fetching from them, not waiting for the old ones",
+                 sorted(f"{topic}-{partition}" for topic, partition in moved))
+        for tp in [tp for tp in self._fetching if (tp.topic, tp.partition) in moved]:
+            del self._fetching[tp]
+        # A fetch none of whose partitions waits on it any more goes, its connection with it.
+        for key, (_host, parts) in list(self._in_flight.items()):
+            if not any(self._fetching.get(tp) is key for tp, _offset in parts):
+                del self._in_flight[key]
+                del self._sent_ns[key]
+                self._calls.abandon(key)
 
     def _hand_out(self, limit: int) -> list[ConsumerRecord]:
         """Up to `limit` buffered records, oldest fetch first, moving positions past them."""
@@ -303,6 +356,7 @@ class Consumer:
                 name, host = self.metadata.leader_host(tp.topic, tp.partition)
             except BrokerUnavailableError:
                 continue  # no leader now: try again on the next round
+            self._fetched_under[tp] = self.metadata.cached_leader_epoch(tp.topic, tp.partition)
             wanted.setdefault(name, (host, []))[1].append((tp, position))
         config = self.config
         for name, (host, parts) in wanted.items():
@@ -315,11 +369,13 @@ class Consumer:
                  config.fetch_max_bytes, self._read_committed),
                 timeout_s=(config.fetch_max_wait_ms + config.request_timeout_ms) / 1000)
             self._in_flight[key] = (name, parts)
+            self._sent_ns[key] = time.monotonic_ns()
             for tp, _position in parts:
                 self._fetching[tp] = key
 
     def _complete(self, key: Any) -> None:
         host, parts = self._in_flight.pop(key)
+        del self._sent_ns[key]
         current = [(index, tp, position) for index, (tp, position) in enumerate(parts)
                    if self._fetching.get(tp) is key]
         for _index, tp, _position in current:
@@ -383,6 +439,7 @@ class Consumer:
     def close(self) -> None:
         self._closed = True
         self._in_flight.clear()
+        self._sent_ns.clear()
         self._calls.close()
         self._fetching.clear()
         self._completed.clear()

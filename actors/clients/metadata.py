@@ -3,13 +3,17 @@ that serves it (what a producer or consumer sends to).
 
 Any process in the Ray cluster can build one from the cluster's namespace: the brokers are named
 actors there. The cache is refreshed when a request fails with a "not leader"-style error, as
-Kafka's clients do.
+Kafka's clients do, and in the background (`refresh_soon`) while a request goes unanswered, so
+that a client learns of a new leader the controller elected without waiting for its request to
+time out (actors/clients/leader_moves.py).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import ray
@@ -24,6 +28,8 @@ from rafka.actors.errors import (
 from rafka.actors.naming import broker_id_of, broker_name
 from rafka.actors.runtime import named_actors
 from rafka.coordination.validation import validate_topic_name
+
+log = logging.getLogger(__name__)
 
 
 class ClientMetadata:
@@ -40,6 +46,11 @@ class ClientMetadata:
         self._fetched_at: dict[str, float] = {}
         self._brokers: list[int] = []
         self._handles: dict[str, Any] = {}
+        # How many answers were learnt: a client that acts on what changed looks again only
+        # when this moved.
+        self.generation = 0
+        # Whether a `refresh_soon` is under way (at most one at a time).
+        self._refreshing = False
 
     # ------------------------------------------------------------------------- handles
 
@@ -125,10 +136,44 @@ class ClientMetadata:
             for topic, partitions in reply["topics"].items():
                 self._topics[topic] = {int(p): info for p, info in partitions.items()}
                 self._fetched_at[topic] = now
+            self.generation += 1
             if topics is not None:
                 for topic in topics:
                     if topic not in reply["topics"]:
                         self._topics.pop(topic, None)
+
+    def refresh_soon(self, topics: list[str]) -> None:
+        """Refresh the metadata of `topics` on a thread of its own, unless a refresh is under
+        way: the caller goes on (a sender with other partitions' answers to take) and reads
+        what was learnt once `generation` moves. A refresh that fails is as if not asked."""
+        with self._lock:
+            if self._refreshing:
+                return
+            self._refreshing = True
+        threading.Thread(target=self._refresh_quietly, args=(topics,), daemon=True,
+                         name="rafka-metadata").start()
+
+    def _refresh_quietly(self, topics: list[str]) -> None:
+        try:
+            self.refresh(topics)
+        except Exception as error:  # no broker answered: the next look asks again
+            log.debug("background metadata refresh of %s failed: %r", topics, error)
+        finally:
+            with self._lock:
+                self._refreshing = False
+
+    def cached_leader_epochs(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
+        """The leader epoch of each partition of `topics` known now, without asking a broker
+        (a topic whose metadata was invalidated is left out)."""
+        with self._lock:
+            return {(topic, partition): info.get("leader_epoch", -1)
+                    for topic in topics
+                    for partition, info in self._topics.get(topic, {}).items()}
+
+    def cached_leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's leader epoch known now (-1 if none is)."""
+        info = self._topics.get(topic, {}).get(partition)
+        return -1 if info is None else info.get("leader_epoch", -1)
 
     def partitions(self, topic: str) -> dict[int, dict[str, Any]]:
         """The partitions of `topic`, fetching metadata if unknown or older than the max age."""

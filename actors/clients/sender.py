@@ -6,8 +6,10 @@ fails each batch.
 
 With idempotence every batch carries the producer id and its partition's sequence numbers; a
 partition whose leader lost this producer's state is given a new epoch once nothing of it is in
-flight (KIP-360). A transactional producer's sender adds each partition to the transaction
-before the first batch it sends there.
+flight (KIP-360), and a batch whose leader went silent moves to the leader the controller
+elected instead as soon as the metadata names it (actors/clients/leader_moves.py). A
+transactional producer's sender adds each partition to the transaction before the first batch
+it sends there.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, NamedTuple, TypedDict
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 from rafka.actors.clients.accumulator import PendingBatch, RecordAccumulator
 from rafka.actors.clients.config import ProducerConfig
+from rafka.actors.clients.leader_moves import LeaderCheck, SentTo, plan_leader_moves
 from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.clients.partitioner import StickyPartitioner
 from rafka.actors.clients.transactions import TransactionManager
@@ -27,6 +31,7 @@ from rafka.actors.errors import (
     BrokerUnavailableError,
     CorruptRecordError,
     InvalidRecordError,
+    NotLeaderError,
     OutOfOrderSequenceError,
     RafkaError,
     RecordTooLargeError,
@@ -50,6 +55,13 @@ _REFUSED_BEFORE_APPEND = (CorruptRecordError, InvalidRecordError, RecordTooLarge
 # deadline or this, whichever is first.
 MAX_ANSWER_WAIT_S = 0.05
 
+# A produce request unanswered this long makes the sender look at the metadata for leaders the
+# controller moved (actors/clients/leader_moves.py); an acks=all answer takes milliseconds, so
+# a healthy cluster never makes it look. It looks again at most every retry.backoff.ms, and
+# never more often than this floor: each look asks every broker.
+SLOW_ANSWER_MS = 1000
+MIN_LEADER_CHECK_INTERVAL_MS = 250
+
 
 def _answer_wait_s(next_ready_in_ms: int | None) -> float:
     """How long the sender waits for answers when nothing can be sent now."""
@@ -68,14 +80,19 @@ class _Framing(TypedDict):
     transactional: bool
 
 
-class _Request(NamedTuple):
+@dataclass(slots=True)
+class _Request:
     """A produce request in flight: the host it went to, the batches it carries, and when it
     was sent (monotonic ns): one not answered within request.timeout.ms is given up on and its
-    batches retried, as Kafka's client does."""
+    batches retried, as Kafka's client does. `sent_to` is each batch's partition and the leader
+    epoch the metadata named when it was sent, None once the batch moved to a new leader (the
+    rest of the request still waits for its answer, which no longer counts for that batch)."""
 
     host: str
     batches: list[PendingBatch]
     sent_ns: int
+    sent_to: list[SentTo | None] = field(default_factory=list)
+    moved: bool = False  # some batch moved: look at `sent_to` before taking an answer
 
 
 class BatchOutcome:
@@ -149,6 +166,11 @@ class Sender:
         # theirs is in flight (KIP-360; see actors/clients/accumulator.py).
         self._epoch_bumps: set[tuple[str, int]] = set()
         self._flushing = 0
+        # Looking for leaders that moved under requests in flight, idempotent producers only
+        # (`_follow_moved_leaders`), and the metadata generation last looked at.
+        self._leader_check = LeaderCheck(
+            SLOW_ANSWER_MS, max(config.retry_backoff_ms, MIN_LEADER_CHECK_INTERVAL_MS))
+        self._leaders_seen = -1
         # Filled while `trace_requests` is on.
         self._request_trace: list[SentRequest] | None = None
         self._thread = threading.Thread(target=self._run, name="rafka-producer", daemon=True)
@@ -234,10 +256,12 @@ class Sender:
         """One produce request per leader host, carrying every batch led there."""
         if self.transactions is not None:
             batches = self._added_to_transaction(batches)
-        requests: dict[str, tuple[Any, list[PendingBatch], list[PartitionProduce]]] = {}
+        requests: dict[str, tuple[Any, list[PendingBatch], list[PartitionProduce],
+                                  list[SentTo | None]]] = {}
         for batch in batches:
             try:
                 name, host = self.metadata.leader_host(batch.topic, batch.partition, wait_s=0)
+                epoch = self.metadata.cached_leader_epoch(batch.topic, batch.partition)
                 payload = self._encode(batch)
             except (BrokerUnavailableError, ValueError) as error:
                 self._retry_or_fail(batch, error)
@@ -245,12 +269,13 @@ class Sender:
             except Exception as error:
                 self._fail(batch, error)
                 continue
-            _host, carried, parts = requests.setdefault(name, (host, [], []))
+            _host, carried, parts, sent_to = requests.setdefault(name, (host, [], [], []))
             carried.append(batch)
+            sent_to.append(SentTo(batch.topic, batch.partition, epoch))
             parts.append(PartitionProduce(
                 batch.topic, batch.partition, payload,
                 None if batch.payload is None else batch.payload.record_ends))
-        for name, (host, carried, parts) in requests.items():
+        for name, (host, carried, parts, sent_to) in requests.items():
             sent_ns = time.monotonic_ns()
             try:
                 key = self._calls.send(name, host, "produce",
@@ -259,7 +284,7 @@ class Sender:
                 for batch in carried:
                     self._fail(batch, error)
                 continue
-            self._in_flight[key] = _Request(name, carried, sent_ns)
+            self._in_flight[key] = _Request(name, carried, sent_ns, sent_to)
 
     def _added_to_transaction(self, batches: list[PendingBatch]) -> list[PendingBatch]:
         """The batches that may go: their partitions added to the transaction first (Kafka's
@@ -300,6 +325,9 @@ class Sender:
         for key in done:
             request = self._in_flight.pop(key)
             batches = request.batches
+            if request.moved:  # the answer no longer counts for the batches that moved
+                batches = [batch for batch, sent in zip(batches, request.sent_to, strict=True)
+                           if sent is not None]
             try:
                 replies = self._calls.result(key)
             except Exception as error:
@@ -315,12 +343,58 @@ class Sender:
                         f"or the connection to it broke ({type(error).__name__}); the record "
                         "may or may not be written"))
                 continue
+            if request.moved:
+                replies = [reply for reply, sent in zip(replies, request.sent_to, strict=True)
+                           if sent is not None]
             for batch, reply in zip(batches, replies, strict=True):
                 if self._request_trace is not None and isinstance(reply, Appended):
                     self._request_trace.append(SentRequest(reply.base_offset, batch.record_count,
                                                            request.sent_ns))
                 self._complete(batch, reply)
+        if self._in_flight and self._accumulator.enable_idempotence:
+            self._follow_moved_leaders()
         self._give_up_on_silent_requests()
+
+    def _follow_moved_leaders(self) -> None:
+        """Retry at their new leaders the batches in flight to leaders the controller replaced
+        (actors/clients/leader_moves.py says which may move, and why only with idempotence:
+        without it they wait for request.timeout.ms in `_give_up_on_silent_requests`).
+
+        Costs a look at the oldest request's age while answers come back promptly. Once one
+        has waited `SLOW_ANSWER_MS`, the metadata is refreshed in the background, at a bounded
+        rate, and the requests are looked at again whenever it learnt something.
+        """
+        # Requests are kept in the order they were sent: the first is the oldest.
+        oldest = next(iter(self._in_flight.values()))
+        if self._leader_check.due(oldest.sent_ns, time.monotonic_ns()):
+            self.metadata.refresh_soon(sorted({batch.topic for request in self._in_flight.values()
+                                               for batch in request.batches}))
+        generation = self.metadata.generation
+        if generation == self._leaders_seen:
+            return
+        self._leaders_seen = generation
+        topics = {part.topic for request in self._in_flight.values()
+                  for part in request.sent_to if part is not None}
+        plan = plan_leader_moves({key: request.sent_to for key, request in self._in_flight.items()},
+                                 self.metadata.cached_leader_epochs(topics), idempotent=True)
+        for key in plan.abandon:
+            self._calls.abandon(key)
+        for key, positions in plan.retry.items():
+            request = self._in_flight[key]
+            if key in plan.abandon:
+                del self._in_flight[key]
+            moved = []
+            for index in positions:
+                moved.append(request.batches[index])
+                request.sent_to[index] = None
+            request.moved = True
+            log.info("%s have new leaders: %d batches in flight to %s go there, with their "
+                     "sequence numbers", sorted({f"{b.topic}-{b.partition}" for b in moved}),
+                     len(moved), request.host)
+            for batch in moved:
+                self._retry_or_fail(batch, NotLeaderError(
+                    f"the leader of {batch.topic}-{batch.partition} did not answer, and the "
+                    "controller elected another; the record may or may not be written"))
 
     def _give_up_on_silent_requests(self) -> None:
         """Retry the batches of requests not answered within request.timeout.ms.
@@ -336,7 +410,10 @@ class Sender:
         for key in [key for key, request in self._in_flight.items()
                     if request.sent_ns < deadline_ns]:
             self._calls.abandon(key)  # a connection that said nothing for so long goes
-            for batch in self._in_flight.pop(key).batches:
+            request = self._in_flight.pop(key)
+            for batch, sent in zip(request.batches, request.sent_to, strict=True):
+                if sent is None:
+                    continue  # moved to its new leader already
                 self.metadata.invalidate(batch.topic)
                 self._retry_or_fail(batch, RequestTimedOutError(
                     f"the leader of {batch.topic}-{batch.partition} did not answer within "
