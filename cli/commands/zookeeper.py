@@ -212,17 +212,20 @@ def _member(args: argparse.Namespace, *, detached: bool) -> EnsembleMember:
     for warning in ensemble.warnings():
         print(f"warning: {warning}", file=sys.stderr)
     data_dir = _data_dir(args)
+    holder = member_supervisor(data_dir)
+    mine = None if detached else supervisor_of_this_process()
+    if holder is not None and holder != mine:
+        raise CliError(f"a ZooKeeper member is running from {data_dir} already, kept running "
+                       f"by `rafka supervise` as {holder.name}: stop it with `rafka zookeeper "
+                       f"stop --data-dir {data_dir}`, or give this one another --data-dir")
+    if not detached:
+        # Before any refusal: `stop` must find the supervisor of a run that fails, too.
+        _record_supervisor(data_dir, mine)
     pid = recorded_pid(data_dir)
     if pid is not None and is_embedded_server(pid, data_dir):
         raise CliError(f"a ZooKeeper member is running from {data_dir} already (pid {pid}): "
                        f"stop it with `rafka zookeeper stop --data-dir {data_dir}`, or give "
                        f"this one another --data-dir")
-    supervisor = member_supervisor(data_dir)
-    if supervisor is not None and (detached or supervisor != supervisor_of_this_process()):
-        raise CliError(f"`rafka supervise` keeps a ZooKeeper member running from {data_dir} "
-                       f"already (as {supervisor.name}; it is restarting): stop it with "
-                       f"`rafka zookeeper stop --data-dir {data_dir}`, or give this one "
-                       f"another --data-dir")
     tls = None
     if args.secure_client_port is not None:
         try:
@@ -279,19 +282,24 @@ def _start(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     member = _member(args, detached=False)
     supervisor = supervisor_of_this_process()
-    record = member.data_dir / SUPERVISOR_FILE
-    if supervisor is None:
-        record.unlink(missing_ok=True)
-    else:
-        # What `stop` stops for good, rather than the JVM alone, which would come back.
-        write_atomically(record, json.dumps({"name": supervisor.name,
-                                             "folder": str(supervisor.folder)}) + "\n")
     kept = f", kept running by `rafka supervise` as {supervisor.name}" if supervisor else ""
     echo(f"running ZooKeeper member {member.id} of {len(member.ensemble.servers)} in the "
          f"foreground (pid {os.getpid()}{kept}), clients at {member.host}:"
          f"{member.server.client_port}, connect string {member.ensemble.connect_string}; "
          f"its log: {member.log_path}")
     member.exec_in_place()
+
+
+def _record_supervisor(data_dir: Path, supervisor: SupervisedFiles | None) -> None:
+    """Name the member's supervisor in its data dir: what `stop` stops for good, rather than
+    the JVM alone, which would come back."""
+    record = data_dir / SUPERVISOR_FILE
+    if supervisor is None:
+        record.unlink(missing_ok=True)
+        return
+    data_dir.mkdir(parents=True, exist_ok=True)
+    write_atomically(record, json.dumps({"name": supervisor.name,
+                                         "folder": str(supervisor.folder)}) + "\n")
 
 
 def member_supervisor(data_dir: Path) -> SupervisedFiles | None:
@@ -328,12 +336,16 @@ def _stop(args: argparse.Namespace) -> int:
     if supervisor is not None:
         # The supervisor first: the member alone would be started again.
         supervised_pid = _live_member_pid(data_dir)
+        if supervised_pid != supervisor.read_state().get("command_pid"):
+            supervised_pid = None  # a member started otherwise, stopped below
         supervisor_pid = stop_supervisor(supervisor, args.timeout)
         (data_dir / SUPERVISOR_FILE).unlink(missing_ok=True)
-        if supervisor_pid is not None:
-            member = f" (pid {supervised_pid})" if supervised_pid else " (it was restarting)"
-            echo(f"stopped {what}{member} and its supervisor {supervisor.name} (pid "
-                 f"{supervisor_pid}): it stays stopped")
+        if supervisor_pid is not None and supervised_pid is not None:
+            echo(f"stopped {what} (pid {supervised_pid}) and its supervisor {supervisor.name} "
+                 f"(pid {supervisor_pid}): it stays stopped")
+        elif supervisor_pid is not None:
+            echo(f"stopped the supervisor {supervisor.name} (pid {supervisor_pid}) of {what}, "
+                 f"which was between runs: it stays stopped")
     # A member started detached (before it was supervised, say), or left by a supervisor killed.
     pid = stop_recorded_server(data_dir, args.timeout)
     if pid is not None:

@@ -62,10 +62,11 @@ class Node:
         `--id auto`: every member of this ensemble is on 127.0.0.1)."""
         stopped = self.rafka("zookeeper", "stop")
         assert stopped.returncode == 0, stopped.stderr
-        started = self.rafka("supervise", "start", "zookeeper", "--",
-                             sys.executable, "-m", "rafka", "zookeeper", "run",
-                             *self.member_options())
+        started = self.rafka("supervise", "start", "zookeeper", "--", *self.run_command())
         assert started.returncode == 0, started.stderr
+
+    def run_command(self) -> list[str]:
+        return [sys.executable, "-m", "rafka", "zookeeper", "run", *self.member_options()]
 
     def command_pid(self) -> int | None:
         pid = self.supervisor.read_state().get("command_pid")
@@ -118,9 +119,18 @@ def test_a_supervised_member_killed_comes_back_and_stop_stops_it_for_good(
     detached_pid = recorded_pid(first.data_dir)
     assert detached_pid is not None and is_embedded_server(detached_pid, first.data_dir)
 
+    # A supervisor started there by hand, with the detached member still running: its `run`
+    # refuses (the data dir is taken), again and again. The deployment's commands take over.
+    early = first.rafka("supervise", "start", "zookeeper", "--", *first.run_command())
+    assert early.returncode == 0, early.stderr
+    wait_until(lambda: "is running from" in first.supervisor.log.read_text(), 30,
+               "the supervised member to refuse the data dir the detached one holds")
+    early_supervisor = first.supervisor_pid()
+
     for node in nodes:
         node.deploy()
     assert not pid_alive(detached_pid), "the detached member is stopped first"
+    assert early_supervisor is not None and not pid_alive(early_supervisor)
     wait_until(lambda: sorted(ensemble_modes(connect_string).values())
                == ["follower", "follower", "leader"], 90, "the supervised members' quorum")
     for node in nodes:
