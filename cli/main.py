@@ -16,7 +16,9 @@
 
     rafka zookeeper start --id N --servers H1:2888:3888,H2:2888:3888,H3:2888:3888
                                         one member of a ZooKeeper ensemble here, detached;
-    rafka zookeeper stop|status         then `rafka up --zk H1:2181,H2:2181,H3:2181`
+    rafka zookeeper stop|status         then `rafka up --zk H1:2181,H2:2181,H3:2181`;
+                                        `run`: the same member in the foreground, for
+                                        `rafka supervise` (cluster.yaml)
 
     rafka zookeeper credentials --generate
                                         credentials that `rafka up` guards the znodes with

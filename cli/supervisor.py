@@ -12,6 +12,10 @@ the stop timeout, and the supervisor exits. Its files in DIR, each named after N
 * NAME.log: one line per start and per exit, and the command's own output;
 * NAME.lock: locked (flock) by the running supervisor, so that no two supervise one NAME;
 * NAME.stop: the stop timeout `rafka supervise stop` asks for, written just before its SIGTERM.
+
+COMMAND finds NAME and DIR in its environment, RAFKA_SUPERVISE_NAME and RAFKA_SUPERVISE_FOLDER
+(`supervisor_of_this_process`): `rafka zookeeper run` records them, so that `rafka zookeeper
+stop` stops the member through its supervisor, for good.
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ GROUP_CHECK_S = 0.05
 KILL_WAIT_S = 5.0
 # The files that say a NAME was supervised here (a lock or a stop request alone does not).
 KNOWN_SUFFIXES = (".pid", ".state", ".log")
+# What tells the command it is supervised, and by which supervisor.
+NAME_ENV = "RAFKA_SUPERVISE_NAME"
+FOLDER_ENV = "RAFKA_SUPERVISE_FOLDER"
 
 
 @dataclass
@@ -171,6 +178,24 @@ def is_supervisor(pid: int, files: SupervisedFiles) -> bool:
     return {("-m", MODULE), ("--name", files.name), ("--folder", str(files.folder))} <= pairs
 
 
+def supervisor_of_this_process() -> SupervisedFiles | None:
+    """The files of the supervisor running this process (or one of its ancestors), if a live
+    one does: a NAME in the environment alone may be inherited from further up, e.g. by the
+    processes Ray's supervised raylet starts."""
+    name, folder = os.environ.get(NAME_ENV), os.environ.get(FOLDER_ENV)
+    if not name or not folder or not NAME_PATTERN.fullmatch(name):
+        return None
+    files = SupervisedFiles(Path(folder), name)
+    pid = files.recorded_pid()
+    if pid is None or not is_supervisor(pid, files):
+        return None
+    try:
+        ancestors = {parent.pid for parent in psutil.Process().parents()}
+    except psutil.Error:
+        return None
+    return files if pid in ancestors else None
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write `text` to `path` so that a reader sees the old file or the new, never half one."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -269,7 +294,7 @@ class Supervisor:
         try:
             self.child = subprocess.Popen(self.command, stdin=subprocess.DEVNULL,
                                           stdout=self._log_file, stderr=subprocess.STDOUT,
-                                          start_new_session=True)
+                                          start_new_session=True, env=self._command_env())
         except OSError as error:
             self.last_exit = f"could not start: {error}"
             return
@@ -277,6 +302,9 @@ class Supervisor:
         self._log(f"run {self.runs} started (pid {self.child.pid}): "
                   f"{shlex.join(self.command)}")
         self._save_state()
+
+    def _command_env(self) -> dict[str, str]:
+        return {**os.environ, NAME_ENV: self.files.name, FOLDER_ENV: str(self.files.folder)}
 
     def _stop_command(self) -> None:
         timeout_s = self.files.take_stop_request()

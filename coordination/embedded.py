@@ -19,11 +19,13 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import psutil
 
@@ -310,21 +312,45 @@ class EmbeddedZooKeeper:
             )
         return self._launch(port)
 
-    def _launch(self, port: int) -> EmbeddedZooKeeper:
-        java = find_java()
-        jars = pyspark_jars()
-        config_path = self._write_config(port)
-        command = [
-            java,
+    def _command(self, config_path: Path) -> list[str]:
+        """The server's JVM command line, from its zoo.cfg at `config_path`."""
+        return [
+            find_java(),
             f"-Xmx{self.heap_mb}m",
             "-XX:+UseSerialGC",
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
             "-Dzookeeper.admin.enableServer=false",
             "-cp",
-            f"{jars}/*",
+            f"{pyspark_jars()}/*",
             self.main_class,
             str(config_path),
         ]
+
+    def exec_in_place(self) -> NoReturn:
+        """Become the server: this process is replaced by its JVM, on its requested port, with
+        the same PID (recorded in the data dir, as `start` records its child's), its output
+        appended to `log_path`. For a supervisor that keeps the server running (`rafka
+        zookeeper run` under `rafka supervise`): its signals reach the JVM itself, and the
+        JVM's exit is this process's. With `die_with_parent`, the JVM gets SIGTERM when its
+        parent (the supervisor) dies, rather than hold the data dir its next supervisor
+        needs."""
+        if self.requested_port is None:
+            raise ZooKeeperServerError(f"{self.label} run in place needs its port: its clients "
+                                       f"must find it again after each restart")
+        command = self._command(self._write_config(self.requested_port))
+        (self.data_dir / PID_FILE).write_text(f"{os.getpid()}\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        if self.die_with_parent:
+            _die_with_parent()
+        os.execv(command[0], command)
+
+    def _launch(self, port: int) -> EmbeddedZooKeeper:
+        command = self._command(self._write_config(port))
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
                 command,
@@ -335,7 +361,7 @@ class EmbeddedZooKeeper:
                 start_new_session=self.new_session,
             )
         self.port = port
-        (self.data_dir / "zookeeper.pid").write_text(f"{self._process.pid}\n")
+        (self.data_dir / PID_FILE).write_text(f"{self._process.pid}\n")
         _running_servers.add(self)
         try:
             self._wait_until_serving()

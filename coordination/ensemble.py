@@ -32,6 +32,7 @@ import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from rafka.common.waiting import wait_until
 from rafka.coordination.embedded import (
@@ -434,6 +435,13 @@ class EnsembleMember(EmbeddedZooKeeper):
         if wait_for_quorum:
             self._wait_or_stop()
         return self
+
+    def exec_in_place(self) -> NoReturn:
+        """As `EmbeddedZooKeeper.exec_in_place`, once its ports and data dir are checked as
+        `start` checks them: the JVM joins a quorum once a majority of members is up."""
+        self._check_ports()
+        self._check_data_dir()
+        super().exec_in_place()
 
     def restart(self, pause_s: float = 0.0, *, kill: bool = True,
                 wait_for_quorum: bool = True) -> EnsembleMember:

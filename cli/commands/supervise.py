@@ -4,10 +4,11 @@ Restart=always does.
 `start NAME -- COMMAND [ARG...]` leaves a supervisor running (a detached process of its own,
 rafka.cli.supervisor) that runs COMMAND and, whenever it exits, for whatever reason, runs it
 again after a backoff: 1 s, doubled after each quick exit up to 30 s, 1 s again after a run of a
-minute or more. cluster.yaml keeps each node's `ray start --block` running so: a node whose
-raylet Ray killed (it fences a node it declared dead) comes back by itself. `stop NAME` stops the
-supervisor and COMMAND's whole process group; `status` lists them. Their PIDs, states and logs
-are in $RAFKA_HOME/supervised, named after NAME.
+minute or more. cluster.yaml keeps each node's `ray start --block` running so (a node whose
+raylet Ray killed, as it fences a node it declared dead, comes back by itself), and each node's
+ZooKeeper member (`rafka zookeeper run`). `stop NAME` stops the supervisor and COMMAND's whole
+process group; `status` lists them. Their PIDs, states and logs are in $RAFKA_HOME/supervised,
+named after NAME.
 """
 
 from __future__ import annotations
@@ -187,22 +188,31 @@ def _stop(args: argparse.Namespace) -> int:
     files = _files(args.name)
     if args.timeout < 0:
         raise CliError(f"--timeout must be at least 0, got {args.timeout:g}", EXIT_USAGE)
+    pid = stop_supervisor(files, args.timeout)
+    if pid is None:
+        print(f"{files.name} is not running; nothing to stop", file=sys.stderr)
+        return 0
+    echo(f"stopped {files.name} (supervisor pid {pid})")
+    return 0
+
+
+def stop_supervisor(files: SupervisedFiles, timeout_s: float) -> int | None:
+    """Stop the supervisor of `files` and its command, which gets `timeout_s` between SIGTERM
+    and SIGKILL; the supervisor's PID, or None if none was running."""
     pid = files.recorded_pid()
     if pid is None or not is_supervisor(pid, files):
         files.pid.unlink(missing_ok=True)  # stale: its PID may be some other process's now
-        print(f"{files.name} is not running; nothing to stop", file=sys.stderr)
-        return 0
-    files.request_stop(args.timeout)
+        return None
+    files.request_stop(timeout_s)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-    limit_s = args.timeout + STOP_MARGIN_S
+    limit_s = timeout_s + STOP_MARGIN_S
     if not wait_with_spinner(f"stopping {files.name}", lambda: wait_for_exit(pid, limit_s)):
         _kill_hung_supervisor(pid, files)
         print(f"warning: the supervisor of {files.name} (pid {pid}) was still running "
               f"{limit_s:g} s after SIGTERM: killed it and its command's process group; see "
               f"{files.log}", file=sys.stderr)
-    echo(f"stopped {files.name} (supervisor pid {pid})")
-    return 0
+    return pid
 
 
 def _kill_hung_supervisor(pid: int, files: SupervisedFiles) -> None:

@@ -102,7 +102,9 @@ def test_the_ensemble_is_the_providers_nodes_one_member_each(config: dict[str, A
     assert [address.split(":")[0] for address in connect] == nodes
     for key in ("head_start_ray_commands", "worker_start_ray_commands"):
         commands = " ".join(config[key])
-        assert 'rafka zookeeper start --id auto --servers "$RAFKA_ZK_SERVERS"' in commands
+        # Each node's member is kept running too, started afresh at each `ray up` or boot.
+        assert ('rafka zookeeper stop && rafka supervise start zookeeper -- rafka zookeeper run '
+                '--id auto --servers "$RAFKA_ZK_SERVERS" $RAFKA_ZK_OPTIONS') in commands
         # Each node's Ray is kept running, so a node Ray fenced comes back by itself.
         assert "rafka supervise start" in commands and "--block" in commands
     head = " ".join(config["head_start_ray_commands"])

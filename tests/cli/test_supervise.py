@@ -200,3 +200,14 @@ def test_a_bad_name_or_no_command_is_a_usage_error(supervise: Supervise) -> None
         assert result.returncode == 2, (result.stdout, result.stderr)
         assert needle in result.stderr and "Traceback" not in result.stderr
     assert not supervise.folder.exists() or not list(supervise.folder.glob("*.pid"))
+
+
+def test_the_command_is_told_which_supervisor_runs_it(supervise: Supervise,
+                                                       tmp_path: Path) -> None:
+    # What `rafka zookeeper run` records, so that `rafka zookeeper stop` stops the supervisor.
+    told = tmp_path / "told"
+    script = (f'echo "$RAFKA_SUPERVISE_NAME $RAFKA_SUPERVISE_FOLDER" > {shlex.quote(str(told))}; '
+              f"exec sleep 30")
+    assert supervise("start", "teller", "--", "sh", "-c", script).returncode == 0
+    wait_until(lambda: _lines(told) == 1, 10, "the command to start")
+    assert told.read_text().split() == ["teller", str(supervise.folder)]

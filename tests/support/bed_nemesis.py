@@ -12,7 +12,8 @@ The kinds (`KINDS`):
 - `node-killed` / `head-killed`: every process of a node SIGKILLed (for the head: the GCS, a
   ZooKeeper member and a broker at once), then the node booted with its start commands;
 - `node-paused`: every process of a node SIGSTOPped past ZooKeeper's session timeout;
-- `zookeeper-member-killed`: one ensemble member SIGKILLed, then started again.
+- `zookeeper-member-killed`: one ensemble member SIGKILLed; its supervisor (cluster.yaml's
+  `rafka supervise start zookeeper`) starts it again, which the heal checks.
 
 At most `overlap` faults are in place at once, each on a node of its own. Heals run in the
 nemesis's thread, one after the other; a heal that fails is recorded and retried at the end,
@@ -41,6 +42,9 @@ from .testbed import Cut
 
 # ZooKeeper's client port and the ensemble's quorum and election ports (cluster.yaml).
 ZOOKEEPER_PORTS = (2181, 2888, 3888)
+# What a killed member's supervisor gets to start it again (its backoff is 1 s after a long
+# run, and the command then starts an interpreter and a JVM), on a bed that may be busy.
+SUPERVISED_RESTART_S = 60.0
 # Past the brokers' zookeeper.session.timeout.ms (6 s, rafka's default in cluster.yaml).
 PAST_THE_SESSION_S = (8.0, 12.0)
 
@@ -232,11 +236,18 @@ class BedNemesis:
         with contextlib.suppress(psutil.TimeoutExpired):
             member.wait(10)
 
-        def start_again() -> None:
-            self.deployment.shell(node, 'rafka zookeeper stop && rafka zookeeper start '
-                                        '--id auto --servers "$RAFKA_ZK_SERVERS"')
+        killed = member.pid
 
-        return node, node, start_again
+        def started_again() -> None:
+            deadline = time.monotonic() + SUPERVISED_RESTART_S
+            while (again := self._zookeeper_member(node)) is None or again.pid == killed:
+                if time.monotonic() > deadline:
+                    raise DeploymentError(
+                        f"no ZooKeeper member runs on {node} again: its supervisor did not "
+                        f"start it within {SUPERVISED_RESTART_S:g} s\n{self.deployment.logs()}")
+                time.sleep(0.5)
+
+        return node, node, started_again
 
     # ---------------------------------------------------------------------- helpers
 
