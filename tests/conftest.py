@@ -46,11 +46,10 @@ CLUSTER_FIXTURES = frozenset({"zookeeper", "ray_session", "spark"})
 CLUSTER_FOLDERS = frozenset({"harness", "kafka_clients"})
 # Modules whose tests need the machine to themselves, marked `alone`: bounds in seconds (fault
 # timelines, the demo's time the README promises), Spark drivers and executors killed
-# mid-write, several Ray nodes, network namespaces, a whole test session's processes counted.
-# The rest mostly wait (for sessions to expire, leaders to move, clients to time out) and the
-# test command runs them two at a time.
+# mid-write, several Ray nodes, network namespaces. The rest mostly wait (for sessions to
+# expire, leaders to move, clients to time out) and the test command runs them two at a time;
+# test_cleanup.py among them, since it counts only the processes its own inner session started.
 ALONE_MODULES = frozenset({
-    "harness/test_cleanup.py",
     "harness/test_demo.py",
     "harness/test_deployment.py",
     "harness/test_multinode.py",
