@@ -46,15 +46,14 @@ CLUSTER_FIXTURES = frozenset({"zookeeper", "ray_session", "spark"})
 CLUSTER_FOLDERS = frozenset({"harness", "kafka_clients"})
 # Modules whose tests need the machine to themselves, marked `alone`: bounds in seconds (fault
 # timelines, the demo's time the README promises), Spark drivers and executors killed
-# mid-write, several Ray nodes, network namespaces, a whole test session's processes counted.
-# The rest mostly wait (for sessions to expire, leaders to move, clients to time out) and the
-# test command runs them two at a time.
+# mid-write, several Ray nodes, cluster.yaml deployed on network namespaces. The rest mostly
+# wait (for sessions to expire, leaders to move, clients to time out) and the test command runs
+# them two at a time: test_cleanup.py among them (it counts only the processes its own inner
+# session started), and test_testbed.py (the bed's namespaces and cuts, no cluster on them).
 ALONE_MODULES = frozenset({
-    "harness/test_cleanup.py",
     "harness/test_demo.py",
     "harness/test_deployment.py",
     "harness/test_multinode.py",
-    "harness/test_testbed.py",
     "pipelines/test_exactly_once.py",
     "pipelines/test_exactly_once_crash.py",
     "pipelines/test_streams.py",

@@ -68,7 +68,7 @@ def test_an_executor_killed_midway_leaves_its_retried_tasks_only_what_is_missing
     """
     topic = fresh("midway")
     cluster.create_topic(topic, partitions=2, replication_factor=2)
-    rows, write_id, log = 300_000, fresh("write"), tmp_path / "driver.log"
+    rows, write_id, log = 150_000, fresh("write"), tmp_path / "driver.log"
     others = set(spark_executor_pids())  # the test session's own Spark, if it runs
     driver = start_write_driver(cluster, topic, rows, write_id, log)
     try:

@@ -25,7 +25,10 @@ from tests.support.cluster import module_cluster, stored_count, stored_records
 from tests.support.pipelines import ExecutorWatch, spark_executor_pids, start_driver
 from tests.support.seeds import run_seed
 
-RECORDS = 100_000
+RECORDS = 60_000
+# A micro-batch's records: four batches, so that a kill can land within one, between two or
+# as one commits, and the restarted driver still has batches to run.
+BATCH_RECORDS = 15_000
 SOURCE_PARTITIONS, SINK_PARTITIONS = 2, 3
 
 
@@ -35,7 +38,7 @@ cluster = module_cluster("crash", 2)
 def start_sink_driver(cluster: Cluster, source: str, sink: str, checkpoint: Path,
                       log: Path) -> subprocess.Popen:
     return start_driver("tests.support.sink_driver", cluster,
-                        [source, sink, str(checkpoint), "25000"], log)
+                        [source, sink, str(checkpoint), str(BATCH_RECORDS)], log)
 
 
 def wait_until_stored(cluster: Cluster, sink: str, count: int, driver: subprocess.Popen,
@@ -71,8 +74,8 @@ def test_a_stream_killed_twice_while_writing_stores_every_result_once(
                         [f"k{i % 97}".encode() for i in range(RECORDS)])
     producer.close()
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "drivers.log"
-    executor_at = chance.randrange(1_000, 60_000)
-    driver_after = chance.randrange(0, 40_000)  # more records after the executor's kill
+    executor_at = chance.randrange(1_000, 36_000)
+    driver_after = chance.randrange(0, 24_000)  # more records after the executor's kill
 
     others = set(spark_executor_pids())  # the test session's own Spark, if it runs
     driver = start_sink_driver(cluster, source, sink, checkpoint, log)
@@ -83,7 +86,7 @@ def test_a_stream_killed_twice_while_writing_stores_every_result_once(
         for pid in executors:
             os.kill(pid, signal.SIGKILL)
         # The output grows a Spark task's share at a time: within the last batch at most.
-        driver_at = min(at_executor_kill + driver_after, RECORDS - 25_000)
+        driver_at = min(at_executor_kill + driver_after, RECORDS - BATCH_RECORDS)
         at_driver_kill = wait_until_stored(cluster, sink, driver_at, driver,
                                            executors=ExecutorWatch(others | set(executors)))
         driver.kill()
