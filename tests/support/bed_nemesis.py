@@ -39,8 +39,11 @@ from .checker import Fault
 from .deployment import Deployment, DeploymentError
 from .testbed import Cut
 
-# ZooKeeper's client port and the ensemble's quorum and election ports (cluster.yaml).
-ZOOKEEPER_PORTS = (2181, 2888, 3888)
+# ZooKeeper's client ports, the secure one (what every client of the secured profile uses) and
+# the plaintext one (the node's own checks), and the ensemble's quorum and election ports
+# (cluster.yaml).
+ZOOKEEPER_CLIENT_PORTS = (2182, 2181)
+ZOOKEEPER_PORTS = (*ZOOKEEPER_CLIENT_PORTS, 2888, 3888)
 # Past the brokers' zookeeper.session.timeout.ms (6 s, rafka's default in cluster.yaml).
 PAST_THE_SESSION_S = (8.0, 12.0)
 
@@ -200,8 +203,8 @@ class BedNemesis:
 
     def cut_from_zookeeper(self, busy: set[str]) -> tuple[str, str, Callable[[], None]]:
         node = self.random.choice(self._free_nodes(busy))
-        cut = self.bed.cut_port(node, ZOOKEEPER_PORTS[0])
-        return node, node, self._restore(cut)
+        cuts = [self.bed.cut_port(node, port) for port in ZOOKEEPER_CLIENT_PORTS]
+        return node, node, self._restore(Cut(tuple(part for cut in cuts for part in cut.parts)))
 
     def node_isolated(self, busy: set[str]) -> tuple[str, str, Callable[[], None]]:
         node = self.random.choice(self._free_nodes(busy))
@@ -234,7 +237,8 @@ class BedNemesis:
 
         def start_again() -> None:
             self.deployment.shell(node, 'rafka zookeeper stop && rafka zookeeper start '
-                                        '--id auto --servers "$RAFKA_ZK_SERVERS"')
+                                        '--id auto --servers "$RAFKA_ZK_SERVERS" '
+                                        '$RAFKA_ZK_OPTIONS')
 
         return node, node, start_again
 
