@@ -273,18 +273,22 @@ def test_the_secured_profile_serves_its_users_and_refuses_everyone_else(
     assert clear["connected"] and clear["outcome"] != "silent", clear
     assert clear["answer"] == "" or clear["answer"].startswith("15"), clear
 
-    # A driver with the token but without Ray's TLS cannot join.
+    # A driver with the token but without Ray's TLS cannot join: the GCS takes no gRPC in
+    # the clear (Ray says so after 5 s, then waits 30 s more for the cluster's id before it
+    # gives up: the probe stops it at 12 s).
     started = time.monotonic()
     unjoined = deployment.bed.run(client, [
         "env", f"HOME={deployment.home(client)}", "RAY_AUTH_MODE=token",
-        f"RAY_TMPDIR={deployment.root / client / 'tmp'}", "timeout", "20",
+        f"RAY_TMPDIR={deployment.root / client / 'tmp'}", "timeout", "-s", "KILL", "12",
         sys.executable, "-c",
         f"import ray; ray.init(address='{deployment.address(deployment.head)}:6379'); "
         "print('joined', len(ray.nodes()))"], timeout_s=60)
     took = time.monotonic() - started
+    said = unjoined.stdout + unjoined.stderr
     print(f"{FIGURES} probe ray-without-tls: exit {unjoined.returncode} after {took:.1f} s: "
-          f"{(unjoined.stdout + unjoined.stderr)[-600:]}")
+          f"{said[-600:]}")
     assert unjoined.returncode != 0 and "joined" not in unjoined.stdout
+    assert "Failed to connect to GCS" in said, said[-2000:]
 
 
 # The single-fault tests' bounds; after each, what one run here gave (gaps up to the end of the
