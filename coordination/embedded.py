@@ -421,6 +421,10 @@ class EmbeddedZooKeeper:
         """Whether the answer to `srvr` says the server is ready (here: serving standalone)."""
         return "Mode: standalone" in srvr_answer
 
+    def _ready(self, host: str, port: int) -> bool:
+        """Whether the server on `host:port` is ready: by default, what `srvr` answers."""
+        return self._serving(four_letter_word(host, port, "srvr"))
+
     def _wait_until_serving(self) -> None:
         assert self._process is not None and self.port is not None
         process, host, port = self._process, self.host, self.port
@@ -429,7 +433,7 @@ class EmbeddedZooKeeper:
             if process.poll() is not None:
                 self._raise_start_failure(f"exited with code {process.returncode}")
             try:
-                return self._serving(four_letter_word(host, port, "srvr"))
+                return self._ready(host, port)
             except OSError:
                 return False
 

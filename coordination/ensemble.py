@@ -490,6 +490,15 @@ class EnsembleMember(EmbeddedZooKeeper):
         # Launched: it answers on its client port (with or without a quorum).
         return bool(srvr_answer)
 
+    def _ready(self, host: str, port: int) -> bool:
+        if self.tls is None:
+            return super()._ready(host, port)
+        # With a secure port the server is Netty's, which answers no four-letter word until
+        # the member leads or follows (it closes the connection, failing on the server it
+        # does not have yet): launched is then its client port taking connections.
+        with socket.create_connection((host, port), timeout=2.0):
+            return True
+
     def _config(self, port: int) -> dict[str, object]:
         settings = super()._config(port)
         settings.update(member_settings(self.ensemble, self.id, client_host=self.host,

@@ -11,8 +11,8 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
-from rafka.coordination.embedded import EmbeddedZooKeeper
-from rafka.coordination.ensemble import EnsembleMember
+from rafka.coordination.embedded import EmbeddedZooKeeper, ZooKeeperAddress
+from rafka.coordination.ensemble import Ensemble, EnsembleMember
 from rafka.coordination.errors import ZooKeeperTlsConfigError
 from rafka.coordination.store import ClusterStore
 from rafka.coordination.zookeeper_tls import (
@@ -107,3 +107,31 @@ def test_a_member_serves_tls_at_its_address_and_plaintext_where_told(
     plain = EmbeddedZooKeeper(tmp_path / "plain")
     assert not any("secure" in line or "ssl" in line
                    for line in plain._write_config(2181).read_text().splitlines())
+
+
+@pytest.mark.cluster
+def test_an_ensemble_with_secure_ports_starts_member_by_member_and_serves_tls(
+        files: ZooKeeperTls, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As cluster.yaml's nodes start their members, one after another: the first starts alone,
+    with no quorum (Netty, which serves the secure port, answers no four-letter word before
+    one), and the ensemble then serves TLS on every member's secure port."""
+    ensemble = Ensemble.on_free_ports(3)
+    members = [EnsembleMember(tmp_path / f"member-{server.id}", ensemble, server.id, tls=files,
+                              force_sync=False) for server in ensemble.servers]
+    try:
+        members[0].start(wait_for_quorum=False)
+        assert members[0].running()
+        for member in members[1:]:
+            member.start(wait_for_quorum=False)
+        assert sorted(member.wait_for_quorum(60) for member in members) == [
+            "follower", "follower", "leader"]
+        for name, value in environment(files).items():
+            monkeypatch.setenv(name, value)
+        secure = ",".join(str(member.secure_address) for member in members)
+        with ClusterStore(ZooKeeperAddress.parse(secure).child("tls"), "secured") as store:
+            store.ensure_layout()
+            assert store.exists("/brokers")
+        assert refused(KazooClient(hosts=secure))
+    finally:
+        for member in members:
+            member.stop()

@@ -16,11 +16,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
+import shlex
 import signal
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -143,33 +146,149 @@ def test_the_file_deploys_an_ensemble_a_broker_per_node_and_access_control(
     assert len(deployment.status()["brokers"]) == 3
     for node in deployment.cluster_nodes:
         assert len(broker_processes(deployment, node)) == 1, f"one broker on {node}"
-    modes = json.loads(deployment.shell(
-        deployment.client, f"rafka zookeeper status --zk {deployment.zk_connect} "
-                           f"--format json").stdout)
-    assert sorted(member["mode"] for member in modes["servers"]) == [
-        "follower", "follower", "leader"], modes
+    # Each member answers the four-letter words on its own node only (127.0.0.1:2181, the
+    # secured profile's RAFKA_ZK_CHECK).
+    modes = []
+    for node in deployment.cluster_nodes:
+        found = json.loads(deployment.shell(
+            node, 'rafka zookeeper status --zk "$RAFKA_ZK_CHECK" --format json').stdout)
+        modes += [member["mode"] for member in found["servers"]]
+    assert sorted(modes) == ["follower", "follower", "leader"], modes
     # The GCS keeps its tables on the head's disk.
     assert any((deployment.home(deployment.head) / "rafka-gcs").iterdir())
-    # Without Ray's token, a driver is refused.
+    # Without Ray's token, a driver with the certificates is refused.
+    tls = deployment.tls_folder(deployment.client)
     refused = deployment.bed.run(deployment.client, [
         "env", f"HOME={deployment.root / 'nobody'}", "RAY_AUTH_MODE=token",
         f"RAY_TMPDIR={deployment.root / deployment.client / 'tmp'}",
+        "RAY_USE_TLS=1", f"RAY_TLS_SERVER_CERT={tls / 'node.crt'}",
+        f"RAY_TLS_SERVER_KEY={tls / 'node.key'}", f"RAY_TLS_CA_CERT={tls / 'ca.pem'}",
         sys.executable, "-c",
         f"import ray; ray.init(address='{deployment.address(deployment.head)}:6379')"],
         timeout_s=120)
     assert refused.returncode != 0 and "token" in (refused.stdout + refused.stderr).lower()
-    # Without the ZooKeeper credentials, a client may look but not change a thing.
-    probe = ("import sys\n"
-             "from kazoo.client import KazooClient\n"
+    # Over ZooKeeper's TLS but without the ZooKeeper credentials, a client may look but not
+    # change a thing.
+    probe = ("from kazoo.client import KazooClient\n"
              "from kazoo.exceptions import NoAuthError\n"
-             f"zk = KazooClient(hosts='{deployment.zk_connect}'); zk.start(timeout=30)\n"
+             "from rafka.coordination.zookeeper_tls import client_tls\n"
+             "import os\n"
+             "zk = KazooClient(hosts=os.environ['RAFKA_ZK'], **client_tls().kazoo_options())\n"
+             "zk.start(timeout=30)\n"
              "zk.get_children('/rafka/rafka/brokers/ids')\n"
              "try:\n"
              "    zk.create('/rafka/rafka/brokers/topics/intruder', b'{}')\n"
              "except NoAuthError:\n"
              "    print('refused')\n")
-    assert deployment.bed.run(deployment.client, [sys.executable, "-c", probe],
-                              timeout_s=60).stdout.strip() == "refused"
+    assert deployment.shell(deployment.client, f"python -c {shlex.quote(probe)}",
+                            timeout_s=60).stdout.strip() == "refused"
+
+
+def probe(deployment: Deployment, *argv: str, timeout_s: float = 60) -> dict[str, Any]:
+    """One of tests.harness.bed_probes, run on the client node in a login's environment; what
+    it found, and how long it took in all (`seconds_in_all`)."""
+    started = time.monotonic()
+    result = deployment.shell(deployment.client,
+                              "python -m tests.harness.bed_probes " + shlex.join(argv),
+                              timeout_s=timeout_s)
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    found["seconds_in_all"] = round(time.monotonic() - started, 1)
+    print(f"{FIGURES} probe {argv[0]}: {json.dumps(found)[:600]}")
+    return found
+
+
+def endpoints_of(brokers: list[dict], listener: str) -> list[tuple[str, int]]:
+    """`(host, port)` of every broker's listener of that name, as registered."""
+    found = []
+    for broker in brokers:
+        for endpoint in broker["endpoints"]:
+            name, _, address = endpoint.partition("://")
+            host, _, port = address.rpartition(":")
+            if name == listener:
+                found.append((host, int(port)))
+    return sorted(found)
+
+
+# Each door's refusal must come within this (the probes give up after 8 s).
+QUICK_REFUSAL_S = 10
+
+
+def test_the_secured_profile_serves_its_users_and_refuses_everyone_else(
+        deployment: Deployment) -> None:
+    """From the client node, as a user of the secured deployment: a SCRAM-SHA-512 user made
+    with `rafka users create` and given ACLs with `rafka acls add` produces and consumes over
+    SASL_SSL; a wrong password, a plaintext Kafka client, the brokers' local port, ZooKeeper
+    without TLS, a data port in the clear and a Ray driver without the certificates get
+    nothing."""
+    client = deployment.client
+    brokers = deployment.status()["brokers"]
+    sasl = endpoints_of(brokers, "SASL_SSL")
+    assert len(sasl) == 3 and all(host != "127.0.0.1" for host, _ in sasl), sasl
+    bootstrap = ",".join(f"{host}:{port}" for host, port in sasl)
+    ca = str(deployment.tls_folder(client) / "ca.pem")
+    password = secrets.token_urlsafe(12)
+    deployment.shell(client, f"rafka users create --user alice --mechanism SCRAM-SHA-512 "
+                             f"--password {password} --address auto", timeout_s=90)
+    deployment.shell(client, "rafka topics create secured --partitions 3 "
+                             "--replication-factor 3 --address auto", timeout_s=90)
+    deployment.shell(client, "rafka acls add --allow-principal User:alice --operation Write "
+                             "--operation Read --operation Describe --topic secured "
+                             "--group secured-group --address auto", timeout_s=90)
+
+    found = probe(deployment, "sasl-round-trip", bootstrap, ca, "alice", password, "secured",
+                  timeout_s=120)
+    assert found["produced"] == 20 and not found["delivery_errors"], found
+    assert found["read_back"], found
+
+    wrong = probe(deployment, "sasl-wrong-password", bootstrap, ca, "alice", "not-" + password)
+    assert not wrong["served"], wrong
+    assert wrong["authentication_failed_after_s"] is not None, wrong
+    assert wrong["authentication_failed_after_s"] < QUICK_REFUSAL_S, wrong
+
+    plaintext = probe(deployment, "plaintext-kafka", bootstrap)
+    assert not plaintext["served"], plaintext
+
+    # The brokers' PLAINTEXT listener is on 127.0.0.1, of each node alone.
+    local = endpoints_of(brokers, "PLAINTEXT")
+    assert local and all(host == "127.0.0.1" for host, _ in local), local
+    for broker in brokers:
+        [(host, _)] = endpoints_of([broker], "SASL_SSL")
+        [(_, port)] = endpoints_of([broker], "PLAINTEXT")
+        assert probe(deployment, "tcp", host, str(port))["error"] == "refused", broker
+
+    members = [deployment.address(node) for node in deployment.cluster_nodes]
+    for port in (2181, 2182):
+        unreached = probe(deployment, "zookeeper-plain",
+                          ",".join(f"{member}:{port}" for member in members))
+        assert not unreached["session"], (port, unreached)
+        assert unreached["seconds_in_all"] < 3 * QUICK_REFUSAL_S, unreached
+    assert probe(deployment, "tcp", members[0], "2181")["error"] == "refused"
+
+    # A data port, learnt as an operator's driver learns it (an actor call), then reached in
+    # the clear.
+    port = probe(deployment, "data-port-address", "secured", "0", timeout_s=120)
+    assert port["tls"], port
+    clear = probe(deployment, "data-port", port["host"], str(port["port"]))
+    # Nothing served: closed, at most after a TLS alert (a record of type 21).
+    assert clear["connected"] and clear["outcome"] != "silent", clear
+    assert clear["answer"] == "" or clear["answer"].startswith("15"), clear
+
+    # A driver with the token but without Ray's TLS cannot join: the GCS takes no gRPC in
+    # the clear (Ray says so after 5 s, then waits 30 s more for the cluster's id before it
+    # gives up: the probe stops it at 12 s).
+    started = time.monotonic()
+    unjoined = deployment.bed.run(client, [
+        "env", f"HOME={deployment.home(client)}", "RAY_AUTH_MODE=token",
+        f"RAY_TMPDIR={deployment.root / client / 'tmp'}", "timeout", "-s", "KILL", "12",
+        sys.executable, "-c",
+        f"import ray; ray.init(address='{deployment.address(deployment.head)}:6379'); "
+        "print('joined', len(ray.nodes()))"], timeout_s=60)
+    took = time.monotonic() - started
+    said = unjoined.stdout + unjoined.stderr
+    print(f"{FIGURES} probe ray-without-tls: exit {unjoined.returncode} after {took:.1f} s: "
+          f"{said[-600:]}")
+    assert unjoined.returncode != 0 and "joined" not in unjoined.stdout
+    assert "Failed to connect to GCS" in said, said[-2000:]
 
 
 # The single-fault tests' bounds; after each, what one run here gave (gaps up to the end of the

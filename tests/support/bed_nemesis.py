@@ -40,8 +40,11 @@ from .checker import Fault
 from .deployment import Deployment, DeploymentError
 from .testbed import Cut
 
-# ZooKeeper's client port and the ensemble's quorum and election ports (cluster.yaml).
-ZOOKEEPER_PORTS = (2181, 2888, 3888)
+# ZooKeeper's client ports, the secure one (what every client of the secured profile uses) and
+# the plaintext one (the node's own checks), and the ensemble's quorum and election ports
+# (cluster.yaml).
+ZOOKEEPER_CLIENT_PORTS = (2182, 2181)
+ZOOKEEPER_PORTS = (*ZOOKEEPER_CLIENT_PORTS, 2888, 3888)
 # What a killed member's supervisor gets to start it again (its backoff is 1 s after a long
 # run, and the command then starts an interpreter and a JVM), on a bed that may be busy.
 SUPERVISED_RESTART_S = 60.0
@@ -204,8 +207,8 @@ class BedNemesis:
 
     def cut_from_zookeeper(self, busy: set[str]) -> tuple[str, str, Callable[[], None]]:
         node = self.random.choice(self._free_nodes(busy))
-        cut = self.bed.cut_port(node, ZOOKEEPER_PORTS[0])
-        return node, node, self._restore(cut)
+        cuts = [self.bed.cut_port(node, port) for port in ZOOKEEPER_CLIENT_PORTS]
+        return node, node, self._restore(Cut(tuple(part for cut in cuts for part in cut.parts)))
 
     def node_isolated(self, busy: set[str]) -> tuple[str, str, Callable[[], None]]:
         node = self.random.choice(self._free_nodes(busy))

@@ -10,8 +10,11 @@ What the bed plays, and how:
   to the environment running the tests. Those that shape the shell's environment run as written.
 - On a local provider, the head's autoscaler starts the workers over SSH. Here the bed starts
   them, so the head's autoscaling config lists no workers for it to start.
-- The file mounts the Ray token and the ZooKeeper credentials into every home; the bed makes
-  both once and copies them in.
+- The file mounts the Ray token, the ZooKeeper credentials and the cluster's certificates
+  (`~/.rafka/tls`) into every home; the bed makes them once and copies them in. With the
+  certificates there, every node's login sources cluster.yaml's secured profile
+  (`~/.rafka-tls-profile`): the bed deploys the file's secured cluster, as a user with
+  certificates would (docs/security.md, "Door by door").
 
 An extra node that is not in the file, the client node, runs a Ray node of its own without a
 broker slot: drivers (producers, consumers, checks) run there, as clients on a machine of their
@@ -37,6 +40,7 @@ import psutil
 import yaml
 from ray.autoscaler._private.util import prepare_config
 
+from .certificates import deployment_files
 from .checker import (
     Ack,
     Commit,
@@ -62,7 +66,9 @@ _INSTALLS = ("apt-get", "pip install", "-m venv", "/etc/security/limits.d")
 RAY_PORT = 6379
 # The client node waits for the GCS as long as the cluster's workers do (cluster.yaml).
 CLIENT_PATIENCE = {"RAY_gcs_rpc_server_reconnect_timeout_s": "600"}
-ZOOKEEPER_PORT = 2181
+# The secured profile's ZooKeeper port: each member's mutual-TLS port at its address, what
+# every rafka client connects to (the plaintext 2181 is on each node's 127.0.0.1 only).
+ZOOKEEPER_SECURE_PORT = 2182
 # Errors that say a record was not written: a send's error is its last attempt's, so only an
 # error the producer does not retry (it fails the first attempt, and no attempt came before)
 # is certain. A retriable one (NotEnoughReplicasError among them: a retry of a batch that an
@@ -99,6 +105,8 @@ class Deployment:
             key=lambda pair: -len(pair[0])))
         self.token = secrets.token_hex(32)
         self.zookeeper_credentials = f"rafka:{secrets.token_urlsafe(18)}"
+        # The cluster's certificates, made once (`start`).
+        self.certificates = root / "certificates"
 
     # ------------------------------------------------------------------------- the nodes
 
@@ -110,7 +118,12 @@ class Deployment:
 
     @property
     def zk_connect(self) -> str:
-        return ",".join(f"{self.address(node)}:{ZOOKEEPER_PORT}" for node in self.cluster_nodes)
+        """The ensemble's secure ports: what the secured profile's RAFKA_ZK names."""
+        return ",".join(f"{self.address(node)}:{ZOOKEEPER_SECURE_PORT}"
+                        for node in self.cluster_nodes)
+
+    def tls_folder(self, node: str) -> Path:
+        return self.home(node) / ".rafka" / "tls"
 
     def environment(self, node: str) -> dict[str, str]:
         """What a login on `node` has before its ~/.bashrc runs."""
@@ -161,9 +174,9 @@ class Deployment:
         credentials = home / ".rafka" / "zookeeper-credentials"
         credentials.write_text(self.zookeeper_credentials + "\n")
         credentials.chmod(0o600)
-        # cluster.yaml mounts the cluster's certificates, an empty folder when it has none (as
-        # its header tells a user to make it).
-        (home / ".rafka" / "tls").mkdir(exist_ok=True)
+        # cluster.yaml mounts the cluster's certificates (an empty folder would deploy it
+        # without TLS).
+        shutil.copytree(self.certificates, self.tls_folder(node), dirs_exist_ok=True)
         for command in self.config["setup_commands"]:
             if not any(install in command for install in _INSTALLS):
                 self.shell(node, self._localize(command))
@@ -183,6 +196,10 @@ class Deployment:
 
     def start(self, timeout_s: float = 300) -> None:
         """Every node of the file, then the client node; returns once the brokers are up."""
+        # As cluster.yaml's header tells a user to: one certificate naming every node's
+        # address (the client node's too, whose Ray node serves gRPC), 127.0.0.1 and localhost.
+        deployment_files(self.certificates, [*(node.address for node in self.bed.nodes.values()),
+                                             "127.0.0.1", "localhost"])
         for node in [*self.cluster_nodes, *([self.client] if self.client else [])]:
             self._prepare(node)
         self._bootstrap_config()
@@ -237,13 +254,14 @@ class Deployment:
 
     def driver(self, argv: Sequence[str], *, log: Path, node: str | None = None
                ) -> subprocess.Popen[bytes]:
-        """Start a Ray driver (`argv` after the Python interpreter) on the client node."""
+        """Start a Ray driver (`argv` after the Python interpreter) on the client node, in
+        a login's environment: its ~/.bashrc sources the profile, so the driver has the
+        node's Ray token, Ray's TLS, RAFKA_ZK and ZooKeeper's TLS, as a user's would."""
         node = node or self.client or self.head
-        environment = {**self.environment(node),
-                       "PATH": f"{ENVIRONMENT / 'bin'}:/usr/bin:/bin",
-                       "RAY_AUTH_MODE": "token", "RAFKA_ZK": self.zk_connect,
-                       **CLIENT_PATIENCE}
-        return self.bed.start(node, [sys.executable, *argv], log=log, env=environment)
+        environment = {**self.environment(node), **CLIENT_PATIENCE}
+        return self.bed.start(
+            node, ["bash", "-c", '. ~/.bashrc; exec "$@"', "driver", sys.executable, *argv],
+            log=log, env=environment)
 
     # -------------------------------------------------------------------------- faults
 
