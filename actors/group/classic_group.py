@@ -25,6 +25,7 @@ client that never comes back leaves nothing behind. A rebalance waits for pendin
 from __future__ import annotations
 
 import enum
+import struct
 import uuid
 from dataclasses import dataclass, field
 
@@ -33,6 +34,32 @@ from rafka.actors.errors import ErrorCode
 # A member that left, or a commit from outside any generation (Kafka's -1 and "").
 NO_GENERATION = -1
 NO_MEMBER = ""
+# The protocol type of Kafka's consumers, whose members' metadata names their topics.
+CONSUMER_PROTOCOL_TYPE = "consumer"
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+
+
+def subscription_topics(metadata: bytes) -> list[str]:
+    """The topics of a consumer's subscription (Kafka's ConsumerProtocolSubscription, whose
+    every version, 0-3, starts with its version and its topics); ValueError if it does not
+    read."""
+    try:
+        (count,) = _INT32.unpack_from(metadata, _INT16.size)
+        at = _INT16.size + _INT32.size
+        if count < 0 or count > len(metadata):
+            raise ValueError(f"a subscription of {count} topics")
+        topics = []
+        for _ in range(count):
+            (length,) = _INT16.unpack_from(metadata, at)
+            at += _INT16.size
+            if length < 0 or at + length > len(metadata):
+                raise ValueError("a topic name past the subscription's end")
+            topics.append(bytes(metadata[at:at + length]).decode())
+            at += length
+        return topics
+    except (struct.error, UnicodeDecodeError) as error:
+        raise ValueError(f"not a consumer's subscription: {error}") from error
 
 
 class GroupState(enum.Enum):
@@ -411,6 +438,41 @@ class ClassicGroup:
         return self.state is GroupState.EMPTY and not self.members and not self.pending
 
     # ----------------------------------------------------------------------------- offsets
+
+    def subscribed_topics(self) -> frozenset[str] | None:
+        """The topics the members subscribe to, from their metadata for the group's protocol;
+        None where that cannot be known (not a consumer group, no protocol chosen yet, a
+        subscription that does not read), which counts as every topic, as in Kafka."""
+        if not self.members:
+            return frozenset()
+        if self.protocol_name is None or self._protocol_type() != CONSUMER_PROTOCOL_TYPE:
+            return None
+        try:
+            return frozenset(topic for member in self.members.values()
+                             for topic in subscription_topics(
+                                 member.metadata_for(self.protocol_name)))
+        except (ValueError, StopIteration):
+            return None
+
+    def _protocol_type(self) -> str | None:
+        """The group's protocol type: its generation's, or before the first one its members'
+        (Kafka takes it from the first member to join)."""
+        if self.protocol_type is not None:
+            return self.protocol_type
+        return next((m.protocol_type for m in self.members.values()), None)
+
+    def check_offset_deletion(self, topics: set[str]) -> tuple[int, frozenset[str]]:
+        """Whether OffsetDelete may remove the group's offsets of `topics` (Kafka's
+        `handleDeleteOffsets`): (the group's error, the topics that must keep theirs because
+        a member subscribes to them, GROUP_SUBSCRIBED_TO_TOPIC each). A group with members of
+        another protocol type than a consumer's is NON_EMPTY_GROUP."""
+        if not self.members:
+            return ErrorCode.NONE, frozenset()
+        if self._protocol_type() != CONSUMER_PROTOCOL_TYPE:
+            return ErrorCode.NON_EMPTY_GROUP, frozenset()
+        subscribed = self.subscribed_topics()
+        return ErrorCode.NONE, frozenset(
+            topic for topic in topics if subscribed is None or topic in subscribed)
 
     def check_commit(self, member_id: str, generation_id: int,
                      instance_id: str | None = None) -> int:

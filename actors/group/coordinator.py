@@ -355,6 +355,45 @@ class GroupCoordinator:
         return ErrorCode.NONE if forgotten or group is not None \
             else ErrorCode.GROUP_ID_NOT_FOUND
 
+    async def offset_delete(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        """Delete a group's committed offsets of some partitions (Kafka's OffsetDelete,
+        KIP-496): those of a topic a member subscribes to stay (GROUP_SUBSCRIBED_TO_TOPIC);
+        a partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION. A group with neither
+        members nor offsets is GROUP_ID_NOT_FOUND, one whose members are not consumers (or
+        are rafka's own) NON_EMPTY_GROUP; a group's error is answered alone, as Kafka does."""
+        group_id = request.group_id
+        asked = [(topic.name, part.partition_index)
+                 for topic in request.topics for part in topic.partitions]
+        error, group = await self._coordinates(group_id, membership=True)
+        subscribed: frozenset[str] = frozenset()
+        if error == 0 and group is not None:
+            error, subscribed = group.check_offset_deletion({topic for topic, _ in asked})
+        elif error == 0:
+            error = await self._fence.refuse_if_members(group_id, ErrorCode.NON_EMPTY_GROUP)
+        if error:
+            return {"throttle_time_ms": 0, "error_code": error, "topics": []}
+        known = (await self.broker.metadata(sorted({topic for topic, _ in asked})))["topics"]
+        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp[1] not in known.get(tp[0], {})
+                  else ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed
+                  else ErrorCode.NONE for tp in asked}
+        committed = await self._ask_offset_manager(
+            group_id, "delete_group_offsets",
+            [list(tp) for tp, code in errors.items() if code == ErrorCode.NONE])
+        if isinstance(committed, ErrorReply):
+            error = committed.code
+        elif committed == 0 and group is None:
+            error = ErrorCode.GROUP_ID_NOT_FOUND
+        if error:
+            return {"throttle_time_ms": 0, "error_code": error, "topics": []}
+        topics: dict[str, list[Any]] = {}
+        partition = api.response.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
+        for (topic, index), code in errors.items():
+            topics.setdefault(topic, []).append(
+                partition(partition_index=index, error_code=code))
+        return {"throttle_time_ms": 0, "error_code": 0, "topics": [
+            api.response.OffsetDeleteResponseTopic(name=name, partitions=parts)
+            for name, parts in topics.items()]}
+
     # --------------------------------------------------------------------------- offsets
 
     async def offset_commit(self, api: Api, version: int, request: Any) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from rafka.actors.group.coordinator import GroupCoordinator
 from rafka.actors.kafka.acls import KafkaAclHandler
 from rafka.actors.kafka.admin import KafkaAdminHandler
 from rafka.actors.kafka.authorization import (
+    CLUSTER_OPERATIONS,
     AclCache,
     RequestAuthorization,
     authorizer_from_config,
@@ -83,6 +84,8 @@ _MARKER_TIMEOUT_MS = 30_000
 # client's max_bytes when its first batch is larger, as Kafka answers. The host is the
 # cluster's own, token-checked; this bounds a stray answer, not a hostile one.
 _MAX_HOST_ANSWER_BYTES = 1 << 30
+# DescribeCluster's endpoint types: brokers (1); 2, controllers, is KRaft's.
+_BROKER_ENDPOINTS = 1
 
 
 class KafkaApis:
@@ -125,6 +128,8 @@ class KafkaApis:
             ApiKey.DescribeGroups: self.groups.describe_groups,
             ApiKey.ListGroups: self.groups.list_groups,
             ApiKey.DeleteGroups: self.groups.delete_groups,
+            ApiKey.OffsetDelete: self.groups.offset_delete,
+            ApiKey.DescribeCluster: self.handle_describe_cluster,
             ApiKey.CreateTopics: self.topics.create_topics,
             ApiKey.DeleteTopics: self.topics.delete_topics,
             ApiKey.InitProducerId: self.transactions.init_producer_id,
@@ -242,12 +247,9 @@ class KafkaApis:
                                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         live = set(metadata["brokers"])
         response = api.response
-        brokers = []
-        for broker_id, endpoints in sorted(metadata["endpoints"].items()):
-            if endpoints:
-                host, port = endpoints[0]
-                brokers.append(response.MetadataResponseBroker(
-                    node_id=broker_id, host=host, port=port, rack=None))
+        brokers = [response.MetadataResponseBroker(node_id=broker_id, host=host, port=port,
+                                                   rack=rack)
+                   for broker_id, host, port, rack in _advertised_brokers(metadata)]
         topics = []
         for name in wanted if wanted is not None else sorted(metadata["topics"]):
             partitions = metadata["topics"].get(name)
@@ -262,9 +264,51 @@ class KafkaApis:
                 partitions=[self._partition_metadata(response, index, state, live)
                             for index, state in sorted(partitions.items())]))
         controller = metadata["controller"]
+        # v8-10 may ask what the client may do on the cluster (KIP-430; v11 dropped it).
+        asked_operations = 8 <= version <= 10 and request.include_cluster_authorized_operations
         return {"throttle_time_ms": 0, "brokers": brokers,
                 "cluster_id": self.broker.cluster_name,
-                "controller_id": -1 if controller is None else controller, "topics": topics}
+                "controller_id": -1 if controller is None else controller, "topics": topics,
+                "authorized_operations": self._cluster_operations(asked_operations)}
+
+    def _cluster_operations(self, asked: bool) -> set[int] | None:
+        """What Metadata and DescribeCluster answer for the cluster's authorized operations
+        (kafka-python's schemas name the field `authorized_operations`, the codes' bit field):
+        those the client's principal may do, if asked (None, Kafka's INT32_MIN, if not);
+        without an authorizer every one, as Kafka answers."""
+        if not asked:
+            return None
+        if self.authorization is None:
+            return {int(operation) for operation in CLUSTER_OPERATIONS}
+        return self.authorization.cluster_operations()
+
+    # ---------------------------------------------------------------- describe cluster
+
+    async def handle_describe_cluster(self, api: Api, version: int, request: Any
+                                      ) -> dict[str, Any]:
+        """DescribeCluster (KIP-700): the cluster id, the controller and the brokers with
+        their address on the client's listener and rack, from the metadata cache, as
+        Metadata answers them. Endpoint type 2 (controllers, KRaft's) is refused with
+        MISMATCHED_ENDPOINT_TYPE, as a Kafka broker refuses it."""
+        endpoint_type = request.endpoint_type if version >= 1 else _BROKER_ENDPOINTS
+        fields: dict[str, Any] = {
+            "throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "endpoint_type": endpoint_type, "cluster_id": self.broker.cluster_name,
+            "controller_id": -1, "brokers": [], "authorized_operations": None}
+        if endpoint_type != _BROKER_ENDPOINTS:
+            fields.update(error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+                          error_message="the request was sent to a broker, not a controller")
+            return fields
+        metadata = await self.broker.metadata([])
+        controller = metadata["controller"]
+        broker = api.response.DescribeClusterBroker
+        fields.update(
+            controller_id=-1 if controller is None else controller,
+            brokers=[broker(broker_id=broker_id, host=host, port=port, rack=rack)
+                     for broker_id, host, port, rack in _advertised_brokers(metadata)],
+            authorized_operations=self._cluster_operations(
+                request.include_cluster_authorized_operations))
+        return fields
 
     @staticmethod
     def _partition_metadata(response: Any, index: int, state: dict[str, Any],
@@ -444,6 +488,14 @@ class KafkaApis:
                 error_code=code_of(reply))))
         return {"throttle_time_ms": 0, "topics": [response(name=name, partitions=parts)
                                                   for name, parts in topics.items()]}
+
+
+def _advertised_brokers(metadata: dict[str, Any]) -> list[tuple[int, str, int, str | None]]:
+    """(id, host, port, rack) of each broker with an endpoint on the client's listener, by
+    id; a broker without one is left out, as Kafka leaves it out."""
+    racks = metadata.get("racks", {})
+    return [(broker_id, *endpoints[0], racks.get(broker_id))
+            for broker_id, endpoints in sorted(metadata["endpoints"].items()) if endpoints]
 
 
 def _each_reply(parts: list[Any], answer: Any) -> list[tuple[Any, Any]]:

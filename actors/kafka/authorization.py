@@ -61,6 +61,10 @@ TOPIC, GROUP, CLUSTER, TXN = (ResourceType.TOPIC, ResourceType.GROUP, ResourceTy
                               ResourceType.TRANSACTIONAL_ID)
 
 
+# The operations an ACL on the cluster can allow (Kafka's AclEntry.supportedOperations(CLUSTER)).
+CLUSTER_OPERATIONS = (AclOperation.CREATE, AclOperation.CLUSTER_ACTION,
+                      AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+                      AclOperation.IDEMPOTENT_WRITE, ALTER, DESCRIBE)
 def authorizer_from_config(config: BrokerConfig) -> Authorizer | None:
     """The broker's authorizer, None when `authorizer.class.name` is unset."""
     if not config.authorizer_class_name:
@@ -110,6 +114,11 @@ class RequestAuthorization:
     def cluster_allowed(self, operation: AclOperation) -> bool:
         return self.allowed(operation, CLUSTER, CLUSTER_NAME)
 
+    def cluster_operations(self) -> set[int]:
+        """The codes of the operations on the cluster the client may do, as Metadata and
+        DescribeCluster answer them (KIP-430; the schemas write the codes as a bit field)."""
+        return {int(op) for op in CLUSTER_OPERATIONS if self.cluster_allowed(op)}
+
     def may_create_topic(self, name: str) -> bool:
         """CREATE on the cluster, else on the topic (Kafka's order)."""
         return self.cluster_allowed(CREATE) or self.allowed(CREATE, TOPIC, name)
@@ -150,6 +159,7 @@ class RequestAuthorization:
             ApiKey.DeleteTopics: self._delete_topics,
             ApiKey.OffsetCommit: self._offset_commit,
             ApiKey.OffsetFetch: self._offset_fetch,
+            ApiKey.OffsetDelete: self._offset_delete,
             ApiKey.FindCoordinator: self._find_coordinator,
             ApiKey.JoinGroup: self._group_top_level(READ),
             ApiKey.Heartbeat: self._group_top_level(READ),
@@ -164,6 +174,7 @@ class RequestAuthorization:
             ApiKey.ElectLeaders: self._cluster_top_level(ALTER),
             ApiKey.AlterPartitionReassignments: self._cluster_top_level(ALTER),
             ApiKey.ListPartitionReassignments: self._cluster_top_level(DESCRIBE),
+            ApiKey.DescribeCluster: self._cluster_top_level(DESCRIBE, _cluster_refused),
             ApiKey.WriteTxnMarkers: self._write_txn_markers,
             **_admin_checks(self),
             ApiKey.ListTransactions: self._list_transactions,
@@ -307,6 +318,22 @@ class RequestAuthorization:
                 partition_index=index, committed_offset=-1, metadata="",
                 error_code=TOPIC_AUTHORIZATION_FAILED)
             for index in topic.partition_indexes]) for topic in refused]
+        return fields
+
+    async def _offset_delete(self, handler: Handler, api: Api, version: int,
+                             request: Any) -> Any:
+        """DELETE on the group, then READ on each topic, as Kafka checks OffsetDelete; a
+        group refused is answered with its error alone."""
+        if not self.allowed(DELETE, GROUP, request.group_id):
+            return {"throttle_time_ms": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+                    "topics": []}
+        refused = [topic for topic in request.topics if not self.allowed(READ, TOPIC, topic.name)]
+        if refused:
+            request.topics = [topic for topic in request.topics if topic not in refused]
+        fields = await handler(api, version, request)
+        if fields["error_code"] == 0:  # a group's error stands alone, as Kafka answers it
+            fields["topics"] += _each_partition(refused, api.response.OffsetDeleteResponseTopic,
+                                                TOPIC_AUTHORIZATION_FAILED)
         return fields
 
     async def _find_coordinator(self, handler: Handler, api: Api, version: int,
@@ -514,6 +541,13 @@ def _scram_credentials_refused(api: Api, request: Any, message: str) -> dict[str
         api.response.AlterUserScramCredentialsResult(
             user=user, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=message)
         for user in users]}
+
+
+def _cluster_refused(api: Api, request: Any, message: str) -> dict[str, Any]:
+    """DescribeCluster refused: its error, and no broker."""
+    return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": message, "endpoint_type": 1, "cluster_id": "",
+            "controller_id": -1, "brokers": [], "authorized_operations": None}
 
 
 def _acls_refused(api: Api, request: Any, message: str) -> dict[str, Any]:

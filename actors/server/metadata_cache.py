@@ -64,9 +64,9 @@ class MetadataCache:
                 self.topics.setdefault(tp.topic, {}).setdefault(tp.partition, state)
 
     def metadata(self, topics: Iterable[str] | None = None) -> dict[str, Any]:
-        """Brokers, their Kafka endpoints, the controller and, per topic asked (every topic for
-        None; those that do not exist are left out), each partition's leader, the replica host
-        that serves the leader's replica, leader epoch, ISR and replicas."""
+        """Brokers, their Kafka endpoints and racks, the controller and, per topic asked (every
+        topic for None; those that do not exist are left out), each partition's leader, the
+        replica host that serves the leader's replica, leader epoch, ISR and replicas."""
         names = sorted(self.topics) if topics is None else topics
         found: dict[str, Any] = {}
         for topic in names:
@@ -79,6 +79,7 @@ class MetadataCache:
         return {
             "brokers": brokers,
             "endpoints": {broker: self._endpoints(broker) for broker in brokers},
+            "racks": {broker: self.brokers[broker].rack for broker in brokers},
             "controller": self.controller_id,
             "topics": found,
         }

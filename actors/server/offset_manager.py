@@ -157,6 +157,18 @@ class OffsetManager:
         refused = await self._write(group, dict.fromkeys(committed), timeout_ms)
         return len(committed) if refused is None else refused
 
+    async def delete(self, group: str, partitions: list[list[Any]], timeout_ms: int = 5000
+                     ) -> int | ErrorReply:
+        """Remove the group's offsets of `partitions` `[[topic, partition], ...]` (Kafka's
+        OffsetDelete): a tombstone each for those it committed. How many offsets the group had
+        committed, of every partition, before: none means the group is unknown here."""
+        if not self.serving:
+            return self.replica.not_leader()
+        committed = self.cache.get(group)
+        deleted = dict.fromkeys(tp for tp in map(tuple, partitions) if tp in committed)
+        refused = await self._write(group, deleted, timeout_ms)
+        return len(committed) if refused is None else refused
+
     async def _write(self, group: str,
                      offsets: Mapping[tuple[str, int], OffsetAndMetadata | None],
                      timeout_ms: int) -> ErrorReply | None:

@@ -505,6 +505,14 @@ class ReplicaHost:
         manager = self.offset_managers.get(partition)
         return manager if isinstance(manager, ErrorReply) else await manager.forget(group)
 
+    async def delete_group_offsets(self, partition: int, group: str,
+                                   partitions: list[list[Any]]) -> int | ErrorReply:
+        """Forget the group's offsets of `partitions` (Kafka's OffsetDelete); how many offsets
+        the group had committed before."""
+        manager = self.offset_managers.get(partition)
+        return manager if isinstance(manager, ErrorReply) else await manager.delete(
+            group, partitions)
+
     async def offset_groups(self, partition: int) -> list[str] | ErrorReply:
         manager = self.offset_managers.get(partition)
         return manager if isinstance(manager, ErrorReply) else manager.groups()

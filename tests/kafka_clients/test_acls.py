@@ -15,7 +15,7 @@ import socket
 import ssl
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,8 +31,14 @@ from kafka.admin import (
     ResourcePatternFilter,
     ResourceType,
 )
-from kafka.errors import TopicAuthorizationFailedError
+from kafka.errors import (
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    NoError,
+    TopicAuthorizationFailedError,
+)
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.structs import OffsetAndMetadata
 
 from rafka import Cluster
 from tests.support.cluster import cluster_of_its_own
@@ -266,3 +272,54 @@ def test_a_deny_beats_an_allow(acl_cluster: Cluster, certificates: Certificates)
         producer.send(topic, b"denied").get(timeout=30)
     producer.close()
     assert end_offset(acl_cluster, certificates, topic) == 0
+
+
+def test_describe_cluster_and_offset_delete_are_behind_their_acls(
+    acl_cluster: Cluster, certificates: Certificates,
+) -> None:
+    """DescribeCluster needs DESCRIBE on the cluster, OffsetDelete DELETE on the group and READ
+    on each topic, as in Kafka; what is refused is answered with Kafka's codes."""
+    readable, unreadable = new_topic(acl_cluster, "acl-od-read"), new_topic(acl_cluster, "acl-od")
+    group = f"{readable}-group"
+    other = principal(OTHER)
+    client = admin(acl_cluster, certificates)
+    committer = KafkaConsumer(group_id=group, enable_auto_commit=False,
+                              **tls(certificates, ADMIN, cluster=acl_cluster))
+    asked = [TopicPartition(readable, 0), TopicPartition(unreadable, 0)]
+    try:
+        committer.commit({tp: OffsetAndMetadata(3, "", -1) for tp in asked})
+        assert not client.create_acls([
+            allow(other, ACLOperation.READ, ResourceType.GROUP, group),
+            allow(other, ACLOperation.READ, ResourceType.TOPIC, readable)])["failed"]
+        as_other = KafkaAdminClient(**tls(certificates, OTHER, cluster=acl_cluster))
+        try:
+            assert eventually(lambda: _refused_with(
+                lambda: as_other.describe_cluster(), ClusterAuthorizationFailedError))
+            assert eventually(lambda: _refused_with(
+                lambda: as_other.delete_group_offsets(group, asked),
+                GroupAuthorizationFailedError))
+            assert not client.create_acls([
+                allow(other, ACLOperation.DELETE, ResourceType.GROUP, group),
+                allow(other, ACLOperation.DESCRIBE, ResourceType.CLUSTER,
+                      "kafka-cluster")])["failed"]
+            assert eventually(lambda: as_other.delete_group_offsets(group, asked) == {
+                asked[0]: NoError, asked[1]: TopicAuthorizationFailedError}, timeout_s=10)
+            described = as_other.describe_cluster()
+            assert described["cluster_id"] == acl_cluster.name
+            # What it may do on the cluster, now DESCRIBE only.
+            assert described["authorized_operations"] == ["DESCRIBE"]
+        finally:
+            as_other.close()
+        remaining = client.list_group_offsets(group)[group]
+        assert asked[0] not in remaining and remaining[asked[1]].offset == 3
+    finally:
+        committer.close()
+        client.close()
+
+
+def _refused_with(call: Callable[[], object], error: type[Exception]) -> bool:
+    try:
+        call()
+    except error:
+        return True
+    return False

@@ -4,8 +4,11 @@ ZooKeeper, no sockets: time is an argument."""
 
 from __future__ import annotations
 
+import pytest
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
 from rafka.actors.errors import ErrorCode
-from rafka.actors.group.classic_group import ClassicGroup, GroupState
+from rafka.actors.group.classic_group import ClassicGroup, GroupState, subscription_topics
 
 NONE = ErrorCode.NONE
 ILLEGAL_GENERATION = ErrorCode.ILLEGAL_GENERATION
@@ -262,3 +265,43 @@ def test_a_static_member_back_with_other_subscription_bytes_still_rebalances_not
     _, answer, _ = static_join(group, "one", now=DELAY_MS + 200)
     assert answer.generation_id == 1 and {m for m, _, _ in answer.members} == set(group.members)
     assert group.state is GroupState.STABLE
+
+
+def subscription(*topics: str, version: int = 1) -> bytes:
+    """A consumer's subscription as Kafka's clients write it (kafka-python's schema)."""
+    return bytes(ConsumerProtocolSubscription(
+        topics=list(topics), user_data=None, owned_partitions=[]).encode(version=version))
+
+
+def consumers_of(*subscriptions: bytes) -> ClassicGroup:
+    group = ClassicGroup("g", initial_rebalance_delay_ms=0)
+    for index, metadata in enumerate(subscriptions):
+        join(group, client=f"c{index}", protocols=(("range", metadata),))
+    group.tick(0)
+    return group
+
+
+def test_a_consumers_subscription_reads_its_topics_and_refuses_bytes_that_are_none() -> None:
+    assert subscription_topics(subscription("a", "bb")) == ["a", "bb"]
+    assert subscription_topics(subscription("t", version=0)) == ["t"]
+    for broken in (b"", b"\x00\x01\x00\x00\x00\x02\x00\x01a", b"\x00\x00\x7f\xff\xff\xff"):
+        with pytest.raises(ValueError):
+            subscription_topics(broken)
+
+
+def test_offsets_of_subscribed_topics_stay_and_others_may_be_deleted() -> None:
+    group = consumers_of(subscription("a"), subscription("b"))
+    assert group.protocol_name == "range" and len(group.members) == 2
+    assert group.subscribed_topics() == {"a", "b"}
+    assert group.check_offset_deletion({"a", "c"}) == (NONE, frozenset({"a"}))
+
+
+def test_offset_deletion_from_an_empty_group_a_foreign_protocol_or_an_unreadable_one() -> None:
+    assert ClassicGroup("g").check_offset_deletion({"a"}) == (NONE, frozenset())
+    connect = ClassicGroup("g", initial_rebalance_delay_ms=0)
+    join(connect, protocol_type="connect", protocols=(("v1", b"x"),))
+    connect.tick(0)
+    assert connect.check_offset_deletion({"a"}) == (ErrorCode.NON_EMPTY_GROUP, frozenset())
+    # A subscription that does not read counts as every topic, as Kafka counts it.
+    garbled = consumers_of(b"\x00\x01\xff")
+    assert garbled.check_offset_deletion({"a", "b"}) == (NONE, frozenset({"a", "b"}))

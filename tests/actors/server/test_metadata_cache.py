@@ -12,7 +12,7 @@ from rafka.coordination.models import BrokerInfo
 def broker(node_id: int, port: int | None = None) -> BrokerInfo:
     endpoints = (f"PLAINTEXT://10.0.0.{node_id}:{port}",) if port else ()
     return BrokerInfo(node_id, f"broker-{node_id}", f"10.0.0.{node_id}", replica_hosts=2,
-                      endpoints=endpoints)
+                      endpoints=endpoints, rack="rack-a" if node_id == 0 else None)
 
 
 def state(leader: int, epoch: int, version: int, isr=(0, 1, 2)) -> PartitionMetadata:
@@ -30,6 +30,7 @@ def test_a_full_update_answers_metadata_as_the_broker_read_it_from_zookeeper() -
     answer = cache.metadata(["orders", "missing"])
     assert answer["brokers"] == [0, 1, 2] and answer["controller"] == 1
     assert answer["endpoints"] == {0: [("10.0.0.0", 9092)], 1: [("10.0.0.1", 9093)], 2: []}
+    assert answer["racks"] == {0: "rack-a", 1: None, 2: None}  # Metadata's and DescribeCluster's
     assert set(answer["topics"]) == {"orders"}
     first = answer["topics"]["orders"][0]
     assert (first["leader"], first["leader_epoch"], first["isr"], first["replicas"]) == (
