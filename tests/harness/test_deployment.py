@@ -38,6 +38,7 @@ from tests.support.checker import (
     longest_write_gaps,
 )
 from tests.support.deployment import BedClient, Deployment
+from tests.support.secured_clients import listener_endpoints
 from tests.support.seeds import run_seed
 from tests.support.testbed import TestBed
 from tests.support.waiting import wait_until
@@ -197,18 +198,6 @@ def probe(deployment: Deployment, *argv: str, timeout_s: float = 60) -> dict[str
     return found
 
 
-def endpoints_of(brokers: list[dict], listener: str) -> list[tuple[str, int]]:
-    """`(host, port)` of every broker's listener of that name, as registered."""
-    found = []
-    for broker in brokers:
-        for endpoint in broker["endpoints"]:
-            name, _, address = endpoint.partition("://")
-            host, _, port = address.rpartition(":")
-            if name == listener:
-                found.append((host, int(port)))
-    return sorted(found)
-
-
 # Each door's refusal must come within this (the probes give up after 8 s).
 QUICK_REFUSAL_S = 10
 
@@ -222,7 +211,7 @@ def test_the_secured_profile_serves_its_users_and_refuses_everyone_else(
     nothing."""
     client = deployment.client
     brokers = deployment.status()["brokers"]
-    sasl = endpoints_of(brokers, "SASL_SSL")
+    sasl = listener_endpoints(brokers, "SASL_SSL")
     assert len(sasl) == 3 and all(host != "127.0.0.1" for host, _ in sasl), sasl
     bootstrap = ",".join(f"{host}:{port}" for host, port in sasl)
     ca = str(deployment.tls_folder(client) / "ca.pem")
@@ -249,11 +238,11 @@ def test_the_secured_profile_serves_its_users_and_refuses_everyone_else(
     assert not plaintext["served"], plaintext
 
     # The brokers' PLAINTEXT listener is on 127.0.0.1, of each node alone.
-    local = endpoints_of(brokers, "PLAINTEXT")
+    local = listener_endpoints(brokers, "PLAINTEXT")
     assert local and all(host == "127.0.0.1" for host, _ in local), local
     for broker in brokers:
-        [(host, _)] = endpoints_of([broker], "SASL_SSL")
-        [(_, port)] = endpoints_of([broker], "PLAINTEXT")
+        [(host, _)] = listener_endpoints([broker], "SASL_SSL")
+        [(_, port)] = listener_endpoints([broker], "PLAINTEXT")
         assert probe(deployment, "tcp", host, str(port))["error"] == "refused", broker
 
     members = [deployment.address(node) for node in deployment.cluster_nodes]

@@ -18,8 +18,13 @@ KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 
 def endpoints(cluster: Cluster, listener: str) -> list[tuple[str, int]]:
     """`(host, port)` of each broker's listener of that name, as registered."""
+    return listener_endpoints(cluster.brokers(), listener)
+
+
+def listener_endpoints(brokers: list[dict[str, Any]], listener: str) -> list[tuple[str, int]]:
+    """`(host, port)` of each of `brokers`' listener of that name (their registrations)."""
     found = []
-    for broker in cluster.brokers():
+    for broker in brokers:
         for endpoint in broker["endpoints"]:
             name, _, address = endpoint.partition("://")
             host, _, port = address.rpartition(":")
