@@ -29,7 +29,13 @@ from typing import Any, NamedTuple
 import ray
 
 from rafka.actors.clients.config import ConsumerConfig
-from rafka.actors.clients.leader_moves import LeaderCheck, SentTo, moved_partitions
+from rafka.actors.clients.leader_moves import (
+    MIN_CHECK_INTERVAL_MS,
+    SLOW_REQUEST_MS,
+    LeaderCheck,
+    SentTo,
+    moved_partitions,
+)
 from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.dataport.calls import host_calls
 from rafka.actors.errors import (
@@ -53,12 +59,6 @@ from rafka.logstore.batch import decode_batches, iter_batches
 from rafka.logstore.transactions import committed_batches
 
 log = logging.getLogger(__name__)
-
-# A fetch unanswered this long past fetch.max.wait.ms (when the leader answers even with nothing)
-# makes the consumer look at the metadata for leaders that moved, at most every
-# LEADER_CHECK_INTERVAL_MS: each look asks every broker.
-SLOW_FETCH_MS = 1000
-LEADER_CHECK_INTERVAL_MS = 250
 
 
 class ConsumerRecord(NamedTuple):
@@ -111,9 +111,8 @@ class Consumer:
         # controller replaced is given up on (`_follow_moved_leaders`).
         self._sent_ns: dict[Any, int] = {}
         self._fetched_under: dict[TopicPartition, int] = {}
-        self._leader_check = LeaderCheck(self.config.fetch_max_wait_ms + SLOW_FETCH_MS,
-                                         LEADER_CHECK_INTERVAL_MS)
-        self._leaders_seen = -1
+        self._leader_check = LeaderCheck(self.config.fetch_max_wait_ms + SLOW_REQUEST_MS,
+                                         MIN_CHECK_INTERVAL_MS)
         self._calls = host_calls(self.config.transport, self.config.request_timeout_ms,
                                  self.config.fetch_max_bytes)
         self._fetching: dict[TopicPartition, Any] = {}
@@ -283,7 +282,7 @@ class Consumer:
                 # Nothing to hand out: wait for the first fetch to answer, looking at the
                 # leaders now and then (a fetch to one that went silent never answers).
                 wait_s = 0 if self._completed else min(max(deadline - time.monotonic(), 0),
-                                                       LEADER_CHECK_INTERVAL_MS / 1000)
+                                                       MIN_CHECK_INTERVAL_MS / 1000)
                 for key in self._calls.wait(list(self._in_flight), wait_s):
                     self._complete(key)
                 if self._in_flight:
@@ -305,10 +304,8 @@ class Consumer:
         rate), and the partitions looked at whenever it learnt something."""
         if self._leader_check.due(next(iter(self._sent_ns.values())), time.monotonic_ns()):
             self.metadata.refresh_soon(sorted({tp.topic for tp in self._fetching}))
-        generation = self.metadata.generation
-        if generation == self._leaders_seen:
+        if not self._leader_check.news(self.metadata.generation):
             return
-        self._leaders_seen = generation
         sent = [SentTo(tp.topic, tp.partition, self._fetched_under.get(tp, -1))
                 for tp in self._fetching]
         moved = moved_partitions(sent, self.metadata.cached_leader_epochs(

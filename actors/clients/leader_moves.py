@@ -32,12 +32,21 @@ from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, TypeVar
 
 __all__ = [
+    "MIN_CHECK_INTERVAL_MS",
+    "SLOW_REQUEST_MS",
     "LeaderCheck",
     "LeaderMoves",
     "SentTo",
     "moved_partitions",
     "plan_leader_moves",
 ]
+
+# A request unanswered this long (past fetch.max.wait.ms, for a fetch, which a leader answers
+# even with nothing) makes a client look at the metadata for leaders that moved: a healthy
+# leader answers an acks=all produce in milliseconds. It looks again at most every
+# MIN_CHECK_INTERVAL_MS (or retry.backoff.ms, if longer): each look asks every broker.
+SLOW_REQUEST_MS = 1000
+MIN_CHECK_INTERVAL_MS = 250
 
 Key = TypeVar("Key", bound=Hashable)
 TopicPartitionKey = tuple[str, int]
@@ -109,12 +118,21 @@ class LeaderCheck:
     (Kafka bounds its metadata refreshes by retry.backoff.ms). Time is passed in (monotonic
     ns). A client whose answers come back promptly never asks: its oldest request is young."""
 
-    __slots__ = ("_interval_ns", "_last_ns", "_slow_after_ns")
+    __slots__ = ("_generation_seen", "_interval_ns", "_last_ns", "_slow_after_ns")
 
     def __init__(self, slow_after_ms: int, interval_ms: int) -> None:
         self._slow_after_ns = slow_after_ms * 1_000_000
         self._interval_ns = interval_ms * 1_000_000
         self._last_ns: int | None = None
+        self._generation_seen: int | None = None
+
+    def news(self, generation: int) -> bool:
+        """Whether the metadata learnt something since the last call (its `generation`, a
+        count of answers learnt, moved): only then are the requests in flight looked at."""
+        if generation == self._generation_seen:
+            return False
+        self._generation_seen = generation
+        return True
 
     def due(self, oldest_sent_ns: int, now_ns: int) -> bool:
         """Whether to refresh the metadata now, the oldest request in flight sent at

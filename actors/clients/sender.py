@@ -22,7 +22,13 @@ from typing import Any, TypedDict
 
 from rafka.actors.clients.accumulator import PendingBatch, RecordAccumulator
 from rafka.actors.clients.config import ProducerConfig
-from rafka.actors.clients.leader_moves import LeaderCheck, SentTo, plan_leader_moves
+from rafka.actors.clients.leader_moves import (
+    MIN_CHECK_INTERVAL_MS,
+    SLOW_REQUEST_MS,
+    LeaderCheck,
+    SentTo,
+    plan_leader_moves,
+)
 from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.clients.partitioner import StickyPartitioner
 from rafka.actors.clients.transactions import TransactionManager
@@ -54,13 +60,6 @@ _REFUSED_BEFORE_APPEND = (CorruptRecordError, InvalidRecordError, RecordTooLarge
 # that can go sooner wakes it (with transport=tcp); with transport=ray it waits out its linger
 # deadline or this, whichever is first.
 MAX_ANSWER_WAIT_S = 0.05
-
-# A produce request unanswered this long makes the sender look at the metadata for leaders the
-# controller moved (actors/clients/leader_moves.py); an acks=all answer takes milliseconds, so
-# a healthy cluster never makes it look. It looks again at most every retry.backoff.ms, and
-# never more often than this floor: each look asks every broker.
-SLOW_ANSWER_MS = 1000
-MIN_LEADER_CHECK_INTERVAL_MS = 250
 
 
 def _answer_wait_s(next_ready_in_ms: int | None) -> float:
@@ -167,10 +166,9 @@ class Sender:
         self._epoch_bumps: set[tuple[str, int]] = set()
         self._flushing = 0
         # Looking for leaders that moved under requests in flight, idempotent producers only
-        # (`_follow_moved_leaders`), and the metadata generation last looked at.
+        # (`_follow_moved_leaders`).
         self._leader_check = LeaderCheck(
-            SLOW_ANSWER_MS, max(config.retry_backoff_ms, MIN_LEADER_CHECK_INTERVAL_MS))
-        self._leaders_seen = -1
+            SLOW_REQUEST_MS, max(config.retry_backoff_ms, MIN_CHECK_INTERVAL_MS))
         # Filled while `trace_requests` is on.
         self._request_trace: list[SentRequest] | None = None
         self._thread = threading.Thread(target=self._run, name="rafka-producer", daemon=True)
@@ -361,7 +359,7 @@ class Sender:
         without it they wait for request.timeout.ms in `_give_up_on_silent_requests`).
 
         Costs a look at the oldest request's age while answers come back promptly. Once one
-        has waited `SLOW_ANSWER_MS`, the metadata is refreshed in the background, at a bounded
+        has waited `SLOW_REQUEST_MS`, the metadata is refreshed in the background, at a bounded
         rate, and the requests are looked at again whenever it learnt something.
         """
         # Requests are kept in the order they were sent: the first is the oldest.
@@ -369,10 +367,8 @@ class Sender:
         if self._leader_check.due(oldest.sent_ns, time.monotonic_ns()):
             self.metadata.refresh_soon(sorted({batch.topic for request in self._in_flight.values()
                                                for batch in request.batches}))
-        generation = self.metadata.generation
-        if generation == self._leaders_seen:
+        if not self._leader_check.news(self.metadata.generation):
             return
-        self._leaders_seen = generation
         topics = {part.topic for request in self._in_flight.values()
                   for part in request.sent_to if part is not None}
         plan = plan_leader_moves({key: request.sent_to for key, request in self._in_flight.items()},

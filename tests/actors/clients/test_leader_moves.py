@@ -85,3 +85,11 @@ def test_the_metadata_is_asked_only_once_a_request_is_slow_and_at_a_bounded_rate
     assert check.due(sent, 1250 * MS)
     # A young oldest request again (the slow one was answered): no look, however long since.
     assert not check.due(5000 * MS, 5500 * MS)
+
+
+def test_the_requests_are_looked_at_again_only_when_the_metadata_learnt_something() -> None:
+    check = LeaderCheck(slow_after_ms=1000, interval_ms=250)
+    assert check.news(0)  # the first look
+    assert not check.news(0)
+    assert check.news(1)
+    assert not check.news(1)
