@@ -67,9 +67,12 @@ class BrokerInfo:
     # Kafka's `listener_security_protocol_map`: the security protocol of each endpoint's
     # listener name, as (name, protocol) pairs.
     listener_security_protocol_map: tuple[tuple[str, str], ...] = ()
+    # Where the controller's requests reach the broker, "host:port" (None in the registration
+    # of a broker that serves none, an older rafka's).
+    control_endpoint: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        written = {
             "node_id": self.node_id,
             "actor": self.actor,
             "host": self.host,
@@ -80,6 +83,9 @@ class BrokerInfo:
             "version": self.version,
             "timestamp": str(self.timestamp),
         }
+        if self.control_endpoint is not None:
+            written["control_endpoint"] = self.control_endpoint
+        return written
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, epoch: int | None = None) -> BrokerInfo:
@@ -93,6 +99,8 @@ class BrokerInfo:
             listener_security_protocol_map=tuple(
                 (str(name), str(protocol))
                 for name, protocol in (data.get("listener_security_protocol_map") or {}).items()),
+            control_endpoint=(None if data.get("control_endpoint") is None
+                              else str(data["control_endpoint"])),
             version=int(data.get("version", FORMAT_VERSION)),
             timestamp=int(data.get("timestamp", 0)),
             epoch=epoch,

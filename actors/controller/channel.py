@@ -7,9 +7,11 @@ what each broker has not applied yet (the partitions of a LeaderAndIsr, an Updat
 did not reach it) until the controller's resend timer sends it again, or the broker registers
 anew or leaves.
 
-How a request gets to one broker is a `BrokerSender`'s business (today a Ray actor call through
-`BrokerHandles`); replacing it (direct connections, with their own timeouts and reconnects)
-stays inside this module.
+How a request gets to one broker is a `BrokerSender`'s business: the controller's own
+connection to the control endpoint the broker registered in ZooKeeper
+(`broker_connections.py`), with its request timeout and reconnects, as Kafka's controller
+reaches its brokers. No Ray actor call and no lookup in Ray's directory is on this path, so a
+controller moves leaders while Ray's GCS is down or a broker's subscription to it has gone deaf.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from rafka.actors.broker_handles import BrokerHandles
+from rafka.actors.controller.broker_connections import (
+    BrokerConnections,
+    BrokerDidNotAnswer,
+)
 from rafka.actors.errors import ErrorCode, code_of
 from rafka.actors.messages import (
     ErrorReply,
@@ -28,18 +33,17 @@ from rafka.actors.messages import (
     PartitionErrors,
     UpdateMetadataRequest,
 )
-from rafka.common.errors import RafkaError
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.models import BrokerInfo
 
 log = logging.getLogger(__name__)
 
 # How long the controller waits for the brokers' answers to one of its requests (LeaderAndIsr,
-# StopReplica, a config change). A broker cut off from the network would otherwise hold the
-# controller's one event task until Ray gave up on it, which can be never, and no partition
-# would be elected meanwhile. Past it the controller goes on; the request is still delivered if
-# the broker comes back (Ray keeps one caller's calls to an actor in order), and a broker that
-# registers anew is told everything again.
+# StopReplica, a config change), and how long a request waits on its connection before it
+# fails. A broker cut off from the network would otherwise hold the controller's one event task,
+# and no partition would be elected meanwhile. Past it the controller goes on; what the broker
+# did not apply is sent again (`METADATA_RESYNC_S`), and a broker that registers anew is told
+# everything again.
 BROKER_ANSWER_TIMEOUT_S = 5.0
 # How often brokers an UpdateMetadata did not reach are sent everything again, and brokers
 # that did not apply a LeaderAndIsr are sent it again.
@@ -48,10 +52,6 @@ METADATA_RESYNC_S = 2.0
 # What UpdateMetadata says, built by the controller: the partitions (None: all) and the
 # topics deleted.
 MetadataMessage = Callable[[set[TopicPartition] | None, tuple[str, ...]], UpdateMetadataRequest]
-
-
-class BrokerDidNotAnswer(RafkaError, TimeoutError):
-    """A broker did not answer the controller within `BROKER_ANSWER_TIMEOUT_S`."""
 
 
 async def answers_of(calls: Mapping[int, Awaitable[Any]], what: str) -> dict[int, Any]:
@@ -65,8 +65,7 @@ async def answers_of(calls: Mapping[int, Awaitable[Any]], what: str) -> dict[int
     answers: dict[int, Any] = {}
     for broker, task in tasks.items():
         if not task.done():
-            # Not cancelled: the request stays queued for the broker, as in Kafka's controller
-            # channel, and is dropped with the broker if it never comes back.
+            # Not cancelled: its own timeout ends it, and what it did not apply is sent again.
             task.add_done_callback(_retrieve_late_answer)
             answers[broker] = BrokerDidNotAnswer(
                 f"broker {broker} did not answer {what} within {BROKER_ANSWER_TIMEOUT_S:g} s")
@@ -103,42 +102,18 @@ class BrokerSender(Protocol):
                             config: dict[str, str]) -> Awaitable[Any]: ...
 
 
-class RayBrokerSender:
-    """A `BrokerSender` calling the broker's Ray actor."""
-
-    def __init__(self, handle: Any) -> None:
-        self.handle = handle
-
-    def leader_and_isr(self, controller_epoch: int,
-                       partitions: list[LeaderAndIsrRequest]) -> Awaitable[Any]:
-        return self.handle.leader_and_isr.remote(controller_epoch, partitions)
-
-    def update_metadata(self, request: UpdateMetadataRequest) -> Awaitable[Any]:
-        return self.handle.update_metadata.remote(request)
-
-    def stop_replicas(self, controller_epoch: int, partitions: list[tuple[str, int]],
-                      delete: bool) -> Awaitable[Any]:
-        return self.handle.stop_replicas.remote(controller_epoch, partitions, delete)
-
-    def update_topic_config(self, controller_epoch: int, topic: str,
-                            config: dict[str, str]) -> Awaitable[Any]:
-        return self.handle.update_topic_config.remote(controller_epoch, topic, config)
-
-
 class ControllerChannel:
     """Requests from one controller (of `epoch`) to the live brokers, and what they missed.
 
     `live` gives the controller's picture of the live brokers now: answers that come late are
     judged against the broker's registration then."""
 
-    def __init__(self, controller_id: int, epoch: int, handles: BrokerHandles,
+    def __init__(self, controller_id: int, epoch: int, connections: BrokerConnections,
                  live: Callable[[], Mapping[int, BrokerInfo]]) -> None:
         self.controller_id = controller_id
         self.epoch = epoch
-        # Broker actor handles, kept warm by the broker hosting this controller: looking one
-        # up asks Ray's GCS, which may be down (its head restarting) while brokers and
-        # ZooKeeper are fine, and the controller must still move leaders then.
-        self.handles = handles
+        # One connection per broker, to the control endpoint of its registration.
+        self.connections = connections
         self._live = live
         self.forget()
 
@@ -152,15 +127,20 @@ class ControllerChannel:
         self.leader_and_isr_behind: dict[int, set[TopicPartition]] = {}
 
     def sender(self, broker: int) -> BrokerSender | None:
-        handle = self.handles.get(broker)
-        return None if handle is None else RayBrokerSender(handle)
+        """How to reach `broker` as it is registered now; None if it is not registered, or
+        names no control endpoint."""
+        return self.connections.sender(broker, self._live().get(broker))
+
+    def close(self) -> None:
+        """Close every connection (the controller resigned)."""
+        self.connections.close()
 
     # ----------------------------------------------------------------- brokers come and go
 
     def broker_registered_anew(self, broker: int) -> None:
         """A broker left, or registered anew (it may be another actor, and is told everything
         it holds): what it missed before is moot."""
-        self.handles.drop(broker)
+        self.connections.drop(broker)
         self.leader_and_isr_behind.pop(broker, None)
 
     def needs_everything(self, brokers: set[int]) -> None:
@@ -225,7 +205,7 @@ class ControllerChannel:
         for None); a broker a previous one did not reach gets everything.
 
         Sent, not waited for: a broker that does not answer (cut off, not yet expired) must
-        not hold the controller up. Ray runs one caller's calls to an actor in order; a call
+        not hold the controller up. A connection carries its requests in order; a request
         that fails marks its broker for everything at the next resync."""
         senders = {broker: sender for broker in sorted(self._live())
                    if (sender := self.sender(broker)) is not None}

@@ -29,12 +29,14 @@ import asyncio
 import contextlib
 import functools
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from rafka.actors.broker_handles import BrokerHandles
 from rafka.actors.config import TopicConfig
+from rafka.actors.controller import channel as channel_module
+from rafka.actors.controller.broker_connections import BrokerConnections
 from rafka.actors.controller.channel import ControllerChannel
 from rafka.actors.controller.deletion import TopicDeleter
 from rafka.actors.controller.events import (
@@ -95,7 +97,8 @@ class Controller:
         recovery: RecoveryPolicy,
         preferred_leader_check_s: float = 300.0,
         reassignment_check_s: float = 0.5,
-        broker_handles: BrokerHandles | None = None,
+        control_token: bytes = b"",
+        control_ssl: ssl.SSLContext | None = None,
     ) -> None:
         self.store = store
         self.broker_id = broker_id
@@ -136,10 +139,13 @@ class Controller:
         self._watches: list[Any] = []
         # Each topic's watches: its assignment (partitions added) and its config.
         self._topic_watches: dict[str, tuple[Any, ...]] = {}
-        # How requests reach the brokers, and what they missed (`channel.py`).
-        self.channel = ControllerChannel(broker_id, self.epoch,
-                                         broker_handles or BrokerHandles(namespace),
-                                         lambda: self.live)
+        # How requests reach the brokers (a connection to each one's control endpoint, opened
+        # with `control_token`, over `control_ssl` when the cluster's links speak TLS), and
+        # what they missed (`channel.py`).
+        self.channel = ControllerChannel(
+            broker_id, self.epoch,
+            BrokerConnections(control_token, control_ssl, channel_module.BROKER_ANSWER_TIMEOUT_S),
+            lambda: self.live)
         self._forget_everything()
 
     def _forget_everything(self) -> None:
@@ -175,6 +181,7 @@ class Controller:
         for task in self._tasks:
             task.cancel()
         self._tasks = []
+        self.channel.close()
 
     def _cancel_watches(self) -> None:
         topic_watches = [watch for pair in self._topic_watches.values() for watch in pair]

@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from rafka.actors import metrics
-from rafka.actors.broker_handles import BrokerHandles
 from rafka.actors.config import BrokerConfig
+from rafka.actors.controller import control_frames
 from rafka.actors.controller.controller import Controller
 from rafka.actors.controller.recovery import RecoveryPolicy
+from rafka.actors.dataport.tls import client_context, data_port_tls, server_context
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.logs import log_actor_lines
 from rafka.actors.messages import (
@@ -42,6 +43,7 @@ from rafka.actors.messages import (
 )
 from rafka.actors.naming import broker_name
 from rafka.actors.runtime import run_at_server_priority
+from rafka.actors.server.control_endpoint import ControlEndpoint
 from rafka.actors.server.metadata_cache import NO_CONTROLLER_EPOCH, MetadataCache
 from rafka.actors.server.replica_host_pool import ReplicaHostPool
 from rafka.actors.txn.coordinator import TransactionCoordinator
@@ -145,15 +147,27 @@ class Broker:
         # is filled (at start, from ZooKeeper), metadata requests wait.
         self.metadata_cache = MetadataCache()
         self._metadata_filled = asyncio.Event()
-        # The other brokers' actors, kept warm for the controller this broker may become.
-        self.peers = BrokerHandles(namespace)
-        self._peer_epochs: dict[int, int | None] = {}
-        self._peer_watch: Any = None
+        # Where the controller's requests come in (`control_endpoint.py`), opened with the
+        # token every broker derives from the cluster's ZooKeeper credentials, over mutual TLS
+        # when the data ports speak it; the controller this broker may become connects to the
+        # other brokers' the same way.
+        self._control_token = control_frames.control_token(
+            None if self.zk_credentials is None
+            else f"{self.zk_credentials.user}:{self.zk_credentials.password}")
+        self._links_tls = data_port_tls(
+            self.config.security_inter_broker_protocol, self.config.ssl_keystore_location,
+            self.config.ssl_truststore_location, self.config.ssl_key_password)
+        self.control_endpoint = ControlEndpoint(
+            ray.util.get_node_ip_address(), self._control_token,
+            {control_frames.LEADER_AND_ISR: self.leader_and_isr,
+             control_frames.UPDATE_METADATA: self.update_metadata,
+             control_frames.STOP_REPLICAS: self.stop_replicas,
+             control_frames.UPDATE_TOPIC_CONFIG: self.update_topic_config},
+            None if self._links_tls is None else server_context(self._links_tls))
         # This broker's dynamic settings in ZooKeeper, and the registration update the last
         # change of its advertised listener made.
         self._config_watch: Any = None
         self._registration_update: asyncio.Future | None = None
-        self._warming: asyncio.Future | None = None
         if _was_restarted():
             # Ray restarted this actor (its process or its node died): nobody will call
             # start(), so the broker starts itself, from the logs on this node's disk.
@@ -199,6 +213,7 @@ class Broker:
         self.dynamic_config = (await asyncio.to_thread(
             read_broker_config, store, self.broker_id)).value
         endpoints = await self._start_kafka_listener()
+        control_endpoint = await self.control_endpoint.start()
         info = BrokerInfo(
             node_id=self.broker_id,
             actor=broker_name(self.broker_id),
@@ -208,6 +223,7 @@ class Broker:
             replica_hosts=self.config.num_replica_hosts,
             endpoints=endpoints,
             listener_security_protocol_map=self._security_protocols(),
+            control_endpoint=control_endpoint,
         )
         self.registration = BrokerRegistration(
             store,
@@ -232,8 +248,6 @@ class Broker:
         # registers), metadata is answered from what ZooKeeper says now, read once.
         self.metadata_cache.fill(await asyncio.to_thread(read_metadata, store))
         self._metadata_filled.set()
-        self._peer_watch = ClusterWatches(store).watch_brokers(
-            lambda brokers: self._call_soon(self._on_brokers, brokers))
         self._config_watch = ClusterWatches(store).watch_broker_config(
             self.broker_id, lambda config: self._call_soon(self._on_dynamic_config, config))
         self.election = ControllerElection(
@@ -360,15 +374,6 @@ class Broker:
                         self.broker_id)
         self.replica_hosts.fence()
 
-    def _on_brokers(self, brokers: dict[int, BrokerInfo]) -> None:
-        """Keep the handles of the live brokers warm; drop those that left or registered anew
-        (a new actor, maybe)."""
-        for broker_id, epoch in self._peer_epochs.items():
-            if broker_id not in brokers or brokers[broker_id].epoch != epoch:
-                self.peers.drop(broker_id)
-        self._peer_epochs = {broker_id: info.epoch for broker_id, info in brokers.items()}
-        self._warming = asyncio.ensure_future(self.peers.warm(brokers))
-
     def _on_elected(self, epoch: int) -> None:
         assert self.store is not None and self.election is not None
         if self.controller is not None:
@@ -382,7 +387,8 @@ class Broker:
         self.controller = Controller(
             self.store, self.broker_id, fence, self.namespace, election=self.election,
             recovery=RecoveryPolicy.for_session(self._granted_session_timeout_ms),
-            broker_handles=self.peers)
+            control_token=self._control_token,
+            control_ssl=None if self._links_tls is None else client_context(self._links_tls))
         self.controller.start()
         # Counted by the broker that takes over, once per election it wins (Kafka's
         # ControllerChangeRate is counted by every broker; summing here counts each change once).
@@ -400,6 +406,7 @@ class Broker:
         self.replica_hosts.stop_watching()
         if self.kafka_listener is not None:
             await self.kafka_listener.close()
+        await self.control_endpoint.close()
         self.transactions.close()
         if self.controller is not None:
             self.controller.stop()
@@ -547,6 +554,17 @@ class Broker:
 
     async def ping(self) -> int:
         return self.broker_id
+
+    async def restart_control_endpoint(self) -> str:
+        """Drop the controller's connections and listen again (fault injection)."""
+        return await self.control_endpoint.restart()
+
+    async def control_stats(self) -> dict[str, Any]:
+        """This broker's control endpoint, and, if it is the controller, how many connections
+        it made to each broker's."""
+        return {**self.control_endpoint.stats(),
+                "controller_connections": None if self.controller is None
+                else self.controller.channel.connections.connections_made()}
 
     async def kafka_listener_stats(self) -> dict[str, Any] | None:
         """What the Kafka listener's clients hold (`KafkaListener.stats`); None without one."""

@@ -270,29 +270,30 @@ def test_a_silent_broker_does_not_hold_the_controller(monkeypatch: pytest.Monkey
 
 
 class RestartingBroker:
-    """Broker handles whose broker's actor restarts under the first LeaderAndIsr it is sent:
-    Ray fails that call ("The actor was restarted") once `restarted` is set. The broker
-    applies every LeaderAndIsr after it."""
+    """Broker connections whose broker restarts under the first LeaderAndIsr it is sent: the
+    request fails ("the connection failed") once `restarted` is set. The broker applies every
+    LeaderAndIsr after it."""
 
     def __init__(self) -> None:
         self.sent: list[list[LeaderAndIsrRequest]] = []
         self.restarted = asyncio.Event()
-        self.leader_and_isr = self
 
-    def get(self, _broker_id: int) -> RestartingBroker:
+    def sender(self, _broker_id: int, _info: object) -> RestartingBroker:
         return self
 
     def drop(self, _broker_id: int) -> None: ...
 
-    def remote(self, _controller_epoch: int, partitions: list[LeaderAndIsrRequest]
-               ) -> Awaitable[PartitionErrors]:
+    def close(self) -> None: ...
+
+    def leader_and_isr(self, _controller_epoch: int, partitions: list[LeaderAndIsrRequest]
+                       ) -> Awaitable[PartitionErrors]:
         self.sent.append(partitions)
         first = len(self.sent) == 1
 
         async def answer() -> PartitionErrors:
             if first:
                 await self.restarted.wait()
-                raise RuntimeError("The actor is temporarily unavailable: the actor was restarted")
+                raise ConnectionResetError("the connection to broker 2 failed")
             return PartitionErrors({})
 
         return answer()
@@ -312,7 +313,7 @@ def test_a_leader_and_isr_a_broker_did_not_apply_is_sent_again(
 
     async def scenario(controller: Controller, _election: StandInElection) -> None:
         await until(lambda: controller.initializations == 1)  # type: ignore[attr-defined]
-        controller.channel.handles = broker  # type: ignore[assignment]
+        controller.channel.connections = broker  # type: ignore[assignment]
         controller.live = {2: BrokerInfo(2, "broker-2", "n3", epoch=7)}
         controller.assignments = {"orders": TopicAssignment({0: (1, 2)})}
         controller.states = {tp: Versioned(PartitionState(1, 4, (1,), FENCE.epoch), 12)}

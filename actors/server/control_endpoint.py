@@ -1,0 +1,125 @@
+"""A broker's control endpoint: the TCP port the controller's requests come in on (LeaderAndIsr,
+UpdateMetadata, StopReplica, topic config changes), as a Kafka broker's inter-broker listener
+takes its controller's, instead of Ray actor calls.
+
+The broker registers it in ZooKeeper (`BrokerInfo.control_endpoint`), where the controller
+finds it (`rafka.actors.controller.broker_connections`). Frames are the control protocol's
+(`rafka.actors.controller.control_frames`); a connection opens with the cluster's control
+token, and over mutual TLS exactly when the data ports speak it
+(`security.inter.broker.protocol=SSL`). A connection's requests are handed to the broker's
+handlers one after another, in the order they came, and each answer goes back as soon as it
+is ready; a stale controller epoch is refused by the handlers, as over Ray.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import socket
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from rafka.actors.controller import control_frames
+from rafka.actors.controller.control_frames import ControlAnswer, ControlFrameError
+
+log = logging.getLogger(__name__)
+
+# How long a new connection has to say who it is (and, over TLS, to finish its handshake).
+HELLO_TIMEOUT_S = 10.0
+
+
+class ControlEndpoint:
+    """Serves the controller's requests on `host`; `handlers` by method name
+    (`control_frames.METHODS`), each called with the request's epoch and arguments, except
+    UpdateMetadata's, whose epoch is in the request."""
+
+    def __init__(self, host: str, token: bytes,
+                 handlers: Mapping[str, Callable[..., Awaitable[ControlAnswer]]],
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        self.host = host
+        self.token = token
+        self.handlers = dict(handlers)
+        self.ssl_context = ssl_context
+        self.port: int | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.StreamWriter] = set()
+        # How many connections were accepted and said the right token (the tests read it).
+        self.connections_accepted = 0
+
+    @property
+    def endpoint(self) -> str:
+        """Where it listens, as the registration says it: `host:port`."""
+        assert self.port is not None, "known once started"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    async def start(self) -> str:
+        """Listen (on the port it had, if it listened before; else any free one)."""
+        if self._server is None:
+            self._server = await asyncio.start_server(
+                self._serve, self.host, self.port or 0, ssl=self.ssl_context,
+                ssl_handshake_timeout=HELLO_TIMEOUT_S if self.ssl_context else None)
+            self.port = self._server.sockets[0].getsockname()[1]
+        return self.endpoint
+
+    async def close(self) -> None:
+        """Stop listening and drop every connection."""
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for writer in list(self._connections):
+            writer.close()
+
+    async def restart(self) -> str:
+        """Drop every connection and listen again on the same port (fault injection: the
+        controller must connect again and tell the broker what it missed)."""
+        await self.close()
+        return await self.start()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._connections.add(writer)
+        peer = writer.get_extra_info("peername")
+        try:
+            token = control_frames.read_hello(await asyncio.wait_for(
+                self._read_frame(reader), HELLO_TIMEOUT_S))
+            if not hmac.compare_digest(token, self.token):
+                raise ControlFrameError("a wrong token")
+            self.connections_accepted += 1
+            while True:
+                request = control_frames.decode_request(await self._read_frame(reader))
+                answer = await self._apply(request)
+                writer.write(control_frames.encode_answer(request.correlation_id, answer))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
+            pass  # the controller went (or never spoke): it connects again when it needs to
+        except ControlFrameError as error:
+            log.warning("closing a control connection from %s: %s", peer, error)
+        except Exception:  # a bug: this connection goes, the endpoint and the others stay
+            log.exception("a control connection from %s failed", peer)
+        finally:
+            self._connections.discard(writer)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _apply(self, request: control_frames.ControlRequest) -> ControlAnswer:
+        handler = self.handlers[request.method]
+        if request.method == control_frames.UPDATE_METADATA:
+            return await handler(*request.arguments)
+        return await handler(request.controller_epoch, *request.arguments)
+
+    @staticmethod
+    async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+        header = await reader.readexactly(control_frames.LENGTH.size)
+        return await reader.readexactly(control_frames.frame_length(header))
+
+    def stats(self) -> dict[str, Any]:
+        return {"endpoint": self.endpoint if self.port else None,
+                "connections_accepted": self.connections_accepted,
+                "connections_open": len(self._connections)}
