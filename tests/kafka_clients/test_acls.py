@@ -304,6 +304,10 @@ def test_describe_cluster_and_offset_delete_are_behind_their_acls(
                       "kafka-cluster")])["failed"]
             assert eventually(lambda: as_other.delete_group_offsets(group, asked) == {
                 asked[0]: NoError, asked[1]: TopicAuthorizationFailedError}, timeout_s=10)
+            # Each broker learns the new ACLs from its own ZooKeeper watch: the group's
+            # coordinator may have, while the broker answering DescribeCluster has not yet.
+            assert eventually(lambda: not _refused_with(
+                lambda: as_other.describe_cluster(), ClusterAuthorizationFailedError))
             described = as_other.describe_cluster()
             assert described["cluster_id"] == acl_cluster.name
             # What it may do on the cluster, now DESCRIBE only.
