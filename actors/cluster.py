@@ -518,7 +518,7 @@ class Cluster:
 
     def producer(self, **config: Any) -> Producer:
         """A producer (Kafka's settings as keywords: acks="all", linger_ms=5, ...)."""
-        return Producer(self.namespace, **config)
+        return Producer(self.namespace, zookeeper=self.store, **config)
 
     def consumer(
         self,
@@ -540,7 +540,7 @@ class Cluster:
                 on_partitions_assigned=on_partitions_assigned,
                 zk_credentials=self.zk_credentials, group_id=group, **config,
             )
-        consumer = Consumer(self.namespace, **config)
+        consumer = Consumer(self.namespace, zookeeper=self.store, **config)
         if topics is not None:
             consumer.assign_topics(topics)
         return consumer

@@ -39,6 +39,9 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 """Kafka's name for the sequential notification znodes: `isr_change_0000000042`."""
 CONSUMERS = "/consumers"
+DATA_PORTS = "/data_ports"
+"""rafka's own: where each replica host's data port listens, as its broker published it
+(`rafka.coordination.data_ports`). Kafka has no such znode: its replicas live in the broker."""
 
 PERSISTENT_PATHS = (
     BROKER_IDS,
@@ -59,6 +62,10 @@ def cluster_chroot(cluster: str, root: str = DEFAULT_ROOT) -> str:
 
 def broker_path(broker_id: int) -> str:
     return f"{BROKER_IDS}/{validation.validate_broker_id(broker_id)}"
+
+
+def data_port_path(host: str) -> str:
+    return f"{DATA_PORTS}/{validation.validate_actor_name(host)}"
 
 
 def topic_path(topic: str) -> str:

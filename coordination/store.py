@@ -71,6 +71,7 @@ from rafka.coordination.security import (
     ClusterCredentials,
     as_credentials,
     cluster_acl,
+    private_acl,
 )
 from rafka.coordination.serial import SerialExecutor
 from rafka.coordination.zookeeper_tls import client_tls
@@ -589,17 +590,20 @@ class ClusterStore:
         ephemeral: bool = False,
         sequential: bool = False,
         makepath: bool = True,
+        private: bool = False,
     ) -> str:
         """Create a znode holding `value` (bytes as they are, else JSON); return its path.
 
         `ZNodeExistsError` if it exists. Missing parents are created (persistent) if `makepath`.
+        A `private` znode holds a secret: only the cluster's credentials may read it.
         """
         data = b"" if value is None else encode(value)
         client = self.client
+        acl = private_acl(self.credentials) if private else self.acl
 
         def start() -> Any:
             return client.create_async(
-                path, data, acl=self.acl, ephemeral=ephemeral, sequence=sequential
+                path, data, acl=acl, ephemeral=ephemeral, sequence=sequential
             )
 
         try:

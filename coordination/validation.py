@@ -119,3 +119,9 @@ def validate_partition(partition: int) -> int:
             f"partition {partition!r} is not allowed: a partition is an int index from 0"
         )
     return partition
+
+
+def validate_actor_name(name: str) -> str:
+    """Return `name` if it may name a znode for one of rafka's actors (a replica host), else
+    raise ValueError: rafka makes these names itself, from validated topic names."""
+    return _validated(name, _NAME, ValueError, "actor name", f"an actor name is {_ALLOWED}")

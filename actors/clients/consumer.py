@@ -26,8 +26,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import ray
-
 from rafka.actors.clients.config import ConsumerConfig
 from rafka.actors.clients.leader_moves import (
     MIN_CHECK_INTERVAL_MS,
@@ -37,7 +35,9 @@ from rafka.actors.clients.leader_moves import (
     moved_partitions,
 )
 from rafka.actors.clients.metadata import ClientMetadata
+from rafka.actors.dataport.blocking_client import HostConnectionError
 from rafka.actors.dataport.calls import host_calls
+from rafka.actors.dataport.frames import LIST_OFFSETS
 from rafka.actors.errors import (
     BrokerUnavailableError,
     OffsetOutOfRangeError,
@@ -55,10 +55,14 @@ from rafka.actors.messages import (
 )
 from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from rafka.common.topic_partition import TopicPartition
+from rafka.coordination.store import ClusterStore
 from rafka.logstore.batch import decode_batches, iter_batches
 from rafka.logstore.transactions import committed_batches
 
 log = logging.getLogger(__name__)
+
+# How long a ListOffsets may wait for its leader's answer before it is asked again.
+LIST_OFFSETS_TIMEOUT_S = 30.0
 
 
 class ConsumerRecord(NamedTuple):
@@ -94,11 +98,13 @@ class Consumer:
     Groups (`cluster.consumer(topics, group=...)`) subscribe and rebalance on top of this.
     """
 
-    def __init__(self, namespace: str, **config: Any) -> None:
+    def __init__(self, namespace: str, *, zookeeper: ClusterStore | None = None,
+                 **config: Any) -> None:
         self.config = ConsumerConfig.from_kwargs(**config)
         self._read_committed = self.config.isolation_level == "read_committed"
+        # With the cluster's ZooKeeper store, metadata is read there when no broker answers.
         self.metadata = ClientMetadata(
-            namespace, max_age_s=self.config.metadata_max_age_ms / 1000)
+            namespace, max_age_s=self.config.metadata_max_age_ms / 1000, zookeeper=zookeeper)
         # The next offset to hand to the caller (Kafka's position), and the next to fetch, which
         # runs ahead of it by what is buffered.
         self._positions: dict[TopicPartition, int | None] = {}
@@ -114,7 +120,8 @@ class Consumer:
         self._leader_check = LeaderCheck(self.config.fetch_max_wait_ms + SLOW_REQUEST_MS,
                                          MIN_CHECK_INTERVAL_MS)
         self._calls = host_calls(self.config.transport, self.config.request_timeout_ms,
-                                 self.config.fetch_max_bytes)
+                                 self.config.fetch_max_bytes,
+                                 zookeeper=lambda: self.metadata.zookeeper)
         self._fetching: dict[TopicPartition, Any] = {}
         # At most one per partition: a partition is fetched again once its records are out.
         self._completed: deque[_CompletedFetch] = deque()
@@ -211,9 +218,10 @@ class Consumer:
             name = None
             try:
                 name, host = self.metadata.leader_host(tp.topic, tp.partition, wait_s=10)
-                reply: ListedOffset | ErrorReply = ray.get(host.list_offsets.remote(
-                    [OffsetQuery(tp.topic, tp.partition, timestamp_ms, self._read_committed)]),
-                    timeout=30)[0]
+                reply: ListedOffset | ErrorReply = self._ask_host(
+                    name, host, LIST_OFFSETS,
+                    ([OffsetQuery(tp.topic, tp.partition, timestamp_ms, self._read_committed)],),
+                    LIST_OFFSETS_TIMEOUT_S)[0]
                 return raise_for(reply).offset
             except Exception as error:
                 if name is not None:
@@ -229,6 +237,19 @@ class Consumer:
                             self.config.default_api_timeout_ms, last_error)
                 raise last_error
             time.sleep(0.1)
+
+    def _ask_host(self, name: str, host: Any, method: str, arguments: tuple[Any, ...],
+                  timeout_s: float) -> Any:
+        """One request to a host, over the client's transport, and its answer: on the
+        caller's thread, beside the fetches in flight (whose answers stay for `poll`)."""
+        key = self._calls.send(name, host, method, arguments, timeout_s=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while key not in self._calls.wait([key], max(0.0, deadline - time.monotonic())):
+            if time.monotonic() >= deadline:
+                self._calls.abandon(key)
+                raise HostConnectionError(f"{name} did not answer {method} within "
+                                          f"{timeout_s:g} s")
+        return self._calls.result(key)
 
     def _list_bound_offset(self, tp: TopicPartition, timestamp_ms: int) -> int:
         """The log start (EARLIEST_TIMESTAMP) or high watermark (LATEST_TIMESTAMP) offset, which

@@ -188,6 +188,7 @@ class GroupConsumer(Consumer):
         ).start()
         self.groups = GroupStore(self.store)
         self.admin = TopicAdmin(self.store)
+        self.metadata.zookeeper = self.store
         self._owned: set[TopicPartition] = set()
         self._target: set[TopicPartition] = set()
         self._rebalance_needed = threading.Event()

@@ -6,6 +6,13 @@ actors there. The cache is refreshed when a request fails with a "not leader"-st
 Kafka's clients do, and in the background (`refresh_soon`) while a request goes unanswered, so
 that a client learns of a new leader the controller elected without waiting for its request to
 time out (actors/clients/leader_moves.py).
+
+A client given the cluster's ZooKeeper store (`zookeeper`) reads what ZooKeeper holds, the
+partition states the controller wrote and the brokers' registrations, when no broker has
+answered within `zookeeper_after_s`. Asking a broker is a Ray actor call, and a process whose
+connection to Ray's GCS was left half-open by a network fault calls restarted brokers at their
+old address until Ray's gRPC keepalive notices, minutes later; ZooKeeper is reached over a
+connection of the client's own, as the controller's own decisions are.
 """
 
 from __future__ import annotations
@@ -25,22 +32,33 @@ from rafka.actors.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from rafka.actors.metadata_cache import MetadataCache, read_metadata
 from rafka.actors.naming import broker_id_of, broker_name
 from rafka.actors.runtime import named_actors
+from rafka.coordination.store import ClusterStore
 from rafka.coordination.validation import validate_topic_name
 
 log = logging.getLogger(__name__)
+
+# How long the brokers have to answer a metadata request before ZooKeeper is read instead.
+ZOOKEEPER_AFTER_S = 3.0
 
 
 class ClientMetadata:
     """Topic metadata from the brokers, and actor handles by name, shared by client threads."""
 
     def __init__(
-        self, namespace: str, *, refresh_timeout_s: float = 30.0, max_age_s: float = 300.0
+        self, namespace: str, *, refresh_timeout_s: float = 30.0, max_age_s: float = 300.0,
+        zookeeper: ClusterStore | None = None, zookeeper_after_s: float = ZOOKEEPER_AFTER_S,
     ) -> None:
         self.namespace = namespace
         self.refresh_timeout_s = refresh_timeout_s
         self.max_age_s = max_age_s
+        # Read when the brokers are silent (None: only the brokers are asked).
+        self.zookeeper = zookeeper
+        self.zookeeper_after_s = zookeeper_after_s
+        # How many answers came from ZooKeeper rather than a broker (the tests read it).
+        self.zookeeper_answers = 0
         self._lock = threading.Lock()
         self._topics: dict[str, dict[int, dict[str, Any]]] = {}
         self._fetched_at: dict[str, float] = {}
@@ -77,7 +95,9 @@ class ClientMetadata:
         One at a time, a broker that cannot answer (its node gone, and Ray's GCS, which would
         say so, down with it) would hold the request for the whole timeout before the next is
         asked. The brokers last heard of are asked first; if none answers, any other whose
-        actor exists now (they may all have died, and others come back, since).
+        actor exists now (they may all have died, and others come back, since). ZooKeeper,
+        if the client has it, answers in each round in which no broker did within
+        `zookeeper_after_s`.
         """
         tried: list[int] = []
         last_error: BaseException | None = None
@@ -91,6 +111,11 @@ class ClientMetadata:
                 self._learn(reply, topics)
                 return reply
             last_error = error
+        if not tried and self.zookeeper is not None:  # no broker's actor to ask, even
+            reply = self._read_zookeeper(topics)
+            if reply is not None:
+                self._learn(reply, topics)
+                return reply
         raise BrokerUnavailableError(
             f"no broker of namespace {self.namespace!r} answered a metadata request "
             f"(tried {tried}): is the cluster running? ({last_error!r})"
@@ -112,11 +137,22 @@ class ClientMetadata:
                 asked[self.handle(name).metadata.remote(topics)] = name
             except Exception as error:  # no such actor (any more)
                 last_error = error
-        deadline = time.monotonic() + self.refresh_timeout_s
+        now = time.monotonic()
+        deadline = now + self.refresh_timeout_s
+        # ZooKeeper is read at most once a round: when the brokers were silent this long, or
+        # once every one of them failed.
+        zookeeper_due = self.zookeeper is not None
+        zookeeper_at = now + self.zookeeper_after_s
         while asked and (left := deadline - time.monotonic()) > 0:
-            done, _ = ray.wait(list(asked), num_returns=1, timeout=left)
+            wait_s = min(left, zookeeper_at - time.monotonic()) if zookeeper_due else left
+            done, _ = ray.wait(list(asked), num_returns=1, timeout=max(0.0, wait_s))
             if not done:
-                break
+                if zookeeper_due and time.monotonic() >= zookeeper_at:
+                    zookeeper_due = False
+                    reply = self._read_zookeeper(topics)
+                    if reply is not None:
+                        return reply, None
+                continue
             name = asked.pop(done[0])
             try:
                 return ray.get(done[0]), None
@@ -127,7 +163,25 @@ class ClientMetadata:
             last_error = GetTimeoutError(
                 f"brokers {sorted(asked.values())} did not answer within "
                 f"{self.refresh_timeout_s:g} s")
+        elif zookeeper_due:
+            reply = self._read_zookeeper(topics)
+            if reply is not None:
+                return reply, None
         return None, last_error
+
+    def _read_zookeeper(self, topics: list[str] | None) -> dict[str, Any] | None:
+        """The metadata as ZooKeeper holds it now, in the shape of a broker's answer (None if
+        ZooKeeper cannot be read either)."""
+        assert self.zookeeper is not None
+        try:
+            cache = MetadataCache()
+            cache.apply(read_metadata(self.zookeeper, topics))
+        except Exception as error:  # ZooKeeper unreachable too: the brokers may still answer
+            log.debug("metadata from ZooKeeper failed: %r", error)
+            return None
+        self.zookeeper_answers += 1
+        log.info("no broker answered a metadata request: read ZooKeeper instead")
+        return cache.metadata(topics)
 
     def _learn(self, reply: dict[str, Any], topics: list[str] | None) -> None:
         with self._lock:

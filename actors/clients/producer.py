@@ -55,6 +55,7 @@ from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
 from rafka.actors.path_trace import SentRequest
 from rafka.common.clock import wall_clock_ms
 from rafka.common.producer_ids import random_producer_id
+from rafka.coordination.store import ClusterStore
 from rafka.logstore.batch import check_headers
 
 if TYPE_CHECKING:
@@ -205,10 +206,12 @@ class Producer:
     # What sends the batches: a subclass may bring its own (`SequencedProducer`).
     _sender_type: ClassVar[type[Sender]] = Sender
 
-    def __init__(self, namespace: str, **config: Any) -> None:
+    def __init__(self, namespace: str, *, zookeeper: ClusterStore | None = None,
+                 **config: Any) -> None:
         self.config = ProducerConfig.from_kwargs(**config)
+        # With the cluster's ZooKeeper store, metadata is read there when no broker answers.
         self.metadata = ClientMetadata(
-            namespace, max_age_s=self.config.metadata_max_age_ms / 1000)
+            namespace, max_age_s=self.config.metadata_max_age_ms / 1000, zookeeper=zookeeper)
         self._accumulator = RecordAccumulator(
             batch_size=self.config.batch_size,
             linger_ms=self.config.linger_ms,

@@ -156,7 +156,7 @@ class Sender:
         # Each request in flight, by its key (`rafka.actors.dataport.blocking_client`).
         self._in_flight: dict[Any, _Request] = {}
         self._calls = host_calls(config.transport, config.request_timeout_ms,
-                                 max_answer_bytes=0)
+                                 max_answer_bytes=0, zookeeper=lambda: metadata.zookeeper)
         # Whether the sender may be waiting for answers (`_collect`), and whether it was
         # woken since: a record that can go now must not wait for an answer to come first.
         self._in_wait = False

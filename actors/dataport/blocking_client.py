@@ -15,9 +15,13 @@ to a host as it has requests there at once: a consumer usually one, a producer u
 `max.in.flight.requests.per.connection` (requests to one host carry every partition led there).
 
 Over TCP the client learns where a host listens, and the token to open with, from an actor call
-(`ReplicaHost.data_port_address`); a connection that fails in any way, or whose answer is later
-than the deadline its request was sent with, is dropped, and the request fails as a Ray call to a
-host that died would: retriable, after which the client asks for the leaders again.
+(`ReplicaHost.data_port_address`), or, when that call fails with the host still alive to Ray or
+stays unanswered for `ZOOKEEPER_AFTER_S`, from the znode the host's broker published
+(`rafka.coordination.data_ports`), if the client holds the cluster's ZooKeeper store: a
+process whose connection to Ray's GCS is half-open calls a restarted host at its old address for
+minutes. A connection that fails in any way, or whose answer is later than the deadline its
+request was sent with, is dropped, and the request fails as a Ray call to a host that died
+would: retriable, after which the client asks for the leaders again.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import os
 import selectors
 import socket
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import ray
@@ -37,6 +43,8 @@ from rafka.actors.dataport.frames import FrameError, FrameReader
 from rafka.actors.dataport.tls import TlsSession, client_context
 from rafka.actors.errors import RafkaError
 from rafka.common.config import InvalidConfigError
+from rafka.coordination.data_ports import read_data_port
+from rafka.coordination.store import ClusterStore
 
 # An answer carries at most what was asked (fetch.max.bytes), and one batch beyond it per
 # partition.
@@ -44,6 +52,8 @@ ANSWER_SLACK_BYTES = 64 * 1024 * 1024
 READ_CHUNK_BYTES = 1024 * 1024
 # How often `wait` looks whether a host said where it listens.
 LOOKUP_POLL_S = 0.002
+# How long a host has to say where it listens before ZooKeeper is read too.
+ZOOKEEPER_AFTER_S = 3.0
 
 
 class HostConnectionError(RafkaError):
@@ -51,6 +61,49 @@ class HostConnectionError(RafkaError):
     come in time): retriable, as Kafka's NetworkException is."""
 
     retriable = True
+
+
+class _Lookup:
+    """Where one host listens: asked of the host, and of ZooKeeper when the host's answer is
+    an error that leaves it alive (Ray calling a restarted actor at its old address), or late.
+    A host Ray knows died for good is not looked for in ZooKeeper: its error tells the client
+    to find the host anew."""
+
+    def __init__(self, name: str, host: Any,
+                 read_zookeeper: Callable[[str], Future] | None) -> None:
+        self.name = name
+        self.started = time.monotonic()
+        self.ray_ref: Any = None
+        self.error: BaseException | None = None
+        try:
+            self.ray_ref = host.data_port_address.remote()
+        except ray.exceptions.RayError as error:
+            self.error = error
+        self._read_zookeeper = read_zookeeper
+        self._zookeeper: Future | None = None
+
+    def poll(self, ray_answered: bool) -> tuple[str, int, bytes, Any] | None:
+        """The address, once known (None until then); raises what went wrong when neither
+        source can say."""
+        if self.ray_ref is not None and ray_answered:
+            try:
+                return ray.get(self.ray_ref)
+            except ray.exceptions.RayError as error:
+                self.ray_ref, self.error = None, error
+        if isinstance(self.error, ray.exceptions.ActorDiedError):
+            raise self.error
+        if (self._zookeeper is None and self._read_zookeeper is not None
+                and (self.ray_ref is None or time.monotonic() - self.started >= ZOOKEEPER_AFTER_S)):
+            self._zookeeper, self._read_zookeeper = self._read_zookeeper(self.name), None
+        if self._zookeeper is not None and self._zookeeper.done():
+            found = None if self._zookeeper.exception() else self._zookeeper.result()
+            self._zookeeper = None
+            if found is not None:
+                return found.as_tuple()
+        if self.ray_ref is None and self._zookeeper is None and self._read_zookeeper is None:
+            raise self.error or HostConnectionError(
+                f"{self.name} did not say where it listens, nor did ZooKeeper")
+        return None
 
 
 class _Connection:
@@ -68,7 +121,7 @@ class _Connection:
     def __init__(self, name: str, max_answer_bytes: int) -> None:
         self.name = name
         self.sock: socket.socket | None = None
-        self.lookup: Any = None
+        self.lookup: _Lookup | None = None
         self.connected = False
         self.outgoing = bytearray()
         self.tls: TlsSession | None = None
@@ -98,8 +151,13 @@ class TcpCalls:
     connection, which goes back to the idle ones once its answer is taken. Nothing here blocks
     the caller's thread but `wait`, and that only as long as it was told to."""
 
-    def __init__(self, connect_timeout_s: float, max_answer_bytes: int) -> None:
+    def __init__(self, connect_timeout_s: float, max_answer_bytes: int,
+                 zookeeper: Callable[[], ClusterStore | None] = lambda: None) -> None:
         self.connect_timeout_s = connect_timeout_s
+        # The cluster's ZooKeeper store, if the client has one: where hosts' addresses are
+        # published (read on a thread of its own, so that `wait` never blocks on it).
+        self._zookeeper = zookeeper
+        self._zookeeper_reads: ThreadPoolExecutor | None = None
         self.max_answer_bytes = max_answer_bytes + ANSWER_SLACK_BYTES
         self._idle: dict[str, list[_Connection]] = {}
         self._looking_up: list[_Connection] = []
@@ -131,11 +189,7 @@ class TcpCalls:
         if connection.sock is None:
             # Connecting counts against the request's own deadline and the connect timeout.
             connection.deadline = min(connection.deadline, now + self.connect_timeout_s)
-            try:
-                connection.lookup = host.data_port_address.remote()
-            except ray.exceptions.RayError as error:
-                self._fail(connection, error)  # wait() hands it back at once
-                return connection
+            connection.lookup = _Lookup(name, host, self._reader())
             self._looking_up.append(connection)
         else:
             self._write(connection)
@@ -172,23 +226,35 @@ class TcpCalls:
             if woken:
                 return [key for key in keys if key.answered]
 
+    def _reader(self) -> Callable[[str], Future] | None:
+        """How to read a host's published address, if the client holds ZooKeeper."""
+        store = self._zookeeper()
+        if store is None:
+            return None
+        if self._zookeeper_reads is None:
+            self._zookeeper_reads = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="rafka-data-port-lookup")
+        reads = self._zookeeper_reads
+        return lambda name: reads.submit(read_data_port, store, name)
+
     def _take_lookups(self) -> None:
         """Connect (without blocking) each connection whose host said where it listens."""
         self._looking_up = [c for c in self._looking_up if c.lookup is not None]
         if not self._looking_up:
             return
-        ready, _ = ray.wait([c.lookup for c in self._looking_up],
-                            num_returns=len(self._looking_up), timeout=0)
-        if not ready:
-            return
-        ready_refs = set(ready)
+        refs = [c.lookup.ray_ref for c in self._looking_up
+                if c.lookup is not None and c.lookup.ray_ref is not None]
+        ready_refs = set(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) if refs else set()
         waiting = []
         for connection in self._looking_up:
-            if connection.lookup not in ready_refs:
-                waiting.append(connection)
-                continue
+            lookup = connection.lookup
+            assert lookup is not None
             try:
-                address, port, token, tls = ray.get(connection.lookup)
+                found = lookup.poll(lookup.ray_ref in ready_refs)
+                if found is None:
+                    waiting.append(connection)
+                    continue
+                address, port, token, tls = found
                 connection.lookup = None
                 if tls is not None:
                     connection.tls = TlsSession(client_context(tls))
@@ -202,7 +268,8 @@ class TcpCalls:
                 if error not in (0, errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
                     raise OSError(error, os.strerror(error))
                 self._watch(connection, selectors.EVENT_WRITE)
-            except (OSError, ray.exceptions.RayError, InvalidConfigError) as error:
+            except (OSError, ray.exceptions.RayError, InvalidConfigError,
+                    HostConnectionError) as error:
                 self._fail(connection, error)
         self._looking_up = waiting
 
@@ -310,6 +377,8 @@ class TcpCalls:
         for connection in self._looking_up:
             connection.close()
         self._looking_up.clear()
+        if self._zookeeper_reads is not None:
+            self._zookeeper_reads.shutdown(wait=False, cancel_futures=True)
         for selected in list(self._selector.get_map().values()):
             if selected.data is not None:
                 selected.data.close()

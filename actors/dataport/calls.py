@@ -8,10 +8,12 @@ answered, and gives each answer (the host method's reply) or raises what went wr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from rafka.actors.dataport.blocking_client import TcpCalls
 from rafka.actors.dataport.ray_calls import RayCalls
+from rafka.coordination.store import ClusterStore
 
 
 class HostCalls(Protocol):
@@ -43,10 +45,12 @@ class HostCalls(Protocol):
         ...
 
 
-def host_calls(transport: str, request_timeout_ms: int, max_answer_bytes: int) -> HostCalls:
+def host_calls(transport: str, request_timeout_ms: int, max_answer_bytes: int,
+               zookeeper: Callable[[], ClusterStore | None] = lambda: None) -> HostCalls:
     """The calls of a client configured with `transport` ("tcp" or "ray"): connecting waits
     up to `request_timeout_ms`, and an answer may carry `max_answer_bytes` (and a batch per
-    partition beyond)."""
+    partition beyond). Over TCP, `zookeeper` gives the cluster's store, if the client has it,
+    where a host's address is read when the host cannot say."""
     if transport == "tcp":
-        return TcpCalls(request_timeout_ms / 1000, max_answer_bytes)
+        return TcpCalls(request_timeout_ms / 1000, max_answer_bytes, zookeeper)
     return RayCalls()

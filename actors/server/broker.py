@@ -37,21 +37,18 @@ from rafka.actors.messages import (
     IsrWritten,
     LeaderAndIsrRequest,
     PartitionErrors,
-    PartitionMetadata,
     ProducerIdAndEpoch,
     UpdateMetadataRequest,
 )
+from rafka.actors.metadata_cache import MetadataCache, read_metadata
 from rafka.actors.naming import broker_name
 from rafka.actors.runtime import run_at_server_priority
 from rafka.actors.server.control_endpoint import ControlEndpoint
-from rafka.actors.server.metadata_cache import NO_CONTROLLER_EPOCH, MetadataCache
 from rafka.actors.server.replica_host_pool import ReplicaHostPool
 from rafka.actors.txn.coordinator import TransactionCoordinator
 from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
-from rafka.common.sentinels import NO_LEADER, UNDEFINED_EPOCH
 from rafka.common.topic_partition import TopicPartition
 from rafka.common.waiting import wait_until_async
-from rafka.coordination import layout
 from rafka.coordination.broker_config import read_broker_config
 from rafka.coordination.election import ControllerElection
 from rafka.coordination.errors import (
@@ -60,9 +57,9 @@ from rafka.coordination.errors import (
     StaleVersionError,
     ZNodeExistsError,
 )
-from rafka.coordination.models import BrokerInfo, PartitionState, TopicAssignment, Versioned
+from rafka.coordination.models import BrokerInfo, PartitionState, Versioned
 from rafka.coordination.partition_state import PartitionStateStore
-from rafka.coordination.registration import BrokerRegistration, read_brokers
+from rafka.coordination.registration import BrokerRegistration
 from rafka.coordination.security import ClusterCredentials, as_credentials
 from rafka.coordination.store import ClusterStore, SessionEvent
 from rafka.coordination.watches import ClusterWatches
@@ -675,33 +672,6 @@ def _write_isr_changes(
         with contextlib.suppress(CoordinationError):
             states.write_isr_change_notification(written)
     return replies
-
-
-def read_metadata(store: ClusterStore, topics: list[str] | None = None) -> UpdateMetadataRequest:
-    """The cluster's metadata (of `topics` only, if given) as ZooKeeper holds it now, as an
-    UpdateMetadata of no controller (any controller's own update replaces it): each topic's
-    partition states read pipelined."""
-    brokers = read_brokers(store)
-    states_store = PartitionStateStore(store)
-    controller = store.read_optional(layout.CONTROLLER)
-    partitions: dict[TopicPartition, PartitionMetadata] = {}
-    for topic in store.children_or_empty(layout.TOPICS) if topics is None else topics:
-        assignment = store.read_optional(layout.topic_path(topic))
-        if assignment is None:
-            continue
-        assigned = TopicAssignment.from_json(assignment.value).partitions
-        states = states_store.read_partition_states(topic, assigned)
-        for partition, replicas in assigned.items():
-            state = states[partition]
-            partitions[TopicPartition(topic, partition)] = PartitionMetadata(
-                state.value.leader if state else NO_LEADER,
-                state.value.leader_epoch if state else UNDEFINED_EPOCH,
-                tuple(state.value.isr) if state else (), tuple(replicas),
-                state.version if state else -1)
-    return UpdateMetadataRequest(
-        controller_id=controller.value["brokerid"] if controller else -1,
-        controller_epoch=NO_CONTROLLER_EPOCH, brokers=brokers, partitions=partitions,
-        full=topics is None)
 
 
 # Ray's typed overloads of `remote` leave out actor options such as max_concurrency.

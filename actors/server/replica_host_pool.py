@@ -5,7 +5,9 @@ controller's LeaderAndIsr, StopReplica and topic config changes to them. Here th
 in ReplicaHost actors on the broker's own Ray node (`num.replica.hosts`; which host holds a
 partition is `rafka.actors.naming`'s), so the pool creates those hosts, hands each its share of
 a request in one call (all hosts at once), watches each host's lifeline, and recreates a host
-that died, giving it back the replicas it held as ZooKeeper has them now.
+that died, giving it back the replicas it held as ZooKeeper has them now. Each host's data
+port address is published in ZooKeeper once the host listens (`rafka.coordination.data_ports`),
+for callers that cannot reach it through Ray.
 
 It runs on the broker actor's event loop; the `Broker` keeps the life cycle, the ZooKeeper
 session, the controller it may host and the metadata, and delegates the replicas here.
@@ -33,6 +35,7 @@ from rafka.actors.messages import (
 from rafka.actors.naming import partition_log_dir, replica_host_name
 from rafka.actors.server.replica_host import ReplicaHostActor
 from rafka.common.topic_partition import TopicPartition
+from rafka.coordination.data_ports import DataPortAddress, publish_data_port
 from rafka.coordination.partition_state import PartitionStateStore
 from rafka.coordination.registration import read_brokers
 from rafka.coordination.store import ClusterStore
@@ -206,6 +209,7 @@ class ReplicaHostPool:
         the same leader epochs included.
         """
         try:
+            await self._publish_data_port(name, handle)
             await handle.lifeline.remote()
         except asyncio.CancelledError:
             raise
@@ -215,6 +219,19 @@ class ReplicaHostPool:
                             self.broker_id, type(error).__name__)
                 self.hosts.pop(name, None)
                 await self._recreate_host(name)
+
+    async def _publish_data_port(self, name: str, handle: Any) -> None:
+        """Publish where the host `name` listens (a host that dies meanwhile is recreated, and
+        its successor published, by the watch)."""
+        store = self._store()
+        if store is None:
+            return
+        try:
+            address = DataPortAddress(*await handle.data_port_address.remote())
+            await asyncio.to_thread(publish_data_port, store, name, address)
+        except Exception as error:  # its clients still find it through Ray
+            log.warning("replica host %s of broker %d: its data port address is not published "
+                        "(%r)", name, self.broker_id, error)
 
     async def _recreate_host(self, name: str) -> None:
         """Give a host its replicas again, as ZooKeeper has them now (after the host was

@@ -14,9 +14,10 @@ import psutil
 import pytest
 import ray
 
-from rafka.actors.dataport import frames
+from rafka.actors.dataport import blocking_client, frames
 from rafka.actors.errors import raise_for
-from rafka.actors.messages import ReplicaFetchPartition
+from rafka.actors.messages import OffsetQuery, ReplicaFetchPartition
+from rafka.common.sentinels import LATEST_TIMESTAMP
 from rafka.logstore.batch import build_batch
 from tests.support.faults import paused
 from tests.support.replicas import ReplicaOnHost
@@ -264,3 +265,42 @@ def test_clients_connecting_to_a_paused_host_go_on_with_the_other_hosts(start_cl
     assert [r.value for r in read_all(consumer, 1)] == [b"held"]
     producer.close()
     consumer.close()
+
+
+@ray.remote(num_cpus=0)
+class _Unanswering:
+    """A stand-in for a host handle Ray routes nowhere (its caller's GCS connection half-open
+    after a fault): a call to it never comes back."""
+
+    def data_port_address(self) -> None:
+        time.sleep(3600)
+
+
+def test_a_host_that_ray_cannot_reach_is_found_where_its_broker_published_it(
+        cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster.create_topic("published", partitions=1, replication_factor=1)
+    producer = cluster.producer(acks=1)
+    for number in range(3):
+        producer.send("published", value=b"%d" % number).result(timeout=30)
+    producer.close()
+    host_name = ReplicaOnHost(cluster, "published", 0).host_name
+    monkeypatch.setattr(blocking_client, "ZOOKEEPER_AFTER_S", 0.2)
+    unanswering = _Unanswering.remote()
+    query = ([OffsetQuery("published", 0, LATEST_TIMESTAMP, False)],)
+    with_zookeeper = blocking_client.TcpCalls(30, 1 << 20, lambda: cluster.store)
+    without = blocking_client.TcpCalls(2, 1 << 20)
+    try:
+        found = with_zookeeper.send(host_name, unanswering, frames.LIST_OFFSETS, query,
+                                    timeout_s=10)
+        assert with_zookeeper.wait([found], 10) == [found]
+        assert raise_for(with_zookeeper.result(found)[0]).offset == 3
+        # Without ZooKeeper the request has only the host's silence to go on: it fails once
+        # the connect timeout is up, and the client asks for the leaders again.
+        lost = without.send(host_name, unanswering, frames.LIST_OFFSETS, query, timeout_s=10)
+        assert without.wait([lost], 10) == [lost]
+        with pytest.raises(blocking_client.HostConnectionError):
+            without.result(lost)
+    finally:
+        with_zookeeper.close()
+        without.close()
+        ray.kill(unanswering)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rafka.actors.messages import PartitionMetadata, UpdateMetadataRequest
+from rafka.actors.metadata_cache import MetadataCache
 from rafka.actors.naming import replica_host_name
-from rafka.actors.server.metadata_cache import MetadataCache
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.models import BrokerInfo
 

@@ -16,7 +16,13 @@ from typing import Any
 
 from rafka.actors.messages import PartitionMetadata, UpdateMetadataRequest
 from rafka.actors.naming import replica_host_name
-from rafka.coordination.models import BrokerInfo
+from rafka.common.sentinels import NO_LEADER, UNDEFINED_EPOCH
+from rafka.common.topic_partition import TopicPartition
+from rafka.coordination import layout
+from rafka.coordination.models import BrokerInfo, TopicAssignment
+from rafka.coordination.partition_state import PartitionStateStore
+from rafka.coordination.registration import read_brokers
+from rafka.coordination.store import ClusterStore
 from rafka.wire.listeners import CLIENT_LISTENER, parse_listener
 
 NO_CONTROLLER_EPOCH = -1
@@ -102,3 +108,30 @@ class MetadataCache:
             "isr": list(state.isr),
             "replicas": list(state.replicas),
         }
+
+
+def read_metadata(store: ClusterStore, topics: list[str] | None = None) -> UpdateMetadataRequest:
+    """The cluster's metadata (of `topics` only, if given) as ZooKeeper holds it now, as an
+    UpdateMetadata of no controller (any controller's own update replaces it): each topic's
+    partition states read pipelined."""
+    brokers = read_brokers(store)
+    states_store = PartitionStateStore(store)
+    controller = store.read_optional(layout.CONTROLLER)
+    partitions: dict[TopicPartition, PartitionMetadata] = {}
+    for topic in store.children_or_empty(layout.TOPICS) if topics is None else topics:
+        assignment = store.read_optional(layout.topic_path(topic))
+        if assignment is None:
+            continue
+        assigned = TopicAssignment.from_json(assignment.value).partitions
+        states = states_store.read_partition_states(topic, assigned)
+        for partition, replicas in assigned.items():
+            state = states[partition]
+            partitions[TopicPartition(topic, partition)] = PartitionMetadata(
+                state.value.leader if state else NO_LEADER,
+                state.value.leader_epoch if state else UNDEFINED_EPOCH,
+                tuple(state.value.isr) if state else (), tuple(replicas),
+                state.version if state else -1)
+    return UpdateMetadataRequest(
+        controller_id=controller.value["brokerid"] if controller else -1,
+        controller_epoch=NO_CONTROLLER_EPOCH, brokers=brokers, partitions=partitions,
+        full=topics is None)
