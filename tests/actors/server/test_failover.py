@@ -12,6 +12,7 @@ import pytest
 import ray
 
 from rafka import Cluster, RafkaError
+from rafka.actors.clients.producer import Producer
 from rafka.actors.errors import (
     BrokerUnavailableError,
     ErrorCode,
@@ -298,13 +299,14 @@ def test_clients_find_brokers_that_came_back_after_every_broker_they_knew_died(
 
 
 def test_send_waits_for_metadata_while_no_broker_answers(start_cluster) -> None:
+    # A producer made outside a Cluster handle has only the brokers to ask.
     cluster = start_cluster(1)
     cluster.create_topic("patient", partitions=1, replication_factor=1)
     cluster.kill_broker(0)
     restarter = threading.Timer(2.0, cluster.start_broker, args=(0,))
     restarter.start()
     try:
-        producer = cluster.producer(acks=1)  # no metadata yet, and no broker to ask
+        producer = Producer(cluster.namespace, acks=1)  # no metadata yet, no broker to ask
         started = time.monotonic()
         future = producer.send("patient", value=b"v")  # waits up to max.block.ms (60 s)
         assert time.monotonic() - started >= 1.0
@@ -313,9 +315,27 @@ def test_send_waits_for_metadata_while_no_broker_answers(start_cluster) -> None:
     finally:
         restarter.join()
     cluster.kill_broker(0)
-    hasty = cluster.producer(acks=1, max_block_ms=300)
+    hasty = Producer(cluster.namespace, acks=1, max_block_ms=300)
     started = time.monotonic()
     with pytest.raises(BrokerUnavailableError, match="answered a metadata request"):
         hasty.send("patient", value=b"v")
     assert 0.3 <= time.monotonic() - started < 10
     hasty.close()
+
+
+def test_a_clusters_producer_learns_the_topic_from_zookeeper_while_no_broker_answers(
+        start_cluster) -> None:
+    # The cluster's own producer reads the partition count where the controller wrote it, so
+    # the send is queued at once; the record goes once a broker leads the partition again.
+    cluster = start_cluster(1)
+    cluster.create_topic("patient", partitions=1, replication_factor=1)
+    cluster.kill_broker(0)
+    producer = cluster.producer(acks=1, max_block_ms=300)
+    try:
+        future = producer.send("patient", value=b"v")
+        assert producer.metadata.zookeeper_answers >= 1
+        assert not future.done()
+        cluster.start_broker(0)
+        assert future.result(60).offset == 0
+    finally:
+        producer.close()
