@@ -17,6 +17,9 @@ log = logging.getLogger(__name__)
 
 # The nice value of a server process: the machine's default, as a Kafka broker's JVM has.
 SERVER_NICENESS = 0
+# How long a client waits for a broker's or a host's answer through Ray before it reads
+# ZooKeeper instead (a process whose GCS connection is half-open waits on Ray for minutes).
+ZOOKEEPER_AFTER_S = 3.0
 
 # Spark 3.5 on Java 17 needs these opens (Spark's own list, plus what Ray's Java serializer, FST,
 # reflects over in RayDP's app master). `java.math` is a package of the `java.base` module.

@@ -86,14 +86,6 @@ def cluster_acl(
     return acl
 
 
-def private_acl(credentials: ClusterCredentials | None) -> list[ACL]:
-    """The ACL of a znode holding a secret: only the credentials' holder may read it (open to
-    anyone in a cluster without credentials, as every znode of such a cluster is)."""
-    if credentials is None:
-        return list(OPEN_ACL_UNSAFE)
-    return [make_digest_acl(credentials.user, credentials.password, all=True)]
-
-
 def as_credentials(credentials: ClusterCredentials | str | None) -> ClusterCredentials | None:
     """Accept credentials as an object, as `user:password`, or None."""
     if credentials is None or isinstance(credentials, ClusterCredentials):

@@ -71,7 +71,6 @@ from rafka.coordination.security import (
     ClusterCredentials,
     as_credentials,
     cluster_acl,
-    private_acl,
 )
 from rafka.coordination.serial import SerialExecutor
 from rafka.coordination.zookeeper_tls import client_tls
@@ -599,7 +598,7 @@ class ClusterStore:
         """
         data = b"" if value is None else encode(value)
         client = self.client
-        acl = private_acl(self.credentials) if private else self.acl
+        acl = cluster_acl(self.credentials, AclPolicy.CLOSED) if private else self.acl
 
         def start() -> Any:
             return client.create_async(

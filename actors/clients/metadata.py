@@ -34,14 +34,11 @@ from rafka.actors.errors import (
 )
 from rafka.actors.metadata_cache import MetadataCache, read_metadata
 from rafka.actors.naming import broker_id_of, broker_name
-from rafka.actors.runtime import named_actors
+from rafka.actors.runtime import ZOOKEEPER_AFTER_S, named_actors
 from rafka.coordination.store import ClusterStore
 from rafka.coordination.validation import validate_topic_name
 
 log = logging.getLogger(__name__)
-
-# How long the brokers have to answer a metadata request before ZooKeeper is read instead.
-ZOOKEEPER_AFTER_S = 3.0
 
 
 class ClientMetadata:

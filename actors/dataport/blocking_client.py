@@ -42,6 +42,7 @@ from rafka.actors.dataport import frames
 from rafka.actors.dataport.frames import FrameError, FrameReader
 from rafka.actors.dataport.tls import TlsSession, client_context
 from rafka.actors.errors import RafkaError
+from rafka.actors.runtime import ZOOKEEPER_AFTER_S
 from rafka.common.config import InvalidConfigError
 from rafka.coordination.data_ports import read_data_port
 from rafka.coordination.store import ClusterStore
@@ -52,8 +53,6 @@ ANSWER_SLACK_BYTES = 64 * 1024 * 1024
 READ_CHUNK_BYTES = 1024 * 1024
 # How often `wait` looks whether a host said where it listens.
 LOOKUP_POLL_S = 0.002
-# How long a host has to say where it listens before ZooKeeper is read too.
-ZOOKEEPER_AFTER_S = 3.0
 
 
 class HostConnectionError(RafkaError):

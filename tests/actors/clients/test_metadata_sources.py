@@ -6,7 +6,7 @@ hosts stay what they were while no broker can answer a metadata request."""
 from __future__ import annotations
 
 from rafka import Cluster
-from tests.support.faults import broker_pids, host_pids, paused
+from tests.support.faults import broker_pids, paused
 
 # Well under the brokers' ZooKeeper session (4 s in the tests): no leader moves meanwhile.
 SILENCE_S = 2.5
@@ -14,11 +14,7 @@ SILENCE_S = 2.5
 
 def _broker_processes(cluster: Cluster) -> list[int]:
     """Each broker actor's own process (not its replica hosts')."""
-    pids = []
-    for broker in (found["id"] for found in cluster.brokers()):
-        hosts = set(host_pids(cluster, broker))
-        pids += [pid for pid in broker_pids(cluster, broker) if pid not in hosts]
-    return pids
+    return [broker_pids(cluster, found["id"])[0] for found in cluster.brokers()]
 
 
 def test_a_producer_reads_its_leaders_from_zookeeper_while_every_broker_is_silent(
