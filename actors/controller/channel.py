@@ -247,14 +247,22 @@ class ControllerChannel:
                 calls[broker] = sender.stop_replicas(self.epoch, partitions, delete)
         return await answers_of(calls, what)
 
-    async def update_topic_config(self, brokers: list[int], topic: str,
-                                  config: dict[str, str]) -> None:
-        """A topic's new config to `brokers` (live ones holding its replicas)."""
+    async def update_topic_config(self, partitions_of: Mapping[int, set[TopicPartition]],
+                                  topic: str, config: dict[str, str]) -> None:
+        """A topic's new config to the live brokers holding its replicas (`partitions_of`,
+        the topic's partitions on each). A broker that does not apply it, or does not answer
+        in time (its connection failed, or it was cut off), is sent its partitions'
+        LeaderAndIsr again at the next resend: a LeaderAndIsr carries the topic's config."""
         calls = {}
-        for broker in brokers:
+        for broker in sorted(partitions_of):
             sender = self.sender(broker)
-            if sender is not None:
+            if sender is None:
+                self.leader_and_isr_behind.setdefault(broker, set()).update(partitions_of[broker])
+            else:
                 calls[broker] = sender.update_topic_config(self.epoch, topic, config)
-        for reply in (await answers_of(calls, f"the config of {topic}")).values():
-            if not_applied(reply):
-                log.warning("the config of %s not applied everywhere: %r", topic, reply)
+        for broker, reply in (await answers_of(calls, f"the config of {topic}")).items():
+            if not_applied(reply) and code_of(reply) != ErrorCode.STALE_CONTROLLER_EPOCH:
+                log.warning("the config of %s not applied by broker %d (%r): sending its "
+                            "LeaderAndIsr again", topic, broker, reply)
+                self.leader_and_isr_behind.setdefault(broker, set()).update(
+                    partitions_of[broker])

@@ -434,7 +434,8 @@ class Controller:
         """A topic's config changed (`Cluster.alter_topic_config`, `rafka topics alter`): the
         brokers holding its replicas apply it to their logs now, as Kafka's brokers do on a
         config change notification. A broker down meanwhile gets it with its next LeaderAndIsr,
-        which carries the config."""
+        which carries the config, and so does one that did not apply it (the channel sends
+        it LeaderAndIsr again)."""
         topic = event.topic
         if event.config is None or topic not in self.assignments:
             return  # the topic is being deleted
@@ -449,8 +450,12 @@ class Controller:
                         error)
             return
         self.raw_configs[topic], self.configs[topic] = raw, config
-        brokers = self.assignments[topic].brokers & set(self.live)
-        await self.channel.update_topic_config(sorted(brokers), topic, raw)
+        partitions_of: dict[int, set[TopicPartition]] = {}
+        for partition, replicas in self.assignments[topic].partitions.items():
+            for broker in replicas:
+                if broker in self.live:
+                    partitions_of.setdefault(broker, set()).add(TopicPartition(topic, partition))
+        await self.channel.update_topic_config(partitions_of, topic, raw)
         log.info("controller %d: %s config now %s", self.broker_id, topic, raw)
 
     async def _on_isr_changes(self, event: IsrChangesNotified) -> None:
