@@ -138,6 +138,22 @@ async def _produce_each(
         *(produce_one(replicas, broker_id, request, acks, timeout_ms) for request in requests)))
 
 
+def published_by(handles: ActorHandles, own_broker: str) -> Callable[[str], PublishedAddress]:
+    """Where a leader host's broker published its data port, asked of this host's own broker
+    (`own_broker`, on this node, with the ZooKeeper session): for a follower whose Ray cannot
+    reach a restarted leader host."""
+
+    def published(leader_host: str) -> PublishedAddress:
+        async def read() -> DataPortAddress | None:
+            broker = await handles.get(own_broker)
+            found = await broker.published_data_port.remote(leader_host)
+            return None if found is None else tuple(found)  # type: ignore[return-value]
+
+        return read
+
+    return published
+
+
 class ReplicaHost:
     """Hosts replicas of broker `broker_id`; created by that broker on its node."""
 
@@ -176,9 +192,9 @@ class ReplicaHost:
                 self.config.security_inter_broker_protocol, self.config.ssl_keystore_location,
                 self.config.ssl_truststore_location, self.config.ssl_key_password))
         self._handles = ActorHandles(namespace)
-        self.fetchers = ReplicaFetcherManager(broker_id, self.config, self._handles.get,
-                                              self._handles.forget_if_dead,
-                                              self._published_data_port)
+        self.fetchers = ReplicaFetcherManager(
+            broker_id, self.config, self._handles.get, self._handles.forget_if_dead,
+            published_by(self._handles, broker_name(broker_id)))
         # This host's broker, reached when an ISR changes: looked up and called once now,
         # while Ray's GCS answers, so that an ISR shrinks while it does not (its head
         # restarting) as well.
@@ -421,18 +437,6 @@ class ReplicaHost:
         token a connection must open with (only callers of this actor learn it), and the TLS
         it speaks (None: none)."""
         return await self._data_port.start()
-
-    def _published_data_port(self, leader_host: str) -> PublishedAddress:
-        """Where `leader_host`'s broker published its data port, asked of this host's own
-        broker (on this node, with the ZooKeeper session): for a follower whose Ray cannot
-        reach a restarted leader host."""
-
-        async def read() -> DataPortAddress | None:
-            broker = await self._handles.get(broker_name(self.broker_id))
-            found = await broker.published_data_port.remote(leader_host)
-            return None if found is None else tuple(found)  # type: ignore[return-value]
-
-        return read
 
     async def wake_session(self, follower_id: int, session_id: int) -> None:
         """The follower has a new partition to list: answer its waiting fetch now (or, if
