@@ -8,8 +8,7 @@ write to or read from (`rafka.actors.dataport.blocking_client`), and a broker's 
 keeps its own to its hosts (`rafka.actors.dataport.async_client.HostConnections`); each
 connection carries one request at a time, as Kafka's broker serves a connection. The port hands
 each request to the host's own method (`produce`, `produce_kafka`, `replica_fetch`, `fetch`,
-`fetch_kafka`, `list_offsets`, `fetch_offsets` or `offsets_for_leader_epoch`, the same calls Ray
-would make) and writes the
+`fetch_kafka`, `list_offsets` or `fetch_offsets`, the same calls Ray would make) and writes the
 answer back as soon as it is ready. Frames and their checks are in
 `rafka.actors.dataport.frames`. A connection that opens with a wrong token, or sends anything
 that is not a request, is closed; nothing it sent is acted on.
@@ -26,9 +25,11 @@ makes another: no fetch waits on a dead connection for longer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import secrets
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,13 +41,11 @@ from rafka.actors.dataport.frames import (
     KafkaFetchRequest,
     KafkaProduceRequest,
     ListOffsetsRequest,
-    OffsetsForLeaderEpochRequest,
     ProduceRequest,
     ReplicaFetchRequest,
 )
 from rafka.actors.dataport.tls import DataPortTls, server_context
 from rafka.actors.messages import CommittedOffsets, ErrorReply, ReplicaFetchResponse
-from rafka.common.serving import serving
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +61,18 @@ async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
     return await reader.readexactly(frames.frame_length(header, limit))
 
 
+def no_delay(writer: asyncio.StreamWriter) -> None:
+    """Small frames go at once: a fetch's answer is often a few hundred bytes."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class DataPort:
     """Serves a host's `produce`, `produce_kafka`, `replica_fetch`, `fetch`, `fetch_kafka`,
-    `list_offsets`, `fetch_offsets` and `offsets_for_leader_epoch` on `host`, any free
-    port; a request may be `max_request_bytes` long (the broker's socket.request.max.bytes);
-    with `tls`, over mutual TLS."""
+    `list_offsets` and `fetch_offsets` on `host`, any free port; a request may be
+    `max_request_bytes` long (the broker's socket.request.max.bytes); with `tls`, over
+    mutual TLS."""
 
     def __init__(self, host: str, max_request_bytes: int, *,
                  produce: Callable[..., Awaitable[list[Any]]],
@@ -76,7 +82,6 @@ class DataPort:
                  fetch_kafka: Callable[..., Awaitable[list[Any]]],
                  list_offsets: Callable[..., Awaitable[list[Any]]],
                  fetch_offsets: Callable[..., Awaitable[CommittedOffsets | ErrorReply]],
-                 offsets_for_leader_epoch: Callable[..., Awaitable[list[Any]]],
                  tls: DataPortTls | None = None) -> None:
         self.host = host
         self.tls = tls
@@ -85,8 +90,7 @@ class DataPort:
             ProduceRequest: produce, KafkaProduceRequest: produce_kafka,
             ReplicaFetchRequest: replica_fetch, ConsumerFetchRequest: fetch,
             KafkaFetchRequest: fetch_kafka, ListOffsetsRequest: list_offsets,
-            FetchOffsetsRequest: fetch_offsets,
-            OffsetsForLeaderEpochRequest: offsets_for_leader_epoch}
+            FetchOffsetsRequest: fetch_offsets}
         self.token = secrets.token_bytes(16)
         self.port: int | None = None
         self._server: asyncio.Server | None = None
@@ -114,7 +118,10 @@ class DataPort:
             writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        async with serving(writer, self._connections, (FrameError,), log, "data port"):
+        no_delay(writer)
+        self._connections.add(writer)
+        peer = writer.get_extra_info("peername")
+        try:
             token = frames.read_hello(await asyncio.wait_for(
                 read_frame(reader, frames.MAX_REQUEST_BYTES), HELLO_TIMEOUT_S))
             if not hmac.compare_digest(token, self.token):
@@ -125,4 +132,15 @@ class DataPort:
                 reply = await self._methods[type(request)](*request)
                 writer.write(frames.ANSWERS[type(request)](reply))
                 await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
+            pass  # the client went (or never spoke): it connects again when it needs to
+        except FrameError as error:
+            log.warning("closing a data port connection from %s: %s", peer, error)
+        except Exception:  # a bug: this connection goes, the port and the others stay
+            log.exception("a data port connection from %s failed", peer)
+        finally:
+            self._connections.discard(writer)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
 

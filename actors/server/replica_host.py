@@ -35,7 +35,6 @@ import ray
 
 from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
-from rafka.actors.dataport.async_client import DataPortAddress, PublishedAddress
 from rafka.actors.dataport.server import DataPort
 from rafka.actors.dataport.tls import DataPortTls, data_port_tls
 from rafka.actors.errors import ErrorCode, error_reply
@@ -138,22 +137,6 @@ async def _produce_each(
         *(produce_one(replicas, broker_id, request, acks, timeout_ms) for request in requests)))
 
 
-def published_by(handles: ActorHandles, own_broker: str) -> Callable[[str], PublishedAddress]:
-    """Where a leader host's broker published its data port, asked of this host's own broker
-    (`own_broker`, on this node, with the ZooKeeper session): for a follower whose Ray cannot
-    reach a restarted leader host."""
-
-    def published(leader_host: str) -> PublishedAddress:
-        async def read() -> DataPortAddress | None:
-            broker = await handles.get(own_broker)
-            found = await broker.published_data_port.remote(leader_host)
-            return None if found is None else tuple(found)  # type: ignore[return-value]
-
-        return read
-
-    return published
-
-
 class ReplicaHost:
     """Hosts replicas of broker `broker_id`; created by that broker on its node."""
 
@@ -186,15 +169,12 @@ class ReplicaHost:
             replica_fetch=own.replica_fetch.__get__(self), fetch=own.fetch.__get__(self),
             fetch_kafka=own.fetch_kafka.__get__(self),
             list_offsets=own.list_offsets.__get__(self),
-            fetch_offsets=own.fetch_offsets.__get__(self),
-            offsets_for_leader_epoch=own.offsets_for_leader_epoch.__get__(self),
-            tls=data_port_tls(
+            fetch_offsets=own.fetch_offsets.__get__(self), tls=data_port_tls(
                 self.config.security_inter_broker_protocol, self.config.ssl_keystore_location,
                 self.config.ssl_truststore_location, self.config.ssl_key_password))
         self._handles = ActorHandles(namespace)
-        self.fetchers = ReplicaFetcherManager(
-            broker_id, self.config, self._handles.get, self._handles.forget_if_dead,
-            published_by(self._handles, broker_name(broker_id)))
+        self.fetchers = ReplicaFetcherManager(broker_id, self.config, self._handles.get,
+                                              self._handles.forget_if_dead)
         # This host's broker, reached when an ISR changes: looked up and called once now,
         # while Ray's GCS answers, so that an ISR shrinks while it does not (its head
         # restarting) as well.
