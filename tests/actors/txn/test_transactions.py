@@ -162,7 +162,9 @@ def test_a_coordinator_that_leads_its_partition_again_ends_what_it_had_prepared(
     sees the new load, and if nobody else ends it the transaction stays prepared for good, and
     the producer's next one is refused CONCURRENT_TRANSACTIONS."""
     transactional_id = f"regained-{uuid.uuid4().hex}"
-    producer = cluster.producer(transactional_id=transactional_id, max_block_ms=20_000)
+    # max.block.ms as Kafka sets it: a fresh cluster on a loaded machine may take more than
+    # 20 s to create `__transaction_state` and elect its leaders.
+    producer = cluster.producer(transactional_id=transactional_id)
     try:
         producer.init_transactions()
         state_partition = transaction_state_partition(
