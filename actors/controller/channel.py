@@ -159,7 +159,7 @@ class ControllerChannel:
             sent = {TopicPartition(r.topic, r.partition) for r in batch}
             sender = self.sender(broker)
             if sender is None:
-                self.leader_and_isr_behind.setdefault(broker, set()).update(sent)
+                self._resend_later(broker, sent)
                 continue
             calls[broker] = asyncio.ensure_future(sender.leader_and_isr(self.epoch, batch))
             calls[broker].add_done_callback(functools.partial(
@@ -189,7 +189,11 @@ class ControllerChannel:
             return
         log.info("controller %d: broker %d did not apply LeaderAndIsr of %d partitions (%r): "
                  "sending it again", self.controller_id, broker, len(sent), failure or reply)
-        self.leader_and_isr_behind.setdefault(broker, set()).update(sent)
+        self._resend_later(broker, sent)
+
+    def _resend_later(self, broker: int, partitions: set[TopicPartition]) -> None:
+        """`broker` is sent these partitions' LeaderAndIsr again at the next resend."""
+        self.leader_and_isr_behind.setdefault(broker, set()).update(partitions)
 
     def take_leader_and_isr_behind(self) -> dict[int, set[TopicPartition]]:
         """What each broker did not apply, to send again now; forgotten here meanwhile."""
@@ -257,12 +261,11 @@ class ControllerChannel:
         for broker in sorted(partitions_of):
             sender = self.sender(broker)
             if sender is None:
-                self.leader_and_isr_behind.setdefault(broker, set()).update(partitions_of[broker])
+                self._resend_later(broker, partitions_of[broker])
             else:
                 calls[broker] = sender.update_topic_config(self.epoch, topic, config)
         for broker, reply in (await answers_of(calls, f"the config of {topic}")).items():
             if not_applied(reply) and code_of(reply) != ErrorCode.STALE_CONTROLLER_EPOCH:
                 log.warning("the config of %s not applied by broker %d (%r): sending its "
                             "LeaderAndIsr again", topic, broker, reply)
-                self.leader_and_isr_behind.setdefault(broker, set()).update(
-                    partitions_of[broker])
+                self._resend_later(broker, partitions_of[broker])
