@@ -78,6 +78,7 @@ from rafka import Cluster
 from rafka.actors.clients.producer import RecordFuture, SentRecords
 from rafka.actors.path_trace import HOPS, SentRequest, TracedRecord, hop_breakdown
 from rafka.actors.runtime import init_ray
+from rafka.common.serving import no_delay
 
 # Each record's first bytes: when it was due, and when the producer got to it (monotonic ns).
 STAMPS = struct.Struct("<qq")
@@ -333,7 +334,7 @@ class SocketHop(ArrivalLog):
         """Connect to the next hop (None: this is the last), listen; returns the port."""
         if next_port is not None:
             _reader, self.next_hop = await asyncio.open_connection("127.0.0.1", next_port)
-            _no_delay(self.next_hop)
+            no_delay(self.next_hop)
         self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
         return self.server.sockets[0].getsockname()[1]
 
@@ -341,7 +342,7 @@ class SocketHop(ArrivalLog):
         """Pass on whatever bytes have come, as they come (a hop between two others need not
         find the frames: it forwards what is there in one write, as a replication stream
         would); the last hop reads the frames."""
-        _no_delay(writer)
+        no_delay(writer)
         if self.next_hop is not None:
             while data := await reader.read(1 << 20):
                 self.next_hop.write(data)
@@ -355,10 +356,6 @@ class SocketHop(ArrivalLog):
             now = time.monotonic_ns()
             for at in range(0, len(body), self.record_size):
                 self.keep(int.from_bytes(body[at:at + 8], "little", signed=True), now)
-
-
-def _no_delay(writer: asyncio.StreamWriter) -> None:
-    writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def start_sender(args: list[str]) -> tuple[subprocess.Popen, int]:

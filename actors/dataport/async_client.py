@@ -11,10 +11,11 @@ import asyncio
 from typing import Any
 
 from rafka.actors.dataport import frames
-from rafka.actors.dataport.server import no_delay, read_frame
+from rafka.actors.dataport.server import read_frame
 from rafka.actors.dataport.tls import DataPortTls, client_context
 from rafka.actors.messages import ErrorReply, ReplicaFetchResponse
 from rafka.common.errors import RafkaError
+from rafka.common.serving import no_delay
 from rafka.common.waiting import wait_within
 
 DataPortAddress = tuple[str, int, bytes, DataPortTls | None]

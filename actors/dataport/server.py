@@ -25,11 +25,9 @@ makes another: no fetch waits on a dead connection for longer.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import logging
 import secrets
-import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -46,6 +44,7 @@ from rafka.actors.dataport.frames import (
 )
 from rafka.actors.dataport.tls import DataPortTls, server_context
 from rafka.actors.messages import CommittedOffsets, ErrorReply, ReplicaFetchResponse
+from rafka.common.serving import serving
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +58,6 @@ async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
     """The next frame's body (IncompleteReadError at the end of the stream)."""
     header = await reader.readexactly(frames.LENGTH.size)
     return await reader.readexactly(frames.frame_length(header, limit))
-
-
-def no_delay(writer: asyncio.StreamWriter) -> None:
-    """Small frames go at once: a fetch's answer is often a few hundred bytes."""
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class DataPort:
@@ -118,10 +110,7 @@ class DataPort:
             writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        no_delay(writer)
-        self._connections.add(writer)
-        peer = writer.get_extra_info("peername")
-        try:
+        async with serving(writer, self._connections, (FrameError,), log, "data port"):
             token = frames.read_hello(await asyncio.wait_for(
                 read_frame(reader, frames.MAX_REQUEST_BYTES), HELLO_TIMEOUT_S))
             if not hmac.compare_digest(token, self.token):
@@ -132,15 +121,4 @@ class DataPort:
                 reply = await self._methods[type(request)](*request)
                 writer.write(frames.ANSWERS[type(request)](reply))
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
-            pass  # the client went (or never spoke): it connects again when it needs to
-        except FrameError as error:
-            log.warning("closing a data port connection from %s: %s", peer, error)
-        except Exception:  # a bug: this connection goes, the port and the others stay
-            log.exception("a data port connection from %s failed", peer)
-        finally:
-            self._connections.discard(writer)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
 

@@ -14,16 +14,15 @@ is ready; a stale controller epoch is refused by the handlers, as over Ray.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import logging
-import socket
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from rafka.actors.controller import control_frames
 from rafka.actors.controller.control_frames import ControlAnswer, ControlFrameError
+from rafka.common.serving import serving
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +79,7 @@ class ControlEndpoint:
         return await self.start()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._connections.add(writer)
-        peer = writer.get_extra_info("peername")
-        try:
+        async with serving(writer, self._connections, (ControlFrameError,), log, "control"):
             token = control_frames.read_hello(await asyncio.wait_for(
                 self._read_frame(reader), HELLO_TIMEOUT_S))
             if not hmac.compare_digest(token, self.token):
@@ -96,17 +90,6 @@ class ControlEndpoint:
                 answer = await self._apply(request)
                 writer.write(control_frames.encode_answer(request.correlation_id, answer))
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
-            pass  # the controller went (or never spoke): it connects again when it needs to
-        except ControlFrameError as error:
-            log.warning("closing a control connection from %s: %s", peer, error)
-        except Exception:  # a bug: this connection goes, the endpoint and the others stay
-            log.exception("a control connection from %s failed", peer)
-        finally:
-            self._connections.discard(writer)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
 
     async def _apply(self, request: control_frames.ControlRequest) -> ControlAnswer:
         handler = self.handlers[request.method]
