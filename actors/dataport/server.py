@@ -44,7 +44,7 @@ from rafka.actors.dataport.frames import (
 )
 from rafka.actors.dataport.tls import DataPortTls, server_context
 from rafka.actors.messages import CommittedOffsets, ErrorReply, ReplicaFetchResponse
-from rafka.common.serving import serving
+from rafka.common.serving import Listener
 
 log = logging.getLogger(__name__)
 
@@ -84,33 +84,21 @@ class DataPort:
             KafkaFetchRequest: fetch_kafka, ListOffsetsRequest: list_offsets,
             FetchOffsetsRequest: fetch_offsets}
         self.token = secrets.token_bytes(16)
-        self.port: int | None = None
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.StreamWriter] = set()
+        self._listener = Listener(host, self._serve, HELLO_TIMEOUT_S)
 
     async def start(self) -> tuple[str, int, bytes, DataPortTls | None]:
         """Listening, if not yet: where, the token a connection must open with, and the TLS
         it must speak (None: none)."""
-        if self._server is None:
-            if self.tls is None:
-                self._server = await asyncio.start_server(self._serve, self.host, 0)
-            else:
-                self._server = await asyncio.start_server(
-                    self._serve, self.host, 0, ssl=server_context(self.tls),
-                    ssl_handshake_timeout=HELLO_TIMEOUT_S)
-            self.port = self._server.sockets[0].getsockname()[1]
-        assert self.port is not None, "the port is known once the server listens"
-        return self.host, self.port, self.token, self.tls
+        if not self._listener.listening:
+            await self._listener.listen(0, None if self.tls is None else server_context(self.tls))
+        assert self._listener.port is not None, "the port is known once the server listens"
+        return self.host, self._listener.port, self.token, self.tls
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        for writer in list(self._connections):
-            writer.close()
+        await self._listener.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        async with serving(writer, self._connections, (FrameError,), log, "data port"):
+        async with self._listener.keeping(writer, (FrameError,), log, "data port"):
             token = frames.read_hello(await asyncio.wait_for(
                 read_frame(reader, frames.MAX_REQUEST_BYTES), HELLO_TIMEOUT_S))
             if not hmac.compare_digest(token, self.token):

@@ -22,7 +22,7 @@ from typing import Any
 
 from rafka.actors.controller import control_frames
 from rafka.actors.controller.control_frames import ControlAnswer, ControlFrameError
-from rafka.common.serving import serving
+from rafka.common.serving import Listener
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +42,14 @@ class ControlEndpoint:
         self.token = token
         self.handlers = dict(handlers)
         self.ssl_context = ssl_context
-        self.port: int | None = None
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.StreamWriter] = set()
+        self._listener = Listener(host, self._serve, HELLO_TIMEOUT_S)
         # How many connections were accepted and said the right token (the tests read it).
         self.connections_accepted = 0
+
+    @property
+    def port(self) -> int | None:
+        """The port it listens on (the one it had, while closed); None before it started."""
+        return self._listener.port
 
     @property
     def endpoint(self) -> str:
@@ -57,20 +60,12 @@ class ControlEndpoint:
 
     async def start(self) -> str:
         """Listen (on the port it had, if it listened before; else any free one)."""
-        if self._server is None:
-            self._server = await asyncio.start_server(
-                self._serve, self.host, self.port or 0, ssl=self.ssl_context,
-                ssl_handshake_timeout=HELLO_TIMEOUT_S if self.ssl_context else None)
-            self.port = self._server.sockets[0].getsockname()[1]
+        await self._listener.listen(self.port or 0, self.ssl_context)
         return self.endpoint
 
     async def close(self) -> None:
         """Stop listening and drop every connection."""
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        for writer in list(self._connections):
-            writer.close()
+        await self._listener.close()
 
     async def restart(self) -> str:
         """Drop every connection and listen again on the same port (fault injection: the
@@ -79,7 +74,7 @@ class ControlEndpoint:
         return await self.start()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        async with serving(writer, self._connections, (ControlFrameError,), log, "control"):
+        async with self._listener.keeping(writer, (ControlFrameError,), log, "control"):
             token = control_frames.read_hello(await asyncio.wait_for(
                 self._read_frame(reader), HELLO_TIMEOUT_S))
             if not hmac.compare_digest(token, self.token):
@@ -105,4 +100,4 @@ class ControlEndpoint:
     def stats(self) -> dict[str, Any]:
         return {"endpoint": self.endpoint if self.port else None,
                 "connections_accepted": self.connections_accepted,
-                "connections_open": len(self._connections)}
+                "connections_open": self._listener.connections_open}
