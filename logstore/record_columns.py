@@ -34,7 +34,7 @@ from rafka.logstore.batch import RecordsPayload
 from rafka.logstore.record_check import array_header
 
 __all__ = ["binary_buffers", "binary_lengths", "check_headers_column", "encode_binary_records",
-           "header_lengths", "is_binary_column"]
+           "header_lengths", "is_binary_column", "is_binary_type", "is_headers_type"]
 
 # Offset deltas and lengths below this are looked up in tables; larger ones (a batch of more
 # than 65,536 records, a key or value above 64 KiB) are encoded one by one, and are too few
@@ -46,11 +46,15 @@ _RECORD_END = b"\x90"  # each record's headers: an empty array
 _HEADER_START = b"\x92"  # a header: an array of its name and value
 
 
+def is_binary_type(arrow_type: pa.DataType) -> bool:
+    """Whether a column of ``arrow_type`` holds byte strings: binary or string, large or not."""
+    return bool(pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type)
+                or pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type))
+
+
 def is_binary_column(column: object) -> bool:
     """Whether ``column`` is an Arrow array of byte strings: binary or string, large or not."""
-    return isinstance(column, pa.Array) and (
-        pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
-        or pa.types.is_string(column.type) or pa.types.is_large_string(column.type))
+    return isinstance(column, pa.Array) and is_binary_type(column.type)
 
 
 def check_headers_column(column: object) -> None:
@@ -63,17 +67,21 @@ def check_headers_column(column: object) -> None:
 
 
 def _is_headers_column(column: object) -> bool:
-    if not isinstance(column, pa.Array) or not (pa.types.is_list(column.type)
-                                                or pa.types.is_large_list(column.type)):
+    return isinstance(column, pa.Array) and is_headers_type(column.type)
+
+
+def is_headers_type(arrow_type: pa.DataType) -> bool:
+    """Whether a column of ``arrow_type`` holds records' headers as ``check_headers_column``
+    takes them."""
+    if not (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)):
         return False
-    pair = column.type.value_type
+    pair = arrow_type.value_type
     if not pa.types.is_struct(pair) or {pair.field(i).name for i in range(pair.num_fields)} != {
             "key", "value"}:
         return False
     key, value = pair.field("key").type, pair.field("value").type
     return bool((pa.types.is_string(key) or pa.types.is_large_string(key))
-                and (pa.types.is_binary(value) or pa.types.is_large_binary(value)
-                     or pa.types.is_string(value) or pa.types.is_large_string(value)))
+                and is_binary_type(value))
 
 
 def header_lengths(headers: pa.Array, overhead_per_header: int = 0) -> np.ndarray:

@@ -10,7 +10,8 @@ says the batch is consumed (`commit()`, or leaving the `with` block without an e
 at-least-once, as a Kafka consumer commits.
 
 `write_topic` produces a DataFrame's rows from Spark's tasks, each record once, even when a
-task or the whole write runs again (`pipelines.spark_writes`).
+task or the whole write runs again (`pipelines.spark_writes`); `write_dataset` does the same
+for a Ray Dataset, from Ray Data's write tasks (`pipelines.dataset_writes`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ from rafka.actors.clients.consumer import Consumer
 from rafka.actors.cluster import Cluster
 from rafka.actors.errors import CommitFailedError, UnknownTopicError
 from rafka.actors.record_tables import schema as record_schema
+from rafka.pipelines.dataset_writes import TopicDatasink, write_blocks
 from rafka.pipelines.reads import TableRef, read_tables, split_ranges, tables_dataset
+from rafka.pipelines.sequenced_sink import SinkColumns
 from rafka.pipelines.source_options import (
     OffsetRanges,
     SourceOptionError,
@@ -47,7 +50,7 @@ from rafka.pipelines.source_options import (
     resolve_ranges,
 )
 from rafka.pipelines.spark_reads import pieces_frame, read_tasks
-from rafka.pipelines.spark_writes import SinkColumns, write_frame
+from rafka.pipelines.spark_writes import write_frame
 
 SPARK_SCHEMA = StructType([
     StructField("key", BinaryType()),
@@ -287,3 +290,36 @@ def write_topic(
     columns = SinkColumns(key_col, value_col, partition_col, headers_col)
     return write_frame(df, cluster.namespace, topic, write_id or uuid.uuid4().hex, columns,
                        acks=acks, timeout_s=timeout_s, new_write_id=write_id is None)
+
+
+def write_dataset(
+    ds: ray.data.Dataset,
+    cluster: Cluster,
+    topic: str,
+    *,
+    key_col: str | None = None,
+    value_col: str = "value",
+    partition_col: str | None = None,
+    headers_col: str | None = None,
+    acks: Any = "all",
+    write_id: str | None = None,
+    timeout_s: float = 120.0,
+    ray_remote_args: dict[str, Any] | None = None,
+    concurrency: int | None = None,
+) -> dict[int, int]:
+    """`write_topic` for Ray Data: produce every row of `ds` to `topic`, each exactly once;
+    returns how many records of the write each partition holds. The columns are those
+    `write_topic` takes (and `read_dataset` gives): key and value binary or string, the
+    partition an integer, headers a list of (key string, value binary) structs.
+
+    Ray Data's write tasks write (`pipelines.dataset_writes`), and a task Ray runs again adds
+    only the records its earlier attempt did not store. Run again under the same `write_id`
+    (after the driver died, say), the write stores only what is missing; it must then be the
+    same Dataset, whose blocks come out the same on every run. `ray_remote_args` and
+    `concurrency` go to `Dataset.write_datasink` (write tasks take no CPU unless told)."""
+    if not cluster.topic_exists(topic):
+        raise UnknownTopicError(f"topic {topic!r} does not exist: create it first")
+    sink = TopicDatasink(cluster.namespace, topic, write_id or uuid.uuid4().hex,
+                         SinkColumns(key_col, value_col, partition_col, headers_col),
+                         acks=acks, timeout_s=timeout_s)
+    return write_blocks(ds, sink, ray_remote_args=ray_remote_args, concurrency=concurrency)

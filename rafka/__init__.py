@@ -30,6 +30,7 @@ _EXPORTS = {
     "read_topic": "rafka.pipelines.topics",
     "read_dataset": "rafka.pipelines.topics",
     "write_topic": "rafka.pipelines.topics",
+    "write_dataset": "rafka.pipelines.topics",
     "stream_topic": "rafka.pipelines.streaming",
     "start_spark": "rafka.pipelines.spark",
     "stop_spark": "rafka.pipelines.spark",

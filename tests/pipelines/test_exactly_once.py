@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from rafka import Cluster
 from rafka.actors.clients.partitioner import default_partition
-from rafka.pipelines.spark_writes import NonDeterministicInputError
+from rafka.pipelines.sequenced_sink import NonDeterministicInputError
 from rafka.pipelines.streaming import stream_topic
 from rafka.pipelines.topics import read_topic, write_topic
 from tests.support.cluster import fresh, module_cluster, stored_count, stored_records

@@ -1,11 +1,13 @@
 """Where the exactly-once sink sends each row: the same on every attempt, however the rows
-arrive in Arrow batches (pure, no cluster)."""
+arrive in Arrow batches; and which columns it takes (pure, no cluster)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
+from rafka.actors.clients.column_partitions import check_record_columns
 from rafka.actors.clients.partitioner import default_partition
 from rafka.pipelines.sink_plan import (
     KEYLESS_RUN,
@@ -79,3 +81,28 @@ def test_keyless_runs_are_the_keyless_targets_in_runs(first_row: int, count: int
     expanded = [partition for partition, start, stop in runs for _ in range(start, stop)]
     assert expanded == target_partitions("t", 5, 3, first_row, count).tolist()
     assert [start for _p, start, _stop in runs] == [0] + [stop for _p, _s, stop in runs[:-1]]
+
+
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+@pytest.mark.parametrize("value_type", [pa.binary(), pa.large_binary(), pa.string(),
+                                        pa.large_string()])
+def test_columns_the_sink_takes(value_type: pa.DataType) -> None:
+    schema = pa.schema([("k", value_type), ("v", value_type), ("p", pa.int16()),
+                        ("h", HEADERS)])
+    check_record_columns(schema, "v", "k", "p", "h")  # refuses nothing
+
+
+@pytest.mark.parametrize(("field", "named", "error", "says"), [
+    (("v", pa.int64()), {}, TypeError, "keys and values must be binary or string"),
+    (("k", pa.float32()), {"key": "k"}, TypeError, "keys and values must be binary or string"),
+    (("p", pa.string()), {"partition": "p"}, TypeError, "a partition is an integer"),
+    (("h", pa.list_(pa.binary())), {"headers": "h"}, TypeError, "headers are a list of structs"),
+    (("x", pa.binary()), {"key": "k"}, ValueError, r"no column \['k'\]"),
+])
+def test_columns_the_sink_refuses_before_sending(field: tuple, named: dict, error: type,
+                                                 says: str) -> None:
+    columns = {"v": pa.binary(), **dict([field])}
+    with pytest.raises(error, match=says):
+        check_record_columns(pa.schema(list(columns.items())), "v", **named)
