@@ -20,10 +20,15 @@ What it times (medians of `--repeat` runs, each materialised with persist().coun
   (`mapInArrow`) that only count them: the floor of any writer in Spark's tasks.
 * `write_topic_keyed`: the same rows with a 16-byte key each (the value's first bytes), placed
   by key as Java's producer would.
+* `write_dataset`: the rows' values as a Ray Dataset (Arrow blocks in the object store) written
+  to a topic by `write_dataset`, beside `ray_data_write_kafka`, Ray Data's own
+  `Dataset.write_kafka` (confluent-kafka in its write tasks) writing the same Dataset to the
+  broker's Kafka listener. Both write tasks ask for no CPU (Spark's executors hold them).
 
 Ratios: `read_topic_vs_arrow_handoff` (issue 24's target is 0.8), `write_topic_vs_parquet_write`
 (also 0.8), `python_handoff_vs_parquet_write`, `write_topic_vs_python_handoff`,
-`read_topic_vs_create_dataframe` and `ray_data_read_kafka_vs_ray_data`.
+`read_topic_vs_create_dataframe`, `ray_data_read_kafka_vs_ray_data` and
+`write_dataset_vs_ray_data_write_kafka` (issue 55's target is 5).
 """
 
 from __future__ import annotations
@@ -97,7 +102,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; medians reported")
     parser.add_argument("--phases", default="read_topic,arrow_handoff,parquet_read,"
                         "create_dataframe,ray_data,ray_data_read_kafka,write_topic,"
-                        "write_topic_keyed,parquet_write,python_handoff")
+                        "write_topic_keyed,parquet_write,python_handoff,write_dataset,"
+                        "ray_data_write_kafka")
     parser.add_argument("--plot", help="write a bar chart to this PNG file")
     args = parser.parse_args()
     phases = args.phases.split(",")
@@ -106,7 +112,8 @@ def main() -> None:
     scratch = tempfile.mkdtemp(prefix="rafka-bench-pipeline-")
     cluster = Cluster.start(brokers=1, name="bench-pipeline", data_dir=scratch + "/data",
                             kafka_listeners="PLAINTEXT://127.0.0.1:0"
-                            if "ray_data_read_kafka" in phases else None)
+                            if {"ray_data_read_kafka", "ray_data_write_kafka"} & set(phases)
+                            else None)
     spark = start_spark("rafka-bench", configs={"spark.ui.enabled": "false",
                                                  "spark.ui.showConsoleProgress": "false"})
     seconds: dict[str, list[float]] = {}
@@ -155,6 +162,18 @@ def main() -> None:
             shutil.rmtree(target)
             return records
 
+        value_blocks = ray.data.from_arrow([table.select(["value"]) for table in tables])
+        value_blocks.materialize()
+
+        def write_blocks() -> int:
+            return sum(pipeline_topics.write_dataset(value_blocks, cluster,
+                                                     out_topics[0]).values())
+
+        def ray_data_write_kafka() -> int:
+            value_blocks.write_kafka(out_topics[0], cluster.bootstrap_servers(),
+                                     value_serializer="bytes", ray_remote_args={"num_cpus": 0})
+            return records
+
         def python_handoff() -> int:
             return sum(row["rows"] for row in
                        values.mapInArrow(count_rows, "rows long").collect())
@@ -176,12 +195,15 @@ def main() -> None:
             "write_topic_keyed": write_keyed,
             "parquet_write": parquet_write,
             "python_handoff": python_handoff,
+            "write_dataset": write_blocks,
+            "ray_data_write_kafka": ray_data_write_kafka,
         }
         for phase in phases:
             if phase == "ray_data" and not hasattr(pipeline_topics, "read_dataset"):
                 continue  # before read_dataset existed
+            writes = phase.startswith("write_") or phase == "ray_data_write_kafka"
             seconds[phase] = timed(args.repeat, runs[phase], records,
-                                   new_topic if phase.startswith("write_topic") else None)
+                                   new_topic if writes else None)
     finally:
         stop_spark()
         cluster.shutdown()
@@ -203,6 +225,7 @@ def main() -> None:
         "write_topic_keyed_vs_parquet_write": ("write_topic_keyed", "parquet_write"),
         "python_handoff_vs_parquet_write": ("python_handoff", "parquet_write"),
         "write_topic_vs_python_handoff": ("write_topic", "python_handoff"),
+        "write_dataset_vs_ray_data_write_kafka": ("write_dataset", "ray_data_write_kafka"),
     }.items():
         if numerator in rates and denominator in rates:
             result[name] = round(rates[numerator] / rates[denominator], 2)
