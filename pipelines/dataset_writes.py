@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -30,20 +31,19 @@ from rafka.pipelines.sequenced_sink import SinkColumns, check_arrow_schema, writ
 WRITE_TASK_REMOTE_ARGS = {"num_cpus": 0}
 
 
+@dataclass(eq=False)  # compared and hashed by identity, as Ray Data may
 class TopicDatasink(Datasink[dict[int, int]]):
     """Writes a Dataset's rows to `topic` of the cluster in Ray namespace `namespace`, under
     `write_id`; `written`, once the write is complete, says how many records of the write each
     Kafka partition holds."""
 
-    def __init__(self, namespace: str, topic: str, write_id: str, columns: SinkColumns, *,
-                 acks: Any, timeout_s: float) -> None:
-        self.namespace = namespace
-        self.topic = topic
-        self.write_id = write_id
-        self.columns = columns
-        self.acks = acks
-        self.timeout_s = timeout_s
-        self.written: dict[int, int] = {}
+    namespace: str
+    topic: str
+    write_id: str
+    columns: SinkColumns
+    acks: Any
+    timeout_s: float
+    written: dict[int, int] = field(default_factory=dict)
 
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
         if schema is not None:  # the first bundle's: a wrong type fails before any write

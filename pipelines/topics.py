@@ -321,5 +321,5 @@ def write_dataset(
         raise UnknownTopicError(f"topic {topic!r} does not exist: create it first")
     sink = TopicDatasink(cluster.namespace, topic, write_id or uuid.uuid4().hex,
                          SinkColumns(key_col, value_col, partition_col, headers_col),
-                         acks=acks, timeout_s=timeout_s)
+                         acks, timeout_s)
     return write_blocks(ds, sink, ray_remote_args=ray_remote_args, concurrency=concurrency)
