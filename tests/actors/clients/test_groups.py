@@ -137,15 +137,15 @@ def test_a_rebalance_pauses_only_the_partitions_that_move(shared: Cluster) -> No
 
     writer = threading.Thread(target=keep_producing, daemon=True)
     writer.start()
-    # Records flow to the first member before the third joins, so that a rebalance done within
-    # one round of polls still finds records for it to read.
-    def first_reads() -> bool:
-        second.poll(50)
-        return bool(first.poll(50))
-
-    wait_until(first_reads, 30, "records to reach the first member", interval_s=0)
-    first_records_during = []
     third = shared.consumer([topic], group=group, **GROUP_CONFIG)
+    # The second member does not poll yet, so it keeps partition 3 and the rebalance stays
+    # open (the third waits to claim it) for as long as the first takes to read something.
+    first_records_during: list = []
+    deadline = time.monotonic() + 30
+    while not first_records_during and time.monotonic() < deadline:
+        first_records_during += first.poll(100)
+        third.poll(50)
+    assert third.assignment() == set()  # still waiting: these were read mid-rebalance
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         first_records_during += first.poll(50)
