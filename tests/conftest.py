@@ -44,6 +44,20 @@ CLUSTER_FIXTURES = frozenset({"zookeeper", "ray_session", "spark"})
 # Folders whose every test drives real processes: `rafka demo`, a test session or three Ray nodes
 # in a subprocess, unmodified Kafka clients against a cluster.
 CLUSTER_FOLDERS = frozenset({"harness", "kafka_clients"})
+# The modules that use the `spark` fixture. `--dist loadgroup` runs them on one worker, one
+# after another, so that a single Spark session (a JVM driver and executor: about a minute of
+# both cores to start, and their upkeep after) serves them all, instead of one per worker.
+SPARK_MODULES = frozenset({
+    "harness/test_smoke.py",
+    "pipelines/test_exactly_once.py",
+    "pipelines/test_exactly_once_crash.py",
+    "pipelines/test_kafka_source.py",
+    "pipelines/test_pipelines.py",
+    "pipelines/test_read_failover.py",
+    "pipelines/test_spark_worker.py",
+    "pipelines/test_streams.py",
+})
+SPARK_GROUP = "spark"
 # Modules whose tests need the machine to themselves, marked `alone`: bounds in seconds (fault
 # timelines, the demo's time the README promises), Spark drivers and executors killed
 # mid-write, several Ray nodes, cluster.yaml deployed on network namespaces. The rest mostly
@@ -70,6 +84,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `cluster` what needs a real ZooKeeper, Ray or Spark, and `alone` what needs the
     machine to itself, before `-m` selects."""
     tests = Path(__file__).parent
+    check_spark_modules(items)
     for item in items:
         folder = (item.path.relative_to(tests).parts[0]
                   if item.path.is_relative_to(tests) else None)
@@ -79,6 +94,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.path.is_relative_to(tests) and \
                 item.path.relative_to(tests).as_posix() in ALONE_MODULES:
             item.add_marker(pytest.mark.alone)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup`: a module to a worker, and the Spark modules to one worker together."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.support.xdist_groups import ModuleGroupScheduling
+
+    return ModuleGroupScheduling(config, log, SPARK_MODULES, SPARK_GROUP)
+
+
+def check_spark_modules(items: list[pytest.Item]) -> None:
+    """Every module whose tests start Spark is in SPARK_MODULES, so that it runs in their group."""
+    tests = Path(__file__).parent
+    unlisted = sorted({item.path.relative_to(tests).as_posix() for item in items
+                       if "spark" in getattr(item, "fixturenames", ())
+                       and item.path.is_relative_to(tests)
+                       and item.path.relative_to(tests).as_posix() not in SPARK_MODULES})
+    if unlisted:
+        raise pytest.UsageError(f"{', '.join(unlisted)} use the spark fixture: add them to "
+                                "SPARK_MODULES in tests/conftest.py")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -123,6 +159,14 @@ def ray_session() -> Iterator[None]:
     # Ray's warnings and the actors' lines (in a failing test's captured output) are what a
     # developer reading a test run wants, unlike a user (actors/logs.py).
     os.environ.setdefault("RAFKA_LOG_LEVEL", "warning")
+    # A test session starts hundreds of Ray workers, each with two log files. Ray's log monitor
+    # looks for new ones every 0.1 s while there are under a thousand, and the dashboard agent
+    # sweeps every worker's process stats every 5 s: a few percent of a core, all session long,
+    # for output that may reach the driver a second later and stats no test reads. (Ray reads
+    # these from the environment of the processes it starts.)
+    os.environ.setdefault("RAY_LOG_MONITOR_MANY_FILES_THRESHOLD", "0")
+    os.environ.setdefault("LOG_NAME_UPDATE_INTERVAL_S", "1")
+    os.environ.setdefault("REPORTER_UPDATE_INTERVAL_MS", "60000")
     # Ray's metrics reach the export port every metrics_report_interval_ms (10 s by default):
     # the metrics tests wait for them several times, and a second is plenty for a test's cluster.
     init_ray(num_cpus=2, log_to_driver=True,
