@@ -106,10 +106,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def check_spark_modules(items: list[pytest.Item]) -> None:
-    """Every module whose tests start Spark is in SPARK_MODULES, so that it runs in their group."""
+    """Every test module (test_*.py: what the test command collects) whose tests start Spark is
+    in SPARK_MODULES, so that it runs in their group."""
     tests = Path(__file__).parent
     unlisted = sorted({item.path.relative_to(tests).as_posix() for item in items
                        if "spark" in getattr(item, "fixturenames", ())
+                       and item.path.name.startswith("test_")
                        and item.path.is_relative_to(tests)
                        and item.path.relative_to(tests).as_posix() not in SPARK_MODULES})
     if unlisted:
