@@ -45,8 +45,8 @@ CLUSTER_FIXTURES = frozenset({"zookeeper", "ray_session", "spark"})
 # in a subprocess, unmodified Kafka clients against a cluster.
 CLUSTER_FOLDERS = frozenset({"harness", "kafka_clients"})
 # The modules that use the `spark` fixture. `--dist loadgroup` runs them on one worker, one
-# after another, so that a single Spark session (a JVM driver and executor: about a minute of
-# both cores to start, and their upkeep after) serves them all, instead of one per worker.
+# after another, so that a single Spark session (a JVM driver and executor: 20-56 s of setup
+# under the suite's load, then their upkeep) serves them all, instead of one per worker.
 SPARK_MODULES = frozenset({
     "harness/test_smoke.py",
     "pipelines/test_exactly_once.py",
