@@ -57,7 +57,6 @@ SPARK_MODULES = frozenset({
     "pipelines/test_spark_worker.py",
     "pipelines/test_streams.py",
 })
-SPARK_GROUP = "spark"
 # Modules whose tests need the machine to themselves, marked `alone`: bounds in seconds (fault
 # timelines, the demo's time the README promises), Spark drivers and executors killed
 # mid-write, several Ray nodes, cluster.yaml deployed on network namespaces. The rest mostly
@@ -83,17 +82,21 @@ ALONE_MODULES = frozenset({
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `cluster` what needs a real ZooKeeper, Ray or Spark, and `alone` what needs the
     machine to itself, before `-m` selects."""
-    tests = Path(__file__).parent
     check_spark_modules(items)
     for item in items:
-        folder = (item.path.relative_to(tests).parts[0]
-                  if item.path.is_relative_to(tests) else None)
+        module = module_under_tests(item)
+        folder = module.split("/", 1)[0] if module else None
         if folder in CLUSTER_FOLDERS or CLUSTER_FIXTURES.intersection(
                 getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
-        if item.path.is_relative_to(tests) and \
-                item.path.relative_to(tests).as_posix() in ALONE_MODULES:
+        if module in ALONE_MODULES:
             item.add_marker(pytest.mark.alone)
+
+
+def module_under_tests(item: pytest.Item) -> str | None:
+    """The test's module as a path under tests/ ("harness/test_smoke.py"), None if elsewhere."""
+    tests = Path(__file__).parent
+    return item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else None
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -102,18 +105,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from tests.support.xdist_groups import ModuleGroupScheduling
 
-    return ModuleGroupScheduling(config, log, SPARK_MODULES, SPARK_GROUP)
+    return ModuleGroupScheduling(config, log, SPARK_MODULES)
 
 
 def check_spark_modules(items: list[pytest.Item]) -> None:
     """Every test module (test_*.py: what the test command collects) whose tests start Spark is
     in SPARK_MODULES, so that it runs in their group."""
-    tests = Path(__file__).parent
-    unlisted = sorted({item.path.relative_to(tests).as_posix() for item in items
+    unlisted = sorted({module for item in items
                        if "spark" in getattr(item, "fixturenames", ())
                        and item.path.name.startswith("test_")
-                       and item.path.is_relative_to(tests)
-                       and item.path.relative_to(tests).as_posix() not in SPARK_MODULES})
+                       and (module := module_under_tests(item)) is not None
+                       and module not in SPARK_MODULES})
     if unlisted:
         raise pytest.UsageError(f"{', '.join(unlisted)} use the spark fixture: add them to "
                                 "SPARK_MODULES in tests/conftest.py")

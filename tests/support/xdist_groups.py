@@ -17,12 +17,12 @@ from xdist.scheduler import LoadScopeScheduling
 class ModuleGroupScheduling(LoadScopeScheduling):
     """Schedule by module, with the modules in `grouped` (paths under tests/) as one unit."""
 
-    def __init__(self, config: pytest.Config, log: Any, grouped: frozenset[str],
-                 group: str) -> None:
+    GROUP = "grouped"
+
+    def __init__(self, config: pytest.Config, log: Any, grouped: frozenset[str]) -> None:
         super().__init__(config, log)
         self.grouped = grouped
-        self.group = group
 
     def _split_scope(self, nodeid: str) -> str:
         module = nodeid.split("::", 1)[0]
-        return self.group if module.removeprefix("tests/") in self.grouped else module
+        return self.GROUP if module.removeprefix("tests/") in self.grouped else module
