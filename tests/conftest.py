@@ -58,18 +58,17 @@ SPARK_MODULES = frozenset({
     "pipelines/test_streams.py",
 })
 # Modules whose tests need the machine to themselves, marked `alone`: bounds in seconds (fault
-# timelines, the demo's time the README promises), Spark drivers and executors killed
-# mid-write, several Ray nodes, cluster.yaml deployed on network namespaces. The rest mostly
-# wait (for sessions to expire, leaders to move, clients to time out) and the test command runs
-# them two at a time: test_cleanup.py among them (it counts only the processes its own inner
-# session started), and test_testbed.py (the bed's namespaces and cuts, no cluster on them).
+# timelines, the demo's time the README promises), several Ray nodes, cluster.yaml deployed on
+# network namespaces. The rest mostly wait (for sessions to expire, leaders to move, clients to
+# time out) and the test command runs them two at a time: test_cleanup.py among them (it counts
+# only the processes its own inner session started), test_testbed.py (the bed's namespaces and
+# cuts, no cluster on them), and the Spark crash runs (executors and drivers killed mid-write:
+# their bounds are minutes, and each driver is a Spark of its own, which the session's Spark
+# beside it does not disturb), which also spares the second part a Spark session of its own.
 ALONE_MODULES = frozenset({
     "harness/test_demo.py",
     "harness/test_deployment.py",
     "harness/test_multinode.py",
-    "pipelines/test_exactly_once.py",
-    "pipelines/test_exactly_once_crash.py",
-    "pipelines/test_streams.py",
     "reliability/test_faults.py",
     "reliability/test_follow_leader.py",
     "reliability/test_harsh_faults.py",
