@@ -41,7 +41,7 @@ METRICS_REPORT_INTERVAL_MS = 1000
 
 # The fixtures that start a real ZooKeeper, Ray or Spark: every cluster fixture builds on them.
 CLUSTER_FIXTURES = frozenset({"zookeeper", "ray_session", "spark"})
-# Folders whose every test drives real processes: `rafka demo`, a test session or three Ray nodes
+# Folders whose every test drives real processes: `rafka demo`, a test session or a deployment
 # in a subprocess, unmodified Kafka clients against a cluster.
 CLUSTER_FOLDERS = frozenset({"harness", "kafka_clients"})
 # The modules that use the `spark` fixture. `--dist loadgroup` runs them on one worker, one
@@ -57,23 +57,23 @@ SPARK_MODULES = frozenset({
     "pipelines/test_spark_worker.py",
     "pipelines/test_streams.py",
 })
-# Modules whose tests need the machine to themselves, marked `alone`: bounds in seconds (fault
-# timelines, the demo's time the README promises), several Ray nodes, cluster.yaml deployed on
-# network namespaces. The rest mostly wait (for sessions to expire, leaders to move, clients to
-# time out) and the test command runs them two at a time: test_cleanup.py among them (it counts
-# only the processes its own inner session started), test_testbed.py (the bed's namespaces and
-# cuts, no cluster on them), and the Spark crash runs (executors and drivers killed mid-write:
-# their bounds are minutes, and each driver is a Spark of its own, which the session's Spark
-# beside it does not disturb), which also spares the second part a Spark session of its own.
+# Modules whose tests need the machine to themselves, marked `alone`: bounds of a few seconds
+# (the full nemesis's liveness limits, a client's move to a new leader, the demo's time the
+# README promises), sustained load with memory bounds, cluster.yaml deployed on network
+# namespaces. The rest mostly wait (for sessions to expire, leaders to move, clients to time
+# out) and the test command runs them two at a time: test_cleanup.py among them (it counts only
+# the processes its own inner session started), test_testbed.py (the bed's namespaces and cuts,
+# no cluster on them), the faults whose bounds are a minute or more (test_harsh_faults.py,
+# test_transaction_faults.py), and the Spark crash runs (executors and drivers killed
+# mid-write: their bounds are minutes, and each driver is a Spark of its own, which the
+# session's Spark beside it does not disturb), which also spares the second part a Spark
+# session of its own.
 ALONE_MODULES = frozenset({
     "harness/test_demo.py",
     "harness/test_deployment.py",
-    "harness/test_multinode.py",
     "reliability/test_faults.py",
     "reliability/test_follow_leader.py",
-    "reliability/test_harsh_faults.py",
     "reliability/test_sustained_load.py",
-    "reliability/test_transaction_faults.py",
 })
 
 

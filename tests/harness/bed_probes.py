@@ -13,7 +13,9 @@ line of JSON, so that the test reads what happened rather than an exit code.
   TLS), where the partition's leader's replica host has its data port, and whether over TLS;
 - `data-port HOST PORT`: a plaintext connection writes a request's worth of bytes and waits
   for anything back;
-- `zookeeper-plain HOSTS`: kazoo without TLS tries to open a session.
+- `zookeeper-plain HOSTS`: kazoo without TLS tries to open a session;
+- `placement TOPIC`: as an operator's Ray driver, the Ray node of each broker and of the
+  replica host holding each of the topic's replicas (from the GCS's actor table).
 """
 
 from __future__ import annotations
@@ -136,22 +138,60 @@ def data_port(host: str, port: int) -> dict[str, Any]:
     return {"connected": True, "outcome": outcome, "answer": answer.hex()[:200]}
 
 
-def data_port_address(topic: str, partition: str) -> dict[str, Any]:
+def operators_cluster() -> Any:
+    """The deployed cluster, connected to as an operator's driver on the client node is."""
     import os
     from pathlib import Path
 
-    import ray
-
     from rafka import Cluster
     from rafka.coordination.security import load_credentials_file
+
+    return Cluster.connect(os.environ["RAFKA_ZK"], "rafka", ray_address="auto",
+                           zk_credentials=load_credentials_file(
+                               Path.home() / ".rafka" / "zookeeper-credentials"))
+
+
+def data_port_address(topic: str, partition: str) -> dict[str, Any]:
+    import ray
+
     from tests.support.replicas import ReplicaOnHost
 
-    cluster = Cluster.connect(os.environ["RAFKA_ZK"], "rafka", ray_address="auto",
-                              zk_credentials=load_credentials_file(
-                                  Path.home() / ".rafka" / "zookeeper-credentials"))
+    cluster = operators_cluster()
     leader = ReplicaOnHost(cluster, topic, int(partition))
     host, port, _token, tls = ray.get(leader.host.data_port_address.remote(), timeout=60)
     return {"host": host, "port": port, "tls": tls is not None}
+
+
+def placement(topic: str) -> dict[str, Any]:
+    import ray
+
+    from rafka.actors.naming import broker_name, replica_host_name
+    from rafka.coordination.registration import read_brokers
+
+    cluster = operators_cluster()
+
+    def node_of(name: str) -> str:
+        handle = ray.get_actor(name, namespace=cluster.namespace)
+        # The GCS's actor table: Ray's state API would need the dashboard.
+        return ray._private.state.actors(handle._actor_id.hex())["Address"]["NodeID"]
+
+    brokers = read_brokers(cluster.store)
+    # A new topic's replica hosts are made as its replicas are assigned: give them a moment.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            replicas = {
+                f"{topic}-{state['partition']}-{broker}": node_of(replica_host_name(
+                    broker, topic, state["partition"], brokers[broker].replica_hosts))
+                for state in cluster.describe_topic(topic)["partitions"]
+                for broker in state["replicas"]}
+            break
+        except ValueError:  # ray.get_actor: no such actor yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+    return {"brokers": {str(broker): node_of(broker_name(broker)) for broker in brokers},
+            "replicas": replicas}
 
 
 def zookeeper_plain(hosts: str) -> dict[str, Any]:
@@ -183,6 +223,8 @@ def main() -> None:
         found = data_port(args[0], int(args[1]))
     elif probe == "zookeeper-plain":
         found = zookeeper_plain(*args)
+    elif probe == "placement":
+        found = placement(*args)
     else:
         raise SystemExit(f"no probe {probe!r}")
     print(json.dumps(found))

@@ -1,12 +1,13 @@
 """cluster.yaml on separate network hosts (issue 22): the multi-node test bed started with the
-file's own commands, then nodes killed, the GCS killed, a node cut off and healed, and last a
-nemesis of overlapping faults of every kind, each while a client on a node of its own writes
-acks=all to every partition of an RF 3, min.insync.replicas=2 topic (and, under the nemesis, a
-consumer group reads it). After each: nothing acknowledged lost or doubled, no send left
-without an outcome, failed sends within a bound, and each partition's longest stretch without an
-acknowledged write, from the first send to the last (the stretches before its first
-acknowledgement and after its last count). Each bound is a named constant: what holds today,
-with the control plane as it is (issue 54, point 1, is what tightens them).
+file's own commands (each broker on a node of its own, its replicas beside it), then nodes
+killed, the GCS killed, a node cut off and healed, and last a nemesis of overlapping faults of
+every kind, each while a client on a node of its own writes acks=all to every partition of an
+RF 3, min.insync.replicas=2 topic (and, under the nemesis, a consumer group reads it). After
+each: nothing acknowledged lost or doubled, no send left without an outcome, failed sends within
+a bound, and each partition's longest stretch without an acknowledged write, from the first send
+to the last (the stretches before its first acknowledgement and after its last count). Each
+bound is a named constant: what holds today, with the control plane as it is (issue 54, point
+1, is what tightens them).
 
 The tests share one deployment, in order; each leaves every broker back in every ISR.
 """
@@ -19,6 +20,7 @@ import os
 import secrets
 import shlex
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -142,11 +144,21 @@ def broker_processes(deployment: Deployment, node: str) -> list[int]:
 
 # ------------------------------------------------------------------------------- the tests
 
-def test_the_file_deploys_an_ensemble_a_broker_per_node_and_access_control(
+def test_the_file_deploys_an_ensemble_a_broker_per_node_with_its_replicas_and_access_control(
         deployment: Deployment) -> None:
     assert len(deployment.status()["brokers"]) == 3
     for node in deployment.cluster_nodes:
         assert len(broker_processes(deployment, node)) == 1, f"one broker on {node}"
+    # Every replica runs on its broker's node (replication factor 3: each broker holds one of
+    # every partition), as Ray's actor table says.
+    deployment.shell(deployment.client, "rafka topics create placed --partitions 3 "
+                                        "--replication-factor 3 --address auto", timeout_s=90)
+    placed = probe(deployment, "placement", "placed", timeout_s=120)
+    assert len(set(placed["brokers"].values())) == 3, placed
+    assert len(placed["replicas"]) == 9, placed
+    for replica, node in placed["replicas"].items():
+        broker = replica.rsplit("-", 1)[1]
+        assert node == placed["brokers"][broker], (replica, placed)
     # Each member answers the four-letter words on its own node only (127.0.0.1:2181, the
     # secured profile's RAFKA_ZK_CHECK).
     modes = []
@@ -170,18 +182,19 @@ def test_the_file_deploys_an_ensemble_a_broker_per_node_and_access_control(
     assert refused.returncode != 0 and "token" in (refused.stdout + refused.stderr).lower()
     # Over ZooKeeper's TLS but without the ZooKeeper credentials, a client may look but not
     # change a thing.
-    probe = ("from kazoo.client import KazooClient\n"
-             "from kazoo.exceptions import NoAuthError\n"
-             "from rafka.coordination.zookeeper_tls import client_tls\n"
-             "import os\n"
-             "zk = KazooClient(hosts=os.environ['RAFKA_ZK'], **client_tls().kazoo_options())\n"
-             "zk.start(timeout=30)\n"
-             "zk.get_children('/rafka/rafka/brokers/ids')\n"
-             "try:\n"
-             "    zk.create('/rafka/rafka/brokers/topics/intruder', b'{}')\n"
-             "except NoAuthError:\n"
-             "    print('refused')\n")
-    assert deployment.shell(deployment.client, f"python -c {shlex.quote(probe)}",
+    kazoo_probe = ("from kazoo.client import KazooClient\n"
+                   "from kazoo.exceptions import NoAuthError\n"
+                   "from rafka.coordination.zookeeper_tls import client_tls\n"
+                   "import os\n"
+                   "zk = KazooClient(hosts=os.environ['RAFKA_ZK'],\n"
+                   "                 **client_tls().kazoo_options())\n"
+                   "zk.start(timeout=30)\n"
+                   "zk.get_children('/rafka/rafka/brokers/ids')\n"
+                   "try:\n"
+                   "    zk.create('/rafka/rafka/brokers/topics/intruder', b'{}')\n"
+                   "except NoAuthError:\n"
+                   "    print('refused')\n")
+    assert deployment.shell(deployment.client, f"python -c {shlex.quote(kazoo_probe)}",
                             timeout_s=60).stdout.strip() == "refused"
 
 
@@ -210,74 +223,81 @@ def test_the_secured_profile_serves_its_users_and_refuses_everyone_else(
     without TLS, a data port in the clear and a Ray driver without the certificates get
     nothing."""
     client = deployment.client
-    brokers = deployment.status()["brokers"]
-    sasl = listener_endpoints(brokers, "SASL_SSL")
-    assert len(sasl) == 3 and all(host != "127.0.0.1" for host, _ in sasl), sasl
-    bootstrap = ",".join(f"{host}:{port}" for host, port in sasl)
-    ca = str(deployment.tls_folder(client) / "ca.pem")
-    password = secrets.token_urlsafe(12)
-    deployment.shell(client, f"rafka users create --user alice --mechanism SCRAM-SHA-512 "
-                             f"--password {password} --address auto", timeout_s=90)
-    deployment.shell(client, "rafka topics create secured --partitions 3 "
-                             "--replication-factor 3 --address auto", timeout_s=90)
-    deployment.shell(client, "rafka acls add --allow-principal User:alice --operation Write "
-                             "--operation Read --operation Describe --topic secured "
-                             "--group secured-group --address auto", timeout_s=90)
+    # Started first, as it only waits for Ray to give up: it runs beside the other probes.
+    with start_ray_driver_without_tls(deployment) as unjoined:
+        brokers = deployment.status()["brokers"]
+        sasl = listener_endpoints(brokers, "SASL_SSL")
+        assert len(sasl) == 3 and all(host != "127.0.0.1" for host, _ in sasl), sasl
+        bootstrap = ",".join(f"{host}:{port}" for host, port in sasl)
+        ca = str(deployment.tls_folder(client) / "ca.pem")
+        password = secrets.token_urlsafe(12)
+        deployment.shell(client, f"rafka users create --user alice --mechanism SCRAM-SHA-512 "
+                                 f"--password {password} --address auto", timeout_s=90)
+        deployment.shell(client, "rafka topics create secured --partitions 3 "
+                                 "--replication-factor 3 --address auto", timeout_s=90)
+        deployment.shell(client, "rafka acls add --allow-principal User:alice --operation Write "
+                                 "--operation Read --operation Describe --topic secured "
+                                 "--group secured-group --address auto", timeout_s=90)
 
-    found = probe(deployment, "sasl-round-trip", bootstrap, ca, "alice", password, "secured",
-                  timeout_s=120)
-    assert found["produced"] == 20 and not found["delivery_errors"], found
-    assert found["read_back"], found
+        found = probe(deployment, "sasl-round-trip", bootstrap, ca, "alice", password, "secured",
+                      timeout_s=120)
+        assert found["produced"] == 20 and not found["delivery_errors"], found
+        assert found["read_back"], found
 
-    wrong = probe(deployment, "sasl-wrong-password", bootstrap, ca, "alice", "not-" + password)
-    assert not wrong["served"], wrong
-    assert wrong["authentication_failed_after_s"] is not None, wrong
-    assert wrong["authentication_failed_after_s"] < QUICK_REFUSAL_S, wrong
+        wrong = probe(deployment, "sasl-wrong-password", bootstrap, ca, "alice", "not-" + password)
+        assert not wrong["served"], wrong
+        assert wrong["authentication_failed_after_s"] is not None, wrong
+        assert wrong["authentication_failed_after_s"] < QUICK_REFUSAL_S, wrong
 
-    plaintext = probe(deployment, "plaintext-kafka", bootstrap)
-    assert not plaintext["served"], plaintext
+        plaintext = probe(deployment, "plaintext-kafka", bootstrap)
+        assert not plaintext["served"], plaintext
 
-    # The brokers' PLAINTEXT listener is on 127.0.0.1, of each node alone.
-    local = listener_endpoints(brokers, "PLAINTEXT")
-    assert local and all(host == "127.0.0.1" for host, _ in local), local
-    for broker in brokers:
-        [(host, _)] = listener_endpoints([broker], "SASL_SSL")
-        [(_, port)] = listener_endpoints([broker], "PLAINTEXT")
-        assert probe(deployment, "tcp", host, str(port))["error"] == "refused", broker
+        # The brokers' PLAINTEXT listener is on 127.0.0.1, of each node alone.
+        local = listener_endpoints(brokers, "PLAINTEXT")
+        assert local and all(host == "127.0.0.1" for host, _ in local), local
+        for broker in brokers:
+            [(host, _)] = listener_endpoints([broker], "SASL_SSL")
+            [(_, port)] = listener_endpoints([broker], "PLAINTEXT")
+            assert probe(deployment, "tcp", host, str(port))["error"] == "refused", broker
 
-    members = [deployment.address(node) for node in deployment.cluster_nodes]
-    for port in (2181, 2182):
-        unreached = probe(deployment, "zookeeper-plain",
-                          ",".join(f"{member}:{port}" for member in members))
-        assert not unreached["session"], (port, unreached)
-        assert unreached["seconds_in_all"] < 3 * QUICK_REFUSAL_S, unreached
-    assert probe(deployment, "tcp", members[0], "2181")["error"] == "refused"
+        members = [deployment.address(node) for node in deployment.cluster_nodes]
+        for port in (2181, 2182):
+            unreached = probe(deployment, "zookeeper-plain",
+                              ",".join(f"{member}:{port}" for member in members))
+            assert not unreached["session"], (port, unreached)
+            assert unreached["seconds_in_all"] < 3 * QUICK_REFUSAL_S, unreached
+        assert probe(deployment, "tcp", members[0], "2181")["error"] == "refused"
 
-    # A data port, learnt as an operator's driver learns it (an actor call), then reached in
-    # the clear.
-    port = probe(deployment, "data-port-address", "secured", "0", timeout_s=120)
-    assert port["tls"], port
-    clear = probe(deployment, "data-port", port["host"], str(port["port"]))
-    # Nothing served: closed, at most after a TLS alert (a record of type 21).
-    assert clear["connected"] and clear["outcome"] != "silent", clear
-    assert clear["answer"] == "" or clear["answer"].startswith("15"), clear
+        # A data port, learnt as an operator's driver learns it (an actor call), then reached in
+        # the clear.
+        port = probe(deployment, "data-port-address", "secured", "0", timeout_s=120)
+        assert port["tls"], port
+        clear = probe(deployment, "data-port", port["host"], str(port["port"]))
+        # Nothing served: closed, at most after a TLS alert (a record of type 21).
+        assert clear["connected"] and clear["outcome"] != "silent", clear
+        assert clear["answer"] == "" or clear["answer"].startswith("15"), clear
 
-    # A driver with the token but without Ray's TLS cannot join: the GCS takes no gRPC in
-    # the clear (Ray says so after 5 s, then waits 30 s more for the cluster's id before it
-    # gives up: the probe stops it at 12 s).
-    started = time.monotonic()
-    unjoined = deployment.bed.run(client, [
-        "env", f"HOME={deployment.home(client)}", "RAY_AUTH_MODE=token",
-        f"RAY_TMPDIR={deployment.root / client / 'tmp'}", "timeout", "-s", "KILL", "12",
-        sys.executable, "-c",
+        # A driver with the token but without Ray's TLS cannot join: the GCS takes no gRPC in
+        # the clear.
+        stdout, stderr = unjoined.communicate(timeout=60)
+        said = stdout + stderr
+        print(f"{FIGURES} probe ray-without-tls: exit {unjoined.returncode}: {said[-600:]}")
+        assert unjoined.returncode != 0 and "joined" not in stdout
+        assert "Failed to connect to GCS" in said, said[-2000:]
+
+
+def start_ray_driver_without_tls(deployment: Deployment) -> subprocess.Popen[str]:
+    """A Ray driver on the client node with the token but without Ray's TLS, trying to join.
+    Ray says it failed to connect to the GCS after 5 s, then waits 30 s more for the cluster's
+    id before it gives up: it is stopped at 20 s (which leaves room for a slow start)."""
+    client = deployment.client
+    return subprocess.Popen([
+        *deployment.bed.enter(client), "env", f"HOME={deployment.home(client)}",
+        "RAY_AUTH_MODE=token", f"RAY_TMPDIR={deployment.root / client / 'tmp'}", "timeout",
+        "-s", "KILL", "20", sys.executable, "-c",
         f"import ray; ray.init(address='{deployment.address(deployment.head)}:6379'); "
-        "print('joined', len(ray.nodes()))"], timeout_s=60)
-    took = time.monotonic() - started
-    said = unjoined.stdout + unjoined.stderr
-    print(f"{FIGURES} probe ray-without-tls: exit {unjoined.returncode} after {took:.1f} s: "
-          f"{said[-600:]}")
-    assert unjoined.returncode != 0 and "joined" not in unjoined.stdout
-    assert "Failed to connect to GCS" in said, said[-2000:]
+        "print('joined', len(ray.nodes()))"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 # The single-fault tests' bounds; after each, what one run here gave (gaps up to the end of the
@@ -304,9 +324,12 @@ def kill_then_boot(deployment: Deployment, node: str, topic: str, tmp_path: Path
     broker is back in every ISR. Each partition's longest write gap."""
     with BedClient(deployment, topic, tmp_path / "client", partitions=PARTITIONS) as client:
         time.sleep(5)
+        led = partitions_led_on(client, deployment, node)
+        assert led, f"{node} leads none of {topic}'s partitions: its loss would move nothing"
         killed_at = time.time()
         deployment.bed.kill_node(node)
-        # Writes go on without it: every partition acknowledged after the kill.
+        # Writes go on without it: every partition acknowledged after the kill, those it led
+        # by their new leaders.
         wait_until(lambda: all(at > killed_at + 1 for at in
                                client.progress()["last_ack"].values()), 60,
                    f"every partition acknowledging writes after {node}'s loss")
