@@ -15,14 +15,13 @@ from itertools import pairwise
 
 from rafka import Cluster
 from tests.support.checker import Ack, Fault, History, Limits, Poll, check, longest_write_gaps
-from tests.support.cluster import TEST_BROKER_CONFIG, partition_state
-from tests.support.faults import broker_pids, paused
+from tests.support.cluster import partition_state
+from tests.support.faults import SESSION_TIMEOUT_S, broker_pids, paused
 from tests.support.waiting import wait_until
 from tests.support.workloads import read_final_log
 
 TOPIC = "follow"
 PARTITIONS = 3
-SESSION_TIMEOUT_S = TEST_BROKER_CONFIG["zookeeper.session.timeout.ms"] / 1000
 # Kafka's default, which the clients keep: moving sooner must not need a shorter one.
 REQUEST_TIMEOUT_S = 30.0
 # From the pause to the first acknowledged write (and read) at the new leader: the session has to

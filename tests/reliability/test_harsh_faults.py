@@ -181,7 +181,7 @@ def test_a_broker_cut_off_from_zookeeper_stops_leading(start_cluster) -> None:
                        60, "a new leader once broker 2's session expired")
             # Past its session timeout broker 2 knows its session is gone, though it cannot
             # hear so from ZooKeeper: it leads nothing, for acks=all and acks=1 alike.
-            wait_until(lambda: old.describe()["role"] != "leader", SESSION_TIMEOUT_S + 10,
+            wait_until(lambda: old.describe()["role"] != "leader", SESSION_TIMEOUT_S + 12,
                        "broker 2 to stop leading while cut off")
             for acks in (-1, 1):
                 reply = old.produce(_stray_write(), acks, 5000)

@@ -15,10 +15,11 @@ from kazoo.client import KazooClient
 
 from rafka import Cluster
 
+from .cluster import TEST_BROKER_CONFIG
 from .waiting import wait_until
 
 # The test clusters' ZooKeeper session timeout (cluster.py), and a pause well past it.
-SESSION_TIMEOUT_S = 6.0
+SESSION_TIMEOUT_S = TEST_BROKER_CONFIG["zookeeper.session.timeout.ms"] / 1000
 PAST_THE_SESSION_S = SESSION_TIMEOUT_S + 4
 
 
