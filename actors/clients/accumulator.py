@@ -64,7 +64,6 @@ __all__ = [
     "RunResult",
     "SequenceTracker",
     "batch_run_ends",
-    "estimate_record_size",
 ]
 
 # Every batch carries the record batch header (docs/storage.md: base offset .. record count).
@@ -83,18 +82,6 @@ Record = tuple[bytes | None, bytes | None, int, Headers | None]
 TopicPartitionKey = tuple[str, int]
 
 _batch_ids = itertools.count(1)
-
-
-def estimate_record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
-    """Roughly the bytes a record adds to a batch (the same estimate ``append`` uses)."""
-    size = RECORD_OVERHEAD_BYTES
-    if key is not None:
-        size += len(key)
-    if value is not None:
-        size += len(value)
-    if headers:
-        size += _headers_size(headers)
-    return size
 
 
 def _payload_size(key: bytes | None, value: bytes | None) -> int:
@@ -348,7 +335,7 @@ class RecordAccumulator:
         than ``batch_size`` gets a batch of its own (refusing records above
         ``max.request.size`` is the producer's job, before it gets here).
         """
-        # estimate_record_size, inlined: this runs once for every record sent.
+        # The bytes the record adds to its batch, estimated (see RECORD_OVERHEAD_BYTES).
         size = RECORD_OVERHEAD_BYTES
         if key is not None:
             size += len(key)

@@ -42,6 +42,7 @@ from kafka.structs import OffsetAndMetadata
 
 from rafka import Cluster
 from tests.support.cluster import cluster_of_its_own
+from tests.support.kafka_wire import read_exactly
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.cluster
@@ -145,19 +146,10 @@ def metadata_from(certificates: Certificates, who: str, host: str, port: int,
     with socket.create_connection((host, port), timeout=10) as raw, \
             context.wrap_socket(raw) as sock:
         sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size = int.from_bytes(_read(sock, 4), "big")
-        frame = _read(sock, size)
+        size = int.from_bytes(read_exactly(sock, 4), "big")
+        frame = read_exactly(sock, size)
     response = MetadataResponse.decode(frame[4:], version=1)
     return {topic.name: topic.error_code for topic in response.topics}
-
-
-def _read(sock: ssl.SSLSocket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, "the broker closed the connection"
-        data += chunk
-    return data
 
 
 def end_offset(cluster: Cluster, certificates: Certificates, topic: str) -> int:

@@ -66,11 +66,17 @@ class KafkaWire:
         return response_class.decode(self._read(size), version=version, header=True)
 
     def _read(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = self.socket.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError(f"the broker closed the connection after {len(data)} of "
-                                      f"{size} bytes")
-            data += chunk
-        return data
+        return read_exactly(self.socket, size)
+
+
+def read_exactly(sock: socket.socket, size: int) -> bytes:
+    """`size` bytes from `sock` (a TLS socket too); ConnectionError if the broker closes it
+    first."""
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError(f"the broker closed the connection after {len(data)} of "
+                                  f"{size} bytes")
+        data += chunk
+    return data

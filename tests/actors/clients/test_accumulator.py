@@ -16,7 +16,6 @@ from rafka.actors.clients.accumulator import (
     RecordAccumulator,
     SequenceTracker,
     batch_run_ends,
-    estimate_record_size,
 )
 from rafka.logstore.batch import RecordsPayload
 
@@ -39,12 +38,19 @@ def _send(acc: RecordAccumulator, batches: list[PendingBatch]) -> list[PendingBa
     return batches
 
 
-def test_the_estimate_counts_key_value_headers_and_overhead() -> None:
-    assert estimate_record_size(None, None, None) == RECORD_OVERHEAD_BYTES
-    assert estimate_record_size(b"k", b"vv", None) == RECORD_OVERHEAD_BYTES + 3
-    with_header = estimate_record_size(b"k", b"vv", [("trace", b"123")])
-    assert with_header > RECORD_OVERHEAD_BYTES + 3 + 8
-    assert estimate_record_size(b"", VALUE, ()) == 100
+def _added_bytes(key: bytes | None, value: bytes | None, headers: list | None) -> int:
+    """What one record adds to an empty accumulator's batch and buffered bytes."""
+    acc = _acc()
+    result = acc.append("t", 0, key, value, 0, headers, 0)
+    assert result.batch.size_bytes == BATCH_OVERHEAD_BYTES + acc.buffered_bytes
+    return acc.buffered_bytes
+
+
+def test_a_record_counts_its_key_value_headers_and_overhead() -> None:
+    assert _added_bytes(None, None, None) == RECORD_OVERHEAD_BYTES
+    assert _added_bytes(b"k", b"vv", None) == RECORD_OVERHEAD_BYTES + 3
+    assert _added_bytes(b"k", b"vv", [("trace", b"123")]) > RECORD_OVERHEAD_BYTES + 3 + 8
+    assert _added_bytes(b"", VALUE, []) == 100
 
 
 def test_records_of_a_partition_share_a_batch_until_it_is_full() -> None:

@@ -43,6 +43,7 @@ from rafka.actors.kafka.sasl import (
 from rafka.actors.kafka.tls import server_ssl_context
 from rafka.coordination.entity_config import Entity
 from rafka.wire.sasl.scram import make_credential
+from tests.support.kafka_wire import read_exactly
 
 DELAY_MS = 300
 
@@ -128,12 +129,7 @@ def read_frame(sock: ssl.SSLSocket) -> bytes:
             return b""
         head += chunk
     (size,) = struct.unpack(">i", head)
-    body = b""
-    while len(body) < size:
-        chunk = sock.recv(size - len(body))
-        assert chunk, "the frame was cut short"
-        body += chunk
-    return body
+    return read_exactly(sock, size)
 
 
 def answer(sock: ssl.SSLSocket, response_type: Any, version: int) -> Any:
