@@ -3,22 +3,74 @@ listener's to the hosts of its broker (`HostConnections`) and a follower host's 
 leader hosts (`LeaderConnection`). Both open a connection the same way (`open_connection`:
 the host's address and token from an actor call, the hello first) and read an answer the same
 way (`read_frame`, which the port reads its requests with too, in `server`). Over TLS when the
-host says its port speaks it (`rafka.actors.dataport.tls`)."""
+host says its port speaks it (`rafka.actors.dataport.tls`).
+
+A follower asks its leader host where it listens through Ray first and, when Ray fails or is
+late (`ZOOKEEPER_AFTER_S`: a host whose GCS connection is half-open calls a restarted leader
+at its old address for minutes), where the leader's broker published it in ZooKeeper
+(`leader_address`)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+import ray
 
 from rafka.actors.dataport import frames
 from rafka.actors.dataport.server import read_frame
 from rafka.actors.dataport.tls import DataPortTls, client_context
 from rafka.actors.messages import ErrorReply, ReplicaFetchResponse
+from rafka.actors.runtime import ZOOKEEPER_AFTER_S
 from rafka.common.errors import RafkaError
 from rafka.common.serving import no_delay
 from rafka.common.waiting import wait_within
 
 DataPortAddress = tuple[str, int, bytes, DataPortTls | None]
+# Where a host's broker last published the host's data port (None: never), read from ZooKeeper.
+PublishedAddress = Callable[[], Awaitable[DataPortAddress | None]]
+
+
+class LeaderAddressUnknown(RafkaError, ConnectionError):
+    """Neither the leader host (through Ray) nor ZooKeeper said where it listens."""
+
+
+async def leader_address(host: Callable[[], Awaitable[Any]], published: PublishedAddress | None,
+                         timeout_s: float) -> DataPortAddress:
+    """Where a host listens: its `data_port_address` through Ray (`host()` gives its handle),
+    or, once that fails or has not answered within `ZOOKEEPER_AFTER_S`, the address its broker
+    published (`published`). A host Ray knows died for good is not looked for in ZooKeeper:
+    its error tells the caller to find the host anew."""
+
+    async def ask_ray() -> DataPortAddress:
+        return tuple(await (await host()).data_port_address.remote())  # type: ignore[return-value]
+
+    asking = asyncio.ensure_future(ask_ray())
+    try:
+        done, _ = await asyncio.wait({asking}, timeout=min(ZOOKEEPER_AFTER_S, timeout_s))
+        if asking in done and (asking.exception() is None or published is None
+                               or isinstance(asking.exception(), ray.exceptions.ActorDiedError)):
+            return asking.result()
+        if published is not None:
+            try:
+                found = await asyncio.wait_for(published(), timeout_s)
+            except Exception:  # the broker could not read it either: Ray may still answer
+                found = None
+            if found is not None:
+                return found
+        if not asking.done():
+            return await asyncio.wait_for(asyncio.shield(asking), timeout_s)
+        if asking.exception() is not None:
+            raise asking.exception()  # type: ignore[misc]
+        raise LeaderAddressUnknown("the leader host did not say where it listens, nor did "
+                                   "ZooKeeper")
+    finally:
+        if not asking.done():
+            asking.cancel()
+        with contextlib.suppress(BaseException):
+            asking.exception()
 
 
 async def open_connection(address: DataPortAddress, connect_timeout_s: float,
@@ -110,29 +162,42 @@ class HostConnections:
 
 class LeaderConnection:
     """A follower host's connection to one leader host's data port (used by
-    `rafka.actors.server.replica_fetcher`); made on the first fetch, and again after any
-    failure."""
+    `rafka.actors.server.replica_fetcher`): its fetches and its OffsetsForLeaderEpoch, one at
+    a time. Made on the first request, and again after any failure; the leader's address
+    comes from `leader_address` (`leader` gives the host's handle, `published` its broker's
+    word in ZooKeeper)."""
 
-    def __init__(self, connect_timeout_s: float) -> None:
+    def __init__(self, connect_timeout_s: float, leader: Callable[[], Awaitable[Any]],
+                 published: PublishedAddress | None = None) -> None:
         self.connect_timeout_s = connect_timeout_s
+        self._leader = leader
+        self._published = published
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
-    async def fetch(self, leader: Any, arguments: tuple[Any, ...], timeout_s: float,
+    async def fetch(self, arguments: tuple[Any, ...], timeout_s: float,
                     max_answer_bytes: int) -> ReplicaFetchResponse | ErrorReply:
-        """`leader.replica_fetch(*arguments)` over the connection; raises OSError,
+        """`leader.replica_fetch(*arguments)` over the connection."""
+        return await self.call(frames.REPLICA_FETCH, arguments, timeout_s, max_answer_bytes)
+
+    async def call(self, method: str, arguments: tuple[Any, ...], timeout_s: float,
+                   max_answer_bytes: int) -> Any:
+        """`leader.<method>(*arguments)` over the connection; raises OSError,
         asyncio.TimeoutError, IncompleteReadError or FrameError when it fails (the connection
-        is then dropped), Ray's errors when the leader host cannot tell where it listens."""
+        is then dropped), Ray's errors or `LeaderAddressUnknown` when nobody can tell where
+        the leader host listens."""
         try:
             if self._writer is None:
-                self._reader, self._writer = await open_connection(
-                    tuple(await leader.data_port_address.remote()), self.connect_timeout_s)
+                address = await leader_address(self._leader, self._published,
+                                               self.connect_timeout_s)
+                self._reader, self._writer = await open_connection(address,
+                                                                   self.connect_timeout_s)
             reader, writer = self._reader, self._writer
             assert reader is not None, "the reader opens with the writer"
-            writer.write(frames.replica_fetch_request(*arguments))
+            writer.write(frames.REQUESTS[method](*arguments))
             await writer.drain()
             body = await wait_within(read_frame(reader, max_answer_bytes), timeout_s)
-            return frames.read_replica_fetch_answer(body)
+            return frames.ANSWER_READERS[method](body)
         except BaseException:
             self.close()
             raise

@@ -4,7 +4,8 @@ connection, msgpack with the length in front.
 The steady data path runs over connections kept to each replica host's data port
 (`rafka.actors.dataport.server`) instead of a Ray actor call each: a producer's requests
 (`ReplicaHost.produce`), a follower host's fetches from its leader host
-(`ReplicaHost.replica_fetch`) and a consumer's (`ReplicaHost.fetch`), and a broker's Kafka
+(`ReplicaHost.replica_fetch`, and `ReplicaHost.offsets_for_leader_epoch` before a follower
+truncates) and a consumer's (`ReplicaHost.fetch`), and a broker's Kafka
 listener's produce and fetch requests on behalf of Kafka clients (`ReplicaHost.produce_kafka`
 and `ReplicaHost.fetch_kafka`: their batches are in Kafka's record format, converted on the
 host). A Ray call costs a hop
@@ -31,6 +32,8 @@ from rafka.actors.messages import (
     Appended,
     CommittedOffset,
     CommittedOffsets,
+    EpochEndOffset,
+    EpochQuery,
     ErrorReply,
     FetchedRecords,
     ListedOffset,
@@ -48,7 +51,8 @@ LENGTH = struct.Struct(">I")
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 # 2: Kafka-format produce and fetch became methods of their own (no flag in the frames).
 # 3: answers are lists of typed fields, errors maps of `ErrorReply`'s.
-VERSION = 3
+# 4: a follower asks OffsetsForLeaderEpoch over the port (no Ray call on its path).
+VERSION = 4
 REPLICA_FETCH = "replica_fetch"
 CONSUMER_FETCH = "fetch"
 KAFKA_FETCH = "fetch_kafka"
@@ -56,6 +60,7 @@ PRODUCE = "produce"
 KAFKA_PRODUCE = "produce_kafka"
 LIST_OFFSETS = "list_offsets"
 FETCH_OFFSETS = "fetch_offsets"
+OFFSETS_FOR_LEADER_EPOCH = "offsets_for_leader_epoch"
 
 Reply = FetchedRecords | ErrorReply
 _PartitionReply = TypeVar("_PartitionReply")
@@ -209,6 +214,13 @@ class FetchOffsetsRequest(NamedTuple):
     partitions: list[list[Any]] | None
 
 
+class OffsetsForLeaderEpochRequest(NamedTuple):
+    """`ReplicaHost.offsets_for_leader_epoch`'s argument: where a follower's epochs end on
+    its leader, before it truncates (KIP-101)."""
+
+    queries: list[EpochQuery]
+
+
 def produce_request(requests: list[PartitionProduce], acks: int, timeout_ms: int) -> bytes:
     """The frame of a producer's request: each partition's batches, and where each record ends
     when the producer says (`PartitionProduce.record_ends`)."""
@@ -256,8 +268,14 @@ def fetch_offsets_request(partition: int, group: str,
                   None if partitions is None else [list(tp) for tp in partitions]])
 
 
+def offsets_for_leader_epoch_request(queries: list[EpochQuery]) -> bytes:
+    """The frame of a follower's OffsetsForLeaderEpoch, for partitions led by one host."""
+    return frame([OFFSETS_FOR_LEADER_EPOCH, [list(query) for query in queries]])
+
+
 Request = (ProduceRequest | KafkaProduceRequest | ReplicaFetchRequest | ConsumerFetchRequest
-           | KafkaFetchRequest | ListOffsetsRequest | FetchOffsetsRequest)
+           | KafkaFetchRequest | ListOffsetsRequest | FetchOffsetsRequest
+           | OffsetsForLeaderEpochRequest)
 
 
 def decode_request(body: bytes) -> Request:
@@ -281,9 +299,10 @@ def decode_request(body: bytes) -> Request:
         return _read_list_offsets(fields)
     if method == FETCH_OFFSETS:
         return _read_fetch_offsets(fields)
-    raise FrameError(f"no method {method!r} here: the port serves {PRODUCE!r}, "
-                     f"{KAFKA_PRODUCE!r}, {REPLICA_FETCH!r}, {CONSUMER_FETCH!r}, "
-                     f"{KAFKA_FETCH!r}, {LIST_OFFSETS!r} and {FETCH_OFFSETS!r}")
+    if method == OFFSETS_FOR_LEADER_EPOCH:
+        return _read_offsets_for_leader_epoch(fields)
+    raise FrameError(f"no method {method!r} here: the port serves "
+                     f"{', '.join(map(repr, REQUESTS))}")
 
 
 def _read_replica_fetch(fields: list[Any]) -> ReplicaFetchRequest:
@@ -349,6 +368,19 @@ def _read_list_offsets(fields: list[Any]) -> ListOffsetsRequest:
                              "read_committed]")
         queries.append(OffsetQuery(*entry))
     return ListOffsetsRequest(queries)
+
+
+def _read_offsets_for_leader_epoch(fields: list[Any]) -> OffsetsForLeaderEpochRequest:
+    if len(fields) != 1 or not isinstance(fields[0], list):
+        raise FrameError("OffsetsForLeaderEpoch has one field, a list of partitions")
+    queries = []
+    for entry in fields[0]:
+        if (not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[0], str)
+                or any(type(value) is not int for value in entry[1:])):
+            raise FrameError("an OffsetsForLeaderEpoch partition is [topic, partition, epoch, "
+                             "current leader epoch]")
+        queries.append(EpochQuery(*entry))
+    return OffsetsForLeaderEpochRequest(queries)
 
 
 def _read_fetch_offsets(fields: list[Any]) -> FetchOffsetsRequest:
@@ -512,6 +544,24 @@ def read_list_offsets_answer(body: bytes) -> list[ListedOffset | ErrorReply]:
         body, "a ListOffsets answer is a list of partition replies", _read_listed_offset)
 
 
+def offsets_for_leader_epoch_answer(replies: list[EpochEndOffset | ErrorReply]) -> bytes:
+    """The frame of `offsets_for_leader_epoch`'s reply: one per partition, in order."""
+    return _per_partition_answer(replies)
+
+
+def _read_epoch_end_offset(packed: Any) -> EpochEndOffset:
+    if not isinstance(packed, list) or len(packed) != 2:
+        raise FrameError("an epoch's end is [leader epoch, end offset]")
+    _ints(packed, "an epoch's end")
+    return EpochEndOffset(*packed)
+
+
+def read_offsets_for_leader_epoch_answer(body: bytes) -> list[EpochEndOffset | ErrorReply]:
+    return _read_per_partition(
+        body, "an OffsetsForLeaderEpoch answer is a list of partition replies",
+        _read_epoch_end_offset)
+
+
 def fetch_offsets_answer(reply: CommittedOffsets | ErrorReply) -> bytes:
     """The frame of `fetch_offsets`'s reply: the group's committed offsets, or its error."""
     if isinstance(reply, ErrorReply):
@@ -537,14 +587,16 @@ ANSWERS: dict[type, Callable[[Any], bytes]] = {
     ReplicaFetchRequest: replica_fetch_answer, ConsumerFetchRequest: consumer_fetch_answer,
     KafkaFetchRequest: consumer_fetch_answer, ProduceRequest: produce_answer,
     KafkaProduceRequest: produce_answer, ListOffsetsRequest: list_offsets_answer,
-    FetchOffsetsRequest: fetch_offsets_answer}
+    FetchOffsetsRequest: fetch_offsets_answer,
+    OffsetsForLeaderEpochRequest: offsets_for_leader_epoch_answer}
 """How each request's reply is framed, by the request's type."""
 
 REQUESTS: dict[str, Callable[..., bytes]] = {
     PRODUCE: produce_request, KAFKA_PRODUCE: kafka_produce_request,
     CONSUMER_FETCH: consumer_fetch_request, KAFKA_FETCH: kafka_fetch_request,
     REPLICA_FETCH: replica_fetch_request, LIST_OFFSETS: list_offsets_request,
-    FETCH_OFFSETS: fetch_offsets_request}
+    FETCH_OFFSETS: fetch_offsets_request,
+    OFFSETS_FOR_LEADER_EPOCH: offsets_for_leader_epoch_request}
 """How a client frames each method's arguments."""
 
 ANSWER_READERS: dict[str, Callable[[bytes], Any]] = {
@@ -553,5 +605,6 @@ ANSWER_READERS: dict[str, Callable[[bytes], Any]] = {
     KAFKA_FETCH: read_consumer_fetch_answer,
     REPLICA_FETCH: read_replica_fetch_answer,
     LIST_OFFSETS: read_list_offsets_answer,
-    FETCH_OFFSETS: read_fetch_offsets_answer}
+    FETCH_OFFSETS: read_fetch_offsets_answer,
+    OFFSETS_FOR_LEADER_EPOCH: read_offsets_for_leader_epoch_answer}
 """How a client reads each method's answer."""

@@ -8,7 +8,8 @@ write to or read from (`rafka.actors.dataport.blocking_client`), and a broker's 
 keeps its own to its hosts (`rafka.actors.dataport.async_client.HostConnections`); each
 connection carries one request at a time, as Kafka's broker serves a connection. The port hands
 each request to the host's own method (`produce`, `produce_kafka`, `replica_fetch`, `fetch`,
-`fetch_kafka`, `list_offsets` or `fetch_offsets`, the same calls Ray would make) and writes the
+`fetch_kafka`, `list_offsets`, `fetch_offsets` or `offsets_for_leader_epoch`, the same calls Ray
+would make) and writes the
 answer back as soon as it is ready. Frames and their checks are in
 `rafka.actors.dataport.frames`. A connection that opens with a wrong token, or sends anything
 that is not a request, is closed; nothing it sent is acted on.
@@ -39,6 +40,7 @@ from rafka.actors.dataport.frames import (
     KafkaFetchRequest,
     KafkaProduceRequest,
     ListOffsetsRequest,
+    OffsetsForLeaderEpochRequest,
     ProduceRequest,
     ReplicaFetchRequest,
 )
@@ -62,9 +64,9 @@ async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
 
 class DataPort:
     """Serves a host's `produce`, `produce_kafka`, `replica_fetch`, `fetch`, `fetch_kafka`,
-    `list_offsets` and `fetch_offsets` on `host`, any free port; a request may be
-    `max_request_bytes` long (the broker's socket.request.max.bytes); with `tls`, over
-    mutual TLS."""
+    `list_offsets`, `fetch_offsets` and `offsets_for_leader_epoch` on `host`, any free
+    port; a request may be `max_request_bytes` long (the broker's socket.request.max.bytes);
+    with `tls`, over mutual TLS."""
 
     def __init__(self, host: str, max_request_bytes: int, *,
                  produce: Callable[..., Awaitable[list[Any]]],
@@ -74,6 +76,7 @@ class DataPort:
                  fetch_kafka: Callable[..., Awaitable[list[Any]]],
                  list_offsets: Callable[..., Awaitable[list[Any]]],
                  fetch_offsets: Callable[..., Awaitable[CommittedOffsets | ErrorReply]],
+                 offsets_for_leader_epoch: Callable[..., Awaitable[list[Any]]],
                  tls: DataPortTls | None = None) -> None:
         self.host = host
         self.tls = tls
@@ -82,7 +85,8 @@ class DataPort:
             ProduceRequest: produce, KafkaProduceRequest: produce_kafka,
             ReplicaFetchRequest: replica_fetch, ConsumerFetchRequest: fetch,
             KafkaFetchRequest: fetch_kafka, ListOffsetsRequest: list_offsets,
-            FetchOffsetsRequest: fetch_offsets}
+            FetchOffsetsRequest: fetch_offsets,
+            OffsetsForLeaderEpochRequest: offsets_for_leader_epoch}
         self.token = secrets.token_bytes(16)
         self._listener = Listener(host, self._serve, HELLO_TIMEOUT_S)
 

@@ -50,6 +50,7 @@ from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
 from rafka.common.topic_partition import TopicPartition
 from rafka.common.waiting import wait_until_async
 from rafka.coordination.broker_config import read_broker_config
+from rafka.coordination.data_ports import read_data_port
 from rafka.coordination.election import ControllerElection
 from rafka.coordination.errors import (
     BrokerIdInUseError,
@@ -621,6 +622,15 @@ class Broker:
                               producer_epoch: int, commit: bool) -> ErrorReply | None:
         return _refused(await self.transactions.end_transaction(
             transactional_id, producer_id, producer_epoch, commit))
+
+    async def published_data_port(self, host: str) -> tuple[Any, ...] | None:
+        """Where replica host `host` (of any broker) last said it listens, as its broker
+        published it in ZooKeeper: for this broker's hosts, whose followers cannot always
+        learn it from the leader host through Ray (`actors.dataport.async_client`)."""
+        if self.store is None:
+            return None
+        found = await asyncio.to_thread(read_data_port, self.store, host)
+        return None if found is None else found.as_tuple()
 
     async def replica_host_of(self, topic: str, partition: int) -> str:
         """The name of the replica host that holds (or would hold) this broker's replica."""

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rafka.actors.config import BrokerConfig
-from rafka.actors.dataport.async_client import LeaderConnection
+from rafka.actors.dataport import frames
+from rafka.actors.dataport.async_client import LeaderConnection, PublishedAddress
 from rafka.actors.errors import ErrorCode, code_of
 from rafka.actors.messages import (
     EpochEndOffset,
@@ -82,6 +83,7 @@ class ReplicaFetcher:
         config: BrokerConfig,
         handle: Callable[[str], Awaitable[Any]],
         forget_if_dead: Callable[[str, BaseException], None],
+        published: Callable[[str], PublishedAddress] | None = None,
     ) -> None:
         self.leader_host = leader_host
         self.broker_id = broker_id
@@ -104,9 +106,13 @@ class ReplicaFetcher:
         self._waiting = False
         self._woken = False
         # The kept connection to the leader host (replica.fetch.transport=tcp), or None to
-        # fetch by actor calls.
-        self._connection = (LeaderConnection(config.replica_socket_timeout_ms / 1000)
-                            if config.replica_fetch_transport == "tcp" else None)
+        # fetch by actor calls. Over it, nothing on the fetch path asks Ray once the leader's
+        # address is known, and that may come from ZooKeeper (`published`).
+        self._connection = (
+            LeaderConnection(config.replica_socket_timeout_ms / 1000,
+                             lambda: self._handle(self.leader_host),
+                             None if published is None else published(leader_host))
+            if config.replica_fetch_transport == "tcp" else None)
         self._answer_timeout_s = (config.replica_fetch_wait_max_ms
                                   + config.replica_socket_timeout_ms) / 1000
         # An answer holds at most the response's bytes, and one batch beyond it per partition
@@ -160,7 +166,8 @@ class ReplicaFetcher:
         backoff_s = self.config.replica_fetch_backoff_ms / 1000
         while self.partitions or self._removed:
             try:
-                leader = await self._handle(self.leader_host)
+                leader: Any = (None if self._connection is not None
+                               else await self._handle(self.leader_host))
                 await self._truncate(leader)
                 listing, backoffs = self._listing()
                 removed = [(tp.topic, tp.partition) for tp in self._removed]
@@ -178,7 +185,7 @@ class ReplicaFetcher:
                         reply = await leader.replica_fetch.remote(*arguments)
                     else:
                         reply = await self._connection.fetch(
-                            leader, arguments, self._answer_timeout_s, self._max_answer_bytes)
+                            arguments, self._answer_timeout_s, self._max_answer_bytes)
                 finally:
                     self._waiting = False
             except asyncio.CancelledError:
@@ -262,6 +269,14 @@ class ReplicaFetcher:
             return
         following.backoff_until = time.monotonic() + self.config.replica_fetch_backoff_ms / 1000
 
+    async def _epoch_ends(self, leader: Any, queries: list[EpochQuery]
+                          ) -> list[EpochEndOffset | ErrorReply]:
+        """The leader's OffsetsForLeaderEpoch: over the kept connection, or an actor call."""
+        if self._connection is None:
+            return await leader.offsets_for_leader_epoch.remote(queries)
+        return await self._connection.call(frames.OFFSETS_FOR_LEADER_EPOCH, (queries,),
+                                           self._answer_timeout_s, self._max_answer_bytes)
+
     async def _truncate(self, leader: Any) -> None:
         """KIP-101 for every partition that has just started following: one request a round."""
         asking = {
@@ -283,8 +298,7 @@ class ReplicaFetcher:
             queries = [EpochQuery(tp.topic, tp.partition, epoch, self.partitions[tp].leader_epoch)
                        for tp, epoch in asking.items()
                        if tp in self.partitions and epoch is not None]  # Nones left above
-            answers: list[EpochEndOffset | ErrorReply] = \
-                await leader.offsets_for_leader_epoch.remote(queries)
+            answers = await self._epoch_ends(leader, queries)
             next_round = {}
             for query, answer in zip(queries, answers, strict=True):
                 tp = TopicPartition(query.topic, query.partition)
@@ -325,11 +339,13 @@ class ReplicaFetcherManager:
 
     def __init__(self, broker_id: int, config: BrokerConfig,
                  handle: Callable[[str], Awaitable[Any]],
-                 forget_if_dead: Callable[[str, BaseException], None]) -> None:
+                 forget_if_dead: Callable[[str, BaseException], None],
+                 published: Callable[[str], PublishedAddress] | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self._handle = handle
         self._forget_if_dead = forget_if_dead
+        self._published = published
         self.fetchers: dict[str, ReplicaFetcher] = {}
 
     def role_changed(self, replica: PartitionReplica) -> None:
@@ -340,7 +356,7 @@ class ReplicaFetcherManager:
             if fetcher is None:
                 fetcher = self.fetchers[replica.leader_host] = ReplicaFetcher(
                     replica.leader_host, self.broker_id, self.config, self._handle,
-                    self._forget_if_dead)
+                    self._forget_if_dead, self._published)
             fetcher.add(replica)
 
     def remove(self, tp: TopicPartition) -> None:

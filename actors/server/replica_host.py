@@ -35,6 +35,7 @@ import ray
 
 from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
+from rafka.actors.dataport.async_client import DataPortAddress, PublishedAddress
 from rafka.actors.dataport.server import DataPort
 from rafka.actors.dataport.tls import DataPortTls, data_port_tls
 from rafka.actors.errors import ErrorCode, error_reply
@@ -169,12 +170,15 @@ class ReplicaHost:
             replica_fetch=own.replica_fetch.__get__(self), fetch=own.fetch.__get__(self),
             fetch_kafka=own.fetch_kafka.__get__(self),
             list_offsets=own.list_offsets.__get__(self),
-            fetch_offsets=own.fetch_offsets.__get__(self), tls=data_port_tls(
+            fetch_offsets=own.fetch_offsets.__get__(self),
+            offsets_for_leader_epoch=own.offsets_for_leader_epoch.__get__(self),
+            tls=data_port_tls(
                 self.config.security_inter_broker_protocol, self.config.ssl_keystore_location,
                 self.config.ssl_truststore_location, self.config.ssl_key_password))
         self._handles = ActorHandles(namespace)
         self.fetchers = ReplicaFetcherManager(broker_id, self.config, self._handles.get,
-                                              self._handles.forget_if_dead)
+                                              self._handles.forget_if_dead,
+                                              self._published_data_port)
         # This host's broker, reached when an ISR changes: looked up and called once now,
         # while Ray's GCS answers, so that an ISR shrinks while it does not (its head
         # restarting) as well.
@@ -417,6 +421,18 @@ class ReplicaHost:
         token a connection must open with (only callers of this actor learn it), and the TLS
         it speaks (None: none)."""
         return await self._data_port.start()
+
+    def _published_data_port(self, leader_host: str) -> PublishedAddress:
+        """Where `leader_host`'s broker published its data port, asked of this host's own
+        broker (on this node, with the ZooKeeper session): for a follower whose Ray cannot
+        reach a restarted leader host."""
+
+        async def read() -> DataPortAddress | None:
+            broker = await self._handles.get(broker_name(self.broker_id))
+            found = await broker.published_data_port.remote(leader_host)
+            return None if found is None else tuple(found)  # type: ignore[return-value]
+
+        return read
 
     async def wake_session(self, follower_id: int, session_id: int) -> None:
         """The follower has a new partition to list: answer its waiting fetch now (or, if

@@ -7,6 +7,7 @@ partitions, even for a client's first connection to it."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 
@@ -14,9 +15,10 @@ import psutil
 import pytest
 import ray
 
-from rafka.actors.dataport import blocking_client, frames
+from rafka.actors.dataport import async_client, blocking_client, frames
+from rafka.actors.dataport.async_client import LeaderConnection
 from rafka.actors.errors import raise_for
-from rafka.actors.messages import OffsetQuery, ReplicaFetchPartition
+from rafka.actors.messages import EpochEndOffset, EpochQuery, OffsetQuery, ReplicaFetchPartition
 from rafka.common.sentinels import LATEST_TIMESTAMP
 from rafka.logstore.batch import build_batch
 from tests.support.faults import paused
@@ -303,4 +305,50 @@ def test_a_host_that_ray_cannot_reach_is_found_where_its_broker_published_it(
     finally:
         with_zookeeper.close()
         without.close()
+        ray.kill(unanswering)
+
+
+def test_a_follower_finds_a_leader_ray_cannot_reach_where_its_broker_published_it(
+        cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower host's connection to its leader host (`LeaderConnection`) asks the leader
+    where it listens through Ray, and its own broker (`published_data_port`, from ZooKeeper)
+    once Ray is late; the truncation's OffsetsForLeaderEpoch then goes over the data port, as
+    the fetches do. A leader Ray knows died is not looked for in ZooKeeper."""
+    cluster.create_topic("epochs", partitions=1, replication_factor=1)
+    producer = cluster.producer(acks=1)
+    for number in range(3):
+        producer.send("epochs", value=b"%d" % number).result(timeout=30)
+    producer.close()
+    leader = ReplicaOnHost(cluster, "epochs", 0)
+    broker = ray.get_actor(f"broker-{leader.broker}", namespace=cluster.namespace)
+    published = ray.get(broker.published_data_port.remote(leader.host_name), timeout=30)
+    assert published == ray.get(leader.host.data_port_address.remote(), timeout=30)
+    epoch = leader.describe()["leader_epoch"]
+    query = [EpochQuery("epochs", 0, epoch, epoch)]
+    monkeypatch.setattr(async_client, "ZOOKEEPER_AFTER_S", 0.2)
+    unanswering, dead = _Unanswering.remote(), _Unanswering.remote()
+    ray.kill(dead, no_restart=True)
+
+    async def ask(handle: object, with_zookeeper: bool) -> list:
+        async def host() -> object:
+            return handle
+
+        async def read_published() -> tuple | None:
+            found = await broker.published_data_port.remote(leader.host_name)
+            return None if found is None else tuple(found)
+
+        connection = LeaderConnection(2, host, read_published if with_zookeeper else None)
+        try:
+            return await connection.call(frames.OFFSETS_FOR_LEADER_EPOCH, (query,), 10, 1 << 20)
+        finally:
+            connection.close()
+
+    try:
+        assert asyncio.run(ask(unanswering, True)) == [EpochEndOffset(epoch, 3)]
+        # Without ZooKeeper the connection has only the host's silence to go on.
+        with pytest.raises(asyncio.TimeoutError):
+            asyncio.run(ask(unanswering, False))
+        with pytest.raises(ray.exceptions.ActorDiedError):
+            asyncio.run(ask(dead, True))
+    finally:
         ray.kill(unanswering)

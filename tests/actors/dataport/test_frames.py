@@ -16,6 +16,7 @@ from rafka.actors.dataport.frames import (
     KafkaFetchRequest,
     KafkaProduceRequest,
     ListOffsetsRequest,
+    OffsetsForLeaderEpochRequest,
     ProduceRequest,
 )
 from rafka.actors.errors import ErrorCode, error_reply
@@ -152,6 +153,41 @@ def test_an_offset_fetch_and_its_answer_read_back() -> None:
     refused = error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "moved", leader=2)
     assert frames.read_fetch_offsets_answer(
         body(frames.fetch_offsets_answer(refused))) == refused
+
+
+def test_an_offsets_for_leader_epoch_request_and_answer_read_back() -> None:
+    queries = [messages.EpochQuery("orders", 0, 3, 5), messages.EpochQuery("orders", 4, 0, 2)]
+    request = frames.decode_request(body(frames.offsets_for_leader_epoch_request(queries)))
+    assert request == OffsetsForLeaderEpochRequest(queries)
+    assert all(type(query) is messages.EpochQuery for query in request.queries)
+    replies = [messages.EpochEndOffset(3, 1_200),
+               error_reply(ErrorCode.FENCED_LEADER_EPOCH, "epoch 2 < 4", leader=None)]
+    answer = frames.read_offsets_for_leader_epoch_answer(
+        body(frames.offsets_for_leader_epoch_answer(replies)))
+    assert answer == replies
+    assert [type(reply) for reply in answer] == [messages.EpochEndOffset, messages.ErrorReply]
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed(["offsets_for_leader_epoch"]),                      # no partitions
+    packed(["offsets_for_leader_epoch", [["t", 0, 3]]]),       # a short partition
+    packed(["offsets_for_leader_epoch", [["t", 0, 3, "5"]]]),  # a string epoch
+    packed(["offsets_for_leader_epoch", [["t", 0, True, 5]]]), # a boolean epoch
+    packed(["offsets_for_leader_epoch", [[0, 0, 3, 5]]]),      # a topic not a string
+])
+def test_anything_but_an_offsets_for_leader_epoch_request_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        frames.decode_request(frame_body)
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed({"error": 0}),                                      # not a list
+    packed([[3]]),                                             # a short entry
+    packed([[3, "1200"]]),                                     # a string offset
+])
+def test_anything_but_an_offsets_for_leader_epoch_answer_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        frames.read_offsets_for_leader_epoch_answer(frame_body)
 
 
 @pytest.mark.parametrize("frame_body", [
