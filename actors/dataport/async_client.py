@@ -41,8 +41,10 @@ async def leader_address(host: Callable[[], Awaitable[Any]], published: Publishe
                          timeout_s: float) -> DataPortAddress:
     """Where a host listens: its `data_port_address` through Ray (`host()` gives its handle),
     or, once that fails or has not answered within `ZOOKEEPER_AFTER_S`, the address its broker
-    published (`published`). A host Ray knows died for good is not looked for in ZooKeeper:
-    its error tells the caller to find the host anew."""
+    published (`published`, given at least `timeout_s`). When ZooKeeper cannot say either,
+    Ray's answer is waited for as long as it takes, as without ZooKeeper: on a loaded machine
+    it may be slow and still right. A host Ray knows died for good is not looked for in
+    ZooKeeper: its error tells the caller to find the host anew."""
 
     async def ask_ray() -> DataPortAddress:
         return tuple(await (await host()).data_port_address.remote())  # type: ignore[return-value]
@@ -55,13 +57,14 @@ async def leader_address(host: Callable[[], Awaitable[Any]], published: Publishe
             return asking.result()
         if published is not None:
             try:
-                found = await asyncio.wait_for(published(), timeout_s)
+                found = await asyncio.wait_for(published(),
+                                               max(timeout_s, ZOOKEEPER_AFTER_S))
             except Exception:  # the broker could not read it either: Ray may still answer
                 found = None
             if found is not None:
                 return found
         if not asking.done():
-            return await asyncio.wait_for(asyncio.shield(asking), timeout_s)
+            return await asking
         if asking.exception() is not None:
             raise asking.exception()  # type: ignore[misc]
         raise LeaderAddressUnknown("the leader host did not say where it listens, nor did "

@@ -345,9 +345,9 @@ def test_a_follower_finds_a_leader_ray_cannot_reach_where_its_broker_published_i
 
     try:
         assert asyncio.run(ask(unanswering, True)) == [EpochEndOffset(epoch, 3)]
-        # Without ZooKeeper the connection has only the host's silence to go on.
+        # Without ZooKeeper the connection has only the host's silence to go on: it waits.
         with pytest.raises(asyncio.TimeoutError):
-            asyncio.run(ask(unanswering, False))
+            asyncio.run(asyncio.wait_for(ask(unanswering, False), 3))
         with pytest.raises(ray.exceptions.ActorDiedError):
             asyncio.run(ask(dead, True))
     finally:
