@@ -242,3 +242,34 @@ def read_changed(
             continue
         session.answered(tp)
     return budget
+
+
+async def answer_replica_fetch(
+    session: FetchSession, replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
+    max_wait_ms: int, partition_max_bytes: int, max_bytes: int,
+) -> dict[TopicPartition, tuple[int, FetchedRecords | ErrorReply]]:
+    """A follower host's fetch answered, once its session has been opened: each partition with
+    news (records, an error, or after `max_wait_ms` a new high watermark), with the fetch
+    offset it was read for. Waits, up to `max_wait_ms`, until one has some or the session is
+    woken."""
+    answers: dict[TopicPartition, tuple[int, FetchedRecords | ErrorReply]] = {}
+    watermark_news: set[TopicPartition] = set()
+    budget = max_bytes
+    deadline = time.monotonic() + max_wait_ms / 1000
+    while True:
+        budget = read_changed(session, replicas, broker_id, answers, watermark_news, budget,
+                              partition_max_bytes)
+        remaining = deadline - time.monotonic()
+        if answers or remaining <= 0 or session.woken:
+            break
+        session.event.clear()
+        if not session.dirty:
+            await wait_for_event(session.event, remaining)
+    for tp in watermark_news - set(answers):
+        listed, replica = session.listed.get(tp), replicas.get(tp)
+        if listed is None or replica is None:
+            continue
+        answers[tp] = (listed.offset, leader_reads.nothing_at(replica, listed.offset))
+        session.answered(tp)
+    session.woken = False
+    return answers

@@ -215,6 +215,10 @@ class ReplicaFetcher:
                     self._to_list.add(tp)  # answered: listed again, with where it is now
 
     def _restart_session(self) -> None:
+        # A new id, as Kafka's full fetch asks for a new session: a fetch this follower gave
+        # up on may still reach the leader (a paused host reads its backlog when it resumes),
+        # and under the old id it would replace the session that replaced it.
+        self.session_id = secrets.randbits(62)
         self._full = True
         self._in_session.clear()
         self._removed.clear()

@@ -72,10 +72,10 @@ from rafka.actors.server.fetch_session import FetchSession, FetchSessionCache
 from rafka.actors.server.host_maintenance import HostMaintenance
 from rafka.actors.server.host_reads import (
     answer_each,
+    answer_replica_fetch,
     count_served,
     fetched_size,
     open_replica_fetch,
-    read_changed,
     read_table,
     unknown_partition,
     wait_for_consumer_records,
@@ -86,7 +86,6 @@ from rafka.actors.server.replica import PartitionReplica
 from rafka.actors.server.replica_fetcher import ReplicaFetcherManager
 from rafka.actors.server.txn_markers import write_marker
 from rafka.common.topic_partition import TopicPartition
-from rafka.common.waiting import wait_for_event
 from rafka.wire.records import to_kafka
 
 log = logging.getLogger(__name__)
@@ -178,7 +177,7 @@ class ReplicaHost:
         self._handles = ActorHandles(namespace)
         self.fetchers = ReplicaFetcherManager(broker_id, self.config, self._handles.get,
                                               self._handles.forget_if_dead,
-                                              self._published_data_port)
+                                              _published_data_port(self._handles, broker_id))
         # This host's broker, reached when an ISR changes: looked up and called once now,
         # while Ray's GCS answers, so that an ISR shrinks while it does not (its head
         # restarting) as well.
@@ -389,27 +388,8 @@ class ReplicaHost:
                                      partitions, removed)
         if isinstance(session, ErrorReply):
             return session
-        # Each partition's answer, with the fetch offset it was read for.
-        answers: dict[TopicPartition, tuple[int, FetchedRecords | ErrorReply]] = {}
-        watermark_news: set[TopicPartition] = set()
-        budget = max_bytes
-        deadline = time.monotonic() + max_wait_ms / 1000
-        while True:
-            budget = read_changed(session, self.replicas, self.broker_id, answers,
-                                  watermark_news, budget, partition_max_bytes)
-            remaining = deadline - time.monotonic()
-            if answers or remaining <= 0 or session.woken:
-                break
-            session.event.clear()
-            if not session.dirty:
-                await wait_for_event(session.event, remaining)
-        for tp in watermark_news - set(answers):
-            listed, replica = session.listed.get(tp), self.replicas.get(tp)
-            if listed is None or replica is None:
-                continue
-            answers[tp] = (listed.offset, leader_reads.nothing_at(replica, listed.offset))
-            session.answered(tp)
-        session.woken = False
+        answers = await answer_replica_fetch(session, self.replicas, self.broker_id,
+                                             max_wait_ms, partition_max_bytes, max_bytes)
         count_served(self.replicas,
                      ((tp, offset, reply) for tp, (offset, reply) in answers.items()),
                      started, replica_id=follower_id)
@@ -421,18 +401,6 @@ class ReplicaHost:
         token a connection must open with (only callers of this actor learn it), and the TLS
         it speaks (None: none)."""
         return await self._data_port.start()
-
-    def _published_data_port(self, leader_host: str) -> PublishedAddress:
-        """Where `leader_host`'s broker published its data port, asked of this host's own
-        broker (on this node, with the ZooKeeper session): for a follower whose Ray cannot
-        reach a restarted leader host."""
-
-        async def read() -> DataPortAddress | None:
-            broker = await self._handles.get(broker_name(self.broker_id))
-            found = await broker.published_data_port.remote(leader_host)
-            return None if found is None else tuple(found)  # type: ignore[return-value]
-
-        return read
 
     async def wake_session(self, follower_id: int, session_id: int) -> None:
         """The follower has a new partition to list: answer its waiting fetch now (or, if
@@ -564,6 +532,23 @@ class ReplicaHost:
         """Never answers: the broker's call fails when this host dies, which is how it
         learns, without polling."""
         await asyncio.Event().wait()
+
+
+def _published_data_port(handles: ActorHandles, broker_id: int
+                         ) -> Callable[[str], PublishedAddress]:
+    """Where a leader host's broker published its data port, asked of this host's own broker
+    (on this node, with the ZooKeeper session): for a follower whose Ray cannot reach a
+    restarted leader host."""
+
+    def published(leader_host: str) -> PublishedAddress:
+        async def read() -> DataPortAddress | None:
+            broker = await handles.get(broker_name(broker_id))
+            found = await broker.published_data_port.remote(leader_host)
+            return None if found is None else tuple(found)  # type: ignore[return-value]
+
+        return read
+
+    return published
 
 
 # Ray's stubs for ray.remote omit the actor option max_concurrency, which Ray accepts.
