@@ -4,12 +4,12 @@ connection, msgpack with the length in front.
 The steady data path runs over connections kept to each replica host's data port
 (`rafka.actors.dataport.server`) instead of a Ray actor call each: a producer's requests
 (`ReplicaHost.produce`), a follower host's fetches from its leader host
-(`ReplicaHost.replica_fetch`, and `ReplicaHost.offsets_for_leader_epoch` before a follower
-truncates) and a consumer's (`ReplicaHost.fetch`), and a broker's Kafka
-listener's produce and fetch requests on behalf of Kafka clients (`ReplicaHost.produce_kafka`
-and `ReplicaHost.fetch_kafka`: their batches are in Kafka's record format, converted on the
-host). A Ray call costs a hop
-about 2-8 ms on this project's machines, a frame on a kept connection well under one
+(`ReplicaHost.replica_fetch`, `ReplicaHost.offsets_for_leader_epoch` before a follower
+truncates, and `ReplicaHost.wake_session` when a held fetch should list a new partition) and a
+consumer's (`ReplicaHost.fetch`), and a broker's Kafka listener's produce and fetch requests on
+behalf of Kafka clients (`ReplicaHost.produce_kafka` and `ReplicaHost.fetch_kafka`: their
+batches are in Kafka's record format, converted on the host). A Ray call costs a hop about 2-8 ms
+on this project's machines, a frame on a kept connection well under one
 (docs/latency.md). Each request is the actor call's arguments, tagged with the method's name,
 and each answer its reply; this module turns them into bytes and back, and checks every field of
 what it reads, since anything that can reach the port can write to it. A connection's first frame
@@ -52,7 +52,7 @@ MAX_REQUEST_BYTES = 16 * 1024 * 1024
 # 2: Kafka-format produce and fetch became methods of their own (no flag in the frames).
 # 3: answers are lists of typed fields, errors maps of `ErrorReply`'s.
 # 4: a follower asks OffsetsForLeaderEpoch over the port (no Ray call on its path).
-VERSION = 4
+VERSION = 5
 REPLICA_FETCH = "replica_fetch"
 CONSUMER_FETCH = "fetch"
 KAFKA_FETCH = "fetch_kafka"
@@ -61,6 +61,7 @@ KAFKA_PRODUCE = "produce_kafka"
 LIST_OFFSETS = "list_offsets"
 FETCH_OFFSETS = "fetch_offsets"
 OFFSETS_FOR_LEADER_EPOCH = "offsets_for_leader_epoch"
+WAKE_SESSION = "wake_session"
 
 Reply = FetchedRecords | ErrorReply
 _PartitionReply = TypeVar("_PartitionReply")
@@ -221,6 +222,14 @@ class OffsetsForLeaderEpochRequest(NamedTuple):
     queries: list[EpochQuery]
 
 
+class WakeSessionRequest(NamedTuple):
+    """`ReplicaHost.wake_session`'s arguments: answer this follower's held fetch now. It comes
+    on a connection of its own, since the fetch it wakes holds the follower's other one."""
+
+    follower_id: int
+    session_id: int
+
+
 def produce_request(requests: list[PartitionProduce], acks: int, timeout_ms: int) -> bytes:
     """The frame of a producer's request: each partition's batches, and where each record ends
     when the producer says (`PartitionProduce.record_ends`)."""
@@ -273,9 +282,14 @@ def offsets_for_leader_epoch_request(queries: list[EpochQuery]) -> bytes:
     return frame([OFFSETS_FOR_LEADER_EPOCH, [list(query) for query in queries]])
 
 
+def wake_session_request(follower_id: int, session_id: int) -> bytes:
+    """The frame of a follower's wake-up of its fetch session on a leader host."""
+    return frame([WAKE_SESSION, follower_id, session_id])
+
+
 Request = (ProduceRequest | KafkaProduceRequest | ReplicaFetchRequest | ConsumerFetchRequest
            | KafkaFetchRequest | ListOffsetsRequest | FetchOffsetsRequest
-           | OffsetsForLeaderEpochRequest)
+           | OffsetsForLeaderEpochRequest | WakeSessionRequest)
 
 
 def decode_request(body: bytes) -> Request:
@@ -301,6 +315,10 @@ def decode_request(body: bytes) -> Request:
         return _read_fetch_offsets(fields)
     if method == OFFSETS_FOR_LEADER_EPOCH:
         return _read_offsets_for_leader_epoch(fields)
+    if method == WAKE_SESSION:
+        if len(fields) != 2 or any(type(value) is not int for value in fields):
+            raise FrameError("a wake-up is [follower id, session id]")
+        return WakeSessionRequest(*fields)
     raise FrameError(f"no method {method!r} here: the port serves "
                      f"{', '.join(map(repr, REQUESTS))}")
 
@@ -562,6 +580,16 @@ def read_offsets_for_leader_epoch_answer(body: bytes) -> list[EpochEndOffset | E
         _read_epoch_end_offset)
 
 
+def wake_session_answer(_reply: None) -> bytes:
+    """The frame that says a wake-up was taken (it has nothing else to say)."""
+    return frame(None)
+
+
+def read_wake_session_answer(body: bytes) -> None:
+    if _unpack(body) is not None:
+        raise FrameError("a wake-up's answer is nil")
+
+
 def fetch_offsets_answer(reply: CommittedOffsets | ErrorReply) -> bytes:
     """The frame of `fetch_offsets`'s reply: the group's committed offsets, or its error."""
     if isinstance(reply, ErrorReply):
@@ -588,7 +616,8 @@ ANSWERS: dict[type, Callable[[Any], bytes]] = {
     KafkaFetchRequest: consumer_fetch_answer, ProduceRequest: produce_answer,
     KafkaProduceRequest: produce_answer, ListOffsetsRequest: list_offsets_answer,
     FetchOffsetsRequest: fetch_offsets_answer,
-    OffsetsForLeaderEpochRequest: offsets_for_leader_epoch_answer}
+    OffsetsForLeaderEpochRequest: offsets_for_leader_epoch_answer,
+    WakeSessionRequest: wake_session_answer}
 """How each request's reply is framed, by the request's type."""
 
 REQUESTS: dict[str, Callable[..., bytes]] = {
@@ -596,7 +625,8 @@ REQUESTS: dict[str, Callable[..., bytes]] = {
     CONSUMER_FETCH: consumer_fetch_request, KAFKA_FETCH: kafka_fetch_request,
     REPLICA_FETCH: replica_fetch_request, LIST_OFFSETS: list_offsets_request,
     FETCH_OFFSETS: fetch_offsets_request,
-    OFFSETS_FOR_LEADER_EPOCH: offsets_for_leader_epoch_request}
+    OFFSETS_FOR_LEADER_EPOCH: offsets_for_leader_epoch_request,
+    WAKE_SESSION: wake_session_request}
 """How a client frames each method's arguments."""
 
 ANSWER_READERS: dict[str, Callable[[bytes], Any]] = {
@@ -606,5 +636,6 @@ ANSWER_READERS: dict[str, Callable[[bytes], Any]] = {
     REPLICA_FETCH: read_replica_fetch_answer,
     LIST_OFFSETS: read_list_offsets_answer,
     FETCH_OFFSETS: read_fetch_offsets_answer,
-    OFFSETS_FOR_LEADER_EPOCH: read_offsets_for_leader_epoch_answer}
+    OFFSETS_FOR_LEADER_EPOCH: read_offsets_for_leader_epoch_answer,
+    WAKE_SESSION: read_wake_session_answer}
 """How a client reads each method's answer."""

@@ -3,15 +3,15 @@ consumers' fetches, and a broker's Kafka listener's produce and fetch requests.
 
 Each follower host keeps one connection to each leader host it fetches from
 (`rafka.actors.dataport.async_client.LeaderConnection`, used by
-`rafka.actors.server.replica_fetcher`), producers and consumers keep theirs to each host they
-write to or read from (`rafka.actors.dataport.blocking_client`), and a broker's Kafka listener
-keeps its own to its hosts (`rafka.actors.dataport.async_client.HostConnections`); each
-connection carries one request at a time, as Kafka's broker serves a connection. The port hands
-each request to the host's own method (`produce`, `produce_kafka`, `replica_fetch`, `fetch`,
-`fetch_kafka`, `list_offsets`, `fetch_offsets` or `offsets_for_leader_epoch`, the same calls Ray
-would make) and writes the
-answer back as soon as it is ready. Frames and their checks are in
-`rafka.actors.dataport.frames`. A connection that opens with a wrong token, or sends anything
+`rafka.actors.server.replica_fetcher`) and another for the wake-ups of its held fetches;
+producers and consumers keep theirs to each host they write to or read from
+(`rafka.actors.dataport.blocking_client`), and a broker's Kafka listener keeps its own to its
+hosts (`rafka.actors.dataport.async_client.HostConnections`); each connection carries one
+request at a time, as Kafka's broker serves a connection. The port hands each request to the
+host's own method (`produce`, `produce_kafka`, `replica_fetch`, `fetch`, `fetch_kafka`,
+`list_offsets`, `fetch_offsets`, `offsets_for_leader_epoch` or `wake_session`, the same calls
+Ray would make) and writes the answer back as soon as it is ready. Frames and their checks are
+in `rafka.actors.dataport.frames`. A connection that opens with a wrong token, or sends anything
 that is not a request, is closed; nothing it sent is acted on.
 
 With `security.inter.broker.protocol=SSL` the port speaks mutual TLS (`rafka.actors.dataport.tls`):
@@ -43,6 +43,7 @@ from rafka.actors.dataport.frames import (
     OffsetsForLeaderEpochRequest,
     ProduceRequest,
     ReplicaFetchRequest,
+    WakeSessionRequest,
 )
 from rafka.actors.dataport.tls import DataPortTls, server_context
 from rafka.actors.messages import CommittedOffsets, ErrorReply, ReplicaFetchResponse
@@ -64,9 +65,9 @@ async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
 
 class DataPort:
     """Serves a host's `produce`, `produce_kafka`, `replica_fetch`, `fetch`, `fetch_kafka`,
-    `list_offsets`, `fetch_offsets` and `offsets_for_leader_epoch` on `host`, any free
-    port; a request may be `max_request_bytes` long (the broker's socket.request.max.bytes);
-    with `tls`, over mutual TLS."""
+    `list_offsets`, `fetch_offsets`, `offsets_for_leader_epoch` and `wake_session` on
+    `host`, any free port; a request may be `max_request_bytes` long (the broker's
+    socket.request.max.bytes); with `tls`, over mutual TLS."""
 
     def __init__(self, host: str, max_request_bytes: int, *,
                  produce: Callable[..., Awaitable[list[Any]]],
@@ -77,6 +78,7 @@ class DataPort:
                  list_offsets: Callable[..., Awaitable[list[Any]]],
                  fetch_offsets: Callable[..., Awaitable[CommittedOffsets | ErrorReply]],
                  offsets_for_leader_epoch: Callable[..., Awaitable[list[Any]]],
+                 wake_session: Callable[..., Awaitable[None]],
                  tls: DataPortTls | None = None) -> None:
         self.host = host
         self.tls = tls
@@ -86,7 +88,8 @@ class DataPort:
             ReplicaFetchRequest: replica_fetch, ConsumerFetchRequest: fetch,
             KafkaFetchRequest: fetch_kafka, ListOffsetsRequest: list_offsets,
             FetchOffsetsRequest: fetch_offsets,
-            OffsetsForLeaderEpochRequest: offsets_for_leader_epoch}
+            OffsetsForLeaderEpochRequest: offsets_for_leader_epoch,
+            WakeSessionRequest: wake_session}
         self.token = secrets.token_bytes(16)
         self._listener = Listener(host, self._serve, HELLO_TIMEOUT_S)
 

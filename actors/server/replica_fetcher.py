@@ -8,8 +8,10 @@ error, so that it is listed again when its backoff ends: `fetch_wait_ms`). The r
 only the partitions whose fetch state changed, in a fetch session the leader keeps
 (`rafka.actors.server.fetch_session`).
 It goes over a TCP connection the fetcher keeps to the leader host's data port
-(`rafka.actors.dataport.server`), or, with `replica.fetch.transport=ray`, as an actor call; the
-rarer calls (truncation's epoch queries, waking a waiting fetch) are actor calls.
+(`rafka.actors.dataport.server`), or, with `replica.fetch.transport=ray`, as an actor call; so do
+the rarer requests (truncation's epoch queries, and the wake-up of a held fetch, on a connection
+of its own). Over TCP the leader host's address is asked of Ray once, or, when Ray cannot say,
+read from where its broker published it in ZooKeeper; nothing else on the path waits on Ray.
 
 A partition that starts following (a new leader epoch) first truncates where the leader's epochs
 say (KIP-101, with KIP-279's extra rounds, `rafka.actors.server.replication.follower_truncation`),
@@ -48,6 +50,9 @@ from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.errors import LogStoreError
 
 log = logging.getLogger(__name__)
+
+# A wake-up's answer says only that it was taken.
+WAKE_ANSWER_BYTES = 64
 
 
 def fetch_wait_ms(max_wait_ms: int, backoffs: list[float], now: float) -> int:
@@ -108,11 +113,16 @@ class ReplicaFetcher:
         # The kept connection to the leader host (replica.fetch.transport=tcp), or None to
         # fetch by actor calls. Over it, nothing on the fetch path asks Ray once the leader's
         # address is known, and that may come from ZooKeeper (`published`).
-        self._connection = (
-            LeaderConnection(config.replica_socket_timeout_ms / 1000,
-                             lambda: self._handle(self.leader_host),
-                             None if published is None else published(leader_host))
-            if config.replica_fetch_transport == "tcp" else None)
+        # The wake-ups of a held fetch have a connection of their own, since that fetch
+        # holds this one.
+        def connection() -> LeaderConnection | None:
+            if config.replica_fetch_transport != "tcp":
+                return None
+            return LeaderConnection(config.replica_socket_timeout_ms / 1000,
+                                    lambda: self._handle(self.leader_host),
+                                    None if published is None else published(leader_host))
+
+        self._connection, self._wake_connection = connection(), connection()
         self._answer_timeout_s = (config.replica_fetch_wait_max_ms
                                   + config.replica_socket_timeout_ms) / 1000
         # An answer holds at most the response's bytes, and one batch beyond it per partition
@@ -134,8 +144,13 @@ class ReplicaFetcher:
 
     async def _wake_session(self) -> None:
         try:
-            leader = await self._handle(self.leader_host)
-            leader.wake_session.remote(self.broker_id, self.session_id)
+            if self._wake_connection is None:
+                leader = await self._handle(self.leader_host)
+                leader.wake_session.remote(self.broker_id, self.session_id)
+            else:
+                await self._wake_connection.call(
+                    frames.WAKE_SESSION, (self.broker_id, self.session_id),
+                    self.config.replica_socket_timeout_ms / 1000, WAKE_ANSWER_BYTES)
         except Exception as error:  # the leader's host is gone: the fetch fails anyway
             log.debug("could not wake the fetch from %s: %r", self.leader_host, error)
 
@@ -152,15 +167,18 @@ class ReplicaFetcher:
         self.partitions.clear()
         if self._task is not None:
             self._task.cancel()
-        if self._connection is not None:
-            self._connection.close()
+        self._close_connections()
+
+    def _close_connections(self) -> None:
+        for connection in (self._connection, self._wake_connection):
+            if connection is not None:
+                connection.close()
 
     async def _run(self) -> None:
         try:
             await self._fetch_while_following()
         finally:
-            if self._connection is not None:
-                self._connection.close()  # nothing left to fetch from this leader host
+            self._close_connections()  # nothing left to fetch from this leader host
 
     async def _fetch_while_following(self) -> None:
         backoff_s = self.config.replica_fetch_backoff_ms / 1000

@@ -171,6 +171,7 @@ class ReplicaHost:
             list_offsets=own.list_offsets.__get__(self),
             fetch_offsets=own.fetch_offsets.__get__(self),
             offsets_for_leader_epoch=own.offsets_for_leader_epoch.__get__(self),
+            wake_session=own.wake_session.__get__(self),
             tls=data_port_tls(
                 self.config.security_inter_broker_protocol, self.config.ssl_keystore_location,
                 self.config.ssl_truststore_location, self.config.ssl_key_password))

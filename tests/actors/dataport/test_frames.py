@@ -18,6 +18,7 @@ from rafka.actors.dataport.frames import (
     ListOffsetsRequest,
     OffsetsForLeaderEpochRequest,
     ProduceRequest,
+    WakeSessionRequest,
 )
 from rafka.actors.errors import ErrorCode, error_reply
 
@@ -166,6 +167,28 @@ def test_an_offsets_for_leader_epoch_request_and_answer_read_back() -> None:
         body(frames.offsets_for_leader_epoch_answer(replies)))
     assert answer == replies
     assert [type(reply) for reply in answer] == [messages.EpochEndOffset, messages.ErrorReply]
+
+
+def test_a_wake_up_and_its_answer_read_back() -> None:
+    request = frames.decode_request(body(frames.wake_session_request(2, 1 << 61)))
+    assert request == WakeSessionRequest(2, 1 << 61)
+    assert frames.read_wake_session_answer(body(frames.wake_session_answer(None))) is None
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed(["wake_session", 2]),                               # no session id
+    packed(["wake_session", 2, "7"]),                          # a string session id
+    packed(["wake_session", True, 7]),                         # a boolean follower id
+    packed(["wake_session", 2, 7, 0]),                         # a field too many
+])
+def test_anything_but_a_wake_up_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        frames.decode_request(frame_body)
+
+
+def test_a_wake_ups_answer_is_nil() -> None:
+    with pytest.raises(FrameError):
+        frames.read_wake_session_answer(packed([0]))
 
 
 @pytest.mark.parametrize("frame_body", [

@@ -5,12 +5,15 @@ not when their timers run out (issue 26, point 3)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import ray
 
+from rafka.actors.dataport import frames
+from rafka.actors.dataport.async_client import LeaderConnection
 from rafka.actors.messages import ReplicaFetchResponse
 from tests.support.replicas import ReplicaOnHost
 
@@ -101,3 +104,42 @@ def test_a_wake_that_comes_before_the_fetch_it_is_for_still_answers_it(start_clu
     assert full_fetch(2, 0) < WAIT_MS / 1000 / 2
     ray.get(leader.wake_session.remote(follower_id, 2), timeout=30)
     assert full_fetch(2, WAIT_MS) < WAIT_MS / 1000 / 2
+
+
+def test_a_fetch_held_on_the_data_port_is_woken_over_the_data_port(start_cluster) -> None:
+    """Over TCP a follower's wake-up takes a second connection to the leader host's data port
+    (its fetch holds the first), so waking a held fetch does not wait on Ray: the fetch is
+    answered as soon as the wake arrives."""
+    cluster = start_cluster(1)
+    cluster.create_topic("woken-tcp", partitions=1, replication_factor=1)
+    leader = ReplicaOnHost(cluster, "woken-tcp", 0).host
+    follower_id, session_id = 7, 3
+
+    async def held_then_woken() -> tuple[bool, float]:
+        async def host() -> object:
+            return leader
+
+        fetching, waking = LeaderConnection(10, host), LeaderConnection(10, host)
+        try:
+            # The session, opened by a full fetch that lists nothing and waits for nothing.
+            opened = await fetching.fetch(
+                (follower_id, session_id, True, [], [], 0, 1 << 20, 1 << 20), 30, 1 << 20)
+            assert isinstance(opened, ReplicaFetchResponse), opened
+            started = time.monotonic()
+            held = asyncio.ensure_future(fetching.fetch(
+                (follower_id, session_id, False, [], [], WAIT_MS, 1 << 20, 1 << 20),
+                2 * WAIT_MS / 1000, 1 << 20))
+            await asyncio.sleep(1.0)
+            held_at_wake = not held.done()
+            await waking.call(frames.WAKE_SESSION, (follower_id, session_id), 10, 64)
+            reply = await held
+            assert isinstance(reply, ReplicaFetchResponse), reply
+            return held_at_wake, time.monotonic() - started
+        finally:
+            fetching.close()
+            waking.close()
+
+    held_at_wake, answered_after_s = asyncio.run(held_then_woken())
+    assert held_at_wake, "the fetch was answered before anything woke it"
+    assert answered_after_s < WAIT_MS / 1000 / 2, (
+        f"answered after {answered_after_s:.1f} s: the wake-up did not reach the held fetch")
