@@ -35,8 +35,7 @@ from rafka.actors.clients.leader_moves import (
     moved_partitions,
 )
 from rafka.actors.clients.metadata import ClientMetadata
-from rafka.actors.dataport.blocking_client import HostConnectionError
-from rafka.actors.dataport.calls import host_calls
+from rafka.actors.dataport.calls import call_and_wait, host_calls
 from rafka.actors.dataport.frames import LIST_OFFSETS
 from rafka.actors.errors import (
     BrokerUnavailableError,
@@ -218,8 +217,8 @@ class Consumer:
             name = None
             try:
                 name, host = self.metadata.leader_host(tp.topic, tp.partition, wait_s=10)
-                reply: ListedOffset | ErrorReply = self._ask_host(
-                    name, host, LIST_OFFSETS,
+                reply: ListedOffset | ErrorReply = call_and_wait(
+                    self._calls, name, host, LIST_OFFSETS,
                     ([OffsetQuery(tp.topic, tp.partition, timestamp_ms, self._read_committed)],),
                     LIST_OFFSETS_TIMEOUT_S)[0]
                 return raise_for(reply).offset
@@ -237,19 +236,6 @@ class Consumer:
                             self.config.default_api_timeout_ms, last_error)
                 raise last_error
             time.sleep(0.1)
-
-    def _ask_host(self, name: str, host: Any, method: str, arguments: tuple[Any, ...],
-                  timeout_s: float) -> Any:
-        """One request to a host, over the client's transport, and its answer: on the
-        caller's thread, beside the fetches in flight (whose answers stay for `poll`)."""
-        key = self._calls.send(name, host, method, arguments, timeout_s=timeout_s)
-        deadline = time.monotonic() + timeout_s
-        while key not in self._calls.wait([key], max(0.0, deadline - time.monotonic())):
-            if time.monotonic() >= deadline:
-                self._calls.abandon(key)
-                raise HostConnectionError(f"{name} did not answer {method} within "
-                                          f"{timeout_s:g} s")
-        return self._calls.result(key)
 
     def _list_bound_offset(self, tp: TopicPartition, timestamp_ms: int) -> int:
         """The log start (EARLIEST_TIMESTAMP) or high watermark (LATEST_TIMESTAMP) offset, which

@@ -29,6 +29,9 @@ import ray
 from rafka.actors.clients.assignors import Subscription, resolve_assignor
 from rafka.actors.clients.consumer import Consumer, ConsumerRecord
 from rafka.actors.clients.metadata import ClientMetadata
+from rafka.actors.dataport.blocking_client import HostConnectionError
+from rafka.actors.dataport.calls import call_and_wait, host_calls
+from rafka.actors.dataport.frames import COMMIT_OFFSETS, FETCH_OFFSETS
 from rafka.actors.errors import (
     BrokerUnavailableError,
     CommitFailedError,
@@ -56,6 +59,15 @@ log = logging.getLogger(__name__)
 
 PartitionsCallback = Callable[[set[TopicPartition]], object]
 T = TypeVar("T")
+
+# `host.<method>(*arguments)` of the host called `name`, answered within `timeout_s`.
+HostCall = Callable[[str, Any, str, tuple[Any, ...], float], Any]
+
+
+def call_by_ray(_name: str, host: Any, method: str, arguments: tuple[Any, ...],
+                timeout_s: float) -> Any:
+    """A `HostCall` as an actor call: for callers without a transport of their own."""
+    return ray.get(getattr(host, method).remote(*arguments), timeout=timeout_s)
 
 # How often a member retries claiming a partition its previous owner has not released yet.
 CLAIM_RETRY_S = 0.1
@@ -86,7 +98,7 @@ def _ask_offset_manager(
     metadata: ClientMetadata,
     group: str,
     timeout_s: float,
-    ask: Callable[[Any, int, float], T],
+    ask: Callable[[str, Any, int, float], T],
     *,
     refused: Callable[[Exception], Exception] | None,
     timed_out: Callable[[Exception], Exception],
@@ -101,7 +113,7 @@ def _ask_offset_manager(
         try:
             name, manager, partition = offset_manager(
                 metadata, group, wait_s=max(0.0, deadline - time.monotonic()))
-            return ask(manager, partition, deadline)
+            return ask(name, manager, partition, deadline)
         except Exception as error:
             if name is not None:
                 metadata.forget_if_dead(name, error)
@@ -116,17 +128,20 @@ def _ask_offset_manager(
 
 
 def fetch_committed(
-    metadata: ClientMetadata, group: str, partitions: Iterable[tuple[str, int]], timeout_s: float
+    metadata: ClientMetadata, group: str, partitions: Iterable[tuple[str, int]], timeout_s: float,
+    call: HostCall = call_by_ray,
 ) -> dict[TopicPartition, int | None]:
-    """A group's committed offsets from its offset manager (None where none is committed)."""
+    """A group's committed offsets from its offset manager (None where none is committed),
+    asked with `call`."""
     wanted = [TopicPartition(*tp) for tp in partitions]
 
-    def ask(manager: Any, partition: int, deadline: float) -> dict[TopicPartition, int | None]:
+    def ask(name: str, manager: Any, partition: int, deadline: float
+            ) -> dict[TopicPartition, int | None]:
         # A replica host still starting (a new offsets topic) answers late, not never: like a
         # commit, wait for it only as long as is left, then ask again.
-        reply = raise_for(ray.get(manager.fetch_offsets.remote(
-            partition, group, [list(tp) for tp in wanted]),
-            timeout=max(0.1, deadline - time.monotonic())))
+        reply = raise_for(call(name, manager, FETCH_OFFSETS,
+                               (partition, group, [list(tp) for tp in wanted]),
+                               max(0.1, deadline - time.monotonic())))
         stored = {TopicPartition(entry.topic, entry.partition): entry.offset
                   for entry in reply.offsets}
         return {tp: stored.get(tp) for tp in wanted}
@@ -138,15 +153,17 @@ def fetch_committed(
 
 
 def store_committed(
-    metadata: ClientMetadata, group: str, offsets: Mapping[PartitionKey, int], timeout_s: float
+    metadata: ClientMetadata, group: str, offsets: Mapping[PartitionKey, int], timeout_s: float,
+    call: HostCall = call_by_ray,
 ) -> None:
-    """Commit a group's offsets through its offset manager; CommitFailedError if not in time."""
+    """Commit a group's offsets through its offset manager, with `call`; CommitFailedError if
+    not in time."""
     entries = [[topic, partition, offset, ""] for (topic, partition), offset in offsets.items()]
 
-    def ask(manager: Any, partition: int, deadline: float) -> None:
+    def ask(name: str, manager: Any, partition: int, deadline: float) -> None:
         remaining_ms = int(max(0.1, deadline - time.monotonic()) * 1000)
-        raise_for(ray.get(manager.commit_offsets.remote(partition, group, entries, remaining_ms),
-                          timeout=timeout_s))
+        raise_for(call(name, manager, COMMIT_OFFSETS, (partition, group, entries, remaining_ms),
+                       timeout_s))
 
     _ask_offset_manager(
         metadata, group, timeout_s, ask,
@@ -192,6 +209,13 @@ class GroupConsumer(Consumer):
         self._owned: set[TopicPartition] = set()
         self._target: set[TopicPartition] = set()
         self._rebalance_needed = threading.Event()
+        # The group's commits and offset fetches go over the consumer's transport (its data
+        # port connections, with `transport=tcp`), on calls of their own, since they come from
+        # the commit thread as well as the caller's: one at a time.
+        self._offset_calls = host_calls(self.config.transport, self.config.request_timeout_ms,
+                                        self.config.fetch_max_bytes,
+                                        zookeeper=lambda: self.metadata.zookeeper)
+        self._offset_calls_lock = threading.Lock()
         # One worker: asynchronous commits are stored one after another, in order.
         self._async_commits = ThreadPoolExecutor(max_workers=1,
                                                  thread_name_prefix="rafka-commit")
@@ -217,6 +241,7 @@ class GroupConsumer(Consumer):
         except BaseException:  # a consumer that could not join holds no session or thread
             self._async_commits.shutdown(wait=False)
             self.store.close()
+            self._offset_calls.close()
             super().close()
             raise
         watches = ClusterWatches(self.store)
@@ -417,7 +442,18 @@ class GroupConsumer(Consumer):
             for tp, offset in offsets.items():
                 self.groups.commit_offset(self.group, tp.topic, tp.partition, offset)
             return
-        store_committed(self.metadata, self.group, offsets, timeout_s)
+        store_committed(self.metadata, self.group, offsets, timeout_s, self._call_offset_manager)
+
+    def _call_offset_manager(self, name: str, host: Any, method: str,
+                             arguments: tuple[Any, ...], timeout_s: float) -> Any:
+        # An asynchronous commit still waiting on a silent manager holds the calls: wait for it
+        # only as long as this request may take.
+        if not self._offset_calls_lock.acquire(timeout=timeout_s):
+            raise HostConnectionError(f"{name}: an earlier offsets request is still unanswered")
+        try:
+            return call_and_wait(self._offset_calls, name, host, method, arguments, timeout_s)
+        finally:
+            self._offset_calls_lock.release()
 
     def committed(
         self, partitions: Iterable[tuple[str, int]], timeout_s: float = 10.0
@@ -430,7 +466,8 @@ class GroupConsumer(Consumer):
                 versioned = self.groups.read_offset(self.group, tp.topic, tp.partition)
                 found[tp] = None if versioned is None else versioned.value
             return found
-        return fetch_committed(self.metadata, self.group, wanted, timeout_s)
+        return fetch_committed(self.metadata, self.group, wanted, timeout_s,
+                               self._call_offset_manager)
 
     def close(self, *, commit: bool | None = None) -> None:
         """Leave the group: commit (with auto-commit), release everything, unregister."""
@@ -449,4 +486,5 @@ class GroupConsumer(Consumer):
         self._owned = set()
         self.registration.unregister()
         self.store.close()
+        self._offset_calls.close()
         super().close()

@@ -8,10 +8,11 @@ answered, and gives each answer (the host method's reply) or raises what went wr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from rafka.actors.dataport.blocking_client import TcpCalls
+from rafka.actors.dataport.blocking_client import HostConnectionError, TcpCalls
 from rafka.actors.dataport.ray_calls import RayCalls
 from rafka.coordination.store import ClusterStore
 
@@ -54,3 +55,17 @@ def host_calls(transport: str, request_timeout_ms: int, max_answer_bytes: int,
     if transport == "tcp":
         return TcpCalls(request_timeout_ms / 1000, max_answer_bytes, zookeeper)
     return RayCalls()
+
+
+def call_and_wait(calls: HostCalls, name: str, host: Any, method: str,
+                  arguments: tuple[Any, ...], timeout_s: float) -> Any:
+    """One request to a host over `calls`, and its answer, on the caller's thread (beside the
+    requests in flight, whose answers stay for whoever waits on them); HostConnectionError if
+    none came within `timeout_s`."""
+    key = calls.send(name, host, method, arguments, timeout_s=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while key not in calls.wait([key], max(0.0, deadline - time.monotonic())):
+        if time.monotonic() >= deadline:
+            calls.abandon(key)
+            raise HostConnectionError(f"{name} did not answer {method} within {timeout_s:g} s")
+    return calls.result(key)

@@ -6,15 +6,16 @@ The steady data path runs over connections kept to each replica host's data port
 (`ReplicaHost.produce`), a follower host's fetches from its leader host
 (`ReplicaHost.replica_fetch`, `ReplicaHost.offsets_for_leader_epoch` before a follower
 truncates, and `ReplicaHost.wake_session` when a held fetch should list a new partition) and a
-consumer's (`ReplicaHost.fetch`), and a broker's Kafka listener's produce and fetch requests on
-behalf of Kafka clients (`ReplicaHost.produce_kafka` and `ReplicaHost.fetch_kafka`: their
-batches are in Kafka's record format, converted on the host). A Ray call costs a hop about 2-8 ms
-on this project's machines, a frame on a kept connection well under one
-(docs/latency.md). Each request is the actor call's arguments, tagged with the method's name,
-and each answer its reply; this module turns them into bytes and back, and checks every field of
-what it reads, since anything that can reach the port can write to it. A connection's first frame
-must carry the host's token, which only a caller of the host actor learns
-(`ReplicaHost.data_port_address`), so the port admits exactly who Ray would.
+consumer's (`ReplicaHost.fetch`) and a group member's offset commits and fetches
+(`ReplicaHost.commit_offsets`, `ReplicaHost.fetch_offsets`), and a broker's Kafka listener's
+produce and fetch requests on behalf of Kafka clients (`ReplicaHost.produce_kafka` and
+`ReplicaHost.fetch_kafka`: their batches are in Kafka's record format, converted on the host). A
+Ray call costs a hop about 2-8 ms on this project's machines, a frame on a kept connection well
+under one (docs/latency.md). Each request is the actor call's arguments, tagged with the
+method's name, and each answer its reply; this module turns them into bytes and back, and checks
+every field of what it reads, since anything that can reach the port can write to it. A
+connection's first frame must carry the host's token, which only a caller of the host actor
+learns (`ReplicaHost.data_port_address`), so the port admits exactly who Ray would.
 
 No I/O here, as h11 keeps its state machine free of it: the port and its clients read and
 write the frames (`FrameReader` gathers them from bytes as they come).
@@ -60,6 +61,7 @@ PRODUCE = "produce"
 KAFKA_PRODUCE = "produce_kafka"
 LIST_OFFSETS = "list_offsets"
 FETCH_OFFSETS = "fetch_offsets"
+COMMIT_OFFSETS = "commit_offsets"
 OFFSETS_FOR_LEADER_EPOCH = "offsets_for_leader_epoch"
 WAKE_SESSION = "wake_session"
 
@@ -215,6 +217,17 @@ class FetchOffsetsRequest(NamedTuple):
     partitions: list[list[Any]] | None
 
 
+class CommitOffsetsRequest(NamedTuple):
+    """`ReplicaHost.commit_offsets`'s arguments: a group's OffsetCommit, for the offset
+    manager of its `__consumer_offsets` partition; each offset is [topic, partition, offset,
+    metadata] or, with the leader epoch it was read at, [..., leader epoch]."""
+
+    partition: int
+    group: str
+    offsets: list[list[Any]]
+    timeout_ms: int
+
+
 class OffsetsForLeaderEpochRequest(NamedTuple):
     """`ReplicaHost.offsets_for_leader_epoch`'s argument: where a follower's epochs end on
     its leader, before it truncates (KIP-101)."""
@@ -277,6 +290,13 @@ def fetch_offsets_request(partition: int, group: str,
                   None if partitions is None else [list(tp) for tp in partitions]])
 
 
+def commit_offsets_request(partition: int, group: str, offsets: list[list[Any]],
+                           timeout_ms: int) -> bytes:
+    """The frame of a group's OffsetCommit, for its offset manager's host."""
+    return frame([COMMIT_OFFSETS, partition, group, [list(entry) for entry in offsets],
+                  timeout_ms])
+
+
 def offsets_for_leader_epoch_request(queries: list[EpochQuery]) -> bytes:
     """The frame of a follower's OffsetsForLeaderEpoch, for partitions led by one host."""
     return frame([OFFSETS_FOR_LEADER_EPOCH, [list(query) for query in queries]])
@@ -288,7 +308,7 @@ def wake_session_request(follower_id: int, session_id: int) -> bytes:
 
 
 Request = (ProduceRequest | KafkaProduceRequest | ReplicaFetchRequest | ConsumerFetchRequest
-           | KafkaFetchRequest | ListOffsetsRequest | FetchOffsetsRequest
+           | KafkaFetchRequest | ListOffsetsRequest | FetchOffsetsRequest | CommitOffsetsRequest
            | OffsetsForLeaderEpochRequest | WakeSessionRequest)
 
 
@@ -313,6 +333,8 @@ def decode_request(body: bytes) -> Request:
         return _read_list_offsets(fields)
     if method == FETCH_OFFSETS:
         return _read_fetch_offsets(fields)
+    if method == COMMIT_OFFSETS:
+        return _read_commit_offsets(fields)
     if method == OFFSETS_FOR_LEADER_EPOCH:
         return _read_offsets_for_leader_epoch(fields)
     if method == WAKE_SESSION:
@@ -411,6 +433,19 @@ def _read_fetch_offsets(fields: list[Any]) -> FetchOffsetsRequest:
         partitions = [_partition_entry(entry, 2, "an OffsetFetch partition")
                       for entry in partitions]
     return FetchOffsetsRequest(partition, group, partitions)
+
+
+def _read_commit_offsets(fields: list[Any]) -> CommitOffsetsRequest:
+    if (len(fields) != 4 or type(fields[0]) is not int or not isinstance(fields[1], str)
+            or not isinstance(fields[2], list) or type(fields[3]) is not int):
+        raise FrameError("an OffsetCommit is [partition, group, offsets, timeout ms]")
+    for entry in fields[2]:
+        if (not isinstance(entry, list) or len(entry) not in (4, 5)
+                or not isinstance(entry[0], str) or not isinstance(entry[3], str)
+                or any(type(value) is not int for value in (entry[1], entry[2], *entry[4:]))):
+            raise FrameError("a committed offset is [topic, partition, offset, metadata"
+                             "(, leader epoch)]")
+    return CommitOffsetsRequest(*fields)
 
 
 # ----------------------------------------------------------------------------- the answers
@@ -580,6 +615,16 @@ def read_offsets_for_leader_epoch_answer(body: bytes) -> list[EpochEndOffset | E
         _read_epoch_end_offset)
 
 
+def commit_offsets_answer(reply: ErrorReply | None) -> bytes:
+    """The frame of `commit_offsets`' reply: nil once the offsets are stored, or the error."""
+    return frame(None if reply is None else _pack_error(reply))
+
+
+def read_commit_offsets_answer(body: bytes) -> ErrorReply | None:
+    message = _unpack(body)
+    return None if message is None else _read_error(message)
+
+
 def wake_session_answer(_reply: None) -> bytes:
     """The frame that says a wake-up was taken (it has nothing else to say)."""
     return frame(None)
@@ -615,7 +660,7 @@ ANSWERS: dict[type, Callable[[Any], bytes]] = {
     ReplicaFetchRequest: replica_fetch_answer, ConsumerFetchRequest: consumer_fetch_answer,
     KafkaFetchRequest: consumer_fetch_answer, ProduceRequest: produce_answer,
     KafkaProduceRequest: produce_answer, ListOffsetsRequest: list_offsets_answer,
-    FetchOffsetsRequest: fetch_offsets_answer,
+    FetchOffsetsRequest: fetch_offsets_answer, CommitOffsetsRequest: commit_offsets_answer,
     OffsetsForLeaderEpochRequest: offsets_for_leader_epoch_answer,
     WakeSessionRequest: wake_session_answer}
 """How each request's reply is framed, by the request's type."""
@@ -624,7 +669,7 @@ REQUESTS: dict[str, Callable[..., bytes]] = {
     PRODUCE: produce_request, KAFKA_PRODUCE: kafka_produce_request,
     CONSUMER_FETCH: consumer_fetch_request, KAFKA_FETCH: kafka_fetch_request,
     REPLICA_FETCH: replica_fetch_request, LIST_OFFSETS: list_offsets_request,
-    FETCH_OFFSETS: fetch_offsets_request,
+    FETCH_OFFSETS: fetch_offsets_request, COMMIT_OFFSETS: commit_offsets_request,
     OFFSETS_FOR_LEADER_EPOCH: offsets_for_leader_epoch_request,
     WAKE_SESSION: wake_session_request}
 """How a client frames each method's arguments."""
@@ -636,6 +681,7 @@ ANSWER_READERS: dict[str, Callable[[bytes], Any]] = {
     REPLICA_FETCH: read_replica_fetch_answer,
     LIST_OFFSETS: read_list_offsets_answer,
     FETCH_OFFSETS: read_fetch_offsets_answer,
+    COMMIT_OFFSETS: read_commit_offsets_answer,
     OFFSETS_FOR_LEADER_EPOCH: read_offsets_for_leader_epoch_answer,
     WAKE_SESSION: read_wake_session_answer}
 """How a client reads each method's answer."""

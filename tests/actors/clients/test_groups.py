@@ -307,8 +307,12 @@ def test_a_commit_that_times_out_raises_commit_failed(start_cluster) -> None:
                         leader["leader"]).pid()
     os.kill(pid, signal.SIGSTOP)
     try:
+        consumer.commit_async({("slow", 0): 0})  # waits on the silent manager for 10 s
+        time.sleep(0.5)
+        started = time.monotonic()
         with pytest.raises(CommitFailedError, match="did not complete"):
             consumer.commit({("slow", 0): 0}, timeout_s=2)
+        assert time.monotonic() - started < 8, "the commit waited out the asynchronous one"
     finally:
         os.kill(pid, signal.SIGCONT)
     consumer.close(commit=False)

@@ -8,6 +8,7 @@ partitions, even for a client's first connection to it."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 
@@ -19,7 +20,9 @@ from rafka.actors.dataport import async_client, blocking_client, frames
 from rafka.actors.dataport.async_client import LeaderConnection
 from rafka.actors.errors import raise_for
 from rafka.actors.messages import EpochEndOffset, EpochQuery, OffsetQuery, ReplicaFetchPartition
+from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
 from rafka.common.sentinels import LATEST_TIMESTAMP
+from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.batch import build_batch
 from tests.support.faults import paused
 from tests.support.replicas import ReplicaOnHost
@@ -171,6 +174,46 @@ def connections_to(pid: int, port: int) -> set[int]:
             for connection in psutil.Process(pid).net_connections(kind="tcp")
             if connection.raddr and connection.raddr.port == port
             and connection.status == psutil.CONN_ESTABLISHED}
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ray"])
+def test_a_groups_commits_reach_its_offset_manager_over_the_consumers_transport(
+        start_cluster, transport: str) -> None:
+    """A group member's commits and offset fetches go to its offset manager's host over the
+    consumer's transport: with TCP on a connection of their own to that host's data port, as
+    its fetches go to theirs, so a Ray whose directory went deaf does not hold them up."""
+    cluster = start_cluster(2)
+    cluster.create_topic("committed", partitions=1, replication_factor=1)
+    cluster.commit_offsets("another-group", {("committed", 0): 0})  # the offsets topic, led
+    # A group whose offset manager is the broker that does not lead "committed": the consumer's
+    # only business with that broker's host is then its offsets.
+    records_leader = cluster.describe_topic("committed")["partitions"][0]["leader"]
+    offsets_partitions = cluster.partition_count(OFFSETS_TOPIC)
+    group = next(name for name in (f"commits-{n}" for n in range(1000))
+                 if ReplicaOnHost(cluster, OFFSETS_TOPIC,
+                                  offsets_partition(name, offsets_partitions)).broker
+                 != records_leader)
+    manager = ReplicaOnHost(cluster, OFFSETS_TOPIC, offsets_partition(group, offsets_partitions))
+    _host, port, _token, _tls = ray.get(manager.host.data_port_address.remote(), timeout=30)
+    producer = cluster.producer(acks=1)
+    for number in range(6):
+        producer.send("committed", value=b"%d" % number).result(30)
+    producer.close()
+    assert not connections_to(os.getpid(), port)
+    consumer = cluster.consumer(["committed"], group=group, transport=transport,
+                                enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        assert len(read_all(consumer, 6)) == 6
+        consumer.commit()
+        assert consumer.committed([("committed", 0)]) == {TopicPartition("committed", 0): 6}
+        opened = connections_to(os.getpid(), port)
+        if transport == "tcp":
+            assert len(opened) == 1, f"the offsets opened {len(opened)} connections"
+        else:
+            assert not opened
+    finally:
+        consumer.close()
+    assert not connections_to(os.getpid(), port), "close() leaves the offsets' connection"
 
 
 def test_a_follower_that_hears_nothing_from_its_leader_connects_again(start_cluster) -> None:

@@ -9,6 +9,7 @@ import pytest
 from rafka.actors import messages
 from rafka.actors.dataport import frames
 from rafka.actors.dataport.frames import (
+    CommitOffsetsRequest,
     ConsumerFetchRequest,
     FetchOffsetsRequest,
     FrameError,
@@ -167,6 +168,36 @@ def test_an_offsets_for_leader_epoch_request_and_answer_read_back() -> None:
         body(frames.offsets_for_leader_epoch_answer(replies)))
     assert answer == replies
     assert [type(reply) for reply in answer] == [messages.EpochEndOffset, messages.ErrorReply]
+
+
+def test_an_offset_commit_and_its_answer_read_back() -> None:
+    offsets = [["orders", 0, 42, ""], ["orders", 3, 7, "checkpoint 9", 5]]
+    request = frames.decode_request(body(frames.commit_offsets_request(17, "billing", offsets,
+                                                                       5000)))
+    assert request == CommitOffsetsRequest(17, "billing", offsets, 5000)
+    assert frames.read_commit_offsets_answer(body(frames.commit_offsets_answer(None))) is None
+    refused = error_reply(ErrorCode.NOT_LEADER_OR_FOLLOWER, "moved", leader=2)
+    assert frames.read_commit_offsets_answer(
+        body(frames.commit_offsets_answer(refused))) == refused
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed(["commit_offsets", 17, "billing", []]),                      # no timeout
+    packed(["commit_offsets", "17", "billing", [], 5000]),              # a string partition
+    packed(["commit_offsets", 17, "billing", [["orders", 0, 42]], 5000]),  # no metadata
+    packed(["commit_offsets", 17, "billing", [["orders", 0, "42", ""]], 5000]),  # a string offset
+    packed(["commit_offsets", 17, "billing", [["orders", 0, 42, None]], 5000]),  # nil metadata
+    packed(["commit_offsets", 17, "billing", [["orders", 0, 42, "", "5"]], 5000]),  # string epoch
+    packed(["commit_offsets", 17, "billing", "orders", 5000]),          # offsets not a list
+])
+def test_anything_but_an_offset_commit_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        frames.decode_request(frame_body)
+
+
+def test_an_offset_commits_answer_is_nil_or_an_error() -> None:
+    with pytest.raises(FrameError):
+        frames.read_commit_offsets_answer(packed([0]))
 
 
 def test_a_wake_up_and_its_answer_read_back() -> None:
