@@ -1,7 +1,8 @@
 """The controller's connections to the brokers' control endpoints, as Kafka's controller keeps
 one to each broker (`ControllerChannelManager`'s RequestSendThread): no Ray actor call, no
 lookup in Ray's directory. A broker's endpoint is in its registration in ZooKeeper
-(`BrokerInfo.control_endpoint`), which the controller reads anyway.
+(`BrokerInfo.control_endpoint`), which the controller reads anyway. A replica host keeps one
+`BrokerConnection` too, to its own broker, for its leaders' ISR changes.
 
 Each connection is made when a request is to go, made again after it fails, waiting longer
 between attempts (`ReconnectBackoff`), and carries requests one after another without waiting
@@ -29,7 +30,7 @@ from rafka.actors.controller.control_frames import (
     PendingRequests,
     ReconnectBackoff,
 )
-from rafka.actors.messages import LeaderAndIsrRequest, UpdateMetadataRequest
+from rafka.actors.messages import IsrChange, LeaderAndIsrRequest, UpdateMetadataRequest
 from rafka.common.errors import RafkaError
 from rafka.coordination.models import BrokerInfo
 
@@ -60,7 +61,8 @@ def parse_endpoint(endpoint: str) -> tuple[str, int]:
 
 
 class BrokerConnection:
-    """The controller's connection to one broker's control endpoint: a `BrokerSender`."""
+    """A connection to one broker's control endpoint: the controller's (a `BrokerSender`), or
+    a replica host's to its own broker."""
 
     def __init__(self, broker_id: int, address: tuple[str, int], token: bytes,
                  ssl_context: ssl.SSLContext | None, request_timeout_s: float,
@@ -100,6 +102,13 @@ class BrokerConnection:
     def update_topic_config(self, controller_epoch: int, topic: str,
                             config: dict[str, str]) -> Awaitable[ControlAnswer]:
         return self.request(control_frames.UPDATE_TOPIC_CONFIG, controller_epoch, topic, config)
+
+    # ------------------------------------------------------------- a replica host's request
+
+    def update_partition_states(self, changes: list[IsrChange]) -> Awaitable[ControlAnswer]:
+        """Leaders' ISR changes, for the broker to write (`Broker.update_partition_states`):
+        each change carries its own controller epoch, so the frame's is left at -1."""
+        return self.request(control_frames.UPDATE_PARTITION_STATES, -1, changes)
 
     # --------------------------------------------------------------------------- requests
 
@@ -155,8 +164,8 @@ class BrokerConnection:
                 reader, writer = await self._connect()
             except (OSError, asyncio.TimeoutError) as error:
                 failures += 1
-                log.info("controller: cannot connect to broker %d at %s:%d (%r), attempt %d",
-                         self.broker_id, *self.address, error, failures)
+                log.info("cannot connect to broker %d's control endpoint at %s:%d (%r), "
+                         "attempt %d", self.broker_id, *self.address, error, failures)
                 self._drop_given_up()
                 continue
             failures = 0
@@ -165,7 +174,7 @@ class BrokerConnection:
                 await self._exchange(reader, writer)
             except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError,
                     control_frames.ControlFrameError) as error:
-                log.info("controller: the connection to broker %d failed: %r",
+                log.info("the connection to broker %d's control endpoint failed: %r",
                          self.broker_id, error)
             finally:
                 writer.close()

@@ -1,5 +1,8 @@
-"""The controller's requests to a broker's control endpoint as bytes, without I/O: msgpack
-frames with a length in front, as the data port's (`rafka.actors.dataport.frames`).
+"""The requests to a broker's control endpoint as bytes, without I/O: msgpack frames with a
+length in front, as the data port's (`rafka.actors.dataport.frames`). The controller sends
+LeaderAndIsr, UpdateMetadata, StopReplica and topic config changes; the broker's own replica
+hosts send their leaders' ISR changes (`update_partition_states`), which the broker writes to
+ZooKeeper with its session (as a ZooKeeper-era Kafka broker's `Partition` wrote its own).
 
 A connection opens with a hello (the protocol's version and the cluster's control token);
 then each request is `[correlation id, method, controller epoch, arguments]` and each answer
@@ -28,6 +31,8 @@ import msgpack
 
 from rafka.actors.messages import (
     ErrorReply,
+    IsrChange,
+    IsrWritten,
     LeaderAndIsrRequest,
     PartitionErrors,
     PartitionMetadata,
@@ -46,12 +51,18 @@ LEADER_AND_ISR = "leader_and_isr"
 UPDATE_METADATA = "update_metadata"
 STOP_REPLICAS = "stop_replicas"
 UPDATE_TOPIC_CONFIG = "update_topic_config"
-METHODS = (LEADER_AND_ISR, UPDATE_METADATA, STOP_REPLICAS, UPDATE_TOPIC_CONFIG)
+UPDATE_PARTITION_STATES = "update_partition_states"
+METHODS = (LEADER_AND_ISR, UPDATE_METADATA, STOP_REPLICAS, UPDATE_TOPIC_CONFIG,
+           UPDATE_PARTITION_STATES)
+# The requests whose handler takes no epoch before its arguments: UpdateMetadata carries its
+# own, and each ISR change the controller epoch its leader knows (a host is no controller).
+WITHOUT_EPOCH = (UPDATE_METADATA, UPDATE_PARTITION_STATES)
 
-# What a broker answers the controller: nothing (done), a refusal, or the partitions it did
-# not apply.
-ControlAnswer = ErrorReply | PartitionErrors | None
-_NONE, _ERROR, _PARTITION_ERRORS = 0, 1, 2
+# What a broker answers: nothing (done), a refusal, the partitions it did not apply, or (to
+# ISR changes) each change's outcome in order.
+IsrWrites = list[IsrWritten | ErrorReply]
+ControlAnswer = ErrorReply | PartitionErrors | IsrWrites | None
+_NONE, _ERROR, _PARTITION_ERRORS, _ISR_WRITES = 0, 1, 2, 3
 
 T = TypeVar("T")
 
@@ -188,10 +199,26 @@ def _read_update_metadata(packed: Any) -> UpdateMetadataRequest:
                                  packed[5])
 
 
+def _pack_isr_change(change: IsrChange) -> list[Any]:
+    return [change.topic, change.partition, change.leader, change.leader_epoch,
+            list(change.isr), change.controller_epoch, change.zk_version]
+
+
+def _read_isr_change(packed: Any) -> IsrChange:
+    _check(isinstance(packed, list) and len(packed) == 7 and isinstance(packed[0], str)
+           and all(map(_is_int, packed[1:4])) and _int_list(packed[4])
+           and _is_int(packed[5]) and _is_int(packed[6]),
+           "an ISR change is [topic, partition, leader, leader epoch, isr, controller epoch, "
+           "zk version]")
+    return IsrChange(packed[0], packed[1], packed[2], packed[3], tuple(packed[4]), packed[5],
+                     packed[6])
+
+
 def encode_request(correlation_id: int, method: str, controller_epoch: int,
                    *arguments: Any) -> bytes:
     """One request, framed: `arguments` are its handler's after the epoch
-    (`Broker.leader_and_isr`, `update_metadata`, `stop_replicas`, `update_topic_config`)."""
+    (`Broker.leader_and_isr`, `update_metadata`, `stop_replicas`, `update_topic_config`,
+    `update_partition_states`; the last two ignore `controller_epoch`)."""
     if method == LEADER_AND_ISR:
         (partitions,) = arguments
         body: list[Any] = [[_pack_leader_and_isr(request) for request in partitions]]
@@ -204,6 +231,9 @@ def encode_request(correlation_id: int, method: str, controller_epoch: int,
     elif method == UPDATE_TOPIC_CONFIG:
         topic, config = arguments
         body = [topic, dict(config)]
+    elif method == UPDATE_PARTITION_STATES:
+        (changes,) = arguments
+        body = [[_pack_isr_change(change) for change in changes]]
     else:
         raise ValueError(f"no control request {method!r}")
     return frame([correlation_id, method, controller_epoch, body])
@@ -229,6 +259,10 @@ def decode_request(body: bytes) -> ControlRequest:
                        for entry in fields[0]),
                "StopReplica's arguments are [[[topic, partition], ...], delete]")
         arguments = ([(topic, partition) for topic, partition in fields[0]], fields[1])
+    elif method == UPDATE_PARTITION_STATES:
+        _check(len(fields) == 1 and isinstance(fields[0], list),
+               "ISR changes' arguments are [changes]")
+        arguments = ([_read_isr_change(entry) for entry in fields[0]],)
     else:
         _check(len(fields) == 2 and isinstance(fields[0], str) and _str_map(fields[1]),
                "a topic config change's arguments are [topic, config]")
@@ -255,6 +289,10 @@ def encode_answer(correlation_id: int, answer: ControlAnswer) -> bytes:
         return frame([correlation_id, _NONE, None])
     if isinstance(answer, ErrorReply):
         return frame([correlation_id, _ERROR, _pack_error(answer)])
+    if isinstance(answer, list):
+        return frame([correlation_id, _ISR_WRITES,
+                      [[_ERROR, _pack_error(reply)] if isinstance(reply, ErrorReply)
+                       else [_NONE, reply.zk_version] for reply in answer]])
     return frame([correlation_id, _PARTITION_ERRORS,
                   [[tp.topic, tp.partition, _pack_error(error)]
                    for tp, error in answer.errors.items()]])
@@ -264,13 +302,15 @@ def decode_answer(body: bytes) -> tuple[int, ControlAnswer]:
     """The correlation id an answer is for, and the answer."""
     message = _unpack(body)
     _check(isinstance(message, list) and len(message) == 3 and _is_int(message[0])
-           and message[1] in (_NONE, _ERROR, _PARTITION_ERRORS),
+           and message[1] in (_NONE, _ERROR, _PARTITION_ERRORS, _ISR_WRITES),
            "an answer is [correlation id, kind, payload]")
     correlation_id, kind, payload = message
     if kind == _NONE:
         return correlation_id, None
     if kind == _ERROR:
         return correlation_id, _read_error(payload)
+    if kind == _ISR_WRITES:
+        return correlation_id, _read_isr_writes(payload)
     _check(isinstance(payload, list) and all(
         isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
         and _is_int(entry[1]) for entry in payload),
@@ -278,6 +318,20 @@ def decode_answer(body: bytes) -> tuple[int, ControlAnswer]:
     return correlation_id, PartitionErrors(
         {TopicPartition(topic, partition): _read_error(error)
          for topic, partition, error in payload})
+
+
+def _read_isr_writes(payload: Any) -> IsrWrites:
+    _check(isinstance(payload, list) and all(
+        isinstance(entry, list) and len(entry) == 2 and entry[0] in (_NONE, _ERROR)
+        for entry in payload), "ISR writes are [[kind, written or error], ...]")
+    replies: IsrWrites = []
+    for kind, outcome in payload:
+        if kind == _ERROR:
+            replies.append(_read_error(outcome))
+        else:
+            _check(_is_int(outcome), "a written ISR change is its znode version")
+            replies.append(IsrWritten(outcome))
+    return replies
 
 
 # ------------------------------------------------------ matching, and waiting to reconnect

@@ -121,7 +121,8 @@ class Broker:
         # This broker's replicas, on its replica hosts (Kafka's ReplicaManager).
         self.replica_hosts = ReplicaHostPool(
             broker_id, namespace, self.node_id, self.data_dir, self.raw_config,
-            self.config.num_replica_hosts, lambda: self.store)
+            self.config.num_replica_hosts, lambda: self.store,
+            lambda: (self.control_endpoint.endpoint, self._control_token))
         # The last LeaderAndIsr applied to each replica here (the pool's, read by the
         # listener, the group and the transaction coordinators).
         self.replica_states: dict[TopicPartition, LeaderAndIsrRequest] = \
@@ -160,7 +161,8 @@ class Broker:
             {control_frames.LEADER_AND_ISR: self.leader_and_isr,
              control_frames.UPDATE_METADATA: self.update_metadata,
              control_frames.STOP_REPLICAS: self.stop_replicas,
-             control_frames.UPDATE_TOPIC_CONFIG: self.update_topic_config},
+             control_frames.UPDATE_TOPIC_CONFIG: self.update_topic_config,
+             control_frames.UPDATE_PARTITION_STATES: self.update_partition_states},
             None if self._links_tls is None else server_context(self._links_tls))
         # This broker's dynamic settings in ZooKeeper, and the registration update the last
         # change of its advertised listener made.

@@ -1,6 +1,7 @@
 """A broker's control endpoint: the TCP port the controller's requests come in on (LeaderAndIsr,
 UpdateMetadata, StopReplica, topic config changes), as a Kafka broker's inter-broker listener
-takes its controller's, instead of Ray actor calls.
+takes its controller's, instead of Ray actor calls; its own replica hosts send their ISR
+changes to it too.
 
 The broker registers it in ZooKeeper (`BrokerInfo.control_endpoint`), where the controller
 finds it (`rafka.actors.controller.broker_connections`). Frames are the control protocol's
@@ -31,9 +32,9 @@ HELLO_TIMEOUT_S = 10.0
 
 
 class ControlEndpoint:
-    """Serves the controller's requests on `host`; `handlers` by method name
-    (`control_frames.METHODS`), each called with the request's epoch and arguments, except
-    UpdateMetadata's, whose epoch is in the request."""
+    """Serves the controller's requests (and the hosts' ISR changes) on `host`; `handlers` by
+    method name (`control_frames.METHODS`), each called with the request's epoch and
+    arguments, except those in `control_frames.WITHOUT_EPOCH`, called with the arguments."""
 
     def __init__(self, host: str, token: bytes,
                  handlers: Mapping[str, Callable[..., Awaitable[ControlAnswer]]],
@@ -88,7 +89,7 @@ class ControlEndpoint:
 
     async def _apply(self, request: control_frames.ControlRequest) -> ControlAnswer:
         handler = self.handlers[request.method]
-        if request.method == control_frames.UPDATE_METADATA:
+        if request.method in control_frames.WITHOUT_EPOCH:
             return await handler(*request.arguments)
         return await handler(request.controller_epoch, *request.arguments)
 

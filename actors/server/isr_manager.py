@@ -4,7 +4,8 @@ or leave the ISR, and the ISR writes to ZooKeeper (through the broker) that make
 Kafka's `Partition` keeps this apart from the log (`updateFollowerFetchState`,
 `maybeExpandIsr`, `maybeShrinkIsr`); here `IsrManager` does, one per replica, and
 `IsrChangeBatcher`, one per host, sends the ISR changes of all its leaders to the broker in one
-call. Both run on the host's event loop, the replica's own. The arithmetic (who is caught up,
+request (over the broker's control endpoint, not through Ray). Both run on the host's event
+loop, the replica's own. The arithmetic (who is caught up,
 who lags) is `rafka.actors.server.replication.LeaderState`.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from rafka.actors.config import BrokerConfig
 from rafka.actors.errors import ErrorCode, error_reply
@@ -143,15 +144,17 @@ class IsrManager:
             self.write_in_flight.cancel()
 
 
-class IsrChangeBatcher:
-    """A host's ISR writes: the changes of one turn of its loop go to the broker as one call
-    (`Broker.update_partition_states`), which writes them to ZooKeeper."""
+# Sends ISR changes to the broker, which writes them: one outcome per change, in order.
+IsrChangeSender = Callable[[list[IsrChange]], Awaitable[object]]
 
-    def __init__(self, broker_id: int, broker: Callable[[], Awaitable[Any]],
-                 forget_broker: Callable[[BaseException], None]) -> None:
+
+class IsrChangeBatcher:
+    """A host's ISR writes: the changes of one turn of its loop go to the broker as one request
+    (`Broker.update_partition_states`, by `send`), which writes them to ZooKeeper."""
+
+    def __init__(self, broker_id: int, send: IsrChangeSender) -> None:
         self.broker_id = broker_id
-        self._broker = broker
-        self._forget_broker = forget_broker
+        self._send = send
         self._pending: list[tuple[IsrChange, asyncio.Future]] = []
         self._flush: asyncio.Task | None = None
 
@@ -170,12 +173,15 @@ class IsrChangeBatcher:
         await asyncio.sleep(0)  # let the other changes of this turn join
         batch, self._pending, self._flush = self._pending, [], None
         try:
-            broker = await self._broker()
-            replies = await broker.update_partition_states.remote([c for c, _ in batch])
+            answer = await self._send([c for c, _ in batch])
+            if isinstance(answer, ErrorReply):
+                raise RuntimeError(answer.message)
+            if not isinstance(answer, list) or len(answer) != len(batch):
+                raise RuntimeError(f"an answer of {answer!r} to {len(batch)} changes")
+            replies: list[IsrWritten | ErrorReply] = answer
         except Exception as error:
             log.warning("broker %d did not answer ISR changes of %d partitions: %r",
                         self.broker_id, len(batch), error)
-            self._forget_broker(error)
             replies = [error_reply(ErrorCode.REQUEST_TIMED_OUT,
                                    f"broker {self.broker_id} did not write the ISR: {error!r}")
                        ] * len(batch)

@@ -14,10 +14,11 @@ need no locks; a fetch that waits, waits on all its partitions at once (`ChangeL
 
 The host also does, for all its replicas at once, what each did on its own timers before: ISR
 shrinks (`replica.lag.time.max.ms`), high-watermark checkpoints, retention and flushes
-(`host_maintenance`); and it hands the broker the ISR changes of all its leaders in one call
-(`isr_manager.IsrChangeBatcher`). The actor class is the shell Ray and the data port call: its
-fetch sessions are a `FetchSessionCache`, its reads' shared parts `host_reads`, the replicas'
-answers from their logs `leader_reads`, the transaction markers `txn_markers`.
+(`host_maintenance`); and it hands the broker the ISR changes of all its leaders in one request
+over the broker's control endpoint (`isr_manager.IsrChangeBatcher`). The actor class is the
+shell Ray and the data port call: its fetch sessions are a `FetchSessionCache`, its reads'
+shared parts `host_reads`, the replicas' answers from their logs `leader_reads`, the
+transaction markers `txn_markers`.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ import ray
 
 from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
+from rafka.actors.controller.broker_connections import BrokerConnection, parse_endpoint
 from rafka.actors.dataport.async_client import DataPortAddress, PublishedAddress
 from rafka.actors.dataport.server import DataPort
-from rafka.actors.dataport.tls import DataPortTls, data_port_tls
+from rafka.actors.dataport.tls import DataPortTls, client_context, data_port_tls
 from rafka.actors.errors import ErrorCode, error_reply
 from rafka.actors.logs import log_actor_lines
 from rafka.actors.messages import (
@@ -142,7 +144,7 @@ class ReplicaHost:
 
     def __init__(
         self, name: str, broker_id: int, data_dir: str, broker_config: dict[str, Any],
-        namespace: str,
+        namespace: str, broker_endpoint: str, control_token: bytes,
     ) -> None:
         run_at_server_priority()
         log_actor_lines()
@@ -163,6 +165,9 @@ class ReplicaHost:
         # every method for tracing (a frame more on each call and each resumption of a waiting
         # one), which a request over the port, never traced, need not pay.
         own = ReplicaHost
+        tls = data_port_tls(
+            self.config.security_inter_broker_protocol, self.config.ssl_keystore_location,
+            self.config.ssl_truststore_location, self.config.ssl_key_password)
         self._data_port = DataPort(
             ray.util.get_node_ip_address(), self.config.socket_request_max_bytes,
             produce=own.produce.__get__(self), produce_kafka=own.produce_kafka.__get__(self),
@@ -172,24 +177,26 @@ class ReplicaHost:
             fetch_offsets=own.fetch_offsets.__get__(self),
             commit_offsets=own.commit_offsets.__get__(self),
             offsets_for_leader_epoch=own.offsets_for_leader_epoch.__get__(self),
-            wake_session=own.wake_session.__get__(self),
-            tls=data_port_tls(
-                self.config.security_inter_broker_protocol, self.config.ssl_keystore_location,
-                self.config.ssl_truststore_location, self.config.ssl_key_password))
+            wake_session=own.wake_session.__get__(self), tls=tls)
         self._handles = ActorHandles(namespace)
         self.fetchers = ReplicaFetcherManager(broker_id, self.config, self._handles.get,
                                               self._handles.forget_if_dead,
                                               _published_data_port(self._handles, broker_id))
-        # This host's broker, reached when an ISR changes: looked up and called once now,
-        # while Ray's GCS answers, so that an ISR shrinks while it does not (its head
-        # restarting) as well.
+        # This host's broker, asked where a leader host published its port: looked up and
+        # called once now, while Ray's GCS answers.
         own_broker = broker_name(broker_id)
         broker = ray.get_actor(own_broker, namespace=namespace)
         broker.ping.remote()
         self._handles.put(own_broker, broker)
-        self._isr_changes = IsrChangeBatcher(
-            broker_id, lambda: self._handles.get(own_broker),
-            lambda error: self._handles.forget_if_dead(own_broker, error))
+        # The leaders' ISR changes go to the broker's control endpoint (on this node), beside
+        # the controller's requests, so that an ISR changes while Ray's directory of actors
+        # does not answer. Each waits for the broker's ZooKeeper write at most a session
+        # timeout: by then the write was made or the session is gone.
+        self._broker_link = BrokerConnection(
+            broker_id, parse_endpoint(broker_endpoint), control_token,
+            None if tls is None else client_context(tls),
+            self.config.zookeeper_session_timeout_ms / 1000)
+        self._isr_changes = IsrChangeBatcher(broker_id, self._broker_link.update_partition_states)
         self._maintenance = HostMaintenance(self.replicas, self.config, self.sessions)
         # Everything allocated so far (Ray, the modules) lives as long as the process: out of
         # the collector's sight, a full collection no longer walks it, which otherwise stalls
@@ -265,6 +272,7 @@ class ReplicaHost:
         """Stop serving every replica and close their logs (controlled shutdown)."""
         self._maintenance.cancel()
         await self._data_port.close()
+        self._broker_link.close()
         self.fetchers.stop()
         # Emptied in place: the maintenance holds the same dict.
         replicas = list(self.replicas.values())

@@ -60,6 +60,9 @@ class ReplicaHostPool:
     raw_config: dict[str, Any]
     num_replica_hosts: int
     _store: Callable[[], ClusterStore | None]
+    # The broker's control endpoint (`host:port`, known once it listens, before any host is
+    # made) and its token: where the hosts send their ISR changes.
+    _control_link: Callable[[], tuple[str, bytes]]
     # The replica-host actors by name, and the last LeaderAndIsr applied to each replica
     # hosted on them: a host that dies is recreated, and its replicas from these.
     hosts: dict[str, Any] = dataclasses.field(default_factory=dict, init=False)
@@ -88,7 +91,8 @@ class ReplicaHostPool:
                 # The logs live on this node's disk: the host must run here.
                 scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_id, soft=False),
                 get_if_exists=True,
-            ).remote(name, self.broker_id, str(self.data_dir), self.raw_config, self.namespace)
+            ).remote(name, self.broker_id, str(self.data_dir), self.raw_config, self.namespace,
+                     *self._control_link())
             self.hosts[name] = handle
             self._host_watches[name] = asyncio.ensure_future(self._watch_host(name, handle))
         return handle

@@ -1,6 +1,7 @@
 """The control protocol's frames (`actors/controller/control_frames.py`), without I/O: what the
-controller writes, the broker reads back field for field; what is not the protocol is refused;
-answers find their requests; reconnects wait longer each time, up to a bound."""
+controller (or a replica host) writes, the broker reads back field for field; what is not the
+protocol is refused; answers find their requests; reconnects wait longer each time, up to a
+bound."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from rafka.actors.controller.control_frames import (
 )
 from rafka.actors.messages import (
     ErrorReply,
+    IsrChange,
+    IsrWritten,
     LeaderAndIsrRequest,
     PartitionErrors,
     PartitionMetadata,
@@ -64,8 +67,18 @@ def test_stop_replica_and_config_changes_read_back() -> None:
     assert config == (3, "update_topic_config", 4, ("orders", {"retention.ms": "60000"}))
 
 
+def test_a_hosts_isr_changes_read_back_as_sent() -> None:
+    sent = [IsrChange("orders", 3, 2, 7, (1, 2), 5, 41), IsrChange("clicks", 0, 2, 0, (2,), 5, 0)]
+    request = control_frames.decode_request(_body(
+        control_frames.encode_request(4, control_frames.UPDATE_PARTITION_STATES, -1, sent)))
+    assert request == (4, "update_partition_states", -1, (sent,))
+    assert control_frames.UPDATE_PARTITION_STATES in control_frames.WITHOUT_EPOCH
+
+
 @pytest.mark.parametrize("answer", [
     None,
+    [IsrWritten(42), ErrorReply(6, "a stale znode version"), IsrWritten(0)],
+    [],
     ErrorReply(11, "controller epoch 3 < 4"),
     PartitionErrors({TopicPartition("orders", 1): ErrorReply(56, "storage", leader=2),
                      TopicPartition("orders", 2): ErrorReply(6, "not leader", 1, 0, 5, 5, 9)}),
@@ -84,12 +97,24 @@ def test_answers_read_back_with_their_correlation_id(answer: object) -> None:
     [1, "stop_replicas", 3, [[["orders", "0"]], True]],
     [1, "update_topic_config", 3, ["orders", {1: "x"}]],
     [1, "update_metadata", 3, [[1, 3, [[{"node_id": 1}, None]], [], [], True]]],  # no actor
+    [1, "update_partition_states", -1, [[["orders", 0, 2, 7, [1, 2], 5]]]],  # no zk version
+    [1, "update_partition_states", -1, [[["orders", 0, 2, 7, ["1"], 5, 41]]]],
 ])
 def test_what_is_not_a_request_is_refused(payload: object) -> None:
     with pytest.raises(ControlFrameError):
         control_frames.decode_request(msgpack.packb(payload, strict_types=False))
     with pytest.raises(ControlFrameError):
         control_frames.decode_request(b"\xc1")  # not msgpack at all
+
+
+@pytest.mark.parametrize("payload", [
+    [1, 3, [[0, "41"]]],        # a znode version that is not a number
+    [1, 3, [[2, 41]]],          # neither written nor refused
+    [1, 3, [[1, ["short"]]]],   # an error short of fields
+])
+def test_what_is_not_an_isr_writes_answer_is_refused(payload: object) -> None:
+    with pytest.raises(ControlFrameError):
+        control_frames.decode_answer(msgpack.packb(payload))
 
 
 def test_a_frame_longer_than_allowed_is_refused_by_its_header() -> None:

@@ -24,6 +24,7 @@ from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
 from rafka.common.sentinels import LATEST_TIMESTAMP
 from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.batch import build_batch
+from tests.support.connections import connections_to
 from tests.support.faults import paused
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
@@ -166,14 +167,6 @@ def test_a_stranger_on_the_data_port_learns_nothing_and_moves_nothing(
         assert sorted(facts["isr"]) == sorted([leader.broker, *(f.broker for f in followers)])
     wait_until(lambda: leader.describe()["high_watermark"] == 5, 30,
                "the followers, resumed, to move the high watermark")
-
-
-def connections_to(pid: int, port: int) -> set[int]:
-    """The local ports of `pid`'s established TCP connections to `port`."""
-    return {connection.laddr.port
-            for connection in psutil.Process(pid).net_connections(kind="tcp")
-            if connection.raddr and connection.raddr.port == port
-            and connection.status == psutil.CONN_ESTABLISHED}
 
 
 @pytest.mark.parametrize("transport", ["tcp", "ray"])

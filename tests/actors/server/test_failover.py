@@ -22,6 +22,7 @@ from rafka.actors.errors import (
 from rafka.coordination.registration import read_brokers
 from rafka.logstore.batch import build_batch, decode_batches
 from tests.support.cluster import log_bytes, partition_state
+from tests.support.connections import connections_to
 from tests.support.faults import expire_broker_session, host_pids, paused, wait_until_exited
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
@@ -68,6 +69,32 @@ def test_a_restarted_broker_catches_up_and_rejoins_the_isr(cluster: Cluster) -> 
 
     wait_until(caught_up, 60, "broker 2 back in every ISR with the whole log")
     producer.close()
+
+
+def test_a_leaders_isr_changes_reach_its_broker_over_the_control_endpoint(
+        cluster: Cluster) -> None:
+    """A leader host sends its ISR changes to its broker's control endpoint, beside the
+    controller's requests, rather than through Ray: the ISR shrinks while a follower is paused
+    and grows back once it catches up, and the leader's host holds a connection to that
+    endpoint."""
+    cluster.create_topic("isr-link", partitions=1, replication_factor=2)
+    state = partition_state(cluster, "isr-link", 0)
+    leader = ReplicaOnHost(cluster, "isr-link", 0)
+    (follower,) = set(state["replicas"]) - {leader.broker}
+    endpoint = read_brokers(cluster.store)[leader.broker].control_endpoint
+    assert endpoint, "the broker registered its control endpoint"
+    port = int(endpoint.rpartition(":")[2])
+    producer = cluster.producer(acks=1)
+    with paused(host_pids(cluster, follower)):
+        # A follower as far along as its leader stays in sync however long it is silent, as
+        # in Kafka: a record it lacks makes it lag.
+        producer.send("isr-link", value=b"the follower lacks this").result(30)
+        wait_until(lambda: partition_state(cluster, "isr-link", 0)["isr"] == [leader.broker],
+                   30, "the paused follower out of the ISR")
+    producer.close()
+    wait_until(lambda: sorted(partition_state(cluster, "isr-link", 0)["isr"])
+               == sorted([leader.broker, follower]), 30, "the follower back in the ISR")
+    assert connections_to(leader.pid(), port), "the leader's host reached its broker's endpoint"
 
 
 def test_the_controller_role_moves_when_its_broker_dies(cluster: Cluster) -> None:
