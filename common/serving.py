@@ -30,6 +30,9 @@ class Listener:
         self._serve = serve
         self._handshake_timeout_s = handshake_timeout_s
         self._server: asyncio.Server | None = None
+        # Callers ask concurrently (a host's broker publishing its port while a follower asks
+        # it): without the lock each would start a server, and they would learn two ports.
+        self._starting = asyncio.Lock()
         self._connections: set[asyncio.StreamWriter] = set()
 
     @property
@@ -43,11 +46,12 @@ class Listener:
     async def listen(self, port: int = 0, ssl_context: ssl.SSLContext | None = None) -> int:
         """Listening, if not yet, on `port` (0: any free one), over TLS with `ssl_context`;
         the port. A TLS client has `handshake_timeout_s` to finish its handshake."""
-        if self._server is None:
-            self._server = await asyncio.start_server(
-                self._serve, self.host, port, ssl=ssl_context,
-                ssl_handshake_timeout=self._handshake_timeout_s if ssl_context else None)
-            self.port = self._server.sockets[0].getsockname()[1]
+        async with self._starting:
+            if self._server is None:
+                self._server = await asyncio.start_server(
+                    self._serve, self.host, port, ssl=ssl_context,
+                    ssl_handshake_timeout=self._handshake_timeout_s if ssl_context else None)
+                self.port = self._server.sockets[0].getsockname()[1]
         assert self.port is not None, "the port is known once the server listens"
         return self.port
 
