@@ -33,18 +33,20 @@ DataPortAddress = tuple[str, int, bytes, DataPortTls | None]
 PublishedAddress = Callable[[], Awaitable[DataPortAddress | None]]
 
 
-class LeaderAddressUnknown(RafkaError, ConnectionError):
-    """Neither the leader host (through Ray) nor ZooKeeper said where it listens."""
+# How often a follower waiting on Ray for a leader host's address asks ZooKeeper again.
+PUBLISHED_RETRY_S = 0.5
 
 
 async def leader_address(host: Callable[[], Awaitable[Any]], published: PublishedAddress | None,
                          timeout_s: float) -> DataPortAddress:
     """Where a host listens: its `data_port_address` through Ray (`host()` gives its handle),
     or, once that fails or has not answered within `ZOOKEEPER_AFTER_S`, the address its broker
-    published (`published`, given at least `timeout_s`). When ZooKeeper cannot say either,
-    Ray's answer is waited for as long as it takes, as without ZooKeeper: on a loaded machine
-    it may be slow and still right. A host Ray knows died for good is not looked for in
-    ZooKeeper: its error tells the caller to find the host anew."""
+    published (`published`, given at least `timeout_s`). When ZooKeeper cannot say yet, it is
+    asked again every `PUBLISHED_RETRY_S` while Ray's answer is awaited, for as long as that
+    takes: on a loaded machine either may be slow and still right, and a Ray call to a host
+    that was paused can wait many seconds on a connection Ray makes again. A host Ray knows
+    died for good is not looked for in ZooKeeper: its error tells the caller to find the host
+    anew."""
 
     async def ask_ray() -> DataPortAddress:
         return tuple(await (await host()).data_port_address.remote())  # type: ignore[return-value]
@@ -55,20 +57,19 @@ async def leader_address(host: Callable[[], Awaitable[Any]], published: Publishe
         if asking in done and (asking.exception() is None or published is None
                                or isinstance(asking.exception(), ray.exceptions.ActorDiedError)):
             return asking.result()
-        if published is not None:
+        if published is None:
+            return await asking
+        while True:
             try:
-                found = await asyncio.wait_for(published(),
-                                               max(timeout_s, ZOOKEEPER_AFTER_S))
+                found = await asyncio.wait_for(published(), max(timeout_s, ZOOKEEPER_AFTER_S))
             except Exception:  # the broker could not read it either: Ray may still answer
                 found = None
             if found is not None:
                 return found
-        if not asking.done():
-            return await asking
-        if asking.exception() is not None:
-            raise asking.exception()  # type: ignore[misc]
-        raise LeaderAddressUnknown("the leader host did not say where it listens, nor did "
-                                   "ZooKeeper")
+            if not asking.done():
+                await asyncio.wait({asking}, timeout=PUBLISHED_RETRY_S)
+            if asking.done():
+                return asking.result()  # or raises what Ray said, ZooKeeper knowing nothing
     finally:
         if not asking.done():
             asking.cancel()
@@ -187,8 +188,8 @@ class LeaderConnection:
                    max_answer_bytes: int) -> Any:
         """`leader.<method>(*arguments)` over the connection; raises OSError,
         asyncio.TimeoutError, IncompleteReadError or FrameError when it fails (the connection
-        is then dropped), Ray's errors or `LeaderAddressUnknown` when nobody can tell where
-        the leader host listens."""
+        is then dropped), or Ray's errors when Ray failed to say where the leader host
+        listens and ZooKeeper did not know."""
         try:
             if self._writer is None:
                 address = await leader_address(self._leader, self._published,

@@ -210,6 +210,9 @@ class ReplicaFetcher:
                 raise
             except Exception as error:  # the leader's host died or is not there yet
                 log.debug("fetch from %s failed: %r", self.leader_host, error)
+                # The wake-ups' connection goes too: to a host that went silent it is as
+                # stale as the fetch's, and idle, nothing else would find out.
+                self._close_connections()
                 self._forget_if_dead(self.leader_host, error)
                 self._restart_session()
                 await asyncio.sleep(backoff_s)
