@@ -45,6 +45,7 @@ from rafka.actors.naming import broker_name
 from rafka.actors.runtime import run_at_server_priority
 from rafka.actors.server.control_endpoint import ControlEndpoint
 from rafka.actors.server.replica_host_pool import ReplicaHostPool
+from rafka.actors.stalls import watch_for_stalls
 from rafka.actors.txn.coordinator import TransactionCoordinator
 from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
 from rafka.common.topic_partition import TopicPartition
@@ -101,6 +102,7 @@ class Broker:
     ) -> None:
         run_at_server_priority()
         log_actor_lines()
+        self._stall_watch = watch_for_stalls(f"broker {broker_id}")
         self.broker_id = broker_id
         self.cluster_name = cluster_name
         self.namespace = namespace

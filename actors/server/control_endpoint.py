@@ -18,6 +18,7 @@ import asyncio
 import hmac
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 
 # How long a new connection has to say who it is (and, over TLS, to finish its handshake).
 HELLO_TIMEOUT_S = 10.0
+# A request that takes longer than this is logged (info), with how long: a controller that
+# gives up on an answer after 5 s leaves no other trace of where the time went.
+SLOW_REQUEST_S = 2.0
 
 
 class ControlEndpoint:
@@ -89,9 +93,16 @@ class ControlEndpoint:
 
     async def _apply(self, request: control_frames.ControlRequest) -> ControlAnswer:
         handler = self.handlers[request.method]
-        if request.method in control_frames.WITHOUT_EPOCH:
-            return await handler(*request.arguments)
-        return await handler(request.controller_epoch, *request.arguments)
+        started = time.monotonic()
+        try:
+            if request.method in control_frames.WITHOUT_EPOCH:
+                return await handler(*request.arguments)
+            return await handler(request.controller_epoch, *request.arguments)
+        finally:
+            took_s = time.monotonic() - started
+            if took_s > SLOW_REQUEST_S:
+                log.info("control endpoint %s: %s took %.1f s", self.host, request.method,
+                         took_s)
 
     @staticmethod
     async def _read_frame(reader: asyncio.StreamReader) -> bytes:

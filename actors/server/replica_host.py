@@ -87,6 +87,7 @@ from rafka.actors.server.offset_manager import OffsetManagers
 from rafka.actors.server.replica import PartitionReplica
 from rafka.actors.server.replica_fetcher import ReplicaFetcherManager
 from rafka.actors.server.txn_markers import write_marker
+from rafka.actors.stalls import watch_for_stalls
 from rafka.common.topic_partition import TopicPartition
 from rafka.wire.records import to_kafka
 
@@ -139,6 +140,11 @@ async def _produce_each(
         *(produce_one(replicas, broker_id, request, acks, timeout_ms) for request in requests)))
 
 
+# A LeaderAndIsr that takes a host, or its broker, longer than this is logged (info), with
+# where the time went: a controller that gives up on the answer leaves no other trace.
+SLOW_APPLY_S = 2.0
+
+
 class ReplicaHost:
     """Hosts replicas of broker `broker_id`; created by that broker on its node."""
 
@@ -148,6 +154,7 @@ class ReplicaHost:
     ) -> None:
         run_at_server_priority()
         log_actor_lines()
+        self._stall_watch = watch_for_stalls(f"replica host {name}")
         self.name = name
         self.broker_id = broker_id
         self.data_dir = Path(data_dir)
@@ -209,6 +216,7 @@ class ReplicaHost:
         """Apply the controller's LeaderAndIsr to these partitions, creating their replicas."""
         self._maintenance.ensure_running()
         failed: dict[TopicPartition, ErrorReply] = {}
+        started = time.monotonic()
         for request in requests:
             tp = TopicPartition(request.topic, request.partition)
             try:
@@ -236,6 +244,10 @@ class ReplicaHost:
                 continue
             self.fetchers.role_changed(replica)
             self.offset_managers.role_changed(replica)
+        took_s = time.monotonic() - started
+        if took_s > SLOW_APPLY_S:  # the replicas' logs loading, most likely
+            log.info("replica host of broker %d: LeaderAndIsr of %d partitions took %.1f s",
+                     self.broker_id, len(requests), took_s)
         return PartitionErrors(failed)
 
     async def update_topic_config(self, topic: str, config: dict[str, Any]) -> PartitionErrors:

@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import logging
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from rafka.actors.messages import (
     PartitionErrors,
 )
 from rafka.actors.naming import partition_log_dir, replica_host_name
-from rafka.actors.server.replica_host import ReplicaHostActor
+from rafka.actors.server.replica_host import SLOW_APPLY_S, ReplicaHostActor
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.data_ports import DataPortAddress, publish_data_port
 from rafka.coordination.partition_state import PartitionStateStore
@@ -119,7 +120,9 @@ class ReplicaHostPool:
                              partitions: list[LeaderAndIsrRequest]) -> PartitionErrors:
         """Apply the controller's LeaderAndIsr to this broker's replicas, creating them: one
         call per replica host, carrying all of its partitions."""
+        started = time.monotonic()
         pools = await self._leader_hosts({entry.leader for entry in partitions})
+        read_s = time.monotonic() - started
         by_host: dict[str, list[LeaderAndIsrRequest]] = {}
         for entry in partitions:
             leader = entry.leader
@@ -130,7 +133,14 @@ class ReplicaHostPool:
             self.replica_states[TopicPartition(request.topic, request.partition)] = request
             by_host.setdefault(self.host_name(request.topic, request.partition),
                                []).append(request)
-        return await self._apply_on_hosts(by_host)
+        new_hosts = [name for name in by_host if name not in self.hosts]
+        applied = await self._apply_on_hosts(by_host)
+        took_s = time.monotonic() - started
+        if took_s > SLOW_APPLY_S:
+            log.info("broker %d: LeaderAndIsr of %d partitions took %.1f s (%.1f s reading "
+                     "the leaders' pool sizes; hosts created for it: %s)", self.broker_id,
+                     len(partitions), took_s, read_s, new_hosts or "none")
+        return applied
 
     async def _apply_on_hosts(
         self, by_host: dict[str, list[LeaderAndIsrRequest]]
