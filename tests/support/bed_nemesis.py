@@ -156,7 +156,7 @@ class BedNemesis:
             self.failed_heals.append(f"{fault.kind} {fault.target}: {error!r}"[:500])
             self._to_boot.add(fault.node)
             self.log(f"nemesis: healing {fault.kind} {fault.target} failed: {error!r}")
-        self.faults.append(Fault(fault.at, fault.kind, fault.target, time.time()))
+        self.faults.append(Fault(fault.at, fault.kind, fault.target, time.time(), fault.node))
         self.log(f"nemesis: healed {fault.kind} {fault.target}")
 
     def heal_everything(self) -> None:

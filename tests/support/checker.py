@@ -109,12 +109,14 @@ class Commit:
 
 @dataclass(frozen=True)
 class Fault:
-    """A fault injected at `at`, healed (everything it broke restored) at `healed_at`."""
+    """A fault injected at `at`, healed (everything it broke restored) at `healed_at`, on
+    `node` where it is one node's (a multi-node bed's)."""
 
     at: float
     kind: str
     target: str = ""
     healed_at: float | None = None
+    node: str = ""
 
     @property
     def healed(self) -> float:
