@@ -26,7 +26,6 @@ from itertools import groupby, repeat
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, overload
 
 import numpy as np
-import ray
 
 from rafka.actors.clients.accumulator import (
     HEADER_OVERHEAD_BYTES,
@@ -41,6 +40,7 @@ from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.clients.partitioner import StickyPartitioner, choose_partition
 from rafka.actors.clients.sender import BatchOutcome, Sender
 from rafka.actors.clients.transactions import TransactionManager
+from rafka.actors.dataport.calls import HostCalls, call_and_wait, host_calls
 from rafka.actors.errors import (
     BrokerUnavailableError,
     BufferExhaustedError,
@@ -61,6 +61,11 @@ from rafka.logstore.batch import check_headers
 if TYPE_CHECKING:
     import pyarrow as pa
 
+# How long a transaction's group offsets may wait at their offset manager to be replicated
+# (as the Kafka coordinator's TxnOffsetCommit waits), and how long its answer may be: done, or
+# an error.
+COMMIT_TIMEOUT_MS = 5000
+OFFSET_ANSWER_BYTES = 64 * 1024
 
 class RecordMetadata(NamedTuple):
     """Where a record was written, and its timestamp in the log: the leader's append time on a
@@ -243,6 +248,9 @@ class Producer:
             outcomes=self._outcomes, transactions=self.transactions, producer_id=producer_id,
             lock=self._lock, wakeup=self._wakeup, space=self._space)
         self._sender.start()
+        # A transaction's group offsets go to the group's offset manager over the producer's
+        # transport, on calls of their own (made at the first): the sender's are its thread's.
+        self._offset_calls: HostCalls | None = None
 
     @property
     def producer_id(self) -> int:
@@ -476,12 +484,18 @@ class Producer:
         partition = offsets_partition(group_id, self.metadata.partition_count(OFFSETS_TOPIC))
         entries = [[topic, index, offset, ""] for (topic, index), offset in offsets.items()]
         deadline = time.monotonic() + self.config.max_block_ms / 1000
+        if self._offset_calls is None:
+            self._offset_calls = host_calls(self.config.transport, self.config.request_timeout_ms,
+                                            OFFSET_ANSWER_BYTES,
+                                            zookeeper=lambda: self.metadata.zookeeper)
         while True:
             try:
-                _name, host = self.metadata.leader_host(OFFSETS_TOPIC, partition, wait_s=1)
-                reply = ray.get(host.commit_transactional_offsets.remote(
-                    partition, group_id, transactions.producer_id, transactions.producer_epoch,
-                    entries), timeout=self.config.request_timeout_ms / 1000)
+                name, host = self.metadata.leader_host(OFFSETS_TOPIC, partition, wait_s=1)
+                reply = call_and_wait(
+                    self._offset_calls, name, host, "commit_transactional_offsets",
+                    (partition, group_id, transactions.producer_id,
+                     transactions.producer_epoch, entries, COMMIT_TIMEOUT_MS),
+                    self.config.request_timeout_ms / 1000)
                 error = error_for(reply)
             except Exception as failure:
                 if not is_retriable(failure):
@@ -589,6 +603,8 @@ class Producer:
             self.flush(timeout)
         finally:
             self._sender.close()
+            if self._offset_calls is not None:
+                self._offset_calls.close()
 
     def trace_requests(self) -> list[SentRequest]:
         """From now on, note when each acknowledged batch was sent, in the list returned

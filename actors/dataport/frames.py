@@ -7,7 +7,8 @@ The steady data path runs over connections kept to each replica host's data port
 (`ReplicaHost.replica_fetch`, `ReplicaHost.offsets_for_leader_epoch` before a follower
 truncates, and `ReplicaHost.wake_session` when a held fetch should list a new partition) and a
 consumer's (`ReplicaHost.fetch`) and a group member's offset commits and fetches
-(`ReplicaHost.commit_offsets`, `ReplicaHost.fetch_offsets`), and a broker's Kafka listener's
+(`ReplicaHost.commit_offsets`, `ReplicaHost.fetch_offsets`, and a transactional producer's
+`ReplicaHost.commit_transactional_offsets`), and a broker's Kafka listener's
 produce and fetch requests on behalf of Kafka clients (`ReplicaHost.produce_kafka` and
 `ReplicaHost.fetch_kafka`: their batches are in Kafka's record format, converted on the host). A
 Ray call costs a hop about 2-8 ms on this project's machines, a frame on a kept connection well
@@ -62,6 +63,7 @@ KAFKA_PRODUCE = "produce_kafka"
 LIST_OFFSETS = "list_offsets"
 FETCH_OFFSETS = "fetch_offsets"
 COMMIT_OFFSETS = "commit_offsets"
+COMMIT_TRANSACTIONAL_OFFSETS = "commit_transactional_offsets"
 OFFSETS_FOR_LEADER_EPOCH = "offsets_for_leader_epoch"
 WAKE_SESSION = "wake_session"
 
@@ -228,6 +230,19 @@ class CommitOffsetsRequest(NamedTuple):
     timeout_ms: int
 
 
+class CommitTransactionalOffsetsRequest(NamedTuple):
+    """`ReplicaHost.commit_transactional_offsets`'s arguments: a transactional producer's
+    TxnOffsetCommit of a group's offsets (as in `CommitOffsetsRequest`), counted once its
+    transaction commits."""
+
+    partition: int
+    group: str
+    producer_id: int
+    producer_epoch: int
+    offsets: list[list[Any]]
+    timeout_ms: int
+
+
 class OffsetsForLeaderEpochRequest(NamedTuple):
     """`ReplicaHost.offsets_for_leader_epoch`'s argument: where a follower's epochs end on
     its leader, before it truncates (KIP-101)."""
@@ -297,6 +312,15 @@ def commit_offsets_request(partition: int, group: str, offsets: list[list[Any]],
                   timeout_ms])
 
 
+def commit_transactional_offsets_request(partition: int, group: str, producer_id: int,
+                                         producer_epoch: int, offsets: list[list[Any]],
+                                         timeout_ms: int) -> bytes:
+    """The frame of a transactional producer's TxnOffsetCommit, for the group's offset
+    manager's host."""
+    return frame([COMMIT_TRANSACTIONAL_OFFSETS, partition, group, producer_id, producer_epoch,
+                  [list(entry) for entry in offsets], timeout_ms])
+
+
 def offsets_for_leader_epoch_request(queries: list[EpochQuery]) -> bytes:
     """The frame of a follower's OffsetsForLeaderEpoch, for partitions led by one host."""
     return frame([OFFSETS_FOR_LEADER_EPOCH, [list(query) for query in queries]])
@@ -309,6 +333,7 @@ def wake_session_request(follower_id: int, session_id: int) -> bytes:
 
 Request = (ProduceRequest | KafkaProduceRequest | ReplicaFetchRequest | ConsumerFetchRequest
            | KafkaFetchRequest | ListOffsetsRequest | FetchOffsetsRequest | CommitOffsetsRequest
+           | CommitTransactionalOffsetsRequest
            | OffsetsForLeaderEpochRequest | WakeSessionRequest)
 
 
@@ -335,6 +360,8 @@ def decode_request(body: bytes) -> Request:
         return _read_fetch_offsets(fields)
     if method == COMMIT_OFFSETS:
         return _read_commit_offsets(fields)
+    if method == COMMIT_TRANSACTIONAL_OFFSETS:
+        return _read_commit_transactional_offsets(fields)
     if method == OFFSETS_FOR_LEADER_EPOCH:
         return _read_offsets_for_leader_epoch(fields)
     if method == WAKE_SESSION:
@@ -437,15 +464,31 @@ def _read_fetch_offsets(fields: list[Any]) -> FetchOffsetsRequest:
 
 def _read_commit_offsets(fields: list[Any]) -> CommitOffsetsRequest:
     if (len(fields) != 4 or type(fields[0]) is not int or not isinstance(fields[1], str)
-            or not isinstance(fields[2], list) or type(fields[3]) is not int):
+            or type(fields[3]) is not int):
         raise FrameError("an OffsetCommit is [partition, group, offsets, timeout ms]")
-    for entry in fields[2]:
+    _check_committed_offsets(fields[2])
+    return CommitOffsetsRequest(*fields)
+
+
+def _read_commit_transactional_offsets(fields: list[Any]
+                                       ) -> CommitTransactionalOffsetsRequest:
+    if (len(fields) != 6 or type(fields[0]) is not int or not isinstance(fields[1], str)
+            or any(type(value) is not int for value in (fields[2], fields[3], fields[5]))):
+        raise FrameError("a TxnOffsetCommit is [partition, group, producer id, producer epoch, "
+                         "offsets, timeout ms]")
+    _check_committed_offsets(fields[4])
+    return CommitTransactionalOffsetsRequest(*fields)
+
+
+def _check_committed_offsets(offsets: Any) -> None:
+    if not isinstance(offsets, list):
+        raise FrameError("committed offsets are a list")
+    for entry in offsets:
         if (not isinstance(entry, list) or len(entry) not in (4, 5)
                 or not isinstance(entry[0], str) or not isinstance(entry[3], str)
                 or any(type(value) is not int for value in (entry[1], entry[2], *entry[4:]))):
             raise FrameError("a committed offset is [topic, partition, offset, metadata"
                              "(, leader epoch)]")
-    return CommitOffsetsRequest(*fields)
 
 
 # ----------------------------------------------------------------------------- the answers
@@ -616,7 +659,8 @@ def read_offsets_for_leader_epoch_answer(body: bytes) -> list[EpochEndOffset | E
 
 
 def commit_offsets_answer(reply: ErrorReply | None) -> bytes:
-    """The frame of `commit_offsets`' reply: nil once the offsets are stored, or the error."""
+    """The frame of `commit_offsets`' (and `commit_transactional_offsets`') reply: nil once
+    the offsets are stored, or the error."""
     return frame(None if reply is None else _pack_error(reply))
 
 
@@ -661,6 +705,7 @@ ANSWERS: dict[type, Callable[[Any], bytes]] = {
     KafkaFetchRequest: consumer_fetch_answer, ProduceRequest: produce_answer,
     KafkaProduceRequest: produce_answer, ListOffsetsRequest: list_offsets_answer,
     FetchOffsetsRequest: fetch_offsets_answer, CommitOffsetsRequest: commit_offsets_answer,
+    CommitTransactionalOffsetsRequest: commit_offsets_answer,
     OffsetsForLeaderEpochRequest: offsets_for_leader_epoch_answer,
     WakeSessionRequest: wake_session_answer}
 """How each request's reply is framed, by the request's type."""
@@ -670,6 +715,7 @@ REQUESTS: dict[str, Callable[..., bytes]] = {
     CONSUMER_FETCH: consumer_fetch_request, KAFKA_FETCH: kafka_fetch_request,
     REPLICA_FETCH: replica_fetch_request, LIST_OFFSETS: list_offsets_request,
     FETCH_OFFSETS: fetch_offsets_request, COMMIT_OFFSETS: commit_offsets_request,
+    COMMIT_TRANSACTIONAL_OFFSETS: commit_transactional_offsets_request,
     OFFSETS_FOR_LEADER_EPOCH: offsets_for_leader_epoch_request,
     WAKE_SESSION: wake_session_request}
 """How a client frames each method's arguments."""
@@ -682,6 +728,7 @@ ANSWER_READERS: dict[str, Callable[[bytes], Any]] = {
     LIST_OFFSETS: read_list_offsets_answer,
     FETCH_OFFSETS: read_fetch_offsets_answer,
     COMMIT_OFFSETS: read_commit_offsets_answer,
+    COMMIT_TRANSACTIONAL_OFFSETS: read_commit_offsets_answer,
     OFFSETS_FOR_LEADER_EPOCH: read_offsets_for_leader_epoch_answer,
     WAKE_SESSION: read_wake_session_answer}
 """How a client reads each method's answer."""

@@ -9,11 +9,11 @@ producers and consumers keep theirs to each host they write to or read from
 hosts (`rafka.actors.dataport.async_client.HostConnections`); each connection carries one
 request at a time, as Kafka's broker serves a connection. The port hands each request to the
 host's own method (`produce`, `produce_kafka`, `replica_fetch`, `fetch`, `fetch_kafka`,
-`list_offsets`, `fetch_offsets`, `commit_offsets`, `offsets_for_leader_epoch` or
-`wake_session`, the same calls Ray would make) and writes the answer back as soon as it is
-ready. Frames and their checks are in `rafka.actors.dataport.frames`. A connection that opens
-with a wrong token, or sends anything that is not a request, is closed; nothing it sent is
-acted on.
+`list_offsets`, `fetch_offsets`, `commit_offsets`, `commit_transactional_offsets`,
+`offsets_for_leader_epoch` or `wake_session`, the same calls Ray would make) and writes the
+answer back as soon as it is ready. Frames and their checks are in
+`rafka.actors.dataport.frames`. A connection that opens with a wrong token, or sends anything
+that is not a request, is closed; nothing it sent is acted on.
 
 With `security.inter.broker.protocol=SSL` the port speaks mutual TLS (`rafka.actors.dataport.tls`):
 a client without a certificate the cluster's CA signed fails its handshake before it can say a
@@ -36,6 +36,7 @@ from typing import Any
 from rafka.actors.dataport import frames
 from rafka.actors.dataport.frames import (
     CommitOffsetsRequest,
+    CommitTransactionalOffsetsRequest,
     ConsumerFetchRequest,
     FetchOffsetsRequest,
     FrameError,
@@ -67,9 +68,10 @@ async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
 
 class DataPort:
     """Serves a host's `produce`, `produce_kafka`, `replica_fetch`, `fetch`, `fetch_kafka`,
-    `list_offsets`, `fetch_offsets`, `commit_offsets`, `offsets_for_leader_epoch` and
-    `wake_session` on `host`, any free port; a request may be `max_request_bytes` long (the broker's
-    socket.request.max.bytes); with `tls`, over mutual TLS."""
+    `list_offsets`, `fetch_offsets`, `commit_offsets`, `commit_transactional_offsets`,
+    `offsets_for_leader_epoch` and `wake_session` on `host`, any free port; a request may be
+    `max_request_bytes` long (the broker's socket.request.max.bytes); with `tls`, over mutual
+    TLS."""
 
     def __init__(self, host: str, max_request_bytes: int, *,
                  produce: Callable[..., Awaitable[list[Any]]],
@@ -80,6 +82,7 @@ class DataPort:
                  list_offsets: Callable[..., Awaitable[list[Any]]],
                  fetch_offsets: Callable[..., Awaitable[CommittedOffsets | ErrorReply]],
                  commit_offsets: Callable[..., Awaitable[ErrorReply | None]],
+                 commit_transactional_offsets: Callable[..., Awaitable[ErrorReply | None]],
                  offsets_for_leader_epoch: Callable[..., Awaitable[list[Any]]],
                  wake_session: Callable[..., Awaitable[None]],
                  tls: DataPortTls | None = None) -> None:
@@ -91,6 +94,7 @@ class DataPort:
             ReplicaFetchRequest: replica_fetch, ConsumerFetchRequest: fetch,
             KafkaFetchRequest: fetch_kafka, ListOffsetsRequest: list_offsets,
             FetchOffsetsRequest: fetch_offsets, CommitOffsetsRequest: commit_offsets,
+            CommitTransactionalOffsetsRequest: commit_transactional_offsets,
             OffsetsForLeaderEpochRequest: offsets_for_leader_epoch,
             WakeSessionRequest: wake_session}
         self.token = secrets.token_bytes(16)

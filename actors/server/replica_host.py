@@ -183,6 +183,7 @@ class ReplicaHost:
             list_offsets=own.list_offsets.__get__(self),
             fetch_offsets=own.fetch_offsets.__get__(self),
             commit_offsets=own.commit_offsets.__get__(self),
+            commit_transactional_offsets=own.commit_transactional_offsets.__get__(self),
             offsets_for_leader_epoch=own.offsets_for_leader_epoch.__get__(self),
             wake_session=own.wake_session.__get__(self), tls=tls)
         self._handles = ActorHandles(namespace)

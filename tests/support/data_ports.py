@@ -49,6 +49,7 @@ class QuickPort:
         self.port = DataPort("127.0.0.1", 1 << 30, produce=produce, produce_kafka=unused,
                              replica_fetch=unused, fetch=fetch, fetch_kafka=unused,
                              list_offsets=list_offsets, fetch_offsets=unused, commit_offsets=unused,
+                             commit_transactional_offsets=unused,
                              offsets_for_leader_epoch=unused, wake_session=unused,
                              tls=tls)
         self.address: Address = self.run(self.port.start())

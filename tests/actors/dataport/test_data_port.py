@@ -209,6 +209,42 @@ def test_a_groups_commits_reach_its_offset_manager_over_the_consumers_transport(
     assert not connections_to(os.getpid(), port), "close() leaves the offsets' connection"
 
 
+@pytest.mark.parametrize("transport", ["tcp", "ray"])
+def test_a_transactions_group_offsets_reach_their_offset_manager_over_the_producers_transport(
+        start_cluster, transport: str) -> None:
+    """A transactional producer's TxnOffsetCommit goes to the group's offset manager over the
+    producer's transport: with TCP on a connection of its own to that host's data port."""
+    cluster = start_cluster(2)
+    cluster.create_topic("transformed", partitions=1, replication_factor=1)
+    cluster.commit_offsets("another-group", {("transformed", 0): 0})  # the offsets topic, led
+    records_leader = cluster.describe_topic("transformed")["partitions"][0]["leader"]
+    offsets_partitions = cluster.partition_count(OFFSETS_TOPIC)
+    group = next(name for name in (f"transformer-{n}" for n in range(1000))
+                 if ReplicaOnHost(cluster, OFFSETS_TOPIC,
+                                  offsets_partition(name, offsets_partitions)).broker
+                 != records_leader)
+    manager = ReplicaOnHost(cluster, OFFSETS_TOPIC, offsets_partition(group, offsets_partitions))
+    _host, port, _token, _tls = ray.get(manager.host.data_port_address.remote(), timeout=30)
+    producer = cluster.producer(transactional_id=f"offsets-{transport}", transport=transport)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("transformed", value=b"out", partition=0)
+        assert not connections_to(os.getpid(), port)
+        producer.send_offsets_to_transaction({("source", 0): 7}, group)
+        opened = connections_to(os.getpid(), port)
+        producer.commit_transaction()
+        if transport == "tcp":
+            assert len(opened) == 1, f"the offsets opened {len(opened)} connections"
+        else:
+            assert not opened
+    finally:
+        producer.close()
+    assert not connections_to(os.getpid(), port), "close() leaves the offsets' connection"
+    wait_until(lambda: cluster.committed_offsets(group, [("source", 0)]) == {("source", 0): 7},
+               30, "the committed transaction's offsets")
+
+
 def test_a_follower_that_hears_nothing_from_its_leader_connects_again(start_cluster) -> None:
     cluster = start_cluster(2, broker_config={"replica.socket.timeout.ms": 1000})
     cluster.create_topic("silent", partitions=1, replication_factor=2)

@@ -10,6 +10,7 @@ from rafka.actors import messages
 from rafka.actors.dataport import frames
 from rafka.actors.dataport.frames import (
     CommitOffsetsRequest,
+    CommitTransactionalOffsetsRequest,
     ConsumerFetchRequest,
     FetchOffsetsRequest,
     FrameError,
@@ -191,6 +192,29 @@ def test_an_offset_commit_and_its_answer_read_back() -> None:
     packed(["commit_offsets", 17, "billing", "orders", 5000]),          # offsets not a list
 ])
 def test_anything_but_an_offset_commit_is_refused(frame_body: bytes) -> None:
+    with pytest.raises(FrameError):
+        frames.decode_request(frame_body)
+
+
+def test_a_transactional_offset_commit_reads_back() -> None:
+    offsets = [["orders", 0, 42, ""], ["orders", 3, 7, "checkpoint 9", 5]]
+    request = frames.decode_request(body(frames.commit_transactional_offsets_request(
+        17, "billing", 4000, 3, offsets, 5000)))
+    assert request == CommitTransactionalOffsetsRequest(17, "billing", 4000, 3, offsets, 5000)
+    fenced = error_reply(ErrorCode.INVALID_PRODUCER_EPOCH, "epoch 3 < 4")
+    assert frames.ANSWER_READERS[frames.COMMIT_TRANSACTIONAL_OFFSETS](
+        body(frames.ANSWERS[CommitTransactionalOffsetsRequest](fenced))) == fenced
+
+
+@pytest.mark.parametrize("frame_body", [
+    packed(["commit_transactional_offsets", 17, "billing", 4000, 3, []]),   # no timeout
+    packed(["commit_transactional_offsets", 17, "billing", "4000", 3, [], 5000]),  # string id
+    packed(["commit_transactional_offsets", 17, "billing", 4000, None, [], 5000]),  # nil epoch
+    packed(["commit_transactional_offsets", 17, "billing", 4000, 3,
+            [["orders", 0, 42]], 5000]),                                    # no metadata
+    packed(["commit_transactional_offsets", 17, "billing", 4000, 3, "orders", 5000]),
+])
+def test_anything_but_a_transactional_offset_commit_is_refused(frame_body: bytes) -> None:
     with pytest.raises(FrameError):
         frames.decode_request(frame_body)
 
