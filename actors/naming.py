@@ -37,7 +37,15 @@ def replica_host_name(broker_id: int, topic: str, partition: int, pool_size: int
     """
     if pool_size <= 0:
         return f"{REPLICA_HOST_PREFIX}{broker_id}-{topic}-{partition}"
-    index = (zlib.crc32(topic.encode()) + partition) % pool_size
+    return _pool_host_name(broker_id, (zlib.crc32(topic.encode()) + partition) % pool_size)
+
+
+def pool_host_names(broker_id: int, pool_size: int) -> list[str]:
+    """Every host of broker `broker_id`'s pool (none without a pool)."""
+    return [_pool_host_name(broker_id, index) for index in range(max(pool_size, 0))]
+
+
+def _pool_host_name(broker_id: int, index: int) -> str:
     return f"{REPLICA_HOST_PREFIX}{broker_id}-{index}"
 
 

@@ -186,7 +186,12 @@ class Broker:
         to Ray's restart policy instead of a loop of our own that could leave half a start.
         """
         try:
+            # Its hosts start beside its registration: the controller sends its replicas
+            # back as soon as it is registered (the hosts need the control endpoint first).
+            await self.control_endpoint.start()
+            self.replica_hosts.prestart()
             await self.start()
+            await self.replica_hosts.publish_data_ports()
             log.warning("broker %d restarted by Ray on node %s and registered again",
                         self.broker_id, self.node_id)
         except Exception:

@@ -33,7 +33,7 @@ from rafka.actors.messages import (
     LeaderAndIsrRequest,
     PartitionErrors,
 )
-from rafka.actors.naming import partition_log_dir, replica_host_name
+from rafka.actors.naming import partition_log_dir, pool_host_names, replica_host_name
 from rafka.actors.server.replica_host import SLOW_APPLY_S, ReplicaHostActor
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.data_ports import DataPortAddress, publish_data_port
@@ -97,6 +97,20 @@ class ReplicaHostPool:
             self.hosts[name] = handle
             self._host_watches[name] = asyncio.ensure_future(self._watch_host(name, handle))
         return handle
+
+    def prestart(self) -> None:
+        """Create every host of the pool now, before a LeaderAndIsr names them: a broker Ray
+        restarted is sent its replicas once it registers, and a host's worker process takes
+        seconds to start on a busy node, which would otherwise come after. (Without a pool,
+        each replica's host is made when the controller names it, as before.)"""
+        for name in pool_host_names(self.broker_id, self.num_replica_hosts):
+            self.host(name)
+
+    async def publish_data_ports(self) -> None:
+        """Publish where each host listens, once the broker has its ZooKeeper session: for
+        the hosts `prestart` made before it had."""
+        await asyncio.gather(*(self._publish_data_port(name, handle)
+                               for name, handle in list(self.hosts.items())))
 
     def replica_host_for(self, topic: str, partition: int) -> Any:
         """The host of this broker's replica of the partition, None if it holds none."""
@@ -239,7 +253,7 @@ class ReplicaHostPool:
         its successor published, by the watch)."""
         store = self._store()
         if store is None:
-            return
+            return  # made before its broker reached ZooKeeper: `publish_data_ports` will
         try:
             address = DataPortAddress(*await handle.data_port_address.remote())
             await asyncio.to_thread(publish_data_port, store, name, address)
