@@ -18,6 +18,7 @@ from typing import Any
 
 import ray
 
+from rafka.actors.broker_nodes import choose_node, node_resource
 from rafka.actors.clients.consumer import Consumer
 from rafka.actors.clients.group_consumer import (
     GroupConsumer,
@@ -54,6 +55,9 @@ from rafka.wire.listeners import parse_listener, parse_listeners
 
 # What Cluster's calls raise when a wait runs out is the clients' RequestTimedOutError.
 _wait_for = functools.partial(wait_until, error=RequestTimedOutError, interval_s=0.05)
+# How often a detached broker's creation looks for a node to live on while none fits.
+NODE_WAIT_S = 1.0
+
 
 class Cluster:
     """A rafka cluster: its ZooKeeper chroot, its Ray namespace and its broker actors.
@@ -102,6 +106,8 @@ class Cluster:
         self.store.ensure_layout()
         self.admin = TopicAdmin(self.store)
         self._brokers: dict[int, Any] = {}
+        # The node each detached broker created here lives on (`actors/broker_nodes.py`).
+        self._broker_nodes: dict[int, str] = {}
 
     # --------------------------------------------------------------------- start, join
 
@@ -141,7 +147,8 @@ class Cluster:
             cluster = cls(name, stack, broker_config=broker_config,
                           broker_overrides=broker_overrides, detached=detached,
                           broker_resources=broker_resources, zk_credentials=zk_credentials)
-            starts = [cluster._create_broker(broker_id) for broker_id in range(brokers)]
+            starts = [cluster._create_broker(broker_id, timeout_s)
+                      for broker_id in range(brokers)]
             ray.get(starts, timeout=timeout_s)
             cluster.wait_for_controller(timeout_s)
         except BaseException:
@@ -164,7 +171,7 @@ class Cluster:
         stack = LocalStack.start(zk=zk, ray_address=ray_address)
         return cls(name, stack, zk_credentials=zk_credentials)
 
-    def _create_broker(self, broker_id: int) -> Any:
+    def _create_broker(self, broker_id: int, timeout_s: float = 120.0) -> Any:
         options: dict[str, Any] = {
             "name": broker_name(broker_id),
             "namespace": self.namespace,
@@ -173,12 +180,14 @@ class Cluster:
         if self.detached:
             # A detached broker outlives the driver that started it, so Ray is what restarts
             # it when its process or its node dies (the broker then starts itself). With
-            # `broker_resources` offered once per node, the only free unit is its own node's,
-            # where its logs are: it waits for that node to come back.
+            # `broker_resources`, it is pinned to the node chosen for it now, where its logs
+            # will be: it waits for that node to come back.
             options["lifetime"] = "detached"
             options["max_restarts"] = -1
         if self.broker_resources:
-            options["resources"] = self.broker_resources
+            options["resources"] = dict(self.broker_resources)
+            if self.detached:
+                options["resources"].update(node_resource(self._node_for(broker_id, timeout_s)))
         handle = BrokerActor.options(**options).remote(
             broker_id,
             self.name,
@@ -191,6 +200,26 @@ class Cluster:
         )
         self._brokers[broker_id] = handle
         return handle.start.remote()
+
+    def _node_for(self, broker_id: int, timeout_s: float) -> str:
+        """The address of the node broker `broker_id` lives on: chosen once, among the nodes
+        offering `broker_resources` that no other broker lives on, waiting up to `timeout_s`
+        for one to join the cluster."""
+        deadline = time.monotonic() + timeout_s
+        while (address := self._broker_nodes.get(broker_id)) is None:
+            taken = set(self._broker_nodes.values()) | {
+                info.host for other, info in read_brokers(self.store).items()
+                if other != broker_id}
+            address = choose_node(ray.nodes(), self.broker_resources, taken)
+            if address is not None:
+                self._broker_nodes[broker_id] = address
+            elif time.monotonic() > deadline:
+                raise BrokerUnavailableError(
+                    f"no Ray node offers {self.broker_resources} for broker {broker_id} "
+                    f"within {timeout_s:g} s: start a node with them (`ray start --resources`)")
+            else:
+                time.sleep(NODE_WAIT_S)
+        return address
 
     def _broker(self, broker_id: int) -> Any:
         handle = self._brokers.get(broker_id)
@@ -270,7 +299,7 @@ class Cluster:
             BrokerConfig.from_dict({**self.broker_config, **overrides})
             self.broker_overrides[broker_id] = overrides
         try:
-            ray.get(self._create_broker(broker_id), timeout=timeout_s)
+            ray.get(self._create_broker(broker_id, timeout_s), timeout=timeout_s)
         except BaseException:
             # A broker that could not register must not linger holding its name.
             handle = self._brokers.pop(broker_id, None)

@@ -520,3 +520,16 @@ def test_a_nemesis_of_overlapping_faults_loses_nothing(deployment: Deployment,
         p: {kind: count for kind, count in found.items() if kind in PARTITION_ANOMALY_KINDS
             and count} for p, found in partitions.items()}
     assert all(found["acknowledged"] > 0 for found in partitions.values())
+    # Every broker ran on its own node throughout: one restarted elsewhere would find another
+    # node's data directory (actors/broker_nodes.py).
+    hosts = broker_hosts_seen(client.out / "leaders.jsonl")
+    assert all(len(seen) == 1 for seen in hosts.values()), hosts
+
+
+def broker_hosts_seen(timeline: Path) -> dict[str, set[str]]:
+    """Each broker's registered hosts over a run, from the client's leaders timeline."""
+    hosts: dict[str, set[str]] = {}
+    for line in timeline.read_text().splitlines():
+        for broker, host in json.loads(line)["brokers"].items():
+            hosts.setdefault(broker, set()).add(host)
+    return hosts
