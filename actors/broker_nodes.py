@@ -26,13 +26,19 @@ def node_resource(address: str) -> dict[str, float]:
 
 
 def choose_node(nodes: Iterable[Mapping[str, Any]], resources: Mapping[str, float],
-                taken: set[str]) -> str | None:
-    """The address of a node for a new broker: alive, offering `resources` (in total), and not
-    among `taken` (the other brokers' nodes); the lowest address, so that brokers created in
-    order go to nodes in order. None if no node fits yet."""
+                taken: Mapping[str, int]) -> str | None:
+    """The address of a node for a new broker: alive, with room for one more broker asking
+    for `resources` beside the `taken` ones (brokers already living there, by address), as
+    the node's total resources count it; the lowest address, so that brokers created in order
+    go to nodes in order. None if no node has room yet."""
     fitting = sorted(
-        str(node["NodeManagerAddress"]) for node in nodes
-        if node.get("Alive") and str(node["NodeManagerAddress"]) not in taken
-        and all(node.get("Resources", {}).get(name, 0) >= amount
-                for name, amount in resources.items()))
+        address for node in nodes
+        if node.get("Alive") and taken.get(address := str(node["NodeManagerAddress"]), 0)
+        < _room(node.get("Resources", {}), resources))
     return fitting[0] if fitting else None
+
+
+def _room(offered: Mapping[str, float], resources: Mapping[str, float]) -> float:
+    """How many brokers asking for `resources` a node offering `offered` holds."""
+    return min((offered.get(name, 0) // amount for name, amount in resources.items()
+                if amount > 0), default=float("inf"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -203,14 +204,14 @@ class Cluster:
 
     def _node_for(self, broker_id: int, timeout_s: float) -> str:
         """The address of the node broker `broker_id` lives on: chosen once, among the nodes
-        offering `broker_resources` that no other broker lives on, waiting up to `timeout_s`
-        for one to join the cluster."""
+        with room for it (their `broker_resources`, less what the other brokers living there
+        ask for), waiting up to `timeout_s` for one to join the cluster."""
         deadline = time.monotonic() + timeout_s
         while (address := self._broker_nodes.get(broker_id)) is None:
-            taken = set(self._broker_nodes.values()) | {
-                info.host for other, info in read_brokers(self.store).items()
-                if other != broker_id}
-            address = choose_node(ray.nodes(), self.broker_resources, taken)
+            homes = {**{other: info.host for other, info in read_brokers(self.store).items()},
+                     **self._broker_nodes}
+            homes.pop(broker_id, None)
+            address = choose_node(ray.nodes(), self.broker_resources, Counter(homes.values()))
             if address is not None:
                 self._broker_nodes[broker_id] = address
             elif time.monotonic() > deadline:
