@@ -7,7 +7,7 @@ and a broker started on the other's node would find an empty data directory unde
 the multi-node bed, whose nodes share one filesystem, every broker once started on every node).
 So a detached broker also asks for a sliver of Ray's own `node:<address>` resource, which only
 the node at that address has: the node is chosen once, when the broker is created, among those
-offering the broker resources that no other broker lives on.
+with room for it (their broker resources, less the other brokers living there).
 """
 
 from __future__ import annotations
