@@ -623,18 +623,23 @@ def longest_write_gaps(history: History) -> dict[int, float]:
     partition that stops taking writes for good shows its gap up to the end of the run, and one
     that never took any, the whole run. For a workload that writes to every partition steadily.
     An acknowledgement after the last attempt ends its stretch at the last attempt."""
+    return {partition: max((b - a for a, b in pairwise(marks)), default=0.0)
+            for partition, marks in write_marks(history).items()}
+
+
+def write_marks(history: History) -> dict[int, list[float]]:
+    """Per partition, the run's first attempt, its acknowledgements (each clamped to the span
+    of attempts) and the run's last attempt, in order: what `longest_write_gaps` measures the
+    stretches between (empty lists when nothing was attempted or acknowledged)."""
     times: dict[int, list[float]] = {partition: [] for partition in _partitions(history)}
     for ack in history.acks:
         times[ack.partition].append(ack.at)
     spans = history.attempts or [ack.at for ack in history.acks]
     if not spans:
-        return dict.fromkeys(sorted(times), 0.0)
+        return {partition: [] for partition in sorted(times)}
     start, end = min(spans), max(spans)
-    gaps = {}
-    for partition, found in sorted(times.items()):
-        marks = [start, *sorted(min(max(at, start), end) for at in found), end]
-        gaps[partition] = max(b - a for a, b in pairwise(marks))
-    return gaps
+    return {partition: [start, *sorted(min(max(at, start), end) for at in found), end]
+            for partition, found in sorted(times.items())}
 
 
 def aborted_reads(history: History) -> list[Refused]:

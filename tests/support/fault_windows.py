@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import pairwise
 
-from .checker import Fault, History, longest_write_gaps
+from .checker import Fault, History, write_marks
 
 
 def short_of_nodes(faults: Iterable[Fault], nodes: int, needed: int
@@ -70,16 +70,6 @@ def unexplained_write_gaps(history: History, faults: Iterable[Fault], nodes: int
     `needed` of `nodes` nodes had no fault in place (gaps as `longest_write_gaps` takes
     them: the stretch after the last acknowledgement, to the end, counts)."""
     short = short_of_nodes(faults, nodes, needed)
-    times: dict[int, list[float]] = {partition: [] for partition in longest_write_gaps(history)}
-    for ack in history.acks:
-        times[ack.partition].append(ack.at)
-    spans = history.attempts or [ack.at for ack in history.acks]
-    if not spans:
-        return dict.fromkeys(sorted(times), 0.0)
-    start, end = min(spans), max(spans)
-    found = {}
-    for partition, acked in sorted(times.items()):
-        marks = [start, *sorted(min(max(at, start), end) for at in acked), end]
-        found[partition] = max((to - since for a, b in pairwise(marks)
-                                for since, to in quorate_parts(a, b, short)), default=0.0)
-    return found
+    return {partition: max((to - since for a, b in pairwise(marks)
+                            for since, to in quorate_parts(a, b, short)), default=0.0)
+            for partition, marks in write_marks(history).items()}

@@ -11,6 +11,7 @@ import asyncio
 import os
 import socket
 import time
+from typing import Any
 
 import psutil
 import pytest
@@ -169,6 +170,23 @@ def test_a_stranger_on_the_data_port_learns_nothing_and_moves_nothing(
                "the followers, resumed, to move the high watermark")
 
 
+def _group_managed_elsewhere(cluster: Any, topic: str, prefix: str) -> tuple[str, int]:
+    """A new one-partition `topic`, and a group (named `prefix`-N) whose offset manager is on
+    the broker that does not lead it, so that a client's only business with that broker's host
+    is the group's offsets: the group, and that host's data port."""
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    cluster.commit_offsets("another-group", {(topic, 0): 0})  # the offsets topic, led
+    records_leader = cluster.describe_topic(topic)["partitions"][0]["leader"]
+    offsets_partitions = cluster.partition_count(OFFSETS_TOPIC)
+    group = next(name for name in (f"{prefix}-{n}" for n in range(1000))
+                 if ReplicaOnHost(cluster, OFFSETS_TOPIC,
+                                  offsets_partition(name, offsets_partitions)).broker
+                 != records_leader)
+    manager = ReplicaOnHost(cluster, OFFSETS_TOPIC, offsets_partition(group, offsets_partitions))
+    _host, port, _token, _tls = ray.get(manager.host.data_port_address.remote(), timeout=30)
+    return group, port
+
+
 @pytest.mark.parametrize("transport", ["tcp", "ray"])
 def test_a_groups_commits_reach_its_offset_manager_over_the_consumers_transport(
         start_cluster, transport: str) -> None:
@@ -176,18 +194,7 @@ def test_a_groups_commits_reach_its_offset_manager_over_the_consumers_transport(
     consumer's transport: with TCP on a connection of their own to that host's data port, as
     its fetches go to theirs, so a Ray whose directory went deaf does not hold them up."""
     cluster = start_cluster(2)
-    cluster.create_topic("committed", partitions=1, replication_factor=1)
-    cluster.commit_offsets("another-group", {("committed", 0): 0})  # the offsets topic, led
-    # A group whose offset manager is the broker that does not lead "committed": the consumer's
-    # only business with that broker's host is then its offsets.
-    records_leader = cluster.describe_topic("committed")["partitions"][0]["leader"]
-    offsets_partitions = cluster.partition_count(OFFSETS_TOPIC)
-    group = next(name for name in (f"commits-{n}" for n in range(1000))
-                 if ReplicaOnHost(cluster, OFFSETS_TOPIC,
-                                  offsets_partition(name, offsets_partitions)).broker
-                 != records_leader)
-    manager = ReplicaOnHost(cluster, OFFSETS_TOPIC, offsets_partition(group, offsets_partitions))
-    _host, port, _token, _tls = ray.get(manager.host.data_port_address.remote(), timeout=30)
+    group, port = _group_managed_elsewhere(cluster, "committed", "commits")
     producer = cluster.producer(acks=1)
     for number in range(6):
         producer.send("committed", value=b"%d" % number).result(30)
@@ -215,16 +222,7 @@ def test_a_transactions_group_offsets_reach_their_offset_manager_over_the_produc
     """A transactional producer's TxnOffsetCommit goes to the group's offset manager over the
     producer's transport: with TCP on a connection of its own to that host's data port."""
     cluster = start_cluster(2)
-    cluster.create_topic("transformed", partitions=1, replication_factor=1)
-    cluster.commit_offsets("another-group", {("transformed", 0): 0})  # the offsets topic, led
-    records_leader = cluster.describe_topic("transformed")["partitions"][0]["leader"]
-    offsets_partitions = cluster.partition_count(OFFSETS_TOPIC)
-    group = next(name for name in (f"transformer-{n}" for n in range(1000))
-                 if ReplicaOnHost(cluster, OFFSETS_TOPIC,
-                                  offsets_partition(name, offsets_partitions)).broker
-                 != records_leader)
-    manager = ReplicaOnHost(cluster, OFFSETS_TOPIC, offsets_partition(group, offsets_partitions))
-    _host, port, _token, _tls = ray.get(manager.host.data_port_address.remote(), timeout=30)
+    group, port = _group_managed_elsewhere(cluster, "transformed", "transformer")
     producer = cluster.producer(transactional_id=f"offsets-{transport}", transport=transport)
     try:
         producer.init_transactions()
