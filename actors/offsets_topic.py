@@ -25,6 +25,9 @@ OFFSETS_TOPIC = "__consumer_offsets"
 # replication factor 3 would be 150 processes: 3 spreads the groups' offsets over the brokers.
 DEFAULT_OFFSETS_PARTITIONS = 3
 OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(16 * 1024 * 1024)}
+# How long a commit (OffsetCommit or TxnOffsetCommit) may wait at its offset manager for its
+# records to be replicated, whoever sends it: the Kafka coordinator or rafka's producer.
+COMMIT_TIMEOUT_MS = 5000
 
 
 def java_string_hash(text: str) -> int:

@@ -51,7 +51,7 @@ from rafka.actors.errors import (
     error_for,
     is_retriable,
 )
-from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
+from rafka.actors.offsets_topic import COMMIT_TIMEOUT_MS, OFFSETS_TOPIC, offsets_partition
 from rafka.actors.path_trace import SentRequest
 from rafka.common.clock import wall_clock_ms
 from rafka.common.producer_ids import random_producer_id
@@ -61,10 +61,7 @@ from rafka.logstore.batch import check_headers
 if TYPE_CHECKING:
     import pyarrow as pa
 
-# How long a transaction's group offsets may wait at their offset manager to be replicated
-# (as the Kafka coordinator's TxnOffsetCommit waits), and how long its answer may be: done, or
-# an error.
-COMMIT_TIMEOUT_MS = 5000
+# How long the answer to a transaction's group offsets may be: done, or an error.
 OFFSET_ANSWER_BYTES = 64 * 1024
 
 class RecordMetadata(NamedTuple):

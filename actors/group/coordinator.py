@@ -43,7 +43,12 @@ from rafka.actors.group.classic_group import (
 )
 from rafka.actors.group.group_kinds import GroupKindFence
 from rafka.actors.messages import CommittedOffset, CommittedOffsets, ErrorReply
-from rafka.actors.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic, offsets_partition
+from rafka.actors.offsets_topic import (
+    COMMIT_TIMEOUT_MS,
+    OFFSETS_TOPIC,
+    ensure_offsets_topic,
+    offsets_partition,
+)
 from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
 from rafka.actors.txn.view import TransactionalBrokerView
 from rafka.common.clock import monotonic_ms
@@ -61,7 +66,6 @@ CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host",
 
 # How often members' sessions and rebalance deadlines are checked.
 TICK_S = 0.1
-COMMIT_TIMEOUT_MS = 5000
 
 
 
