@@ -15,8 +15,11 @@ INTERVAL_S = 0.5
 REPORTED_AFTER_S = 1.0
 
 
-def watch_for_stalls(who: str) -> asyncio.Task:
-    """Start watching the running loop; `who` names the actor in what is logged."""
+def watch_for_stalls(who: str) -> asyncio.Task | None:
+    """Start watching the running loop, if its lines would be logged (RAFKA_LOG_LEVEL info or
+    debug; an idle process otherwise wakes for nothing); `who` names the actor in them."""
+    if not log.isEnabledFor(logging.INFO):
+        return None
     return asyncio.get_running_loop().create_task(_watch(who))
 
 
