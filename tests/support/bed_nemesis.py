@@ -15,10 +15,19 @@ The kinds (`KINDS`):
 - `zookeeper-member-killed`: one ensemble member SIGKILLed; its supervisor (cluster.yaml's
   `rafka supervise start zookeeper`) starts it again, which the heal checks.
 
-At most `overlap` faults are in place at once, each on a node of its own. Heals run in the
-nemesis's thread, one after the other; a heal that fails is recorded and retried at the end,
-when everything is healed (`heal_everything`). Faults are recorded as the checker's `Fault`,
-with wall-clock times (the client runs in another process).
+At most `overlap` faults are in place at once, each on a node of its own. With
+`min.insync.replicas=2` of three, two nodes out at once stop every partition's writes, as in
+Kafka, for as long as that lasts: so a fault that joins one already in place lasts at most
+`DOUBLE_FAULT_S`, and joins it only once the client's last view of the cluster, taken after the
+last heal, has every partition writable without the faulty node (its leader elsewhere, enough of
+its ISR elsewhere); and a fault with none in place waits until that view has every replica back
+in its ISR (a node healed but not yet caught up is out too). Faults still overlap; what a
+partition's write gap measures is then how fast the cluster recovers, not how long the schedule
+chose to keep it short of replicas.
+
+Heals run in the nemesis's thread, one after the other; a heal that fails is recorded and
+retried at the end, when everything is healed (`heal_everything`). Faults are recorded as the
+checker's `Fault`, with wall-clock times (the client runs in another process).
 """
 
 from __future__ import annotations
@@ -50,6 +59,9 @@ ZOOKEEPER_PORTS = (*ZOOKEEPER_CLIENT_PORTS, 2888, 3888)
 SUPERVISED_RESTART_S = 60.0
 # Past the brokers' zookeeper.session.timeout.ms (6 s, rafka's default in cluster.yaml).
 PAST_THE_SESSION_S = (8.0, 12.0)
+
+# How long a fault may last while another is in place: the schedule's share of a write gap.
+DOUBLE_FAULT_S = 15.0
 
 KINDS = ("leader-cut-from-followers", "cut-from-zookeeper", "node-isolated", "node-killed",
          "head-killed", "node-paused", "zookeeper-member-killed")
@@ -85,6 +97,7 @@ class BedNemesis:
 
     def __init__(self, deployment: Deployment, leaders_file: Path, *, seed: int,
                  overlap: int = 2, gap_s: tuple[float, float] = (2.0, 8.0),
+                 min_insync_replicas: int = 2,
                  log: Callable[[str], object] = print) -> None:
         self.deployment = deployment
         self.bed = deployment.bed
@@ -92,10 +105,12 @@ class BedNemesis:
         self.random = random.Random(seed)
         self.overlap = overlap
         self.gap_s = gap_s
+        self.min_insync_replicas = min_insync_replicas
         self.log = log
         self.faults: list[Fault] = []
         self.failed_heals: list[str] = []
         self._in_place: list[_InPlace] = []
+        self._last_heal = 0.0  # wall-clock, as leaders.json's "at"
         self._deck: list[str] = []  # the kinds not dealt yet in this round
         self._to_boot: set[str] = set()  # nodes whose boot failed: booted again at the end
         self._stop = threading.Event()
@@ -120,7 +135,8 @@ class BedNemesis:
             now = time.monotonic()
             for fault in [f for f in self._in_place if f.heal_at <= now]:
                 self._heal(fault)
-            if now >= next_fault and len(self._in_place) < self.overlap:
+            if (now >= next_fault and len(self._in_place) < self.overlap
+                    and self._recovered_enough()):
                 next_fault = now + self.random.uniform(*self.gap_s)
                 self._inject()
 
@@ -145,6 +161,8 @@ class BedNemesis:
             return
         at = time.time()
         duration = self.random.uniform(*DURATIONS[kind])
+        if self._in_place:
+            duration = min(duration, DOUBLE_FAULT_S)
         self._in_place.append(_InPlace(kind, node, target, at, time.monotonic() + duration, heal))
         self.log(f"nemesis: {kind} {target} for {duration:.1f} s")
 
@@ -156,7 +174,8 @@ class BedNemesis:
             self.failed_heals.append(f"{fault.kind} {fault.target}: {error!r}"[:500])
             self._to_boot.add(fault.node)
             self.log(f"nemesis: healing {fault.kind} {fault.target} failed: {error!r}")
-        self.faults.append(Fault(fault.at, fault.kind, fault.target, time.time(), fault.node))
+        self._last_heal = time.time()
+        self.faults.append(Fault(fault.at, fault.kind, fault.target, self._last_heal, fault.node))
         self.log(f"nemesis: healed {fault.kind} {fault.target}")
 
     def heal_everything(self) -> None:
@@ -183,6 +202,31 @@ class BedNemesis:
             return json.loads(self.leaders_file.read_text())
         except (OSError, json.JSONDecodeError) as error:
             raise NothingToDo(f"no leaders known yet: {error!r}") from None
+
+    def _recovered_enough(self) -> bool:
+        """Whether the client's last view, taken after the last heal, lets a fault in: with
+        none in place, every replica back in its ISR (a fault right after a heal, before the
+        healed node is back, would be a double fault); with one, every partition led, and
+        enough of its ISR, on nodes without a fault."""
+        try:
+            known = self._leaders()
+        except NothingToDo:
+            return False
+        if known["at"] <= self._last_heal:
+            return False
+        partitions = known["partitions"].values()
+        if not self._in_place:
+            return all(sorted(state["isr"]) == sorted(state["replicas"])
+                       for state in partitions)
+        faulty = {fault.node for fault in self._in_place}
+        brokers = {int(broker): self._node_of(host) for broker, host in known["brokers"].items()}
+
+        def healthy(broker: int) -> bool:
+            return brokers.get(broker) not in (None, *faulty)
+
+        return all(healthy(state["leader"])
+                   and sum(map(healthy, state["isr"])) >= self.min_insync_replicas
+                   for state in partitions)
 
     def _node_of(self, host: str) -> str | None:
         return next((node for node in self.deployment.cluster_nodes
