@@ -207,13 +207,19 @@ def test_a_groups_commits_reach_its_offset_manager_over_the_consumers_transport(
         consumer.commit()
         assert consumer.committed([("committed", 0)]) == {TopicPartition("committed", 0): 6}
         opened = connections_to(os.getpid(), port)
-        if transport == "tcp":
-            assert len(opened) == 1, f"the offsets opened {len(opened)} connections"
-        else:
-            assert not opened
+        assert_offsets_connections(transport, opened)
     finally:
         consumer.close()
     assert not connections_to(os.getpid(), port), "close() leaves the offsets' connection"
+
+
+def assert_offsets_connections(transport: str, opened: set[int]) -> None:
+    """Over TCP, the offsets opened one connection of their own to the manager's data port;
+    over Ray, none."""
+    if transport == "tcp":
+        assert len(opened) == 1, f"the offsets opened {len(opened)} connections"
+    else:
+        assert not opened
 
 
 @pytest.mark.parametrize("transport", ["tcp", "ray"])
@@ -232,10 +238,7 @@ def test_a_transactions_group_offsets_reach_their_offset_manager_over_the_produc
         producer.send_offsets_to_transaction({("source", 0): 7}, group)
         opened = connections_to(os.getpid(), port)
         producer.commit_transaction()
-        if transport == "tcp":
-            assert len(opened) == 1, f"the offsets opened {len(opened)} connections"
-        else:
-            assert not opened
+        assert_offsets_connections(transport, opened)
     finally:
         producer.close()
     assert not connections_to(os.getpid(), port), "close() leaves the offsets' connection"
