@@ -32,6 +32,7 @@ _EXPORTS = {
     "write_topic": "rafka.pipelines.topics",
     "write_dataset": "rafka.pipelines.topics",
     "stream_topic": "rafka.pipelines.streaming",
+    "stream_dataset": "rafka.pipelines.dataset_streams",
     "start_spark": "rafka.pipelines.spark",
     "stop_spark": "rafka.pipelines.spark",
 }

@@ -441,6 +441,8 @@ class Consumer:
         self._fetch_positions[tp] = fetched.next_offset
 
     def close(self) -> None:
+        if self._closed:  # a second close() does nothing, as a file's
+            return
         self._closed = True
         self._in_flight.clear()
         self._sent_ns.clear()
