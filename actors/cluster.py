@@ -617,6 +617,18 @@ class Cluster:
         starts, ends = reader.beginning_offsets(partitions), reader.end_offsets(partitions)
         return {tp.partition: (starts[tp], ends[tp]) for tp in starts}
 
+    def leader_nodes(self, topic: str) -> dict[int, str]:
+        """Each partition of `topic` that has a leader, and the Ray node id its leader lives
+        on: where a reader runs to take the records the leader's host puts in the object
+        store without a copy (`stream_dataset`'s blocks; pipelines/examples/topic_training.py).
+        A leader that moves makes this stale, as any metadata."""
+        states = self.admin.describe_topic(topic).states
+        leaders = {partition: state.value.leader for partition, state in states.items()
+                   if state is not None and state.value.leader >= 0}
+        nodes = {broker_id: ray.get(self._broker(broker_id).describe.remote())["node_id"]
+                 for broker_id in set(leaders.values())}
+        return {partition: nodes[broker_id] for partition, broker_id in sorted(leaders.items())}
+
     def list_groups(self) -> list[str]:
         return GroupStore(self.store).list_groups()
 

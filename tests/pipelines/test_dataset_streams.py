@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import ray
 from rafka import Cluster, stream_dataset
 from rafka.coordination.embedded import EmbeddedZooKeeper
 from rafka.pipelines.checkpoint import CheckpointError
+from rafka.pipelines.examples.topic_training import plan_workers, start_workers, train
 from tests.support.cluster import fresh, module_cluster
 from tests.support.processes import kill_marked, left_behind, run_marked
 from tests.support.zookeeper import make_chroot
@@ -176,7 +178,8 @@ def test_each_block_is_made_on_the_node_that_leads_its_partition(
         zookeeper: EmbeddedZooKeeper, tmp_path: Path) -> None:
     """On a Ray of four nodes (a process of its own: tests/support/leader_node_reads.py), three
     brokers on three nodes; each block of a batch is in the object store of the node whose
-    broker leads the partition it holds, and nowhere else, before anything read it."""
+    broker leads the partition it holds, and nowhere else, before anything read it; and the
+    training example's workers run each on a node whose partitions it reads."""
     chroot = make_chroot(zookeeper, f"leader-node-reads-{os.getpid()}-{time.time_ns()}")
     result = tmp_path / "result.json"
     env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
@@ -198,3 +201,45 @@ def test_each_block_is_made_on_the_node_that_leads_its_partition(
     assert sorted(p for block in blocks for p in block["partitions"]) == [0, 1, 2]
     for block in blocks:
         assert block["held_on"] == block["leader_nodes"], block
+    pool = found["pool"]
+    assert sorted(p for worker in pool for p in worker["partitions"]) == [0, 1, 2]
+    for worker in pool:  # each reads what is led on its own node
+        assert worker["leader_nodes"] == [worker["node"]], worker
+    assert found["learned"] == 600
+
+
+def test_a_training_pool_killed_midway_resumes_from_its_checkpoints_exactly(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """pipelines/examples/topic_training.py: its workers killed while training, a new pool
+    started from their checkpoints learns every record once."""
+    topic = fresh("train")
+    cluster.create_topic(topic, partitions=4, replication_factor=2)
+    produced = 20_000
+    producer = cluster.producer(acks="all")
+    for i in range(produced):
+        producer.send(topic, value=f"v{i}".encode())
+    producer.flush()
+    producer.close()
+    directory = tmp_path / "training"
+    workers = start_workers(cluster, topic, directory)
+    running = [worker.train.remote(50) for worker in workers]
+    time.sleep(2.0)
+    for worker in workers:
+        ray.kill(worker)  # mid-batch or between two: wherever it was
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(running)
+    stored = [json.loads(path.read_text()) for path in directory.glob("worker-*.json")]
+    learned = sum(sum(document["model"].values()) for document in stored)
+    assert 0 < learned < produced, "the kill came while the pool was training"
+    producer = cluster.producer(acks="all")
+    for i in range(produced, produced + 500):  # and more records come meanwhile
+        producer.send(topic, value=f"v{i}".encode())
+    producer.flush()
+    producer.close()
+    model = train(cluster, topic, directory)
+    assert model == Counter(f"v{i}" for i in range(produced + 500))  # each record once
+
+
+def test_the_training_plan_gives_each_node_the_partitions_it_leads() -> None:
+    assert plan_workers({0: "b", 1: "a", 2: "b", 3: "c", 4: "a"}) == [[0, 2], [1, 4], [3]]
+    assert plan_workers({}) == []

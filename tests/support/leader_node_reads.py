@@ -7,7 +7,9 @@ a raylet and object store of its own, each offering one `rafka_broker`), a clust
 brokers on it (one per node), a topic of three partitions, and reads one batch. RESULT gets,
 for every block of the batch, the partitions its rows came from, the node of each one's
 leader, and the nodes Ray's object directory says hold the block, asked before anything read
-it (a read elsewhere would add a copy there).
+it (a read elsewhere would add a copy there); and, for the training example's pool of
+workers (pipelines/examples/topic_training.py), the partitions each reads, the node it runs on
+and the nodes leading its partitions.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ def main() -> None:
     from ray.experimental import get_object_locations
 
     from rafka import Cluster, stream_dataset
+    from rafka.pipelines.examples.topic_training import start_workers
     from tests.support.cluster import TEST_BROKER_CONFIG
 
     nodes = RayCluster(initialize_head=True, head_node_args={"num_cpus": 1})
@@ -69,9 +72,16 @@ def main() -> None:
                 "leader_nodes": sorted({node_of_broker[leaders[p]] for p in partitions}),
                 "held_on": sorted(locations[ref]["node_ids"]),
             })
+        # The training example's pool: a worker per leading node, reading what it leads.
+        workers = start_workers(cluster, "spread", Path(data_dir) / "training")
+        pool = [{**where, "leader_nodes": sorted({node_of_broker[leaders[p]]
+                                                  for p in where["partitions"]})}
+                for where in ray.get([worker.where.remote() for worker in workers])]
+        model = ray.get([worker.train.remote() for worker in workers])
         Path(result_path).write_text(json.dumps({
             "nodes": sorted(node["NodeID"] for node in ray.nodes() if node["Alive"]),
-            "broker_nodes": node_of_broker, "blocks": blocks}))
+            "broker_nodes": node_of_broker, "blocks": blocks, "pool": pool,
+            "learned": sum(sum(part.values()) for part in model)}))
     finally:
         if cluster is not None:
             cluster.shutdown()
