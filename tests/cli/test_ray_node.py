@@ -86,6 +86,21 @@ def test_a_node_whose_agent_takes_25_s_to_start(ray_command: list[str], tmp_path
                 os.killpg(process.pid, sent)
             except ProcessLookupError:
                 break
-            time.sleep(5 if sent == signal.SIGTERM else 0)
+            if sent == signal.SIGTERM and _group_gone(process, within_s=5):
+                break
         process.wait(30)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _group_gone(leader: subprocess.Popen, *, within_s: float) -> bool:
+    """Whether every process of the group `leader` leads has exited within `within_s` (the
+    leader reaped meanwhile: a zombie still counts as one of the group)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        leader.poll()
+        try:
+            os.killpg(leader.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False

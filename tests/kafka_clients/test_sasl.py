@@ -38,7 +38,7 @@ pytestmark = pytest.mark.cluster
 ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
 USER, PASSWORD = "alice", "alice-secret"
 COUNT = 20
-REFUSED_WITHIN_S = 8
+REFUSED_WITHIN_S = 5
 
 
 @pytest.fixture(scope="module")

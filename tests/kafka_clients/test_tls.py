@@ -41,7 +41,7 @@ pytestmark = pytest.mark.cluster
 
 PARTITIONS = 2
 # How long a refused client is given before it must have failed (it retries until then).
-REFUSED_WITHIN_S = 8
+REFUSED_WITHIN_S = 5
 
 
 class Certificates:

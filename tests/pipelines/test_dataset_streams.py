@@ -21,6 +21,7 @@ from rafka.pipelines.checkpoint import CheckpointError
 from rafka.pipelines.examples.topic_training import plan_workers, start_workers, train
 from tests.support.cluster import fresh, module_cluster
 from tests.support.processes import kill_marked, left_behind, run_marked
+from tests.support.waiting import eventually
 from tests.support.zookeeper import make_chroot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -223,14 +224,17 @@ def test_a_training_pool_killed_midway_resumes_from_its_checkpoints_exactly(
     directory = tmp_path / "training"
     workers = start_workers(cluster, topic, directory)
     running = [worker.train.remote(50) for worker in workers]
-    time.sleep(2.0)
+
+    def learned() -> int:
+        stored = [json.loads(path.read_text()) for path in directory.glob("worker-*.json")]
+        return sum(sum(document["model"].values()) for document in stored)
+
+    assert eventually(lambda: learned() > 0, 60, interval_s=0.1), "the pool never trained"
     for worker in workers:
         ray.kill(worker)  # mid-batch or between two: wherever it was
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(running)
-    stored = [json.loads(path.read_text()) for path in directory.glob("worker-*.json")]
-    learned = sum(sum(document["model"].values()) for document in stored)
-    assert 0 < learned < produced, "the kill came while the pool was training"
+    assert learned() < produced, "the kill came while the pool was training"
     producer = cluster.producer(acks="all")
     for i in range(produced, produced + 500):  # and more records come meanwhile
         producer.send(topic, value=f"v{i}".encode())
