@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+from functools import partial
 from typing import TYPE_CHECKING
 
+import ray
 import raydp
 
 from rafka.actors.logs import jvm_stderr_to_file, quiet, quiet_ray_data, spark_log4j_config
 from rafka.actors.runtime import JAVA17_OPTIONS, init_ray
+from rafka.pipelines.spark_worker import ready_worker
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,6 +59,25 @@ def start_spark(
             executor_memory=executor_memory,
             configs=settings,
         )
+
+
+def ready_python_workers(spark: SparkSession) -> threading.Thread:
+    """Start a Python worker on every executor core, joined to Ray, in a job run by a thread
+    of its own (returned, started); the first read of a topic then finds them ready.
+
+    A Spark task that reads from rafka runs in a Python worker that must import pyarrow and
+    Ray and join Ray first, which made the first read of the demo's pipeline take seconds more
+    than the next ones (docs/pipelines.md, "How fast"). Spark keeps its Python workers for the
+    tasks that follow, so readying them while the caller does something else (the demo
+    produces and consumes meanwhile) takes that out of the first read."""
+    cores = spark.sparkContext.defaultParallelism
+    context = ray.get_runtime_context()
+    job = partial(ready_worker, context.gcs_address, context.namespace)
+    thread = threading.Thread(
+        target=lambda: spark.range(cores, numPartitions=cores).mapInArrow(job, "id long")
+        .collect(), name="rafka-ready-python-workers", daemon=True)
+    thread.start()
+    return thread
 
 
 def stop_spark() -> None:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import logging
 import sys
 import zipfile
+from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 import ray
 
 _PYTHON_SUFFIXES = (".py", ".pyc", ".so")
@@ -26,6 +28,14 @@ def prepare_task(ray_address: str, driver_namespace: str) -> None:
     """Ready this worker for a rafka task: see the module docstring."""
     join_driver_ray(ray_address, driver_namespace)
     drop_python_free_jars(sys.path, sys.path_importer_cache)
+
+
+def ready_worker(ray_address: str, driver_namespace: str,
+                 batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A `mapInArrow` function that only readies its worker (`pipelines.spark.
+    ready_python_workers`) and passes its input through."""
+    prepare_task(ray_address, driver_namespace)
+    yield from batches
 
 
 def join_driver_ray(ray_address: str, driver_namespace: str) -> None:

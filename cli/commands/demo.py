@@ -17,7 +17,7 @@ from rafka.actors.runtime import init_ray
 from rafka.cli.commands.output import table
 from rafka.cli.commands.progress import Progress
 from rafka.pipelines.examples.clickstream import run as run_clickstream
-from rafka.pipelines.spark import start_spark, stop_spark
+from rafka.pipelines.spark import ready_python_workers, start_spark, stop_spark
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
                                                    "spark.ui.showConsoleProgress": "false"})
         print(f"  Spark {spark.version}, {spark.sparkContext.defaultParallelism} executor "
               f"core(s) ({time.monotonic() - spark_started:.0f} s)", flush=True)
+        ready_python_workers(spark)  # while the events are produced and consumed
         summary = run_clickstream(cluster, spark, events=args.events, progress=_Bars())
         clicks = cluster.describe_topic("clicks")
         print(f"\ntopic clicks: {len(clicks['partitions'])} partitions, replication factor "

@@ -103,8 +103,9 @@ def run(
                          F.round(F.avg("dwell_ms")).cast("long").alias("mean_dwell_ms"))
                     .orderBy(F.desc("views")))
         rows = per_page.collect()
+        # Written from the rows collected (one per page), not computed again from the topic.
         written = write_topic(
-            per_page.select(F.col("page").alias("key"),
+            spark.createDataFrame(rows, per_page.schema).select(F.col("page").alias("key"),
                             F.to_json(F.struct("page", "views", "users", "mean_dwell_ms"))
                             .alias("value")),
             cluster, views_topic, key_col="key")
