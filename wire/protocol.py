@@ -93,6 +93,8 @@ from kafka.protocol.consumer import (
     OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -193,6 +195,8 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.DeleteRecords, DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
     Api(ApiKey.DeleteGroups, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     Api(ApiKey.OffsetDelete, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+    Api(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+        2, 4),
     Api(ApiKey.DescribeCluster, DescribeClusterRequest, DescribeClusterResponse, 0, 1),
     Api(ApiKey.DescribeLogDirs, DescribeLogDirsRequest, DescribeLogDirsResponse, 0, 4),
     Api(ApiKey.AlterReplicaLogDirs, AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,

@@ -29,7 +29,12 @@ from kafka.protocol.api_key import ApiKey
 from rafka.actors.config import TopicConfig
 from rafka.actors.dataport import frames
 from rafka.actors.dataport.async_client import HostConnections, RequestTooLarge
-from rafka.actors.dataport.frames import KAFKA_FETCH, KAFKA_PRODUCE, LIST_OFFSETS
+from rafka.actors.dataport.frames import (
+    KAFKA_FETCH,
+    KAFKA_PRODUCE,
+    LIST_OFFSETS,
+    OFFSETS_FOR_LEADER_EPOCH,
+)
 from rafka.actors.errors import ErrorCode, code_of, error_reply
 from rafka.actors.group.coordinator import GroupCoordinator
 from rafka.actors.kafka.acls import KafkaAclHandler
@@ -48,6 +53,8 @@ from rafka.actors.kafka.transactions import KafkaTransactionHandler
 from rafka.actors.messages import (
     Appended,
     DeletedRecords,
+    EpochEndOffset,
+    EpochQuery,
     ErrorReply,
     FetchedRecords,
     ListedOffset,
@@ -117,6 +124,7 @@ class KafkaApis:
             ApiKey.Produce: self.handle_produce,
             ApiKey.Fetch: self.handle_fetch,
             ApiKey.ListOffsets: self.handle_list_offsets,
+            ApiKey.OffsetForLeaderEpoch: self.handle_offset_for_leader_epoch,
             ApiKey.Metadata: self.handle_metadata,
             ApiKey.OffsetCommit: self.groups.offset_commit,
             ApiKey.OffsetFetch: self.groups.offset_fetch,
@@ -423,6 +431,27 @@ class KafkaApis:
         return {"throttle_time_ms": 0,
                 "topics": [response(name=name, partitions=parts)
                            for name, parts in topics.items()]}
+
+    async def handle_offset_for_leader_epoch(self, api: Api, version: int, request: Any
+                                             ) -> dict[str, Any]:
+        """Where each asked leader epoch ends in the leader's log (KIP-320): a consumer whose
+        partition changed leader checks that the offset it reached is still in the log, and
+        learns the truncation point if it is not. The leaders' hosts answer, as they answer
+        their followers (KIP-101); a `current_leader_epoch` older or newer than the leader's
+        is FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH."""
+        queries = [EpochQuery(topic.topic, part.partition, part.leader_epoch,
+                              part.current_leader_epoch)
+                   for topic in request.topics for part in topic.partitions]
+        replies = await self._each_host(queries, lambda host, share: self._call_host(
+            host, OFFSETS_FOR_LEADER_EPOCH, 0, share))
+        response = api.response.OffsetForLeaderTopicResult
+        unknown = EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_OFFSET)
+        topics = _per_topic(replies, lambda partition, reply: response.EpochEndOffset(
+            error_code=code_of(reply), partition=partition,
+            leader_epoch=(reply if isinstance(reply, EpochEndOffset) else unknown).leader_epoch,
+            end_offset=(reply if isinstance(reply, EpochEndOffset) else unknown).end_offset))
+        return {"throttle_time_ms": 0, "topics": [response(topic=name, partitions=parts)
+                                                  for name, parts in topics.items()]}
 
     # --------------------------------------------------------------- describe producers
 

@@ -154,6 +154,7 @@ class RequestAuthorization:
         checks: dict[int, Callable[[Handler, Api, int, Any], Awaitable[Any]]] = {
             ApiKey.Fetch: self._fetch,
             ApiKey.ListOffsets: self._list_offsets,
+            ApiKey.OffsetForLeaderEpoch: self._offset_for_leader_epoch,
             ApiKey.Metadata: self._metadata,
             ApiKey.CreateTopics: self._create_topics,
             ApiKey.DeleteTopics: self._delete_topics,
@@ -214,6 +215,22 @@ class RequestAuthorization:
                 partition(partition_index=part.partition, error_code=TOPIC_AUTHORIZATION_FAILED,
                           high_watermark=-1, records=b"") for part in topic.partitions])
             for topic in refused]
+        return fields
+
+    async def _offset_for_leader_epoch(self, handler: Handler, api: Api, version: int,
+                                       request: Any) -> Any:
+        """DESCRIBE on each topic, as Kafka asks of a consumer's request (its brokers'
+        followers ask theirs over rafka's own data ports, not here)."""
+        refused = [topic for topic in request.topics
+                   if not self.allowed(DESCRIBE, TOPIC, topic.topic)]
+        if refused:
+            request.topics = [topic for topic in request.topics if topic not in refused]
+        fields = await handler(api, version, request)
+        result = api.response.OffsetForLeaderTopicResult
+        fields["topics"] += [result(topic=topic.topic, partitions=[
+            result.EpochEndOffset(partition=part.partition, error_code=TOPIC_AUTHORIZATION_FAILED,
+                                  leader_epoch=-1, end_offset=-1)
+            for part in topic.partitions]) for topic in refused]
         return fields
 
     async def _list_offsets(self, handler: Handler, api: Api, version: int,

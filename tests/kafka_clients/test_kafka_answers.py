@@ -27,6 +27,7 @@ from kafka.protocol.consumer import (
     JoinGroupRequest,
     ListOffsetsRequest,
     OffsetFetchRequest,
+    OffsetForLeaderEpochRequest,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
@@ -116,6 +117,63 @@ def test_list_offsets_answers_the_newest_record_its_timestamp_and_leader_epoch(
         consumer.close()
     assert (found[TopicPartition(topic, 0)].offset,
             found[TopicPartition(topic, 0)].timestamp) == (1, 5_000)
+
+
+# ----------------------------------------------------------------- OffsetForLeaderEpoch
+
+
+def test_offset_for_leader_epoch_answers_where_each_epoch_ends_at_the_leader(
+    kafka_cluster: Cluster,
+) -> None:
+    """KIP-320: what a consumer asks after its partition changed leader, to check that the
+    offset it reached is still in the log."""
+    topic = new_topic(kafka_cluster, "epoch-ends")
+    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers(), acks="all")
+
+    def produce(count: int) -> None:
+        for _ in range(count):
+            producer.send(topic, value=b"v", partition=0).get(30)
+
+    try:
+        produce(3)
+        before = kafka_cluster.describe_topic(topic)["partitions"][0]
+        # The leadership moves to another replica: a new leader epoch begins at offset 3.
+        reordered = [*before["replicas"][1:], before["replicas"][0]]
+        kafka_cluster.reassign_partitions({(topic, 0): reordered})
+        kafka_cluster.elect_preferred_leaders()
+        wait_until(lambda: kafka_cluster.describe_topic(topic)["partitions"][0]["leader"]
+                   == reordered[0], 30, "the preferred replica leading partition 0")
+        produce(2)
+    finally:
+        producer.close(timeout=10)
+    after = kafka_cluster.describe_topic(topic)["partitions"][0]
+    old_epoch, new_epoch = before["leader_epoch"], after["leader_epoch"]
+    assert new_epoch > old_epoch
+
+    def ask(broker: int, epoch: int, current: int = -1) -> tuple[int, int, int]:
+        query = OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=topic, partitions=[
+            OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                partition=0, current_leader_epoch=current, leader_epoch=epoch)])
+        with KafkaWire(address_of(kafka_cluster, broker)) as wire:
+            answer = wire.ask(OffsetForLeaderEpochRequest(replica_id=-1, topics=[query]), 4)
+        part = answer.topics[0].partitions[0]
+        return part.error_code, part.leader_epoch, part.end_offset
+
+    leader = after["leader"]
+    assert ask(leader, old_epoch) == (ErrorCode.NONE, old_epoch, 3)  # where it ended
+    assert ask(leader, new_epoch, new_epoch) == (ErrorCode.NONE, new_epoch, 5)  # the log's end
+    assert ask(leader, new_epoch, old_epoch)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert ask(leader, new_epoch, new_epoch + 1)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert ask(before["leader"], new_epoch)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # What a user sees: kafka-python's consumer, which asks it once the leader epoch it read
+    # at changes, reads everything.
+    consumer = KafkaConsumer(bootstrap_servers=kafka_cluster.bootstrap_servers(),
+                             auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        assert len(list(consumer)) == 5
+    finally:
+        consumer.close()
 
 
 # ------------------------------------------------------------------------------- groups
