@@ -37,7 +37,6 @@ from rafka.actors.cluster import Cluster
 from rafka.pipelines.checkpoint import CheckpointError
 from rafka.pipelines.source_options import (
     OffsetRanges,
-    SourceOptionError,
     SourceOptions,
     TopicPartitionKey,
 )
@@ -178,14 +177,9 @@ def stream_dataset(
         raise ValueError(f"trigger={trigger!r}: use one of {', '.join(TRIGGERS)}")
     if trigger_interval < 0:
         raise ValueError(f"trigger_interval={trigger_interval!r}: give 0 or more seconds")
-    merged = dict(options or {})
-    if max_records_per_batch is not None:
-        if any(name.lower() == "maxoffsetspertrigger" for name in merged):
-            raise SourceOptionError("max_records_per_batch= and option 'maxOffsetsPerTrigger' "
-                                    "say the same thing: give one")
-        merged["maxOffsetsPerTrigger"] = max_records_per_batch
-    parsed = source_options(topic, merged, streaming=True, starting_offsets=starting_offsets,
-                            include_headers=include_headers)
+    parsed = source_options(topic, options, streaming=True, starting_offsets=starting_offsets,
+                            include_headers=include_headers,
+                            max_records_per_batch=max_records_per_batch)
     # What the stream reads: a checkpoint of another source is refused (rate limits and the
     # like may change between runs, as Spark's).
     source = json.loads(json.dumps(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -17,6 +18,8 @@ from rafka.pipelines.spark_worker import ready_worker
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 
 def start_spark(
@@ -73,9 +76,14 @@ def ready_python_workers(spark: SparkSession) -> threading.Thread:
     cores = spark.sparkContext.defaultParallelism
     context = ray.get_runtime_context()
     job = partial(ready_worker, context.gcs_address, context.namespace)
-    thread = threading.Thread(
-        target=lambda: spark.range(cores, numPartitions=cores).mapInArrow(job, "id long")
-        .collect(), name="rafka-ready-python-workers", daemon=True)
+
+    def ready() -> None:
+        try:
+            spark.range(cores, numPartitions=cores).mapInArrow(job, "id long").collect()
+        except Exception:  # not fatal: the first read readies them instead
+            log.info("readying Spark's Python workers failed", exc_info=True)
+
+    thread = threading.Thread(target=ready, name="rafka-ready-python-workers", daemon=True)
     thread.start()
     return thread
 

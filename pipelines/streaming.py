@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from rafka.actors.cluster import Cluster
 from rafka.actors.errors import UnknownTopicError
 from rafka.pipelines.checkpoint import StreamCheckpoint
-from rafka.pipelines.source_options import OffsetRanges, SourceOptionError, SourceOptions
+from rafka.pipelines.source_options import OffsetRanges, SourceOptions
 from rafka.pipelines.spark_reads import read_tasks as spark_read_tasks
 from rafka.pipelines.stream_plan import next_ranges, record_count, should_run
 from rafka.pipelines.topics import (
@@ -271,13 +271,8 @@ def stream_topic(
     if group is None and checkpoint is None:
         raise ValueError("a stream keeps its progress in a checkpoint=, a group=, or both: "
                          "give at least one")
-    merged = dict(options or {})
-    if max_records_per_batch is not None:
-        if any(name.lower() == "maxoffsetspertrigger" for name in merged):
-            raise SourceOptionError("max_records_per_batch= and option 'maxOffsetsPerTrigger' "
-                                    "say the same thing: give one")
-        merged["maxOffsetsPerTrigger"] = max_records_per_batch
-    parsed = source_options(topic, merged, streaming=True, group=group)
+    parsed = source_options(topic, options, streaming=True, group=group,
+                            max_records_per_batch=max_records_per_batch)
     state = None
     if checkpoint is not None:
         # What the stream reads; rate limits and the like may change between runs, as Spark's.

@@ -114,7 +114,8 @@ def source_options(
     `read_topic` for theirs (`starting_offsets` for `startingOffsets`, ...)."""
     merged: dict[str, Any] = dict(options or {})
     spark_names = {"topic": "subscribe", "starting_offsets": "startingOffsets",
-                   "ending_offsets": "endingOffsets", "include_headers": "includeHeaders"}
+                   "ending_offsets": "endingOffsets", "include_headers": "includeHeaders",
+                   "max_records_per_batch": "maxOffsetsPerTrigger"}
     for keyword, value in {"topic": topic, **shorthands}.items():
         if value is None:
             continue

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
@@ -418,16 +419,7 @@ class KafkaApis:
         replies = await self._each_host(
             queries, lambda host, share: self._call_host(host, LIST_OFFSETS, 0, share))
         response = api.response.ListOffsetsTopicResponse
-
-        def listed(partition: int, reply: ListedOffset | ErrorReply) -> Any:
-            found = (reply if isinstance(reply, ListedOffset)
-                     else ListedOffset(None, NO_TIMESTAMP, UNDEFINED_EPOCH))
-            return response.ListOffsetsPartitionResponse(
-                partition_index=partition, error_code=code_of(reply), timestamp=found.timestamp,
-                offset=UNDEFINED_OFFSET if found.offset is None else found.offset,
-                leader_epoch=found.leader_epoch)
-
-        topics = _per_topic(replies, listed)
+        topics = _per_topic(replies, partial(_listed, response.ListOffsetsPartitionResponse))
         return {"throttle_time_ms": 0,
                 "topics": [response(name=name, partitions=parts)
                            for name, parts in topics.items()]}
@@ -445,11 +437,7 @@ class KafkaApis:
         replies = await self._each_host(queries, lambda host, share: self._call_host(
             host, OFFSETS_FOR_LEADER_EPOCH, 0, share))
         response = api.response.OffsetForLeaderTopicResult
-        unknown = EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_OFFSET)
-        topics = _per_topic(replies, lambda partition, reply: response.EpochEndOffset(
-            error_code=code_of(reply), partition=partition,
-            leader_epoch=(reply if isinstance(reply, EpochEndOffset) else unknown).leader_epoch,
-            end_offset=(reply if isinstance(reply, EpochEndOffset) else unknown).end_offset))
+        topics = _per_topic(replies, partial(_epoch_ended, response.EpochEndOffset))
         return {"throttle_time_ms": 0, "topics": [response(topic=name, partitions=parts)
                                                   for name, parts in topics.items()]}
 
@@ -536,6 +524,24 @@ def _each_reply(parts: list[Any], answer: Any) -> list[tuple[Any, Any]]:
                              f"the replica host did not answer: {answer!r}")
         return [(part, failed) for part in parts]
     return list(zip(parts, answer, strict=True))
+
+
+def _listed(answer: Any, partition: int, reply: ListedOffset | ErrorReply) -> Any:
+    """ListOffsets' answer for one partition."""
+    found = (reply if isinstance(reply, ListedOffset)
+             else ListedOffset(None, NO_TIMESTAMP, UNDEFINED_EPOCH))
+    return answer(partition_index=partition, error_code=code_of(reply),
+                  timestamp=found.timestamp,
+                  offset=UNDEFINED_OFFSET if found.offset is None else found.offset,
+                  leader_epoch=found.leader_epoch)
+
+
+def _epoch_ended(answer: Any, partition: int, reply: EpochEndOffset | ErrorReply) -> Any:
+    """OffsetForLeaderEpoch's answer for one partition."""
+    found = (reply if isinstance(reply, EpochEndOffset)
+             else EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_OFFSET))
+    return answer(error_code=code_of(reply), partition=partition,
+                  leader_epoch=found.leader_epoch, end_offset=found.end_offset)
 
 
 def _per_topic(replies: dict[tuple[str, int], Any],

@@ -152,9 +152,14 @@ class RequestAuthorization:
     def wrap(self, handlers: dict[int, Handler]) -> dict[int, Handler]:
         """`handlers`, each behind its API's checks (Produce checks in its handler)."""
         checks: dict[int, Callable[[Handler, Api, int, Any], Awaitable[Any]]] = {
-            ApiKey.Fetch: self._fetch,
-            ApiKey.ListOffsets: self._list_offsets,
-            ApiKey.OffsetForLeaderEpoch: self._offset_for_leader_epoch,
+            ApiKey.Fetch: self._each_topic(READ, lambda topic: topic.topic, "responses",
+                                           _fetch_refused),
+            ApiKey.ListOffsets: self._each_topic(DESCRIBE, lambda topic: topic.name, "topics",
+                                                 _list_offsets_refused),
+            # DESCRIBE, as Kafka asks of a consumer's request (rafka's followers ask their
+            # leaders over the data ports, not here).
+            ApiKey.OffsetForLeaderEpoch: self._each_topic(
+                DESCRIBE, lambda topic: topic.topic, "topics", _epoch_ends_refused),
             ApiKey.Metadata: self._metadata,
             ApiKey.CreateTopics: self._create_topics,
             ApiKey.DeleteTopics: self._delete_topics,
@@ -204,48 +209,23 @@ class RequestAuthorization:
 
     # ------------------------------------------------------------------ per API
 
-    async def _fetch(self, handler: Handler, api: Api, version: int, request: Any) -> Any:
-        refused = [topic for topic in request.topics if not self.allowed(READ, TOPIC, topic.topic)]
-        if refused:
-            request.topics = [topic for topic in request.topics if topic not in refused]
-        fields = await handler(api, version, request)
-        partition = api.response.FetchableTopicResponse.PartitionData
-        fields["responses"] += [api.response.FetchableTopicResponse(
-            topic=topic.topic, partitions=[
-                partition(partition_index=part.partition, error_code=TOPIC_AUTHORIZATION_FAILED,
-                          high_watermark=-1, records=b"") for part in topic.partitions])
-            for topic in refused]
-        return fields
+    def _each_topic(self, operation: AclOperation, name_of: Callable[[Any], str], field: str,
+                    refused_answer: Callable[[Any, Any], Any]
+                    ) -> Callable[..., Awaitable[Any]]:
+        """The check of an API whose request lists topics: those `operation` is refused on
+        (each named by `name_of`) are taken out of the request and answered in the response's
+        `field` by `refused_answer(api.response, topic)`, the rest handled."""
 
-    async def _offset_for_leader_epoch(self, handler: Handler, api: Api, version: int,
-                                       request: Any) -> Any:
-        """DESCRIBE on each topic, as Kafka asks of a consumer's request (its brokers'
-        followers ask theirs over rafka's own data ports, not here)."""
-        refused = [topic for topic in request.topics
-                   if not self.allowed(DESCRIBE, TOPIC, topic.topic)]
-        if refused:
-            request.topics = [topic for topic in request.topics if topic not in refused]
-        fields = await handler(api, version, request)
-        result = api.response.OffsetForLeaderTopicResult
-        fields["topics"] += [result(topic=topic.topic, partitions=[
-            result.EpochEndOffset(partition=part.partition, error_code=TOPIC_AUTHORIZATION_FAILED,
-                                  leader_epoch=-1, end_offset=-1)
-            for part in topic.partitions]) for topic in refused]
-        return fields
+        async def check(handler: Handler, api: Api, version: int, request: Any) -> Any:
+            refused = [topic for topic in request.topics
+                       if not self.allowed(operation, TOPIC, name_of(topic))]
+            if refused:
+                request.topics = [topic for topic in request.topics if topic not in refused]
+            fields = await handler(api, version, request)
+            fields[field] += [refused_answer(api.response, topic) for topic in refused]
+            return fields
 
-    async def _list_offsets(self, handler: Handler, api: Api, version: int,
-                            request: Any) -> Any:
-        refused = [topic for topic in request.topics
-                   if not self.allowed(DESCRIBE, TOPIC, topic.name)]
-        if refused:
-            request.topics = [topic for topic in request.topics if topic not in refused]
-        fields = await handler(api, version, request)
-        response = api.response.ListOffsetsTopicResponse
-        fields["topics"] += [response(name=topic.name, partitions=[
-            response.ListOffsetsPartitionResponse(
-                partition_index=part.partition_index, error_code=TOPIC_AUTHORIZATION_FAILED,
-                timestamp=-1, offset=-1) for part in topic.partitions]) for topic in refused]
-        return fields
+        return check
 
     async def _metadata(self, handler: Handler, api: Api, version: int, request: Any) -> Any:
         # Metadata's handler creates topics only if `may_create_topic` (apis.py); here a
@@ -558,6 +538,27 @@ def _scram_credentials_refused(api: Api, request: Any, message: str) -> dict[str
         api.response.AlterUserScramCredentialsResult(
             user=user, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=message)
         for user in users]}
+
+
+def _fetch_refused(response: Any, topic: Any) -> Any:
+    return response.FetchableTopicResponse(topic=topic.topic, partitions=[
+        response.FetchableTopicResponse.PartitionData(
+            partition_index=part.partition, error_code=TOPIC_AUTHORIZATION_FAILED,
+            high_watermark=-1, records=b"") for part in topic.partitions])
+
+
+def _list_offsets_refused(response: Any, topic: Any) -> Any:
+    result = response.ListOffsetsTopicResponse
+    return result(name=topic.name, partitions=[result.ListOffsetsPartitionResponse(
+        partition_index=part.partition_index, error_code=TOPIC_AUTHORIZATION_FAILED,
+        timestamp=-1, offset=-1) for part in topic.partitions])
+
+
+def _epoch_ends_refused(response: Any, topic: Any) -> Any:
+    result = response.OffsetForLeaderTopicResult
+    return result(topic=topic.topic, partitions=[result.EpochEndOffset(
+        partition=part.partition, error_code=TOPIC_AUTHORIZATION_FAILED, leader_epoch=-1,
+        end_offset=-1) for part in topic.partitions])
 
 
 def _cluster_refused(api: Api, request: Any, message: str) -> dict[str, Any]:

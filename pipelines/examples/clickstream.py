@@ -104,10 +104,11 @@ def run(
                     .orderBy(F.desc("views")))
         rows = per_page.collect()
         # Written from the rows collected (one per page), not computed again from the topic.
+        aggregates = spark.createDataFrame(rows, per_page.schema)
         written = write_topic(
-            spark.createDataFrame(rows, per_page.schema).select(F.col("page").alias("key"),
-                            F.to_json(F.struct("page", "views", "users", "mean_dwell_ms"))
-                            .alias("value")),
+            aggregates.select(F.col("page").alias("key"),
+                              F.to_json(F.struct("page", "views", "users", "mean_dwell_ms"))
+                              .alias("value")),
             cluster, views_topic, key_col="key")
     spark_s = time.monotonic() - started
     back = json_values(read_topic(spark, cluster, views_topic),

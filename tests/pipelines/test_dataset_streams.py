@@ -19,7 +19,7 @@ from rafka import Cluster, stream_dataset
 from rafka.coordination.embedded import EmbeddedZooKeeper
 from rafka.pipelines.checkpoint import CheckpointError
 from rafka.pipelines.examples.topic_training import plan_workers, start_workers, train
-from tests.support.cluster import fresh, module_cluster
+from tests.support.cluster import fresh, module_cluster, produce_numbered
 from tests.support.processes import kill_marked, left_behind, run_marked
 from tests.support.waiting import eventually
 from tests.support.zookeeper import make_chroot
@@ -27,14 +27,6 @@ from tests.support.zookeeper import make_chroot
 REPO = Path(__file__).resolve().parents[2]
 
 cluster = module_cluster("dstreams", 2)
-
-
-def produce(cluster: Cluster, topic: str, count: int, start: int = 0) -> None:
-    producer = cluster.producer(acks="all")
-    for i in range(start, start + count):
-        producer.send(topic, value=f"v{i}".encode())
-    producer.flush()
-    producer.close()
 
 
 def values(batch) -> list[str]:
@@ -45,7 +37,7 @@ def test_available_now_reads_what_was_there_in_capped_batches_then_ends(cluster:
                                                                          ) -> None:
     topic = fresh("now")
     cluster.create_topic(topic, partitions=2, replication_factor=2)
-    produce(cluster, topic, 100)
+    produce_numbered(cluster, topic, 100)
     seen = []
     with stream_dataset(cluster, topic, starting_offsets="earliest", trigger="availableNow",
                         max_records_per_batch=30) as stream:
@@ -53,7 +45,8 @@ def test_available_now_reads_what_was_there_in_capped_batches_then_ends(cluster:
             seen.append((batch.batch_id, values(batch)))
             assert batch.record_count == len(seen[-1][1])
             if batch.batch_id == 0:
-                produce(cluster, topic, 10, start=100)  # after the stream started: not read
+                # After the stream started: not read.
+                produce_numbered(cluster, topic, 10, start=100)
     assert [batch_id for batch_id, _values in seen] == [0, 1, 2, 3]
     assert all(len(read) <= 31 for _id, read in seen)  # a share rounds up by one at most
     assert sorted(v for _id, read in seen for v in read) == sorted(f"v{i}" for i in range(100))
@@ -62,13 +55,13 @@ def test_available_now_reads_what_was_there_in_capped_batches_then_ends(cluster:
 def test_a_stored_checkpoint_resumes_right_after_its_batch(cluster: Cluster) -> None:
     topic = fresh("resume")
     cluster.create_topic(topic, partitions=3, replication_factor=2)
-    produce(cluster, topic, 60)
+    produce_numbered(cluster, topic, 60)
     with stream_dataset(cluster, topic, starting_offsets="earliest",
                         trigger="availableNow", max_records_per_batch=25) as stream:
         first = next(stream)
         second = next(stream)  # read, never stored: the next run reads it again
     stored = json.loads(json.dumps(first.checkpoint))  # as a job stores it
-    produce(cluster, topic, 15, start=60)
+    produce_numbered(cluster, topic, 15, start=60)
     with stream_dataset(cluster, topic, checkpoint=stored, trigger="once") as stream:
         rest = list(stream)
     assert [batch.batch_id for batch in rest] == [1]
@@ -82,10 +75,10 @@ def test_a_stored_checkpoint_resumes_right_after_its_batch(cluster: Cluster) -> 
 def test_processing_time_waits_for_records_and_stop_ends_the_wait(cluster: Cluster) -> None:
     topic = fresh("wait")
     cluster.create_topic(topic, partitions=1, replication_factor=2)
-    produce(cluster, topic, 5)
+    produce_numbered(cluster, topic, 5)
     stream = stream_dataset(cluster, topic, trigger_interval=0.1)  # from the latest offset
     with stream:
-        later = threading.Timer(1.5, produce, (cluster, topic, 3, 5))
+        later = threading.Timer(1.5, produce_numbered, (cluster, topic, 3, 5))
         later.start()
         started = time.monotonic()
         batch = next(stream)
@@ -103,7 +96,7 @@ def test_processing_time_waits_for_records_and_stop_ends_the_wait(cluster: Clust
 def test_a_checkpoint_of_another_stream_or_a_damaged_one_is_refused(cluster: Cluster) -> None:
     topic = fresh("refuse")
     cluster.create_topic(topic, partitions=1, replication_factor=1)
-    produce(cluster, topic, 3)
+    produce_numbered(cluster, topic, 3)
     with stream_dataset(cluster, topic, starting_offsets="earliest", trigger="once") as stream:
         stored = next(stream).checkpoint
     with pytest.raises(CheckpointError, match="belongs to a stream of"):
@@ -216,11 +209,7 @@ def test_a_training_pool_killed_midway_resumes_from_its_checkpoints_exactly(
     topic = fresh("train")
     cluster.create_topic(topic, partitions=4, replication_factor=2)
     produced = 20_000
-    producer = cluster.producer(acks="all")
-    for i in range(produced):
-        producer.send(topic, value=f"v{i}".encode())
-    producer.flush()
-    producer.close()
+    produce_numbered(cluster, topic, produced)
     directory = tmp_path / "training"
     workers = start_workers(cluster, topic, directory)
     running = [worker.train.remote(50) for worker in workers]
@@ -235,11 +224,7 @@ def test_a_training_pool_killed_midway_resumes_from_its_checkpoints_exactly(
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(running)
     assert learned() < produced, "the kill came while the pool was training"
-    producer = cluster.producer(acks="all")
-    for i in range(produced, produced + 500):  # and more records come meanwhile
-        producer.send(topic, value=f"v{i}".encode())
-    producer.flush()
-    producer.close()
+    produce_numbered(cluster, topic, 500, start=produced)  # and more records come meanwhile
     model = train(cluster, topic, directory)
     assert model == Counter(f"v{i}" for i in range(produced + 500))  # each record once
 

@@ -15,6 +15,7 @@ from rafka.pipelines.source_options import (
     parse_source_options,
     resolve_ranges,
 )
+from rafka.pipelines.topics import source_options
 
 BOUNDS = {("a", 0): (10, 100), ("a", 1): (0, 50), ("b", 0): (0, 0)}
 
@@ -210,3 +211,14 @@ def test_headers_and_the_poll_timeout() -> None:
     assert (options.include_headers, options.poll_timeout_ms) == (True, 500)
     assert (batch(subscribe="a").include_headers, batch(subscribe="a").poll_timeout_ms) == (
         False, 120_000)  # Spark's defaults
+
+
+def test_the_python_keywords_stand_for_sparks_options_and_may_not_repeat_them() -> None:
+    parsed = source_options("t", None, streaming=True, max_records_per_batch=7,
+                            starting_offsets="earliest")
+    assert (parsed.subscribe, parsed.max_offsets_per_trigger, parsed.starting.kind) == (
+        ("t",), 7, "earliest")
+    with pytest.raises(SourceOptionError, match="max_records_per_batch= and option "
+                                                "'maxOffsetsPerTrigger' say the same thing"):
+        source_options("t", {"maxoffsetspertrigger": 5}, streaming=True,
+                       max_records_per_batch=3)

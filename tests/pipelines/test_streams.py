@@ -14,20 +14,12 @@ import ray
 
 from rafka import Cluster
 from rafka.pipelines.streaming import stream_topic
-from tests.support.cluster import fresh, module_cluster
+from tests.support.cluster import fresh, module_cluster, produce_numbered
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 cluster = module_cluster("streams", 2)
-
-
-def produce(cluster: Cluster, topic: str, count: int, start: int = 0) -> None:
-    producer = cluster.producer(acks="all")
-    for i in range(start, start + count):
-        producer.send(topic, value=f"v{i}".encode())
-    producer.flush()
-    producer.close()
 
 
 def values_of(frame) -> list[bytes]:
@@ -38,13 +30,13 @@ def test_available_now_reads_what_was_there_in_capped_batches_then_stops(
         spark, cluster: Cluster, tmp_path) -> None:
     topic = fresh("now")
     cluster.create_topic(topic, partitions=2, replication_factor=2)
-    produce(cluster, topic, 100)
+    produce_numbered(cluster, topic, 100)
     seen: list[tuple[int, list[bytes]]] = []
 
     def sink(frame, batch_id: int) -> None:
         seen.append((batch_id, values_of(frame)))
         if batch_id == 0:
-            produce(cluster, topic, 10, start=100)  # after the stream started: not read
+            produce_numbered(cluster, topic, 10, start=100)  # after the stream started: not read
 
     stream = stream_topic(spark, cluster, topic, None, sink, checkpoint=str(tmp_path / "cp"),
                           trigger="availableNow", options={
@@ -60,7 +52,7 @@ def test_once_reads_everything_in_one_batch_and_continues_from_its_checkpoint(
         spark, cluster: Cluster, tmp_path) -> None:
     topic = fresh("once")
     cluster.create_topic(topic, partitions=2, replication_factor=2)
-    produce(cluster, topic, 50)
+    produce_numbered(cluster, topic, 50)
     seen: list[tuple[int, int]] = []
 
     def sink(frame, batch_id: int) -> None:
@@ -73,7 +65,7 @@ def test_once_reads_everything_in_one_batch_and_continues_from_its_checkpoint(
                      ).await_termination(120)
 
     once()
-    produce(cluster, topic, 7, start=50)
+    produce_numbered(cluster, topic, 7, start=50)
     once()
     once()  # nothing new: no batch
     assert seen == [(0, 50), (1, 7)]  # Trigger.Once ignores the rate limit, as Spark's
@@ -89,15 +81,15 @@ def test_min_offsets_per_trigger_waits_for_records_or_the_delay(spark, cluster: 
         options={"minOffsetsPerTrigger": "20", "maxTriggerDelay": "4s"})
     try:
         time.sleep(1.0)  # the stream's first plan, at latest, is made
-        produce(cluster, topic, 5)
+        produce_numbered(cluster, topic, 5)
         time.sleep(2.0)
         assert seen == []  # 5 < 20, and the delay has not passed
-        produce(cluster, topic, 15)
+        produce_numbered(cluster, topic, 15)
         deadline = time.monotonic() + 30
         while not seen and time.monotonic() < deadline:
             time.sleep(0.2)
         assert seen == [20]
-        produce(cluster, topic, 3)
+        produce_numbered(cluster, topic, 3)
         started = time.monotonic()
         while len(seen) < 2 and time.monotonic() < started + 30:
             time.sleep(0.2)
@@ -122,7 +114,7 @@ def test_a_driver_killed_mid_batch_is_followed_by_one_that_runs_the_same_ranges_
         cluster: Cluster, tmp_path) -> None:
     topic = fresh("restart")
     cluster.create_topic(topic, partitions=2, replication_factor=2)
-    produce(cluster, topic, 100)
+    produce_numbered(cluster, topic, 100)
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "batches.jsonl"
     killed = run_driver(cluster, topic, checkpoint, log, "processingTime", kill_at=1)
     assert killed.returncode == -9, killed.stderr[-3000:]

@@ -68,6 +68,15 @@ def fresh(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
+def produce_numbered(cluster: Cluster, topic: str, count: int, start: int = 0) -> None:
+    """Values "v<start>" to "v<start + count - 1>", acks=all, flushed."""
+    producer = cluster.producer(acks="all")
+    for i in range(start, start + count):
+        producer.send(topic, value=f"v{i}".encode())
+    producer.flush()
+    producer.close()
+
+
 def partition_state(cluster: Cluster, topic: str, partition: int) -> dict[str, Any]:
     """`topic`-`partition` as the cluster describes it: leader, epoch, replicas, ISR, offsets."""
     return cluster.describe_topic(topic)["partitions"][partition]

@@ -162,6 +162,10 @@ def _one_of_each(api: Any) -> Any:
         ApiKey.ListOffsets: lambda: request(replica_id=-1, topics=[request.ListOffsetsTopic(
             name="t", partitions=[request.ListOffsetsTopic.ListOffsetsPartition(
                 partition_index=0, timestamp=-1)])]),
+        ApiKey.OffsetForLeaderEpoch: lambda: request(replica_id=-1, topics=[
+            request.OffsetForLeaderTopic(topic="t", partitions=[
+                request.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                    partition=0, current_leader_epoch=-1, leader_epoch=0)])]),
         ApiKey.OffsetCommit: lambda: request(group_id="g", topics=[
             request.OffsetCommitRequestTopic(name="t", partitions=[
                 request.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
@@ -200,7 +204,8 @@ def test_every_refusal_is_a_response_clients_can_read() -> None:
                 ApiKey.AlterConfigs, ApiKey.IncrementalAlterConfigs, ApiKey.DescribeGroups,
                 ApiKey.DeleteGroups, ApiKey.DescribeTransactions, ApiKey.DescribeProducers,
                 ApiKey.CreateTopics, ApiKey.DeleteTopics, ApiKey.ListOffsets,
-                ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.FindCoordinator,
+                ApiKey.OffsetForLeaderEpoch, ApiKey.OffsetCommit, ApiKey.OffsetFetch,
+                ApiKey.FindCoordinator,
                 ApiKey.InitProducerId, ApiKey.EndTxn, ApiKey.ElectLeaders,
                 ApiKey.DescribeLogDirs, ApiKey.DescribeAcls):
         api = APIS[key]
