@@ -62,7 +62,7 @@ class StreamCheckpoint:
             self.stream_id = stored["id"]
         else:
             self.stream_id = uuid.uuid4().hex
-            _write_atomically(metadata, {"id": self.stream_id, "source": source})
+            write_json_atomically(metadata, {"id": self.stream_id, "source": source})
 
     def last_batch(self) -> PlannedBatch | None:
         """The newest batch planned, and whether it finished."""
@@ -88,12 +88,12 @@ class StreamCheckpoint:
         document: dict[str, dict[str, list[int]]] = {}
         for (topic, partition), (start, until) in sorted(ranges.items()):
             document.setdefault(topic, {})[str(partition)] = [start, until]
-        _write_atomically(self.offsets_dir / str(batch_id),
+        write_json_atomically(self.offsets_dir / str(batch_id),
                           {"ranges": document, "readTasks": read_tasks})
 
     def commit(self, batch_id: int) -> None:
         """Record that batch `batch_id` finished; forget batches older than the retained."""
-        _write_atomically(self.commits_dir / str(batch_id), {"batch": batch_id})
+        write_json_atomically(self.commits_dir / str(batch_id), {"batch": batch_id})
         for directory in (self.offsets_dir, self.commits_dir):
             for old in self._ids(directory):
                 if old <= batch_id - RETAINED_BATCHES:
@@ -110,7 +110,9 @@ class StreamCheckpoint:
                                   ) from None
 
 
-def _write_atomically(path: Path, document: Any) -> None:
+def write_json_atomically(path: Path, document: Any) -> None:
+    """`document` as JSON at `path`, whole or not at all, and durably: a temporary file,
+    fsync, rename, fsync of the directory."""
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     with open(temporary, "w") as out:
         json.dump(document, out)

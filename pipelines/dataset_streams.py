@@ -23,7 +23,6 @@ handed out but not stored is read again, within the ranges the next plan gives i
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -180,11 +179,7 @@ def stream_dataset(
     parsed = source_options(topic, options, streaming=True, starting_offsets=starting_offsets,
                             include_headers=include_headers,
                             max_records_per_batch=max_records_per_batch)
-    # What the stream reads: a checkpoint of another source is refused (rate limits and the
-    # like may change between runs, as Spark's).
-    source = json.loads(json.dumps(
-        {"subscribe": parsed.subscribe, "subscribePattern": parsed.subscribe_pattern,
-         "assign": parsed.assign}, sort_keys=True))
+    source = parsed.stream_source()
     batch_id, positions = 0, None
     if checkpoint is not None:
         batch_id, positions = _resume(checkpoint, source)

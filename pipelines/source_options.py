@@ -106,6 +106,15 @@ class SourceOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
 
+    def stream_source(self) -> dict[str, Any]:
+        """What a stream reads, as its checkpoint records it (JSON's types): a checkpoint of
+        another source is refused, while rate limits and the like may change between runs,
+        as Spark's."""
+        source = {"subscribe": self.subscribe, "subscribePattern": self.subscribe_pattern,
+                  "assign": self.assign}
+        loaded: dict[str, Any] = json.loads(json.dumps(source, sort_keys=True))
+        return loaded
+
     def topics_of(self, existing: Iterable[str]) -> list[str]:
         """The topics read, given the topics that exist (for `subscribePattern`, which, as a
         Kafka consumer's, leaves out internal topics)."""

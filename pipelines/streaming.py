@@ -275,10 +275,7 @@ def stream_topic(
                             max_records_per_batch=max_records_per_batch)
     state = None
     if checkpoint is not None:
-        # What the stream reads; rate limits and the like may change between runs, as Spark's.
-        source = {"subscribe": parsed.subscribe, "subscribePattern": parsed.subscribe_pattern,
-                  "assign": parsed.assign}
-        state = StreamCheckpoint(checkpoint, source)
+        state = StreamCheckpoint(checkpoint, parsed.stream_source())
     return TopicStream(spark, cluster, parsed, group, fn, checkpoint=state,
                        output_topic=output_topic, trigger=trigger,
                        trigger_interval=trigger_interval,

@@ -30,6 +30,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rafka.actors.cluster import Cluster
+from rafka.pipelines.checkpoint import write_json_atomically
 from rafka.pipelines.dataset_streams import stream_dataset
 
 PLAN_FILE = "plan.json"
@@ -78,14 +79,9 @@ class TrainingWorker:
         return dict(self.model)
 
     def _save(self) -> None:
-        """The model and the offsets after the batch it learned last, in one file: a rename
-        makes the new one appear whole, or the old one stays."""
-        temporary = self.path.with_name(f".{self.path.name}.tmp")
-        with open(temporary, "w") as out:
-            json.dump({"model": self.model, "stream": self.stream_checkpoint}, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, self.path)
+        """The model and the offsets after the batch it learned last, in one file written
+        whole or not at all."""
+        write_json_atomically(self.path, {"model": self.model, "stream": self.stream_checkpoint})
 
 
 def start_workers(cluster: Cluster, topic: str, checkpoint_dir: str | os.PathLike[str]
