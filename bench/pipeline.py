@@ -20,6 +20,9 @@ What it times (medians of `--repeat` runs, each materialised with persist().coun
   (`mapInArrow`) that only count them: the floor of any writer in Spark's tasks.
 * `write_topic_keyed`: the same rows with a 16-byte key each (the value's first bytes), placed
   by key as Java's producer would.
+* `write_topic_transactional`, `write_topic_keyed_transactional`: the same two writes in one
+  Kafka transaction each (`write_topic(transactional=True)`: the rows shuffled to one task per
+  partition, sent under the driver's transaction, committed by the driver).
 * `write_dataset`: the rows' values as a Ray Dataset (Arrow blocks in the object store) written
   to a topic by `write_dataset`, beside `ray_data_write_kafka`, Ray Data's own
   `Dataset.write_kafka` (confluent-kafka in its write tasks) writing the same Dataset to the
@@ -28,7 +31,8 @@ What it times (medians of `--repeat` runs, each materialised with persist().coun
 Ratios: `read_topic_vs_arrow_handoff` (issue 24's target is 0.8), `write_topic_vs_parquet_write`
 (also 0.8), `python_handoff_vs_parquet_write`, `write_topic_vs_python_handoff`,
 `read_topic_vs_create_dataframe`, `ray_data_read_kafka_vs_ray_data` and
-`write_dataset_vs_ray_data_write_kafka` (issue 55's target is 5).
+`write_dataset_vs_ray_data_write_kafka` (issue 55's target is 5); what a transaction costs:
+`write_topic_transactional_vs_write_topic`, `write_topic_keyed_transactional_vs_write_topic_keyed`.
 """
 
 from __future__ import annotations
@@ -102,8 +106,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; medians reported")
     parser.add_argument("--phases", default="read_topic,arrow_handoff,parquet_read,"
                         "create_dataframe,ray_data,ray_data_read_kafka,write_topic,"
-                        "write_topic_keyed,parquet_write,python_handoff,write_dataset,"
-                        "ray_data_write_kafka")
+                        "write_topic_keyed,write_topic_transactional,"
+                        "write_topic_keyed_transactional,parquet_write,python_handoff,"
+                        "write_dataset,ray_data_write_kafka")
     parser.add_argument("--plot", help="write a bar chart to this PNG file")
     args = parser.parse_args()
     phases = args.phases.split(",")
@@ -156,6 +161,13 @@ def main() -> None:
         def write_keyed() -> int:
             return sum(write_topic(keyed, cluster, out_topics[0], key_col="key").values())
 
+        def write_transactional() -> int:
+            return sum(write_topic(values, cluster, out_topics[0], transactional=True).values())
+
+        def write_keyed_transactional() -> int:
+            return sum(write_topic(keyed, cluster, out_topics[0], key_col="key",
+                                   transactional=True).values())
+
         def parquet_write() -> int:
             target = os.path.join(scratch, f"out-{next(written)}")
             values.write.parquet(target)
@@ -193,6 +205,8 @@ def main() -> None:
             "ray_data_read_kafka": ray_data_read_kafka,
             "write_topic": write,
             "write_topic_keyed": write_keyed,
+            "write_topic_transactional": write_transactional,
+            "write_topic_keyed_transactional": write_keyed_transactional,
             "parquet_write": parquet_write,
             "python_handoff": python_handoff,
             "write_dataset": write_blocks,
@@ -226,6 +240,10 @@ def main() -> None:
         "python_handoff_vs_parquet_write": ("python_handoff", "parquet_write"),
         "write_topic_vs_python_handoff": ("write_topic", "python_handoff"),
         "write_dataset_vs_ray_data_write_kafka": ("write_dataset", "ray_data_write_kafka"),
+        "write_topic_transactional_vs_write_topic": ("write_topic_transactional",
+                                                     "write_topic"),
+        "write_topic_keyed_transactional_vs_write_topic_keyed": (
+            "write_topic_keyed_transactional", "write_topic_keyed"),
     }.items():
         if numerator in rates and denominator in rates:
             result[name] = round(rates[numerator] / rates[denominator], 2)

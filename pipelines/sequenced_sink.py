@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from rafka.actors.clients.column_partitions import check_record_columns, key_partitions
+from rafka.actors.clients.producer import Producer, SentRecords
 from rafka.actors.clients.sequenced_producer import SequencedProducer
 from rafka.actors.errors import RafkaError
 from rafka.pipelines.sink_plan import (
@@ -68,36 +69,8 @@ def write_part(namespace: str, topic: str, write_id: str, part: int, part_name: 
     try:
         already = producer.start_fresh(topic) if nothing_before else producer.resume(
             topic, timeout_s)
-        partitions = len(already)
-        to_skip = dict(already)
-        counts: Counter[int] = Counter()
-        sent = []
-        first_row = 0
-        for batch in batches:
-            values = batch.column(columns.value)
-            keys = batch.column(columns.key) if columns.key else None
-            headers = batch.column(columns.headers) if columns.headers else None
-            if keys is None and columns.partition is None:  # slices, not a partition per row
-                groups: list[tuple[int, range | np.ndarray]] = [
-                    (target, range(start, stop)) for target, start, stop
-                    in keyless_runs(partitions, part, first_row, batch.num_rows)]
-            else:
-                explicit, given = _explicit_partitions(batch, columns.partition)
-                by_key = None if keys is None else key_partitions(keys, partitions)
-                targets = target_partitions(topic, partitions, part, first_row,
-                                            batch.num_rows, by_key, explicit, given)
-                groups = list(rows_by_partition(targets).items())
-            for target, rows in groups:
-                counts[target] += len(rows)
-                skipped = min(to_skip[target], len(rows))
-                to_skip[target] -= skipped
-                rows = rows[skipped:]
-                if not len(rows):
-                    continue
-                sent.append(producer.send_columns(
-                    topic, _pick(values, rows), None if keys is None else _pick(keys, rows),
-                    partition=target, headers=None if headers is None else _pick(headers, rows)))
-            first_row += batch.num_rows
+        counts, sent, to_skip = send_rows(producer, topic, len(already), part, columns,
+                                          batches, dict(already))
         short = ", ".join(f"{already[p]} records to {topic}-{p}, where this attempt has "
                           f"{counts[p]} rows" for p, left in sorted(to_skip.items()) if left)
         if short:
@@ -111,6 +84,52 @@ def write_part(namespace: str, topic: str, write_id: str, part: int, part_name: 
     finally:
         producer.close(timeout_s)
     return counts
+
+
+def send_rows(producer: Producer, topic: str, partitions: int, part: int,
+              columns: SinkColumns, batches: Iterable[pa.RecordBatch],
+              to_skip: dict[int, int]) -> tuple[Counter[int], list[SentRecords], dict[int, int]]:
+    """Send the rows of `batches` (part `part` of a write) to their Kafka partitions
+    (`sink_plan`), skipping the first `to_skip[p]` rows of each partition p. Returns how many
+    rows each partition has, what was sent, and what was left to skip (rows an earlier
+    attempt had that this one has not)."""
+    to_skip = dict(to_skip)
+    counts: Counter[int] = Counter()
+    sent = []
+    first_row = 0
+    for batch in batches:
+        values = batch.column(columns.value)
+        keys = batch.column(columns.key) if columns.key else None
+        headers = batch.column(columns.headers) if columns.headers else None
+        if keys is None and columns.partition is None:  # slices, not a partition per row
+            groups: list[tuple[int, range | np.ndarray]] = [
+                (target, range(start, stop)) for target, start, stop
+                in keyless_runs(partitions, part, first_row, batch.num_rows)]
+        else:
+            groups = list(rows_by_partition(
+                batch_targets(batch, topic, partitions, part, first_row, columns)).items())
+        for target, rows in groups:
+            counts[target] += len(rows)
+            skipped = min(to_skip[target], len(rows))
+            to_skip[target] -= skipped
+            rows = rows[skipped:]
+            if not len(rows):
+                continue
+            sent.append(producer.send_columns(
+                topic, _pick(values, rows), None if keys is None else _pick(keys, rows),
+                partition=target, headers=None if headers is None else _pick(headers, rows)))
+        first_row += batch.num_rows
+    return counts, sent, to_skip
+
+
+def batch_targets(batch: pa.RecordBatch, topic: str, partitions: int, part: int,
+                  first_row: int, columns: SinkColumns) -> np.ndarray:
+    """The Kafka partition of each row of `batch`, row `first_row` of part `part` onwards."""
+    explicit, given = _explicit_partitions(batch, columns.partition)
+    keys = batch.column(columns.key) if columns.key else None
+    by_key = None if keys is None else key_partitions(keys, partitions)
+    return target_partitions(topic, partitions, part, first_row, batch.num_rows, by_key,
+                             explicit, given)
 
 
 def _explicit_partitions(batch: pa.RecordBatch, name: str | None,

@@ -48,7 +48,7 @@ def write_frame(df: DataFrame, namespace: str, topic: str, write_id: str,
     """Write every row of `df` to `topic` once (see the module docstring); returns how many
     records of the write each Kafka partition holds. `new_write_id`: the id was made for this
     call, so no earlier attempt can have written under it."""
-    _check_types(df, columns)
+    check_frame_types(df, columns)
     context = ray.get_runtime_context()
     write = partial(_write_partition, context.gcs_address, context.namespace, namespace,
                     topic, write_id, new_write_id, columns, acks, timeout_s)
@@ -58,7 +58,7 @@ def write_frame(df: DataFrame, namespace: str, topic: str, write_id: str,
     return dict(sorted(counts.items()))
 
 
-def _check_types(df: DataFrame, columns: SinkColumns) -> None:
+def check_frame_types(df: DataFrame, columns: SinkColumns) -> None:
     """Spark's Kafka sink's types: refused here, before any task runs."""
     fields = {field.name: field.dataType for field in df.schema.fields}
     missing = [name for name in columns.names() if name not in fields]

@@ -13,8 +13,11 @@ Where a stream keeps its progress:
   process runs an unfinished batch again with the same id, the same ranges and the same
   number of read tasks, then goes on. With `output_topic=`, what `fn` returns is written to
   that topic each record once however often its batch runs (`pipelines.spark_writes`): an
-  exactly-once pipeline, topic to topic; another sink can be made so by keying its writes
-  by `batch_id`.
+  exactly-once pipeline, topic to topic. With `transactional=True` too, each batch's output
+  and its source offsets are one Kafka transaction (`pipelines.transactional_sink`), so a
+  read_committed reader sees each batch whole or not at all, and a batch that committed
+  before the driver died is not run again. Another sink can be made exactly-once by keying
+  its writes by `batch_id`.
 * `group`: the group's committed offsets move at the end of each batch (at-least-once, as a
   Kafka consumer commits); without a checkpoint, a restarted stream starts from them, with
   batch ids from 0 again. With both, the checkpoint says where to start and the group's
@@ -38,6 +41,7 @@ from pyspark.sql import DataFrame, SparkSession
 from rafka.actors.cluster import Cluster
 from rafka.actors.errors import UnknownTopicError
 from rafka.pipelines.checkpoint import StreamCheckpoint
+from rafka.pipelines.sequenced_sink import SinkColumns
 from rafka.pipelines.source_options import OffsetRanges, SourceOptions
 from rafka.pipelines.spark_reads import read_tasks as spark_read_tasks
 from rafka.pipelines.stream_plan import next_ranges, record_count, should_run
@@ -48,10 +52,13 @@ from rafka.pipelines.topics import (
     source_options,
     write_topic,
 )
+from rafka.pipelines.transactional_sink import BatchReceipt, write_frame_in_transaction
 
 log = logging.getLogger(__name__)
 
 BatchFunction = Callable[[DataFrame, int], object]
+# Kafka's transaction.timeout.ms for a transactional stream's batches.
+TRANSACTION_TIMEOUT_MS = 60_000
 TRIGGERS = ("processingTime", "once", "availableNow")
 
 
@@ -68,6 +75,7 @@ class TopicStream:
         *,
         checkpoint: StreamCheckpoint | None,
         output_topic: str | None,
+        transactional: bool,
         trigger: str,
         trigger_interval: float,
         max_attempts: int,
@@ -76,6 +84,7 @@ class TopicStream:
             spark, cluster, options, group, fn)
         self.checkpoint = checkpoint
         self.output_topic = output_topic
+        self.transactional = transactional
         self.trigger = trigger
         self.trigger_interval = trigger_interval
         self.max_attempts = max_attempts
@@ -121,9 +130,16 @@ class TopicStream:
 
     def _recover(self) -> None:
         """Where to start: a checkpoint's unfinished batch runs again first."""
-        last = self.checkpoint.last_batch() if self.checkpoint is not None else None
+        if self.checkpoint is None:
+            return
+        last = self.checkpoint.last_batch()
         if last is None:
             return
+        if not last.committed and self.transactional \
+                and self._receipt(last.ranges).found() is not None:
+            # Its transaction committed; the driver died before the checkpoint said so.
+            self.checkpoint.commit(last.batch_id)
+            last = last._replace(committed=True)
         if last.committed:
             self.batch_id = last.batch_id + 1
             self._positions = {tp: until for tp, (_start, until) in last.ranges.items()}
@@ -175,7 +191,7 @@ class TopicStream:
             try:
                 output = self.fn(frame, self.batch_id)
                 if self.output_topic is not None:
-                    self._write_output(output)
+                    self._write_output(output, ranges)
                 break
             except Exception:
                 self.failed_attempts += 1
@@ -185,7 +201,7 @@ class TopicStream:
                             self.failed_attempts, self.max_attempts, exc_info=True)
                 if self._stop.wait(min(self.trigger_interval, 1.0)):
                     raise
-        if self.group is not None:
+        if self.group is not None and not self.transactional:  # else committed with the output
             frame.commit()
         if self.checkpoint is not None:
             self.checkpoint.commit(self.batch_id)
@@ -197,9 +213,11 @@ class TopicStream:
         self._last_batch_at = time.monotonic()
         self.batch_id += 1
 
-    def _write_output(self, output: object) -> None:
+    def _write_output(self, output: object, ranges: OffsetRanges) -> None:
         """Write what `fn` returned for this batch, each record once however often the batch
-        runs: its write id is the stream's and the batch's (`pipelines.spark_writes`)."""
+        runs: its write id is the stream's and the batch's (`pipelines.spark_writes`); or,
+        transactional, in one transaction with the batch's source offsets
+        (`pipelines.transactional_sink`)."""
         if not isinstance(output, DataFrame):
             raise TypeError(f"with output_topic=, fn returns the batch's output DataFrame "
                             f"(a 'value' column; 'key', 'partition', 'headers' optional), not "
@@ -207,11 +225,27 @@ class TopicStream:
         # stream_topic requires a checkpoint with output_topic, and calls this only with one.
         assert self.checkpoint is not None and self.output_topic is not None
         present = set(output.columns)
+        if self.transactional:
+            columns = SinkColumns("key" if "key" in present else None, "value",
+                                  "partition" if "partition" in present else None,
+                                  "headers" if "headers" in present else None)
+            write_frame_in_transaction(
+                output, self.cluster, self.output_topic, columns,
+                f"rafka.stream.{self.checkpoint.stream_id}", receipt=self._receipt(ranges),
+                timeout_s=120.0, transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
+            return
         write_topic(output, self.cluster, self.output_topic,
                     key_col="key" if "key" in present else None,
                     partition_col="partition" if "partition" in present else None,
                     headers_col="headers" if "headers" in present else None,
                     write_id=f"{self.checkpoint.stream_id}/{self.batch_id}")
+
+    def _receipt(self, ranges: OffsetRanges) -> BatchReceipt:
+        """A transactional batch's receipt: its source offsets, committed with its output to
+        the stream's group (or, without one, to a group of the stream's own)."""
+        assert self.checkpoint is not None
+        return BatchReceipt(self.cluster,
+                            self.group or f"rafka.stream.{self.checkpoint.stream_id}", ranges)
 
     # ------------------------------------------------------------------------ control
 
@@ -240,6 +274,7 @@ def stream_topic(
     options: Mapping[str, Any] | None = None,
     checkpoint: str | None = None,
     output_topic: str | None = None,
+    transactional: bool = False,
     trigger: str = "processingTime",
     trigger_interval: float = 1.0,
     max_records_per_batch: int | None = None,
@@ -256,7 +291,11 @@ def stream_topic(
     with Spark's Kafka-sink columns (`value`; `key`, `partition`, `headers` if it has them),
     and the stream writes it to `output_topic`: each record once, even when the batch runs
     again in a restarted driver, if `fn` gives the same rows each time
-    (`pipelines.spark_writes`).
+    (`pipelines.spark_writes`). `transactional=True` writes each batch's output and its
+    source offsets (to `group`, or to the stream's own group `rafka.stream.<id>`) in one
+    Kafka transaction: a read_committed consumer of the output sees each batch whole or not
+    at all, and `fn` may give other rows when its batch runs again
+    (`pipelines.transactional_sink`).
     """
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
@@ -265,6 +304,9 @@ def stream_topic(
     if output_topic is not None and checkpoint is None:
         raise ValueError("output_topic= writes each batch once by the stream's identity and "
                          "batch ids, which live in its checkpoint: give checkpoint= too")
+    if transactional and output_topic is None:
+        raise ValueError("transactional=True writes the output in transactions: give "
+                         "output_topic= (and checkpoint=)")
     if output_topic is not None and not cluster.topic_exists(output_topic):
         raise UnknownTopicError(f"output topic {output_topic!r} does not exist: create it "
                                 "first")
@@ -277,6 +319,6 @@ def stream_topic(
     if checkpoint is not None:
         state = StreamCheckpoint(checkpoint, parsed.stream_source())
     return TopicStream(spark, cluster, parsed, group, fn, checkpoint=state,
-                       output_topic=output_topic, trigger=trigger,
+                       output_topic=output_topic, transactional=transactional, trigger=trigger,
                        trigger_interval=trigger_interval,
                        max_attempts=max_attempts).start()

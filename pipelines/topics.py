@@ -10,13 +10,15 @@ says the batch is consumed (`commit()`, or leaving the `with` block without an e
 at-least-once, as a Kafka consumer commits.
 
 `write_topic` produces a DataFrame's rows from Spark's tasks, each record once, even when a
-task or the whole write runs again (`pipelines.spark_writes`); `write_dataset` does the same
-for a Ray Dataset, from Ray Data's write tasks (`pipelines.dataset_writes`).
+task or the whole write runs again (`pipelines.spark_writes`), or in one Kafka transaction
+(`pipelines.transactional_sink`); `write_dataset` does the same for a Ray Dataset, from Ray
+Data's write tasks (`pipelines.dataset_writes`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -51,6 +53,13 @@ from rafka.pipelines.source_options import (
 )
 from rafka.pipelines.spark_reads import pieces_frame, read_tasks
 from rafka.pipelines.spark_writes import write_frame
+from rafka.pipelines.transactional_sink import (
+    WriteReceipt,
+    transactional_acks,
+    write_frame_in_transaction,
+)
+
+log = logging.getLogger(__name__)
 
 SPARK_SCHEMA = StructType([
     StructField("key", BinaryType()),
@@ -275,6 +284,8 @@ def write_topic(
     acks: Any = "all",
     write_id: str | None = None,
     timeout_s: float = 120.0,
+    transactional: bool = False,
+    transaction_timeout_ms: int = 60_000,
 ) -> dict[int, int]:
     """Produce every row of `df` to `topic`, each exactly once; returns how many records of
     the write each partition holds. The columns are Spark's Kafka sink's: key and value binary
@@ -285,10 +296,34 @@ def write_topic(
     the records its earlier attempt did not store. `write_id` names the write across driver
     processes: run again with the same id (after a crash, say), it stores only what is
     missing. It must then be the same DataFrame, giving each Spark partition the same rows
-    in the same order."""
+    in the same order.
+
+    `transactional=True` writes the rows in one Kafka transaction instead
+    (`pipelines.transactional_sink`): a read_committed consumer sees every row of the write
+    or none, and a failed attempt is aborted and run again whole (up to three times), so the
+    rows need not come out the same each time. Run again under a `write_id` whose write
+    committed, it writes nothing and returns that write's counts, whatever the rows now;
+    under one whose write did not commit, the earlier attempt is aborted and this one's rows
+    are written. `transaction_timeout_ms` is Kafka's transaction.timeout.ms: the coordinator
+    aborts a write open longer, and a crashed driver's write holds back read_committed
+    readers of the topic until then (or until the write is run again)."""
     if not cluster.topic_exists(topic):
         raise UnknownTopicError(f"topic {topic!r} does not exist: create it first")
     columns = SinkColumns(key_col, value_col, partition_col, headers_col)
+    if transactional:
+        transactional_acks(acks)
+        transactional_id = f"rafka.write.{write_id or uuid.uuid4().hex}"
+        receipt = None
+        if write_id is not None:
+            receipt = WriteReceipt(cluster, transactional_id, topic,
+                                   cluster.partition_count(topic))
+            found = receipt.found()
+            if found is not None:
+                log.info("write %r committed before: its counts stand", write_id)
+                return found
+        return write_frame_in_transaction(
+            df, cluster, topic, columns, transactional_id, receipt=receipt,
+            timeout_s=timeout_s, transaction_timeout_ms=transaction_timeout_ms, attempts=3)
     return write_frame(df, cluster.namespace, topic, write_id or uuid.uuid4().hex, columns,
                        acks=acks, timeout_s=timeout_s, new_write_id=write_id is None)
 

@@ -30,6 +30,7 @@ from typing import Any
 import ray
 
 from rafka.actors.clients.accumulator import PendingBatch
+from rafka.actors.clients.metadata import ClientMetadata
 from rafka.actors.clients.producer import Producer
 from rafka.actors.clients.sender import Sender
 from rafka.actors.errors import (
@@ -102,7 +103,8 @@ class SequencedProducer(Producer):
         pending = set(range(self._partition_count(topic)))
         written: dict[int, int] = {}
         while pending:
-            for partition, answer in self._ask_leaders(topic, sorted(pending)).items():
+            answers = describe_producer(self.metadata, topic, sorted(pending), self.producer_id)
+            for partition, answer in answers.items():
                 count = _records_written(answer, topic, partition, self.producer_id)
                 if count is not None:
                     written[partition] = count
@@ -119,41 +121,42 @@ class SequencedProducer(Producer):
                 self._accumulator.sequences.start_at(topic, partition, count)
         return dict(sorted(written.items()))
 
-    def _ask_leaders(self, topic: str, partitions: list[int]
-                     ) -> dict[int, ProducerDescription]:
-        """DescribeProducers for this producer id, one request per leader host; a partition
-        whose leader could not answer is left out (asked again)."""
-        by_host: dict[str, tuple[Any, list[int]]] = {}
-        for partition in partitions:
-            try:
-                name, host = self.metadata.leader_host(topic, partition, wait_s=1)
-            except Exception as error:
-                if not is_retriable(error):
-                    raise
-                self.metadata.invalidate(topic)
-                continue
-            by_host.setdefault(name, (host, []))[1].append(partition)
-        answers: dict[int, ProducerDescription] = {}
-        for name, (host, led) in by_host.items():
-            try:
-                replies = ray.get(host.describe_producers.remote(
-                    [ProducerQuery(topic, partition, self.producer_id) for partition in led]),
-                    timeout=30)
-            except Exception as error:
-                self.metadata.forget_if_dead(name, error)
-                if not is_retriable(error):
-                    raise
-                self.metadata.invalidate(topic)
-                continue
-            for partition, reply in zip(led, replies, strict=True):
-                reply_error = error_for(reply)
-                if reply_error is None:
-                    answers[partition] = reply
-                elif is_retriable(reply_error):
-                    self.metadata.invalidate(topic)
-                else:
-                    raise reply_error
-        return answers
+
+def describe_producer(metadata: ClientMetadata, topic: str, partitions: list[int],
+                      producer_id: int) -> dict[int, ProducerDescription]:
+    """DescribeProducers for `producer_id` in `partitions` of `topic`, one request per leader
+    host; a partition whose leader could not answer is left out (ask again)."""
+    by_host: dict[str, tuple[Any, list[int]]] = {}
+    for partition in partitions:
+        try:
+            name, host = metadata.leader_host(topic, partition, wait_s=1)
+        except Exception as error:
+            if not is_retriable(error):
+                raise
+            metadata.invalidate(topic)
+            continue
+        by_host.setdefault(name, (host, []))[1].append(partition)
+    answers: dict[int, ProducerDescription] = {}
+    for name, (host, led) in by_host.items():
+        try:
+            replies = ray.get(host.describe_producers.remote(
+                [ProducerQuery(topic, partition, producer_id) for partition in led]),
+                timeout=30)
+        except Exception as error:
+            metadata.forget_if_dead(name, error)
+            if not is_retriable(error):
+                raise
+            metadata.invalidate(topic)
+            continue
+        for partition, reply in zip(led, replies, strict=True):
+            reply_error = error_for(reply)
+            if reply_error is None:
+                answers[partition] = reply
+            elif is_retriable(reply_error):
+                metadata.invalidate(topic)
+            else:
+                raise reply_error
+    return answers
 
 
 def _records_written(answer: ProducerDescription, topic: str, partition: int,

@@ -1,5 +1,6 @@
 """The exactly-once sink: `write_topic` and a stream's `output_topic` store each row once when
-a Spark task fails midway and runs again, and when a whole write runs again under its id."""
+a Spark task fails midway and runs again, and when a whole write runs again under its id; the
+transactional sink shows a read_committed reader each write whole or not at all."""
 
 from __future__ import annotations
 
@@ -11,15 +12,25 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
 from rafka import Cluster
 from rafka.actors.clients.partitioner import default_partition
+from rafka.actors.clients.transaction_member import JoinedTransaction, TransactionMemberProducer
+from rafka.actors.errors import InvalidTxnStateError, ProducerFencedError
+from rafka.pipelines.checkpoint import StreamCheckpoint
 from rafka.pipelines.sequenced_sink import NonDeterministicInputError
 from rafka.pipelines.streaming import stream_topic
-from rafka.pipelines.topics import read_topic, write_topic
-from tests.support.cluster import fresh, module_cluster, stored_count, stored_records
+from rafka.pipelines.topics import read_topic, source_options, write_topic
+from tests.support.cluster import (
+    fresh,
+    module_cluster,
+    read_values,
+    stored_count,
+    stored_records,
+)
 from tests.support.pipelines import ExecutorWatch, spark_executor_pids, start_driver
 
 cluster = module_cluster("sink", 2)
@@ -206,3 +217,129 @@ def test_headers_are_written_as_spark_reads_them(spark, cluster: Cluster) -> Non
     with pytest.raises(TypeError, match="headers are array<struct<key:string,value:binary>>"):
         write_topic(frame.withColumn("headers", F.lit("x")), cluster, sink,
                     headers_col="headers")
+
+
+# ------------------------------------------------------------------ the transactional sink
+
+
+def committed_values(cluster: Cluster, topic: str, expected: int) -> Counter[bytes]:
+    return Counter(read_values(cluster, topic, "read_committed", expected))
+
+
+def test_a_transactional_write_is_seen_whole_and_its_rerun_writes_nothing(
+        spark, cluster: Cluster) -> None:
+    topic = fresh("txn-write")
+    cluster.create_topic(topic, partitions=3, replication_factor=2)
+    frame = numbers(spark, 5000).withColumn("key", F.concat(F.lit("k"), F.col("value")))
+    first = write_topic(frame, cluster, topic, key_col="key", write_id="txn-1",
+                        transactional=True)
+    assert sum(first.values()) == 5000
+    records = stored_records(cluster, topic, 5000)
+    assert Counter(r.value for r in records) == Counter(str(i).encode() for i in range(5000))
+    assert all(r.partition == default_partition(r.key, 3) for r in records)
+    assert {p: n for p, n in Counter(r.partition for r in records).items()} == first
+    # Run again under its id, with other rows: the committed write stands, nothing is added.
+    again = write_topic(numbers(spark, 10), cluster, topic, write_id="txn-1", transactional=True)
+    assert again == first
+    assert committed_values(cluster, topic, 5000) == Counter(str(i).encode() for i in range(5000))
+    with pytest.raises(ValueError, match="acks='all'"):
+        write_topic(frame, cluster, topic, transactional=True, acks=1)
+
+
+def test_a_transactional_write_aborts_what_an_earlier_attempt_left_open(
+        spark, cluster: Cluster) -> None:
+    """An attempt that wrote records and died before committing: the next attempt under the
+    same write id fences it, and no read_committed reader ever sees its records."""
+    topic = fresh("txn-replace")
+    cluster.create_topic(topic, partitions=2, replication_factor=2)
+    stale = cluster.producer(transactional_id="rafka.write.txn-2")
+    stale.init_transactions()
+    stale.begin_transaction()
+    stale.send_batch(topic, [f"stale-{i}".encode() for i in range(100)])
+    stale.flush()
+    counts = write_topic(numbers(spark, 1000), cluster, topic, write_id="txn-2",
+                         transactional=True)
+    assert sum(counts.values()) == 1000
+    assert committed_values(cluster, topic, 1000) == Counter(
+        str(i).encode() for i in range(1000))
+    uncommitted = read_values(cluster, topic, "read_uncommitted", 1100)
+    assert sum(value.startswith(b"stale-") for value in uncommitted) == 100
+    with pytest.raises(ProducerFencedError):
+        stale.commit_transaction()
+    stale.close()
+
+
+def test_a_member_refuses_a_partition_an_earlier_member_wrote_in_the_transaction(
+        cluster: Cluster) -> None:
+    """Two members numbering one partition from 0 under one epoch would collide: the second
+    refuses, and the transaction must be aborted."""
+    topic = fresh("txn-members")
+    cluster.create_topic(topic, partitions=2, replication_factor=2)
+    owner = cluster.producer(transactional_id=fresh("owner"))
+    owner.init_transactions()
+    owner.begin_transaction()
+    transaction = owner.transactions
+    assert transaction is not None
+    transaction.add_partitions([(topic, 0), (topic, 1)])
+
+    def member() -> TransactionMemberProducer:
+        return TransactionMemberProducer(cluster.namespace, JoinedTransaction(
+            transaction.transactional_id, transaction.producer_id, transaction.producer_epoch,
+            transaction.partitions))
+
+    values = pa.array([b"a", b"b"], pa.binary())
+    first, second = member(), member()
+    first.send_columns(topic, values, partition=0).partition_counts(30)
+    with pytest.raises(InvalidTxnStateError, match="earlier attempt"):
+        second.send_columns(topic, values, partition=0)
+    second.send_columns(topic, values, partition=1).partition_counts(30)
+    with pytest.raises(InvalidTxnStateError, match="owner"):
+        second.transactions.end(commit=True)  # type: ignore[union-attr]
+    first.close()
+    second.close()
+    owner.commit_transaction()
+    owner.close()
+    assert sorted(read_values(cluster, topic, "read_committed", 4)) == [b"a", b"a", b"b", b"b"]
+
+
+def test_a_transactional_stream_commits_each_batch_with_its_source_offsets(
+        spark, cluster: Cluster, tmp_path: Path) -> None:
+    source, sink, group = fresh("txn-orders"), fresh("txn-enriched"), fresh("txn-group")
+    cluster.create_topic(source, partitions=2, replication_factor=2)
+    cluster.create_topic(sink, partitions=3, replication_factor=2)
+    producer = cluster.producer(acks="all")
+    producer.send_batch(source, [str(i).encode() for i in range(3000)],
+                        [f"k{i % 10}".encode() for i in range(3000)])
+    producer.close()
+
+    def enrich(frame, _batch_id: int):
+        return frame.select("key", F.concat("value", F.lit("!")).alias("value"))
+
+    def run() -> None:
+        stream = stream_topic(spark, cluster, source, group, enrich, checkpoint=checkpoint,
+                              output_topic=sink, transactional=True,
+                              options={"startingOffsets": "earliest"},
+                              trigger="availableNow", max_records_per_batch=1000)
+        assert stream.await_termination(300)
+
+    checkpoint = str(tmp_path / "checkpoint")
+    with pytest.raises(ValueError, match="give output_topic="):
+        stream_topic(spark, cluster, source, group, enrich, checkpoint=checkpoint,
+                     transactional=True)
+    run()
+    expected = Counter(f"{i}!".encode() for i in range(3000))
+    assert committed_values(cluster, sink, 3000) == expected
+    ends = {(source, p): end for (_t, p), end in
+            cluster.consumer().end_offsets([(source, 0), (source, 1)]).items()}
+    assert cluster.committed_offsets(group, list(ends)) == ends
+    # A driver that died after its last batch's transaction committed, before its checkpoint
+    # said so: the restarted stream finds the batch's offsets committed and writes nothing.
+    state = StreamCheckpoint(checkpoint, source_options(
+        source, {"startingOffsets": "earliest"}, streaming=True, group=group,
+        max_records_per_batch=1000).stream_source())
+    last = state.last_batch()
+    assert last is not None and last.committed
+    (Path(checkpoint) / "commits" / str(last.batch_id)).unlink()
+    run()
+    assert committed_values(cluster, sink, 3000) == expected
+    assert state.last_batch() == last
