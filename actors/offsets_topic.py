@@ -4,6 +4,9 @@ holds a group's offsets, how a commit is written to it, and its creation.
 The leader of partition `hash(group) % N` of `__consumer_offsets` is the group's offset manager
 (Kafka's "offset manager", docs/consumer-groups.md). A commit is one record per partition, keyed
 by (group, topic, partition) so that compaction keeps only the newest; a tombstone forgets it.
+The records are in Kafka's format (OffsetCommitKey and OffsetCommitValue), so that tools that
+read the topic directly (Burrow, Kafka's OffsetsMessageFormatter, lag exporters) understand
+them; those rafka wrote in msgpack before are read too.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import NamedTuple
 import msgpack
 
 from rafka.actors.errors import BrokerUnavailableError
+from rafka.common.coordinator_records import RecordFormatError, RecordReader, RecordWriter
 from rafka.coordination.admin import TopicAdmin
 from rafka.coordination.errors import TopicExistsError
 from rafka.coordination.registration import read_brokers
@@ -53,28 +57,93 @@ class OffsetAndMetadata(NamedTuple):
     leader_epoch: int = -1
 
 
+# Kafka's record types in `__consumer_offsets` (the int16 that starts a key): versions 0 and 1
+# of the key are an offset commit's (OffsetCommitKey), 2 a classic group's metadata
+# (GroupMetadataKey), which rafka does not write and skips.
+OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
+GROUP_METADATA_KEY_VERSION = 2
+# The value version written: OffsetCommitValue v3 (the leader epoch, no expire timestamp), the
+# newest that is not flexible, which Kafka's brokers and tools of every version since 2.1 read.
+OFFSET_COMMIT_VALUE_VERSION = 3
+# The first byte of a commit key rafka wrote before it wrote Kafka's format: msgpack's
+# four-element array.
+_LEGACY_KEY_START = 0x94
+
+
 def encode_commit(
     group: str, topic: str, partition: int, committed: OffsetAndMetadata | None
 ) -> tuple[bytes, bytes | None]:
-    """The key and value of one commit record; a None value (tombstone) forgets the offset."""
-    key = msgpack.packb([1, group, topic, partition])
+    """The key and value of one commit record, in Kafka's format (OffsetCommitKey v1,
+    OffsetCommitValue v3); a None value (tombstone) forgets the offset."""
+    key = (RecordWriter().int16(1).string(group).string(topic).int32(partition)).bytes()
     if committed is None:
         return key, None
-    return key, msgpack.packb([1, committed.offset, committed.metadata,
-                               committed.commit_timestamp, committed.leader_epoch])
+    return key, (RecordWriter().int16(OFFSET_COMMIT_VALUE_VERSION).int64(committed.offset)
+                 .int32(committed.leader_epoch).string(committed.metadata)
+                 .int64(committed.commit_timestamp)).bytes()
+
+
+def legacy_commit_key(group: str, topic: str, partition: int) -> bytes:
+    """The key rafka gave a commit before it wrote Kafka's format: a tombstone under it
+    removes such a record once a commit in Kafka's format replaces it."""
+    return msgpack.packb([1, group, topic, partition])
+
+
+def is_legacy_commit(key: bytes) -> bool:
+    return key[:1] == bytes([_LEGACY_KEY_START])
 
 
 def decode_commit(
     key: bytes, value: bytes | None
-) -> tuple[str, str, int, OffsetAndMetadata | None]:
-    """`(group, topic, partition, offset or None)` from a commit record."""
-    version, group, topic, partition = msgpack.unpackb(key)
-    if version != 1:
-        raise ValueError(f"unknown offset commit key version {version}")
+) -> tuple[str, str, int, OffsetAndMetadata | None] | None:
+    """`(group, topic, partition, offset or None)` from a commit record, in Kafka's format or
+    rafka's earlier msgpack one; None for a record of another kind (a group's metadata).
+    `RecordFormatError` for anything else."""
+    if is_legacy_commit(key):
+        return _decode_legacy(key, value)
+    reader = RecordReader(key)
+    version = reader.int16()
+    if version == GROUP_METADATA_KEY_VERSION:
+        return None
+    if version not in OFFSET_COMMIT_KEY_VERSIONS:
+        raise RecordFormatError(f"__consumer_offsets key of unknown version {version}")
+    group, topic, partition = reader.string(), reader.string(), reader.int32()
+    reader.end()
     if value is None:
         return group, topic, partition, None
-    # Commits written before the leader epoch was kept have four fields.
-    _version, offset, metadata, timestamp, *leader_epoch = msgpack.unpackb(value)
+    return group, topic, partition, _decode_offset_value(value)
+
+
+def _decode_offset_value(value: bytes) -> OffsetAndMetadata:
+    """OffsetCommitValue, any of Kafka's versions (0-4)."""
+    reader = RecordReader(value)
+    version = reader.int16()
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"OffsetCommitValue of unknown version {version}")
+    offset = reader.int64()
+    leader_epoch = reader.int32() if version >= 3 else -1
+    metadata = reader.compact_string() if version >= 4 else reader.string()
+    timestamp = reader.int64()
+    if version == 1:
+        reader.int64()  # the expire timestamp, which Kafka no longer keeps
+    if version >= 4:
+        reader.skip_tagged_fields()
+    reader.end()
+    return OffsetAndMetadata(offset, metadata, timestamp, leader_epoch)
+
+
+def _decode_legacy(key: bytes, value: bytes | None
+                   ) -> tuple[str, str, int, OffsetAndMetadata | None]:
+    try:
+        version, group, topic, partition = msgpack.unpackb(key)
+        if version != 1:
+            raise RecordFormatError(f"unknown offset commit key version {version}")
+        if value is None:
+            return group, topic, partition, None
+        # Commits written before the leader epoch was kept have four fields.
+        _version, offset, metadata, timestamp, *leader_epoch = msgpack.unpackb(value)
+    except (ValueError, TypeError, msgpack.UnpackException) as error:
+        raise RecordFormatError(f"not a commit record: {error}") from None
     return group, topic, partition, OffsetAndMetadata(offset, metadata, timestamp,
                                                       *leader_epoch[:1])
 

@@ -29,6 +29,8 @@ from rafka.actors.offsets_topic import (
     OffsetAndMetadata,
     decode_commit,
     encode_commit,
+    is_legacy_commit,
+    legacy_commit_key,
 )
 from rafka.actors.server.host_reads import unknown_partition
 from rafka.actors.server.replica import LEADER, PartitionReplica
@@ -46,6 +48,9 @@ class OffsetCache:
         self._groups: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         # Producer id -> its transaction's commit records (key, value), in log order.
         self._pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        # The (group, topic, partition) whose newest record is in rafka's msgpack format: the
+        # next commit of each also writes a tombstone under its old key (`commit_records`).
+        self.legacy: set[tuple[str, str, int]] = set()
 
     def stage(self, producer_id: int, key: bytes, value: bytes | None) -> None:
         """A commit record of a producer's transaction: it counts if the transaction commits."""
@@ -73,7 +78,14 @@ class OffsetCache:
                     self.apply(record.key, record.value)
 
     def apply(self, key: bytes, value: bytes | None) -> None:
-        group, topic, partition, committed = decode_commit(key, value)
+        decoded = decode_commit(key, value)
+        if decoded is None:  # a group's metadata, which rafka keeps elsewhere
+            return
+        group, topic, partition, committed = decoded
+        if is_legacy_commit(key) and committed is not None:
+            self.legacy.add((group, topic, partition))
+        else:
+            self.legacy.discard((group, topic, partition))
         offsets = self._groups.setdefault(group, {})
         if committed is None:
             offsets.pop((topic, partition), None)
@@ -91,6 +103,20 @@ class OffsetCache:
 
     def groups(self) -> list[str]:
         return sorted(group for group, offsets in self._groups.items() if offsets)
+
+    def commit_records(self, group: str,
+                       offsets: Mapping[tuple[str, int], OffsetAndMetadata | None],
+                       now_ms: int) -> list[tuple[bytes, bytes | None, int, None]]:
+        """The records that store `offsets` (None: forget it), in Kafka's format. An offset
+        whose newest record is in rafka's earlier msgpack format gets a tombstone under that
+        key first: compaction keeps the newest record per key, so the old one would otherwise
+        outlive a later tombstone in Kafka's format and bring the offset back."""
+        records: list[tuple[bytes, bytes | None, int, None]] = []
+        for (topic, partition), committed in offsets.items():
+            if (group, topic, partition) in self.legacy:
+                records.append((legacy_commit_key(group, topic, partition), None, now_ms, None))
+            records.append((*encode_commit(group, topic, partition, committed), now_ms, None))
+        return records
 
 
 class OffsetManager:
@@ -129,8 +155,7 @@ class OffsetManager:
         if not self.serving:
             return self.replica.not_leader()
         now = wall_clock_ms()
-        records = [(*encode_commit(group, topic, partition, committed), now, None)
-                   for (topic, partition), committed in _stored(offsets, now).items()]
+        records = self.cache.commit_records(group, _stored(offsets, now), now)
         if not records:
             return None
         # The producer's next sequence here, as its own batches would carry it.
@@ -176,9 +201,7 @@ class OffsetManager:
             return self.replica.not_leader()
         if not offsets:
             return None
-        now = wall_clock_ms()
-        records = [(*encode_commit(group, topic, partition, committed), now, None)
-                   for (topic, partition), committed in offsets.items()]
+        records = self.cache.commit_records(group, offsets, wall_clock_ms())
         reply = await self.replica.produce(build_batch(records), acks=-1, timeout_ms=timeout_ms)
         if not isinstance(reply, Appended):
             return reply

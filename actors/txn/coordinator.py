@@ -47,6 +47,7 @@ from rafka.actors.offsets_topic import (
     offsets_partition,
 )
 from rafka.actors.txn import transaction_state as txn
+from rafka.actors.txn.transaction_log import decode_state, encode_state
 from rafka.actors.txn.transaction_state import (
     TRANSACTION_STATE_TOPIC,
     TransactionMetadata,
@@ -162,7 +163,7 @@ class TransactionCoordinator:
                 if record.key is None or record.value is None:
                     continue
                 try:
-                    metadata = txn.decode_state(record.key, record.value)
+                    metadata = decode_state(record.key, record.value)
                 except ValueError as error:
                     log.warning("skipping record %d of %s-%d: %s", record.offset,
                                 TRANSACTION_STATE_TOPIC, partition, error)
@@ -190,7 +191,7 @@ class TransactionCoordinator:
     async def _write(self, partition: int, loaded: _Partition, metadata: TransactionMetadata
                      ) -> ErrorCode:
         """Store the id's new state (acks=all), then hold it in memory."""
-        key, value = txn.encode_state(metadata)
+        key, value = encode_state(metadata)
         host = self.broker.replica_host_for(TRANSACTION_STATE_TOPIC, partition)
         if host is None:
             return ErrorCode.NOT_COORDINATOR

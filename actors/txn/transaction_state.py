@@ -21,8 +21,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-import msgpack
-
 from rafka.actors.errors import ErrorCode
 from rafka.actors.offsets_topic import offsets_partition
 from rafka.common.sentinels import producer_epoch_exhausted
@@ -217,10 +215,7 @@ def complete(current: TransactionMetadata, now_ms: int) -> TransactionMetadata:
 
 
 # --------------------------------------------------------------- in `__transaction_state`
-
-_KEY_VERSION = 0
-_VALUE_VERSION = 0
-
+# (its records' format: `actors/txn/transaction_log.py`)
 
 # The state names Kafka's ListTransactions knows: rafka's, and two it never reaches (a Kafka
 # coordinator's transient epoch fence, and an id expired and about to be removed).
@@ -242,32 +237,6 @@ def select_listed(transactions: Iterable[TransactionMetadata], state_filters: It
               and (not producers or t.producer_id in producers)
               and (duration_filter_ms < 0 or now_ms - t.started_ms > duration_filter_ms)]
     return unknown, chosen
-
-
-def encode_state(metadata: TransactionMetadata) -> tuple[bytes, bytes]:
-    """The key and value of the record that stores ``metadata`` (the newest per key wins,
-    and compaction keeps it)."""
-    key = msgpack.packb([_KEY_VERSION, metadata.transactional_id])
-    value = msgpack.packb([
-        _VALUE_VERSION, metadata.producer_id, metadata.producer_epoch, metadata.timeout_ms,
-        metadata.state.value, sorted(metadata.partitions), metadata.started_ms,
-        metadata.updated_ms])
-    return key, value
-
-
-def decode_state(key: bytes, value: bytes) -> TransactionMetadata:
-    """A record written by :func:`encode_state`; ValueError for anything else."""
-    try:
-        key_version, transactional_id = msgpack.unpackb(key)
-        (value_version, producer_id, producer_epoch, timeout_ms, state, partitions, started,
-         updated) = msgpack.unpackb(value)
-    except (ValueError, TypeError, msgpack.UnpackException) as error:
-        raise ValueError(f"not a transaction state record: {error}") from None
-    if key_version != _KEY_VERSION or value_version != _VALUE_VERSION:
-        raise ValueError(f"transaction state record of version {key_version}/{value_version}")
-    return TransactionMetadata(
-        transactional_id, producer_id, producer_epoch, timeout_ms, TxnState(state),
-        frozenset((topic, partition) for topic, partition in partitions), started, updated)
 
 
 def transaction_state_partition(transactional_id: str, num_partitions: int) -> int:

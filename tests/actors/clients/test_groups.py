@@ -10,6 +10,7 @@ import threading
 import time
 from collections import Counter
 
+import msgpack
 import pytest
 import ray
 
@@ -17,8 +18,13 @@ from rafka import Cluster
 from rafka.actors.clients.consumer import Consumer, ConsumerRecord, NoOffsetForPartitionError
 from rafka.actors.clients.group_consumer import GroupConsumer
 from rafka.actors.errors import CommitFailedError
-from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
+from rafka.actors.offsets_topic import OFFSETS_TOPIC, legacy_commit_key, offsets_partition
 from tests.support.cluster import fresh, module_cluster
+from tests.support.kafka_coordinator_schemas import (
+    OFFSET_COMMIT_KEY,
+    OFFSET_COMMIT_VALUES,
+    decode_whole,
+)
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
 
@@ -287,6 +293,23 @@ def test_a_new_offset_manager_rebuilds_its_cache_from_the_topic(start_cluster) -
     consumer.commit()
     consumer.close(commit=False)
     managed = offsets_partition("billing", 3)
+    # The commit is Kafka's OffsetCommitKey and OffsetCommitValue (v3), as Burrow or Kafka's
+    # OffsetsMessageFormatter read the topic.
+    reader = cluster.consumer()
+    reader.assign([(OFFSETS_TOPIC, managed)])
+    reader.seek_to_beginning()
+    stored = [record for record in poll_at_least(reader, 1)
+              if decode_whole(OFFSET_COMMIT_KEY, record.key)[1:] == ("billing", "paid", 0)]
+    reader.close()
+    assert [decode_whole(OFFSET_COMMIT_VALUES[3], record.value)[:2]
+            for record in stored] == [(3, 40)]
+    # A commit rafka wrote in msgpack before (a group placed on the same partition) loads too.
+    old_group = next(name for name in (f"billing-{n}" for n in range(1000))
+                     if offsets_partition(name, 3) == managed)
+    producer = cluster.producer(acks="all")
+    producer.send(OFFSETS_TOPIC, msgpack.packb([1, 17, "", 1_600_000_000_000, -1]),
+                  legacy_commit_key(old_group, "paid", 0), partition=managed).result(30)
+    producer.close()
     manager = cluster.describe_topic(OFFSETS_TOPIC)["partitions"][managed]["leader"]
     cluster.kill_broker(manager)
     wait_until(lambda: cluster.describe_topic(OFFSETS_TOPIC)["partitions"][managed]["leader"]
@@ -295,6 +318,7 @@ def test_a_new_offset_manager_rebuilds_its_cache_from_the_topic(start_cluster) -
                              **GROUP_CONFIG)
     assert again.committed([("paid", 0)]) == {("paid", 0): 40}
     again.close(commit=False)
+    assert cluster.committed_offsets(old_group, [("paid", 0)]) == {("paid", 0): 17}
 
 
 def test_a_commit_that_times_out_raises_commit_failed(start_cluster) -> None:

@@ -120,16 +120,6 @@ def test_an_abandoned_transaction_expires_into_an_abort_that_fences_its_producer
     assert late.error == ErrorCode.PRODUCER_FENCED
 
 
-def test_a_state_survives_its_record() -> None:
-    current = ongoing()
-    key, value = txn.encode_state(current)
-    assert txn.decode_state(key, value) == current
-    with pytest.raises(ValueError):
-        txn.decode_state(key, b"\xc1")  # not msgpack
-    with pytest.raises(ValueError):
-        txn.decode_state(key, txn.encode_state(current)[1][:-3])
-
-
 def test_listing_filters_by_state_producer_and_duration_as_kafka_does() -> None:
     quiet = started(itertools.count(2000))  # no transaction yet: its start is -1, as Kafka's
     busy = ongoing(now=1_000)

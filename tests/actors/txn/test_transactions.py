@@ -25,11 +25,20 @@ from rafka.actors.txn.transaction_state import (
     TRANSACTION_STATE_TOPIC,
     transaction_state_partition,
 )
-from tests.support.cluster import partition_state, read_values
+from tests.support.cluster import module_cluster, partition_state, read_values
 from tests.support.faults import host_pids, paused
+from tests.support.kafka_coordinator_schemas import (
+    TRANSACTION_LOG_KEY,
+    TRANSACTION_LOG_VALUE,
+    decode_whole,
+)
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3
+
+# The tests that leave the cluster as they found it share one; the last, which moves
+# `__transaction_state` and pauses a host, has its own.
+shared = module_cluster("txn", 3)
 
 
 def sorted_values(cluster: Cluster, topic: str, isolation_level: str, expected: int
@@ -43,9 +52,9 @@ def new_topic(cluster: Cluster, name: str) -> str:
     return name
 
 
-def test_a_transactional_producer_commits_and_aborts_across_partitions(cluster: Cluster) -> None:
-    topic = new_topic(cluster, "payments")
-    producer = cluster.producer(transactional_id=f"payer-{uuid.uuid4().hex}")
+def test_a_transactional_producer_commits_and_aborts_across_partitions(shared: Cluster) -> None:
+    topic = new_topic(shared, "payments")
+    producer = shared.producer(transactional_id=f"payer-{uuid.uuid4().hex}")
     try:
         producer.init_transactions()
         producer.begin_transaction()
@@ -59,22 +68,55 @@ def test_a_transactional_producer_commits_and_aborts_across_partitions(cluster: 
     finally:
         producer.close()
     kept = sorted(b"kept-%d" % i for i in range(30))
-    assert sorted_values(cluster, topic, "read_committed", 30) == kept
-    assert sorted_values(cluster, topic, "read_uncommitted", 60) == sorted(
+    assert sorted_values(shared, topic, "read_committed", 30) == kept
+    assert sorted_values(shared, topic, "read_uncommitted", 60) == sorted(
         kept + [b"dropped-%d" % i for i in range(30)])
+    # The coordinator's records are Kafka's TransactionLogKey and TransactionLogValue (v0):
+    # Empty, Ongoing, PrepareCommit, CompleteCommit, Ongoing, PrepareAbort, CompleteAbort.
+    transactional_id = producer.config.transactional_id
+    assert transactional_id is not None
+    wait_until(lambda: transaction_log(shared, transactional_id)[-1:] == [(5, [], -1)], 30,
+               "the abort completed")
+    assert transaction_log(shared, transactional_id) == [
+        (0, [], -1), (1, [(topic, [0, 1, 2])], 0), (2, [(topic, [0, 1, 2])], 0), (4, [], -1),
+        (1, [(topic, [0, 1, 2])], 0), (3, [(topic, [0, 1, 2])], 0), (5, [], -1)]
 
 
-def test_offsets_sent_to_a_transaction_count_only_when_it_commits(cluster: Cluster) -> None:
-    source, sink = new_topic(cluster, "source"), new_topic(cluster, "sink")
+def transaction_log(cluster: Cluster, transactional_id: str) -> list[tuple[int, list, int]]:
+    """The `__transaction_state` records of `transactional_id`, read with kafka-python's types
+    as Kafka's: each one's state id, its partitions, and its start (0: set, -1: none)."""
+    partition = transaction_state_partition(
+        transactional_id, cluster.partition_count(TRANSACTION_STATE_TOPIC))
+    reader = cluster.consumer()
+    reader.assign([(TRANSACTION_STATE_TOPIC, partition)])
+    reader.seek_to_beginning()
+    [end] = reader.end_offsets([(TRANSACTION_STATE_TOPIC, partition)]).values()
+    records = []
+    while reader.position(TRANSACTION_STATE_TOPIC, partition) < end:
+        records += reader.poll(500)
+    reader.close()
+    states = []
+    for record in records:
+        version, key = decode_whole(TRANSACTION_LOG_KEY, record.key)
+        if (version, key) != (0, transactional_id):
+            continue
+        value = decode_whole(TRANSACTION_LOG_VALUE, record.value)
+        assert value[0] == 0
+        states.append((value[4], value[5], 0 if value[7] >= 0 else -1))
+    return states
+
+
+def test_offsets_sent_to_a_transaction_count_only_when_it_commits(shared: Cluster) -> None:
+    source, sink = new_topic(shared, "source"), new_topic(shared, "sink")
     group = f"transformer-{uuid.uuid4().hex[:8]}"
-    producer = cluster.producer(transactional_id=f"transformer-{uuid.uuid4().hex}")
+    producer = shared.producer(transactional_id=f"transformer-{uuid.uuid4().hex}")
     try:
         producer.init_transactions()
         producer.begin_transaction()
         producer.send(sink, b"out-1", partition=0)
         producer.send_offsets_to_transaction({(source, 0): 10, (source, 1): 4}, group)
         producer.abort_transaction()
-        assert cluster.committed_offsets(group, [(source, 0)]) == {(source, 0): None}
+        assert shared.committed_offsets(group, [(source, 0)]) == {(source, 0): None}
         producer.begin_transaction()
         producer.send(sink, b"out-2", partition=0)
         producer.send_offsets_to_transaction({(source, 0): 12}, group)
@@ -83,18 +125,18 @@ def test_offsets_sent_to_a_transaction_count_only_when_it_commits(cluster: Clust
         producer.close()
     # EndTxn is answered once the commit is decided; the markers that make the offsets count
     # follow, as in Kafka.
-    wait_until(lambda: cluster.committed_offsets(group, [(source, 0), (source, 1)]) == {
+    wait_until(lambda: shared.committed_offsets(group, [(source, 0), (source, 1)]) == {
         (source, 0): 12, (source, 1): None}, 30, "the committed transaction's offsets")
-    assert sorted_values(cluster, sink, "read_committed", 1) == [b"out-2"]
+    assert sorted_values(shared, sink, "read_committed", 1) == [b"out-2"]
 
 
 def test_a_newer_instance_fences_the_older_and_aborts_what_it_left_open(
-    cluster: Cluster,
+    shared: Cluster,
 ) -> None:
-    topic = new_topic(cluster, "ledger")
+    topic = new_topic(shared, "ledger")
     transactional_id = f"ledger-{uuid.uuid4().hex}"
-    zombie = cluster.producer(transactional_id=transactional_id)
-    successor = cluster.producer(transactional_id=transactional_id)
+    zombie = shared.producer(transactional_id=transactional_id)
+    successor = shared.producer(transactional_id=transactional_id)
     try:
         zombie.init_transactions()
         zombie.begin_transaction()
@@ -109,17 +151,17 @@ def test_a_newer_instance_fences_the_older_and_aborts_what_it_left_open(
     finally:
         zombie.close()
         successor.close()
-    assert sorted_values(cluster, topic, "read_committed", 1) == [b"successor"]
+    assert sorted_values(shared, topic, "read_committed", 1) == [b"successor"]
 
 
-def test_misuse_gets_kafkas_errors(cluster: Cluster) -> None:
+def test_misuse_gets_kafkas_errors(shared: Cluster) -> None:
     with pytest.raises(InvalidConfigError, match="acks"):
-        cluster.producer(transactional_id="t", acks=1)
-    plain = cluster.producer()
+        shared.producer(transactional_id="t", acks=1)
+    plain = shared.producer()
     with pytest.raises(InvalidTxnStateError, match="transactional_id"):
         plain.begin_transaction()
     plain.close()
-    producer = cluster.producer(transactional_id=f"misuse-{uuid.uuid4().hex}")
+    producer = shared.producer(transactional_id=f"misuse-{uuid.uuid4().hex}")
     try:
         with pytest.raises(InvalidTxnStateError, match="UNINITIALIZED"):
             producer.begin_transaction()
@@ -133,13 +175,13 @@ def test_misuse_gets_kafkas_errors(cluster: Cluster) -> None:
         producer.close()
 
 
-def test_a_marker_from_an_older_coordinator_is_refused(cluster: Cluster) -> None:
+def test_a_marker_from_an_older_coordinator_is_refused(shared: Cluster) -> None:
     """A coordinator that lost `__transaction_state` may still send markers it prepared; once
     a newer coordinator's marker for the producer is in the partition, they are refused
     (Kafka's TRANSACTION_COORDINATOR_FENCED), so a late one cannot end a later transaction."""
-    topic = new_topic(cluster, "markers")
-    leader = cluster.describe_topic(topic)["partitions"][0]["leader"]
-    host = cluster.replica_hosts(topic, 0)[leader]
+    topic = new_topic(shared, "markers")
+    leader = shared.describe_topic(topic)["partitions"][0]["leader"]
+    host = shared.replica_hosts(topic, 0)[leader]
 
     def write(**fields: object) -> int:
         marker = TxnMarker(topic, 0, producer_id=77, producer_epoch=0, committed=True,
