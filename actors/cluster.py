@@ -415,7 +415,8 @@ class Cluster:
         return self.admin.list_topics()
 
     def describe_topic(self, name: str) -> dict[str, Any]:
-        """Each partition's leader, replicas, ISR, leader epoch and high watermark."""
+        """The topic's id (KIP-516) and config, and each partition's leader, replicas, ISR,
+        leader epoch and high watermark."""
         description = self.admin.describe_topic(name)
         leaders = {state.value.leader for state in description.states.values()
                    if state is not None and state.value.leader >= 0}
@@ -439,7 +440,8 @@ class Cluster:
                 entry["high_watermark"] = facts["high_watermark"]
                 entry["log_end_offset"] = facts["log_end_offset"]
             partitions.append(entry)
-        return {"name": name, "config": dict(description.config), "partitions": partitions,
+        return {"name": name, "topic_id": description.assignment.value.topic_id,
+                "config": dict(description.config), "partitions": partitions,
                 "marked_for_deletion": description.marked_for_deletion}
 
     def alter_topic_config(self, name: str, updates: dict[str, Any]) -> dict[str, str]:

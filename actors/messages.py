@@ -328,3 +328,5 @@ class UpdateMetadataRequest:
     partitions: Mapping[TopicPartition, PartitionMetadata] = field(default_factory=dict)
     deleted_topics: tuple[str, ...] = ()
     full: bool = False
+    # The ids (KIP-516, as text) of the topics of `partitions`.
+    topic_ids: Mapping[str, str] = field(default_factory=dict)

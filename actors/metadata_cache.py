@@ -1,7 +1,7 @@
 """What a broker knows of the cluster to answer metadata requests without asking ZooKeeper
-(Kafka's MetadataCache): the live brokers and where they serve, the controller, and each
-partition's leader, leader epoch, ISR and replicas, as the controller last said in an
-UpdateMetadata. No I/O: the broker applies the controller's updates and reads answers here.
+(Kafka's MetadataCache): the live brokers and where they serve, the controller, each topic's
+id, and each partition's leader, leader epoch, ISR and replicas, as the controller last said in
+an UpdateMetadata. No I/O: the broker applies the controller's updates and reads answers here.
 
 The controller sends every live broker the partitions whose state it changed, and everything
 (`full`) when it takes office or the brokers change. Updates of an older controller epoch are
@@ -36,6 +36,7 @@ class MetadataCache:
         self.controller_epoch = NO_CONTROLLER_EPOCH
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, dict[int, PartitionMetadata]] = {}
+        self.topic_ids: dict[str, str] = {}
 
     def apply(self, update: UpdateMetadataRequest) -> bool:
         """Take the update; False (and nothing changed) if an older controller sent it."""
@@ -45,9 +46,11 @@ class MetadataCache:
         self.controller_id = update.controller_id
         self.brokers = dict(update.brokers)
         if update.full:
-            self.topics = {}
+            self.topics, self.topic_ids = {}, {}
         for topic in update.deleted_topics:
             self.topics.pop(topic, None)
+            self.topic_ids.pop(topic, None)
+        self.topic_ids.update(update.topic_ids)
         for tp, state in update.partitions.items():
             partitions = self.topics.setdefault(tp.topic, {})
             known = partitions.get(tp.partition)
@@ -68,6 +71,8 @@ class MetadataCache:
         for tp, state in baseline.partitions.items():
             if tp.topic not in baseline.deleted_topics:
                 self.topics.setdefault(tp.topic, {}).setdefault(tp.partition, state)
+        for topic, topic_id in baseline.topic_ids.items():
+            self.topic_ids.setdefault(topic, topic_id)
 
     def metadata(self, topics: Iterable[str] | None = None) -> dict[str, Any]:
         """Brokers, their Kafka endpoints and racks, the controller and, per topic asked (every
@@ -88,6 +93,8 @@ class MetadataCache:
             "racks": {broker: self.brokers[broker].rack for broker in brokers},
             "controller": self.controller_id,
             "topics": found,
+            "topic_ids": {topic: self.topic_ids[topic] for topic in found
+                          if topic in self.topic_ids},
         }
 
     def _endpoints(self, broker: int) -> list[tuple[str, int]]:
@@ -118,11 +125,15 @@ def read_metadata(store: ClusterStore, topics: list[str] | None = None) -> Updat
     states_store = PartitionStateStore(store)
     controller = store.read_optional(layout.CONTROLLER)
     partitions: dict[TopicPartition, PartitionMetadata] = {}
+    topic_ids: dict[str, str] = {}
     for topic in store.children_or_empty(layout.TOPICS) if topics is None else topics:
         assignment = store.read_optional(layout.topic_path(topic))
         if assignment is None:
             continue
-        assigned = TopicAssignment.from_json(assignment.value).partitions
+        described = TopicAssignment.from_json(assignment.value)
+        if described.topic_id is not None:
+            topic_ids[topic] = described.topic_id
+        assigned = described.partitions
         states = states_store.read_partition_states(topic, assigned)
         for partition, replicas in assigned.items():
             state = states[partition]
@@ -134,4 +145,4 @@ def read_metadata(store: ClusterStore, topics: list[str] | None = None) -> Updat
     return UpdateMetadataRequest(
         controller_id=controller.value["brokerid"] if controller else -1,
         controller_epoch=NO_CONTROLLER_EPOCH, brokers=brokers, partitions=partitions,
-        full=topics is None)
+        full=topics is None, topic_ids=topic_ids)

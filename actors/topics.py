@@ -20,10 +20,12 @@ from rafka.coordination.validation import validate_topic_name
 
 
 def create_topic(store: ClusterStore, name: str, partitions: int, replication_factor: int,
-                 config: Mapping[str, Any] | None = None, *, validate_only: bool = False) -> None:
+                 config: Mapping[str, Any] | None = None, *, validate_only: bool = False
+                 ) -> str | None:
     """Write the topic's assignment and config to ZooKeeper (or, with `validate_only`, only
     check that it could be): `InvalidTopicError`, `InvalidConfigError`,
-    `InvalidReplicationFactorError`, `InvalidPartitionsError` or `TopicExistsError` if not."""
+    `InvalidReplicationFactorError`, `InvalidPartitionsError` or `TopicExistsError` if not.
+    Returns the new topic's id (None with `validate_only`)."""
     validate_topic_name(name)
     topic_config = TopicConfig.from_dict(config)
     live = len(read_brokers(store))
@@ -41,8 +43,9 @@ def create_topic(store: ClusterStore, name: str, partitions: int, replication_fa
             raise TopicExistsError(f"topic {name!r} exists already: choose another name")
         brokers = {broker: info.rack for broker, info in read_brokers(store).items()}
         assign_replicas(brokers, partitions, replication_factor)  # raises what it cannot do
-        return
-    admin.create_topic_auto(name, partitions, replication_factor, topic_config.overrides())
+        return None
+    return admin.create_topic_auto(name, partitions, replication_factor,
+                                   topic_config.overrides()).topic_id
 
 
 def alter_topic_config(store: ClusterStore, name: str, updates: Mapping[str, Any | None], *,

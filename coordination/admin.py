@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from rafka.common.topic_partition import PartitionKey, TopicPartition
 from rafka.coordination import layout
@@ -43,6 +44,7 @@ from rafka.coordination.models import (
 from rafka.coordination.partition_state import PartitionStateStore, add_fence, commit_fenced
 from rafka.coordination.registration import read_brokers
 from rafka.coordination.store import ClusterStore, encode
+from rafka.coordination.topic_ids import new_topic_id
 from rafka.coordination.validation import (
     validate_broker_id,
     validate_partition,
@@ -151,7 +153,7 @@ class TopicAdmin:
         existing topic when '.' and '_' are confused), `InvalidReplicaAssignmentError`.
         """
         validate_topic_name(topic)
-        normal = validate_assignment(assignment)
+        normal = replace(validate_assignment(assignment), topic_id=new_topic_id())
         overrides = normalise_config(config)
         existing = self.list_topics()
         if topic in existing:
@@ -222,6 +224,25 @@ class TopicAdmin:
                 f"first, or check the name (list_topics() lists them)"
             )
         return Versioned(TopicAssignment.from_json(found.value), found.version)
+
+    def assign_topic_id(self, topic: str) -> Versioned[TopicAssignment]:
+        """Give a topic created before topics had ids one (the controller's, as Kafka's
+        controller gives one to each topic it finds without); the assignment as it stands
+        after. A write conditional on the assignment's version: one that lost a race reads
+        the id the winner wrote."""
+        for _ in range(_CONFLICT_RETRIES):
+            current = self.read_assignment(topic)
+            if current.value.topic_id is not None:
+                return current
+            named = replace(current.value, topic_id=new_topic_id())
+            try:
+                version = self.store.write(layout.topic_path(topic), named.to_json(),
+                                           current.version)
+            except StaleVersionError:
+                continue
+            return Versioned(named, version)
+        raise StaleVersionError(f"topic {topic!r}'s assignment kept changing while an id was "
+                                "given to it", path=layout.topic_path(topic))
 
     def read_config(self, topic: str) -> Versioned[dict[str, str]]:
         """The topic's config overrides with the znode version."""
@@ -318,7 +339,7 @@ class TopicAdmin:
                 f"topic {topic!r} has {len(old)} partitions and the request adds none "
                 f"(asked for {requested}): the number of partitions can only grow, never shrink"
             )
-        normal = validate_assignment(combined)
+        normal = replace(validate_assignment(combined), topic_id=current.value.topic_id)
         version = self.store.write(layout.topic_path(topic), normal.to_json(), current.version)
         return Versioned(normal, version)
 
@@ -499,7 +520,7 @@ class TopicAdmin:
             if partition not in partitions:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
             partitions[partition] = tuple(replicas)
-            new = TopicAssignment(partitions, current.value.version)
+            new = replace(current.value, partitions=partitions)
             transaction = self.store.transaction()
             add_fence(transaction, fence)
             transaction.set_data(path, encode(new.to_json()), current.version)

@@ -133,10 +133,14 @@ class ControllerInfo:
 
 @dataclass(frozen=True)
 class TopicAssignment:
-    """`/brokers/topics/<t>`: each partition's replicas, the first being its preferred leader."""
+    """`/brokers/topics/<t>`: each partition's replicas, the first being its preferred leader,
+    and the topic's id."""
 
     partitions: Mapping[int, tuple[int, ...]]
     version: int = FORMAT_VERSION
+    # Kafka's topic id as text (`coordination.topic_ids`); None for a topic created before
+    # topics had ids, until the controller gives it one.
+    topic_id: str | None = None
 
     def __post_init__(self) -> None:
         # Normalise so that equality does not depend on lists versus tuples or key order.
@@ -160,16 +164,21 @@ class TopicAssignment:
         return {broker for replicas in self.partitions.values() for broker in replicas}
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "version": self.version,
             "partitions": {str(p): list(r) for p, r in self.partitions.items()},
         }
+        if self.topic_id is not None:
+            data["topic_id"] = self.topic_id
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TopicAssignment:
+        topic_id = data.get("topic_id")
         return cls(
             partitions={int(p): tuple(r) for p, r in data["partitions"].items()},
             version=int(data.get("version", FORMAT_VERSION)),
+            topic_id=str(topic_id) if topic_id is not None else None,
         )
 
 

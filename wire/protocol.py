@@ -60,6 +60,8 @@ from kafka.protocol.admin import (
     DescribeLogDirsResponse,
     DescribeProducersRequest,
     DescribeProducersResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
@@ -156,7 +158,9 @@ class Api:
 
 
 # From the oldest version that carries v2 record batches (Produce 3, Fetch 4, ListOffsets 1) to
-# the newest that asks nothing rafka lacks (Fetch 13 and Produce 13 name topics by id,
+# the newest that asks nothing rafka lacks (Fetch 13 and Produce 13 name topics by id, which
+# Metadata, CreateTopics, DeleteTopics and DescribeTopicPartitions serve but the fetch and
+# produce paths do not take yet,
 # FindCoordinator 4 and OffsetFetch 8 batch several groups, OffsetCommit 9 takes member epochs,
 # AddPartitionsToTxn 4, EndTxn 4 and TxnOffsetCommit 4 are KIP-890's).
 APIS: dict[int, Api] = {api.key: api for api in (
@@ -174,8 +178,10 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.DescribeGroups, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
     Api(ApiKey.ListGroups, ListGroupsRequest, ListGroupsResponse, 0, 4),
     Api(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
-    Api(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 0, 4),
-    Api(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 0, 5),
+    Api(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 0, 7),
+    Api(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 0, 6),
+    Api(ApiKey.DescribeTopicPartitions, DescribeTopicPartitionsRequest,
+        DescribeTopicPartitionsResponse, 0, 0),
     Api(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
     Api(ApiKey.AddPartitionsToTxn, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
     Api(ApiKey.AddOffsetsToTxn, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),

@@ -167,16 +167,18 @@ def _pack_update_metadata(request: UpdateMetadataRequest) -> list[Any]:
             [[tp.topic, tp.partition, state.leader, state.leader_epoch, list(state.isr),
               list(state.replicas), state.zk_version]
              for tp, state in request.partitions.items()],
-            list(request.deleted_topics), request.full]
+            list(request.deleted_topics), request.full, dict(request.topic_ids)]
 
 
 def _read_update_metadata(packed: Any) -> UpdateMetadataRequest:
-    _check(isinstance(packed, list) and len(packed) == 6 and _is_int(packed[0])
+    # A controller of an earlier rafka sends no topic ids (six fields).
+    _check(isinstance(packed, list) and len(packed) in (6, 7) and _is_int(packed[0])
            and _is_int(packed[1]) and isinstance(packed[2], list)
            and isinstance(packed[3], list) and isinstance(packed[4], list)
            and all(isinstance(topic, str) for topic in packed[4])
-           and isinstance(packed[5], bool),
-           "an UpdateMetadata is [controller, epoch, brokers, partitions, deleted, full]")
+           and isinstance(packed[5], bool) and (len(packed) == 6 or _str_map(packed[6])),
+           "an UpdateMetadata is [controller, epoch, brokers, partitions, deleted, full, "
+           "topic ids]")
     brokers: dict[int, BrokerInfo] = {}
     for entry in packed[2]:
         _check(isinstance(entry, list) and len(entry) == 2 and _str_map(entry[0])
@@ -196,7 +198,7 @@ def _read_update_metadata(packed: Any) -> UpdateMetadataRequest:
         partitions[TopicPartition(entry[0], entry[1])] = PartitionMetadata(
             entry[2], entry[3], tuple(entry[4]), tuple(entry[5]), entry[6])
     return UpdateMetadataRequest(packed[0], packed[1], brokers, partitions, tuple(packed[4]),
-                                 packed[5])
+                                 packed[5], dict(packed[6]) if len(packed) == 7 else {})
 
 
 def _pack_isr_change(change: IsrChange) -> list[Any]:

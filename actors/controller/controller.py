@@ -309,7 +309,10 @@ class Controller:
                 watches.watch_topic_assignment(topic, functools.partial(assignment_changed, topic)),
                 watches.watch_topic_config(topic, functools.partial(config_changed, topic)),
             )
-        self.assignments[topic] = description.assignment.value
+        assignment = description.assignment.value
+        if assignment.topic_id is None:  # created before topics had ids (KIP-516)
+            assignment = (await self.zk(self.admin.assign_topic_id, topic)).value
+        self.assignments[topic] = assignment
         self.raw_configs[topic] = dict(description.config)
         self.configs[topic] = TopicConfig.from_dict(description.config)
         for partition, state in description.states.items():

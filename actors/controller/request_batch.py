@@ -80,16 +80,18 @@ class ControllerBrokerRequestBatch:
         what a broker knew) and the live brokers. Topics being deleted are left out."""
         controller = self.controller
         wanted = set(controller.states) if partitions is None else partitions
+        described = {tp: PartitionMetadata(
+            versioned.value.leader, versioned.value.leader_epoch, tuple(versioned.value.isr),
+            controller.replicas(tp), versioned.version)
+            for tp in wanted if (versioned := controller.states.get(tp)) is not None
+            and tp.topic in controller.assignments and tp.topic not in controller.deleting}
+        topic_ids = {topic: topic_id for topic in {tp.topic for tp in described}
+                     if (topic_id := controller.assignments[topic].topic_id) is not None}
         return UpdateMetadataRequest(
             controller_id=controller.broker_id, controller_epoch=controller.epoch,
-            brokers=dict(controller.live),
-            partitions={tp: PartitionMetadata(
-                versioned.value.leader, versioned.value.leader_epoch, tuple(versioned.value.isr),
-                controller.replicas(tp), versioned.version)
-                for tp in wanted if (versioned := controller.states.get(tp)) is not None
-                and tp.topic in controller.assignments and tp.topic not in controller.deleting},
+            brokers=dict(controller.live), partitions=described,
             deleted_topics=tuple(deleted) if partitions is not None else (),
-            full=partitions is None)
+            full=partitions is None, topic_ids=topic_ids)
 
     async def resync_metadata_forever(self) -> None:
         while True:

@@ -28,6 +28,7 @@ from rafka.actors.config import (
     TopicConfig,
 )
 from rafka.actors.errors import ErrorCode
+from rafka.actors.kafka.topic_ids import uuid_of
 from rafka.actors.messages import ErrorReply
 from rafka.actors.topics import alter_topic_config, create_topic
 from rafka.common.config import ConfigKey, InvalidConfigError, Type
@@ -43,6 +44,7 @@ from rafka.coordination.errors import (
     UnknownTopicError,
 )
 from rafka.coordination.store import ClusterStore
+from rafka.coordination.topic_ids import topic_id_text
 from rafka.coordination.validation import validate_broker_id, validate_topic_name
 from rafka.wire.protocol import Api
 
@@ -94,6 +96,7 @@ class KafkaAdminHandler:
         not there by `timeout_ms` are answered REQUEST_TIMED_OUT (their creation goes on)."""
         validate_only = bool(version >= 1 and request.validate_only)
         outcomes: list[tuple[str, int, int, int, str | None]] = []
+        ids: dict[str, str] = {}  # of the topics created (KIP-516, answered from v7)
         for topic in request.topics:
             # -1: the broker's num.partitions and default.replication.factor, as in Kafka.
             partitions = (self.broker.config.num_partitions if topic.num_partitions < 0
@@ -108,9 +111,11 @@ class KafkaAdminHandler:
                                   "partition count and replication factor")
             else:
                 try:
-                    await asyncio.to_thread(create_topic, self.store, topic.name,
-                                            partitions, replication, config,
-                                            validate_only=validate_only)
+                    topic_id = await asyncio.to_thread(
+                        create_topic, self.store, topic.name, partitions, replication,
+                        config, validate_only=validate_only)
+                    if topic_id is not None:
+                        ids[topic.name] = topic_id
                 except Exception as failure:
                     error, message = _error_of(failure)
             outcomes.append((topic.name, partitions, replication, error, message))
@@ -123,7 +128,8 @@ class KafkaAdminHandler:
             if name in late:
                 error, message = (ErrorCode.REQUEST_TIMED_OUT,
                                   f"topic {name!r} is created, its partitions not yet led")
-            results.append(result(name=name, error_code=error, error_message=message,
+            results.append(result(name=name, topic_id=uuid_of(ids, name),
+                                  error_code=error, error_message=message,
                                   topic_config_error_code=0,
                                   num_partitions=partitions if error == 0 else -1,
                                   replication_factor=replication if error == 0 else -1,
@@ -226,7 +232,15 @@ class KafkaAdminHandler:
         return _elect_leaders_response(api, 0, list(outcomes), outcomes)
 
     async def delete_topics(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        names = list(request.topic_names or ())
+        """Answered once each topic is gone from ZooKeeper and from this broker's cache, or
+        REQUEST_TIMED_OUT at `timeout_ms`. v6 may name a topic by its id (KIP-516): one no
+        topic has is answered UNKNOWN_TOPIC_ID."""
+        if version >= 6:
+            names = [topic.name for topic in request.topics if topic.name is not None]
+            unknown_ids = [topic.topic_id for topic in request.topics if topic.name is None]
+        else:
+            names, unknown_ids = list(request.topic_names or ()), []
+        ids = (await self.broker.metadata(names))["topic_ids"] if names else {}
         deadline = Deadline(max(0, request.timeout_ms) / 1000)
         errors: dict[str, tuple[int, str | None]] = {}
         for name in names:
@@ -252,8 +266,12 @@ class KafkaAdminHandler:
                             f"topic {name!r} is being deleted, not yet gone")
         result = api.response.DeletableTopicResult
         return {"throttle_time_ms": 0, "responses": [
-            result(name=name, error_code=error, error_message=message)
-            for name, (error, message) in errors.items()]}
+            result(name=name, topic_id=uuid_of(ids, name), error_code=error,
+                   error_message=message)
+            for name, (error, message) in errors.items()] + [
+            result(name=None, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                   error_message=f"no topic has id {topic_id_text(topic_id)}")
+            for topic_id in unknown_ids]}
 
     async def describe_configs(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         result = api.response.DescribeConfigsResult

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -50,6 +49,8 @@ from rafka.actors.kafka.quota_admin import ClientQuotaAdmin
 from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
 from rafka.actors.kafka.sasl import sasl_not_enabled
 from rafka.actors.kafka.scram_admin import ScramAdminHandler
+from rafka.actors.kafka.topic_ids import TopicIdResolver, uuid_of
+from rafka.actors.kafka.topic_partitions import TopicPartitionsHandler
 from rafka.actors.kafka.transactions import KafkaTransactionHandler
 from rafka.actors.messages import (
     Appended,
@@ -70,6 +71,7 @@ from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
 from rafka.actors.txn.view import TransactionalBrokerView
 from rafka.common.sentinels import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from rafka.common.topic_partition import TopicPartition
+from rafka.coordination.topic_ids import NO_TOPIC_ID
 from rafka.coordination.validation import is_valid_topic_name
 from rafka.logstore.batch import NO_TIMESTAMP
 from rafka.logstore.errors import RecordTooLargeError
@@ -80,8 +82,6 @@ from rafka.wire.records import check_bounds
 log = logging.getLogger(__name__)
 
 INTERNAL_TOPICS = frozenset((OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC))
-# Metadata v10+ carries topic ids; rafka names topics only (Kafka's "no id").
-NO_TOPIC_ID = uuid.UUID(int=0)
 
 # A handler returns its response's fields, the response already written (Produce), or None (none).
 Handler = Callable[[Api, int, Any], Awaitable[dict[str, Any] | bytes | None]]
@@ -173,8 +173,13 @@ class KafkaApis:
         self.acl_cache = None if authorizer is None else AclCache(authorizer)
         self.authorization = None if authorizer is None else RequestAuthorization(
             authorizer, config)
+        self._handlers[ApiKey.DescribeTopicPartitions] = TopicPartitionsHandler(
+            broker, INTERNAL_TOPICS, None if self.authorization is None
+            else self.authorization.may_describe_topic).describe_topic_partitions
         if self.authorization is not None:
             self._handlers = self.authorization.wrap(self._handlers)
+        # Topics named by id get their names before the checks see them.
+        self._handlers = TopicIdResolver(broker).wrap(self._handlers)
 
     def start(self) -> None:
         """Start the group coordinator's timers (sessions, rebalances), and the watch that
@@ -236,9 +241,12 @@ class KafkaApis:
     # ------------------------------------------------------------------------ metadata
 
     async def handle_metadata(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        # v0 asks for every topic with an empty list; later versions with null.
+        # v0 asks for every topic with an empty list; later versions with null. A topic asked
+        # for by an id no topic has is left nameless (topic_ids.py).
         wanted = None if not request.topics and (version == 0 or request.topics is None) \
-            else [topic.name for topic in request.topics or ()]
+            else [topic.name for topic in request.topics or () if topic.name is not None]
+        unknown_ids = [topic.topic_id for topic in request.topics or ()
+                       if topic.name is None and version >= 10]
         invalid = {name for name in wanted or () if not is_valid_topic_name(name)}
         metadata = await self.broker.metadata(
             None if wanted is None else [name for name in wanted if name not in invalid])
@@ -268,10 +276,13 @@ class KafkaApis:
                     name=name, topic_id=NO_TOPIC_ID, is_internal=False, partitions=[]))
                 continue
             topics.append(response.MetadataResponseTopic(
-                error_code=0, name=name, topic_id=NO_TOPIC_ID,
+                error_code=0, name=name, topic_id=uuid_of(metadata["topic_ids"], name),
                 is_internal=name in INTERNAL_TOPICS,
                 partitions=[self._partition_metadata(response, index, state, live)
                             for index, state in sorted(partitions.items())]))
+        topics += [response.MetadataResponseTopic(
+            error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id,
+            is_internal=False, partitions=[]) for topic_id in unknown_ids]
         controller = metadata["controller"]
         # v8-10 may ask what the client may do on the cluster (KIP-430; v11 dropped it).
         asked_operations = 8 <= version <= 10 and request.include_cluster_authorized_operations

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
@@ -53,7 +54,9 @@ Handler = Callable[[Api, int, Any], Awaitable[Any]]
 NEEDS_NO_AUTHORIZATION = frozenset((ApiKey.ApiVersions, ApiKey.SaslHandshake,
                                     ApiKey.SaslAuthenticate))
 # Produce's answer is written by hand (wire/produce.py): its handler asks `refused_produce`.
-CHECKED_BY_HANDLER = frozenset((ApiKey.Produce,))
+# DescribeTopicPartitions pages the topics the client may describe: its handler asks
+# `may_describe_topic` before it pages.
+CHECKED_BY_HANDLER = frozenset((ApiKey.Produce, ApiKey.DescribeTopicPartitions))
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (
     AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE,
     AclOperation.ALTER, AclOperation.DESCRIBE)
@@ -119,6 +122,9 @@ class RequestAuthorization:
         DescribeCluster answer them (KIP-430; the schemas write the codes as a bit field)."""
         return {int(op) for op in CLUSTER_OPERATIONS if self.cluster_allowed(op)}
 
+    def may_describe_topic(self, name: str) -> bool:
+        return self.allowed(DESCRIBE, TOPIC, name)
+
     def may_create_topic(self, name: str) -> bool:
         """CREATE on the cluster, else on the topic (Kafka's order)."""
         return self.cluster_allowed(CREATE) or self.allowed(CREATE, TOPIC, name)
@@ -162,7 +168,7 @@ class RequestAuthorization:
                 DESCRIBE, lambda topic: topic.topic, "topics", _epoch_ends_refused),
             ApiKey.Metadata: self._metadata,
             ApiKey.CreateTopics: self._create_topics,
-            ApiKey.DeleteTopics: self._delete_topics,
+            ApiKey.DeleteTopics: partial(_delete_topics, self),
             ApiKey.OffsetCommit: self._offset_commit,
             ApiKey.OffsetFetch: self._offset_fetch,
             ApiKey.OffsetDelete: self._offset_delete,
@@ -237,6 +243,9 @@ class RequestAuthorization:
             version < 4 or request.allow_auto_topic_creation)
         topics = []
         for topic in fields["topics"]:
+            if topic.name is None:  # an id no topic has: UNKNOWN_TOPIC_ID tells nothing
+                topics.append(topic)
+                continue
             if not self.allowed(DESCRIBE, TOPIC, topic.name):
                 if every_topic:
                     continue
@@ -260,22 +269,6 @@ class RequestAuthorization:
             name=topic.name, error_code=TOPIC_AUTHORIZATION_FAILED,
             error_message=f"not authorized to CREATE topic {topic.name}", num_partitions=-1,
             replication_factor=-1, configs=None) for topic in refused]
-        return fields
-
-    async def _delete_topics(self, handler: Handler, api: Api, version: int,
-                             request: Any) -> Any:
-        names = ([topic.name for topic in request.topics] if version >= 6
-                 else list(request.topic_names))
-        refused = [name for name in names if not self.allowed(DELETE, TOPIC, name)]
-        if refused:
-            if version >= 6:
-                request.topics = [topic for topic in request.topics if topic.name not in refused]
-            else:
-                request.topic_names = [name for name in names if name not in refused]
-        fields = await handler(api, version, request)
-        fields["responses"] += [api.response.DeletableTopicResult(
-            name=name, error_code=TOPIC_AUTHORIZATION_FAILED,
-            error_message=f"not authorized to DELETE topic {name}") for name in refused]
         return fields
 
     async def _offset_commit(self, handler: Handler, api: Api, version: int,
@@ -674,3 +667,24 @@ def _refused_config_change(api: Api, resource: Any) -> Any:
 
 def _refused_producer_id(code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+
+
+async def _delete_topics(auth: RequestAuthorization, handler: Handler, api: Api, version: int,
+                         request: Any) -> Any:
+    """DeleteTopics' check: DELETE on each topic. v6 topics named by an id no topic has are
+    nameless (`topic_ids.py`): the handler answers them."""
+    names = ([topic.name for topic in request.topics if topic.name is not None]
+             if version >= 6 else list(request.topic_names))
+    refused = [name for name in names if not auth.allowed(DELETE, TOPIC, name)]
+    ids = {}
+    if refused:
+        if version >= 6:
+            ids = {topic.name: topic.topic_id for topic in request.topics}
+            request.topics = [topic for topic in request.topics if topic.name not in refused]
+        else:
+            request.topic_names = [name for name in names if name not in refused]
+    fields = await handler(api, version, request)
+    fields["responses"] += [api.response.DeletableTopicResult(
+        name=name, topic_id=ids.get(name), error_code=TOPIC_AUTHORIZATION_FAILED,
+        error_message=f"not authorized to DELETE topic {name}") for name in refused]
+    return fields

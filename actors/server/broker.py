@@ -523,7 +523,9 @@ class Broker:
         if unknown and self.store is not None:
             recent = MetadataCache()
             recent.apply(await asyncio.to_thread(read_metadata, self.store, unknown))
-            answer["topics"].update(recent.metadata(unknown)["topics"])
+            found = recent.metadata(unknown)
+            answer["topics"].update(found["topics"])
+            answer["topic_ids"].update(found["topic_ids"])
         return answer
 
     def cached_partitions(self, topic: str) -> dict[int, dict[str, Any]] | None:

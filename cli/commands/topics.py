@@ -127,7 +127,9 @@ def _render(description: dict[str, Any]) -> str:
     partitions = description["partitions"]
     replication = max((len(p["replicas"]) for p in partitions), default=0)
     configs = ",".join(f"{k}={v}" for k, v in sorted(description["config"].items()))
-    header = (f"Topic: {description['name']}\tPartitionCount: {len(partitions)}\t"
+    # Kafka's kafka-topics.sh --describe header, topic id included.
+    header = (f"Topic: {description['name']}\tTopicId: {description.get('topic_id') or ''}\t"
+              f"PartitionCount: {len(partitions)}\t"
               f"ReplicationFactor: {replication}\tConfigs: {configs}")
     if description.get("marked_for_deletion"):
         header += "\tMarkedForDeletion: true"

@@ -86,3 +86,22 @@ def test_zookeepers_picture_at_start_fills_in_under_a_partial_update_that_came_f
     assert sorted(partitions) == [0, 1, 2]
     assert (partitions[1]["leader"], partitions[1]["leader_epoch"]) == (2, 6)  # the newer kept
     assert cache.controller_epoch == 5
+
+
+def test_topic_ids_come_with_their_topics_and_go_with_them() -> None:
+    cache = MetadataCache()
+    cache.apply(UpdateMetadataRequest(1, 3, BROKERS, {
+        TopicPartition("a", 0): state(0, 0, 0), TopicPartition("b", 0): state(1, 0, 0)},
+        full=True, topic_ids={"a": "id-of-a", "b": "id-of-b"}))
+    assert cache.metadata(["a", "missing"])["topic_ids"] == {"a": "id-of-a"}
+    cache.apply(UpdateMetadataRequest(1, 3, BROKERS, {TopicPartition("c", 0): state(2, 0, 0)},
+                                      topic_ids={"c": "id-of-c"}))
+    cache.apply(UpdateMetadataRequest(1, 3, BROKERS, deleted_topics=("a",)))
+    assert cache.metadata()["topic_ids"] == {"b": "id-of-b", "c": "id-of-c"}
+    # A full update replaces them; ZooKeeper's picture fills in what it lacks.
+    cache.apply(UpdateMetadataRequest(2, 4, BROKERS, {TopicPartition("b", 0): state(1, 1, 1)},
+                                      full=True, topic_ids={"b": "id-of-b"}))
+    cache.fill(UpdateMetadataRequest(-1, -1, BROKERS, {
+        TopicPartition("b", 0): state(1, 0, 0), TopicPartition("d", 0): state(0, 0, 0)},
+        full=True, topic_ids={"b": "stale", "d": "id-of-d"}))
+    assert cache.metadata()["topic_ids"] == {"b": "id-of-b", "d": "id-of-d"}

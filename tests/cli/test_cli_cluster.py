@@ -119,6 +119,7 @@ def test_topics_create_list_describe(up: Up) -> None:
     described = up.rafka("topics", "describe", "orders")
     assert described.returncode == 0, described.stderr
     assert "PartitionCount: 3" in described.stdout
+    assert re.search(r"TopicId: [A-Za-z0-9_-]{22}\t", described.stdout), described.stdout
     assert "min.insync.replicas=2" in described.stdout
     partitions = json.loads(up.rafka("topics", "describe", "orders", "--format", "json")
                             .stdout)[0]["partitions"]

@@ -30,11 +30,13 @@ def test_create_topic_writes_assignment_and_config_only(admin: TopicAdmin) -> No
         {0: [1, 2, 3], 1: [2, 3, 1]},
         {"min.insync.replicas": 2, "unclean.leader.election.enable": False},
     )
-    assert created == TopicAssignment({0: (1, 2, 3), 1: (2, 3, 1)})
+    assert created.topic_id is not None  # KIP-516: a topic is born with its id
+    assert created == TopicAssignment({0: (1, 2, 3), 1: (2, 3, 1)}, topic_id=created.topic_id)
     store = admin.store
     assert json.loads(store.get("/brokers/topics/orders")[0]) == {
         "version": 1,
         "partitions": {"0": [1, 2, 3], "1": [2, 3, 1]},
+        "topic_id": created.topic_id,
     }
     assert json.loads(store.get("/config/topics/orders")[0]) == {
         "version": 1,
@@ -90,9 +92,10 @@ def test_alter_config_sets_and_removes_overrides(admin: TopicAdmin) -> None:
 
 
 def test_add_partitions_is_conditional_and_never_shrinks(admin: TopicAdmin) -> None:
-    admin.create_topic("orders", {0: [1, 2], 1: [2, 1]})
+    topic_id = admin.create_topic("orders", {0: [1, 2], 1: [2, 1]}).topic_id
     grown = admin.add_partitions("orders", {2: [1, 2]}, expected_version=0)
     assert grown.value.partition_count == 3 and grown.version == 1
+    assert grown.value.topic_id == topic_id  # growing keeps the topic's id
     full = {**grown.value.partitions, 3: (2, 1)}
     assert admin.add_partitions("orders", full).value.partition_count == 4
     with pytest.raises(StaleVersionError):
@@ -106,6 +109,8 @@ def test_add_partitions_is_conditional_and_never_shrinks(admin: TopicAdmin) -> N
     with pytest.raises(InvalidReplicaAssignmentError, match="same number"):
         admin.add_partitions("orders", {4: [1]})
     assert admin.read_assignment("orders").value.partition_count == 4
+    moved = admin.write_partition_replicas("orders", 0, [2, 1])  # and so does a reassignment
+    assert moved.value.topic_id == topic_id and moved.value.partitions[0] == (2, 1)
 
 
 def test_automatic_assignment_over_the_live_brokers(
@@ -144,3 +149,15 @@ def test_deletion_is_requested_then_carried_out(admin: TopicAdmin) -> None:
     assert admin.list_topics() == []
     admin.delete_topic_znodes("orders")  # idempotent
     admin.create_topic("orders", {0: [1]})  # the name is free again
+
+
+def test_a_topic_without_an_id_is_given_one_once(admin: TopicAdmin) -> None:
+    """A topic an earlier rafka created has no id; the controller gives it one, and a second
+    call (another controller, a race) keeps it."""
+    admin.store.create("/brokers/topics/older", TopicAssignment({0: (1, 2)}).to_json())
+    assert admin.read_assignment("older").value.topic_id is None
+    named = admin.assign_topic_id("older")
+    assert named.value.topic_id is not None and named.version == 1
+    assert admin.assign_topic_id("older") == named
+    assert admin.read_assignment("older").value == TopicAssignment(
+        {0: (1, 2)}, topic_id=named.value.topic_id)

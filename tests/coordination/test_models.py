@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +17,13 @@ from rafka.coordination.models import (
     TopicAssignment,
     isr_change_from_json,
     isr_change_json,
+)
+from rafka.coordination.topic_ids import (
+    NO_TOPIC_ID,
+    InvalidTopicIdError,
+    new_topic_id,
+    topic_id_text,
+    topic_id_uuid,
 )
 
 ids = st.integers(0, 2**31 - 1)
@@ -83,3 +93,24 @@ def test_isr_change_notifications_are_deduplicated_and_sorted() -> None:
         "partitions": [{"topic": "a", "partition": 2}, {"topic": "b", "partition": 1}],
     }
     assert isr_change_from_json(data) == [TopicPartition("a", 2), TopicPartition("b", 1)]
+
+
+def test_topic_ids_are_kafkas_text_of_a_random_uuid() -> None:
+    texts = {new_topic_id() for _ in range(200)}
+    assert len(texts) == 200
+    for text in texts:
+        assert len(text) == 22 and not text.startswith("-")
+        assert topic_id_text(topic_id_uuid(text)) == text
+        assert topic_id_uuid(text) not in (NO_TOPIC_ID, uuid.UUID(int=1))
+    # Kafka's text of a UUID: URL-safe base64 of its 16 bytes, unpadded.
+    assert topic_id_text(uuid.UUID(int=1)) == "AAAAAAAAAAAAAAAAAAAAAQ"
+    for bad in ("", "AAAA", "not a topic id at all!", "AAAAAAAAAAAAAAAAAAAA*Q"):
+        with pytest.raises(InvalidTopicIdError):
+            topic_id_uuid(bad)
+
+
+def test_a_topic_assignment_keeps_its_id_and_reads_one_written_without() -> None:
+    named = TopicAssignment({0: (1, 2)}, topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
+    assert named.to_json()["topic_id"] == "AAAAAAAAAAAAAAAAAAAAAQ"
+    assert TopicAssignment.from_json(named.to_json()) == named
+    assert TopicAssignment.from_json({"version": 1, "partitions": {"0": [1, 2]}}).topic_id is None

@@ -5,6 +5,8 @@ bound."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgpack
 import pytest
 
@@ -49,11 +51,14 @@ def test_an_update_metadata_reads_back_with_the_brokers_registrations() -> None:
                2: BrokerInfo(2, "broker-2", "10.0.0.2", timestamp=13, epoch=None)}
     sent = UpdateMetadataRequest(
         1, 6, brokers, {TopicPartition("orders", 0): PartitionMetadata(1, 3, (1, 2), (1, 2), 8)},
-        ("gone",), full=True)
+        ("gone",), full=True, topic_ids={"orders": "AAAAAAAAAAAAAAAAAAAAAQ"})
     request = control_frames.decode_request(_body(
         control_frames.encode_request(1, control_frames.UPDATE_METADATA, 6, sent)))
     read = request.arguments[0]
     assert read == sent
+    # A controller of an earlier rafka sends no topic ids: its update still reads.
+    older = control_frames._pack_update_metadata(sent)[:6]
+    assert control_frames._read_update_metadata(older) == dataclasses.replace(sent, topic_ids={})
     assert {broker: info.epoch for broker, info in read.brokers.items()} == {1: 77, 2: None}
     assert read.brokers[1].control_endpoint == "10.0.0.1:4100"
 

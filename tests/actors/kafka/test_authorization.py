@@ -118,6 +118,10 @@ def test_metadata_leaves_out_topics_it_may_not_describe() -> None:
     named = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="secret")])
     fields = as_alice(lambda: wrapped(api, 9, named))
     assert [(t.name, t.error_code) for t in fields["topics"]] == [("team-a", 0), ("secret", 29)]
+    # A topic asked for by an id no topic has is answered UNKNOWN_TOPIC_ID, which names none.
+    handler.fields["topics"] = [response(error_code=100, name=None, partitions=[])]
+    fields = as_alice(lambda: wrapped(api, 12, named))
+    assert [(t.name, t.error_code) for t in fields["topics"]] == [(None, 100)]
 
 
 def test_a_group_request_without_read_on_the_group_is_refused_unhandled() -> None:
@@ -257,7 +261,8 @@ def test_every_served_api_is_behind_a_check() -> None:
     wrapped = checks({}).wrap(served)
     assert set(wrapped) == set(served)
     unchecked = {ApiKey(key).name for key in served if wrapped[key] is answer}
-    assert unchecked <= {"ApiVersions", "Produce", "SaslHandshake", "SaslAuthenticate"}, unchecked
+    assert unchecked <= {"ApiVersions", "Produce", "SaslHandshake", "SaslAuthenticate",
+                         "DescribeTopicPartitions"}, unchecked
 
 
 def test_an_api_served_without_a_check_is_refused_at_start() -> None:
