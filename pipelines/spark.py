@@ -64,15 +64,19 @@ def start_spark(
         )
 
 
-def ready_python_workers(spark: SparkSession) -> threading.Thread:
-    """Start a Python worker on every executor core, joined to Ray, in a job run by a thread
-    of its own (returned, started); the first read of a topic then finds them ready.
+def warm_up_spark(spark: SparkSession) -> threading.Thread:
+    """Warm Spark up for a first query, in a thread of its own (returned, started): start a
+    Python worker on every executor core, joined to Ray, then run a small query of the shape
+    a pipeline's first one has (JSON values parsed, grouped, counted, averaged, ordered, and
+    turned back into JSON), so that the JVM has loaded and compiled what it needs.
 
-    A Spark task that reads from rafka runs in a Python worker that must import pyarrow and
-    Ray and join Ray first, which made the first read of the demo's pipeline take seconds more
-    than the next ones (docs/pipelines.md, "How fast"). Spark keeps its Python workers for the
-    tasks that follow, so readying them while the caller does something else (the demo
-    produces and consumes meanwhile) takes that out of the first read."""
+    A first query pays for both: a Spark task that reads from rafka runs in a Python worker
+    that must import pyarrow and Ray and join Ray first, and Spark's planner, code generator
+    and shuffle run for the first time. The demo's first aggregation took seconds more than
+    the same one run again (docs/pipelines.md, "How fast"). Spark keeps its Python workers,
+    and the JVM what it loaded, for what follows, so warming up while the caller does
+    something else (the demo produces and consumes meanwhile) takes that out of the first
+    query. `join()` the thread to wait for it."""
     cores = spark.sparkContext.defaultParallelism
     context = ray.get_runtime_context()
     job = partial(ready_worker, context.gcs_address, context.namespace)
@@ -80,12 +84,32 @@ def ready_python_workers(spark: SparkSession) -> threading.Thread:
     def ready() -> None:
         try:
             spark.range(cores, numPartitions=cores).mapInArrow(job, "id long").collect()
-        except Exception:  # not fatal: the first read readies them instead
-            log.info("readying Spark's Python workers failed", exc_info=True)
+            _first_query(spark, cores)
+        except Exception:  # not fatal: the first query warms up instead
+            log.info("warming Spark up failed", exc_info=True)
 
-    thread = threading.Thread(target=ready, name="rafka-ready-python-workers", daemon=True)
+    thread = threading.Thread(target=ready, name="rafka-warm-up-spark", daemon=True)
     thread.start()
     return thread
+
+
+def _first_query(spark: SparkSession, cores: int) -> None:
+    """A few rows through what a first aggregation runs: JSON parsed, a shuffle, counts,
+    a distinct count, an average, a sort, and JSON again, collected and made a DataFrame."""
+    from pyspark.sql import functions as F
+
+    rows = spark.range(cores * 8, numPartitions=cores).select(
+        F.to_json(F.struct((F.col("id") % 3).cast("string").alias("key"),
+                           F.col("id").alias("amount"))).cast("binary").alias("value"))
+    parsed = rows.select(F.from_json(F.col("value").cast("string"),
+                                     "key string, amount long").alias("row")).select("row.*")
+    summary = (parsed.groupBy("key")
+               .agg(F.count("*").alias("count"), F.countDistinct("amount").alias("distinct"),
+                    F.round(F.avg("amount")).cast("long").alias("mean"))
+               .orderBy(F.desc("count")))
+    collected = summary.collect()
+    spark.createDataFrame(collected, summary.schema).select(
+        F.to_json(F.struct("key", "count")).alias("value")).collect()
 
 
 def stop_spark() -> None:

@@ -33,7 +33,7 @@ def prepare_task(ray_address: str, driver_namespace: str) -> None:
 def ready_worker(ray_address: str, driver_namespace: str,
                  batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A `mapInArrow` function that only readies its worker (`pipelines.spark.
-    ready_python_workers`) and passes its input through."""
+    warm_up_spark`) and passes its input through."""
     prepare_task(ray_address, driver_namespace)
     yield from batches
 

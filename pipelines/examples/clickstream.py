@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -59,8 +60,10 @@ def run(
     progress: Progress = _quiet,
     clicks_topic: str = "clicks",
     views_topic: str = "page-views",
+    spark_warm_up: threading.Thread | None = None,
 ) -> dict[str, Any]:
-    """Run the pipeline once; returns what a summary table shows."""
+    """Run the pipeline once; returns what a summary table shows. `spark_warm_up`: Spark's
+    warm-up (`pipelines.spark.warm_up_spark`), waited for before the Spark stage."""
     brokers = len(cluster.brokers())
     replication = min(3, brokers)
     cluster.create_topic(clicks_topic, partitions=6, replication_factor=replication,
@@ -95,6 +98,10 @@ def run(
 
     # Spark: views, unique users and mean dwell per page, written back to a topic.
     started = time.monotonic()
+    if spark_warm_up is not None:
+        spark_warm_up.join()
+    warm_up_wait_s = time.monotonic() - started
+    started = time.monotonic()
     with read_topic(spark, cluster, clicks_topic, group="clickstream-analytics") as frame:
         clicks = json_values(frame, CLICK_SCHEMA, into="click").select("click.*")
         per_page = (clicks.groupBy("page")
@@ -124,5 +131,6 @@ def run(
         "written_per_partition": written,
         "read_back": stored,
         "spark_s": spark_s,
+        "spark_warm_up_wait_s": warm_up_wait_s,
         "consistent": sum(stored.values()) == events == sum(per_member.values()),
     }
