@@ -163,15 +163,20 @@ def test_columns_of_the_wrong_type_are_refused_before_anything_is_written(
                     partition_col="p")
 
 
-def test_a_stream_writes_each_batch_output_once_to_its_output_topic(
-        spark, cluster: Cluster, tmp_path: Path) -> None:
-    source, sink = fresh("orders"), fresh("enriched")
+def keyed_source_and_sink(cluster: Cluster, source: str, sink: str) -> None:
+    """A source of 2 partitions holding "0" .. "2999" under ten keys; an empty sink of 3."""
     cluster.create_topic(source, partitions=2, replication_factor=2)
     cluster.create_topic(sink, partitions=3, replication_factor=2)
     producer = cluster.producer(acks="all")
     producer.send_batch(source, [str(i).encode() for i in range(3000)],
                         [f"k{i % 10}".encode() for i in range(3000)])
     producer.close()
+
+
+def test_a_stream_writes_each_batch_output_once_to_its_output_topic(
+        spark, cluster: Cluster, tmp_path: Path) -> None:
+    source, sink = fresh("orders"), fresh("enriched")
+    keyed_source_and_sink(cluster, source, sink)
     failed = []
 
     def enrich(frame, batch_id: int):
@@ -305,12 +310,7 @@ def test_a_member_refuses_a_partition_an_earlier_member_wrote_in_the_transaction
 def test_a_transactional_stream_commits_each_batch_with_its_source_offsets(
         spark, cluster: Cluster, tmp_path: Path) -> None:
     source, sink, group = fresh("txn-orders"), fresh("txn-enriched"), fresh("txn-group")
-    cluster.create_topic(source, partitions=2, replication_factor=2)
-    cluster.create_topic(sink, partitions=3, replication_factor=2)
-    producer = cluster.producer(acks="all")
-    producer.send_batch(source, [str(i).encode() for i in range(3000)],
-                        [f"k{i % 10}".encode() for i in range(3000)])
-    producer.close()
+    keyed_source_and_sink(cluster, source, sink)
 
     def enrich(frame, _batch_id: int):
         return frame.select("key", F.concat("value", F.lit("!")).alias("value"))
