@@ -55,6 +55,15 @@ class BrokerView(Protocol):
         role, epochs, offsets, bytes on disk."""
         ...
 
+    def topic_name_of(self, topic_id: str) -> str | None:
+        """The name of the topic whose id (KIP-516, as text) this is, as the metadata cache
+        has it; None if no topic it knows has it."""
+        ...
+
+    def topic_id_of(self, topic: str) -> str | None:
+        """The topic's id (as text), as the metadata cache has it; None if unknown."""
+        ...
+
     async def metadata(self, topics: list[str] | None = None) -> dict[str, Any]:
         """Brokers, controller and, per topic, each partition's leader, epoch, ISR, replicas."""
         ...

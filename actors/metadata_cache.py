@@ -37,6 +37,7 @@ class MetadataCache:
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, dict[int, PartitionMetadata]] = {}
         self.topic_ids: dict[str, str] = {}
+        self.topic_names: dict[str, str] = {}  # the other way: id -> name
 
     def apply(self, update: UpdateMetadataRequest) -> bool:
         """Take the update; False (and nothing changed) if an older controller sent it."""
@@ -46,11 +47,12 @@ class MetadataCache:
         self.controller_id = update.controller_id
         self.brokers = dict(update.brokers)
         if update.full:
-            self.topics, self.topic_ids = {}, {}
+            self.topics, self.topic_ids, self.topic_names = {}, {}, {}
         for topic in update.deleted_topics:
             self.topics.pop(topic, None)
-            self.topic_ids.pop(topic, None)
-        self.topic_ids.update(update.topic_ids)
+            self.topic_names.pop(self.topic_ids.pop(topic, ""), None)
+        for topic, topic_id in update.topic_ids.items():
+            self._name(topic, topic_id)
         for tp, state in update.partitions.items():
             partitions = self.topics.setdefault(tp.topic, {})
             known = partitions.get(tp.partition)
@@ -72,7 +74,13 @@ class MetadataCache:
             if tp.topic not in baseline.deleted_topics:
                 self.topics.setdefault(tp.topic, {}).setdefault(tp.partition, state)
         for topic, topic_id in baseline.topic_ids.items():
-            self.topic_ids.setdefault(topic, topic_id)
+            if topic not in self.topic_ids:
+                self._name(topic, topic_id)
+
+    def _name(self, topic: str, topic_id: str) -> None:
+        self.topic_names.pop(self.topic_ids.get(topic, ""), None)
+        self.topic_ids[topic] = topic_id
+        self.topic_names[topic_id] = topic
 
     def metadata(self, topics: Iterable[str] | None = None) -> dict[str, Any]:
         """Brokers, their Kafka endpoints and racks, the controller and, per topic asked (every

@@ -158,14 +158,13 @@ class Api:
 
 
 # From the oldest version that carries v2 record batches (Produce 3, Fetch 4, ListOffsets 1) to
-# the newest that asks nothing rafka lacks (Fetch 13 and Produce 13 name topics by id, which
-# Metadata, CreateTopics, DeleteTopics and DescribeTopicPartitions serve but the fetch and
-# produce paths do not take yet,
-# FindCoordinator 4 and OffsetFetch 8 batch several groups, OffsetCommit 9 takes member epochs,
-# AddPartitionsToTxn 4, EndTxn 4 and TxnOffsetCommit 4 are KIP-890's).
+# the newest that asks nothing rafka lacks (Produce 13 names topics by id, which the produce
+# path does not take yet; Fetch 14 and later carry tiered storage's errors and followers'
+# states; FindCoordinator 4 and OffsetFetch 8 batch several groups, OffsetCommit 9 takes member
+# epochs, AddPartitionsToTxn 4, EndTxn 4 and TxnOffsetCommit 4 are KIP-890's).
 APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 9),
-    Api(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 12),
+    Api(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 13),
     Api(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 1, 7),
     Api(ApiKey.Metadata, MetadataRequest, MetadataResponse, 0, 12),
     Api(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 2, 8),

@@ -388,9 +388,10 @@ class KafkaApis:
     # --------------------------------------------------------------------------- fetch
 
     async def handle_fetch(self, api: Api, version: int, request: Any) -> dict[str, Any]:
+        # v13+ names topics by id (topic_ids.py): one no topic has is nameless here.
         parts = [PartitionFetch(topic.topic, part.partition, part.fetch_offset,
                                 part.partition_max_bytes)
-                 for topic in request.topics for part in topic.partitions]
+                 for topic in request.topics if topic.topic for part in topic.partitions]
         read_committed = request.isolation_level == 1
         replies = await self._each_host(
             parts, lambda host, share: self._call_host(
@@ -417,9 +418,13 @@ class KafkaApis:
                 last_stable_offset=last_stable_offset, log_start_offset=log_start_offset,
                 aborted_transactions=aborted if read_committed else None,
                 preferred_read_replica=-1, records=records))
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
-                "responses": [response.FetchableTopicResponse(topic=name, partitions=answers)
-                              for name, answers in topics.items()]}
+        ids = {name: topic_id for name in topics
+               if (topic_id := self.broker.topic_id_of(name)) is not None} if version >= 13 else {}
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+            response.FetchableTopicResponse(topic=name, topic_id=uuid_of(ids, name),
+                                            partitions=answers)
+            for name, answers in topics.items()] + [
+            _unknown_topic_id(response, topic) for topic in request.topics if not topic.topic]}
 
     # -------------------------------------------------------------------- list offsets
 
@@ -588,3 +593,11 @@ def _produce_response(version: int, correlation_id: int,
                 code, message = reply.code, reply.message
             answers.append(PartitionAnswer(*tp, code, error_message=message))
     return produce_response(version, correlation_id, answers)
+
+
+def _unknown_topic_id(response: Any, topic: Any) -> Any:
+    """Fetch's answer for a topic named by an id no topic has (v13+)."""
+    return response.FetchableTopicResponse(topic_id=topic.topic_id, partitions=[
+        response.FetchableTopicResponse.PartitionData(
+            partition_index=part.partition, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+            high_watermark=-1, records=b"") for part in topic.partitions])

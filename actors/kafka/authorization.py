@@ -223,8 +223,9 @@ class RequestAuthorization:
         `field` by `refused_answer(api.response, topic)`, the rest handled."""
 
         async def check(handler: Handler, api: Api, version: int, request: Any) -> Any:
-            refused = [topic for topic in request.topics
-                       if not self.allowed(operation, TOPIC, name_of(topic))]
+            # A topic named by an id no topic has is nameless: its handler answers it.
+            refused = [topic for topic in request.topics if name_of(topic)
+                       and not self.allowed(operation, TOPIC, name_of(topic))]
             if refused:
                 request.topics = [topic for topic in request.topics if topic not in refused]
             fields = await handler(api, version, request)
@@ -534,7 +535,7 @@ def _scram_credentials_refused(api: Api, request: Any, message: str) -> dict[str
 
 
 def _fetch_refused(response: Any, topic: Any) -> Any:
-    return response.FetchableTopicResponse(topic=topic.topic, partitions=[
+    return response.FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=[
         response.FetchableTopicResponse.PartitionData(
             partition_index=part.partition, error_code=TOPIC_AUTHORIZATION_FAILED,
             high_watermark=-1, records=b"") for part in topic.partitions])

@@ -1,8 +1,8 @@
-"""Topic ids in Kafka clients' requests (KIP-516): the requests that may name a topic by its
-id alone (Metadata v10+, DeleteTopics v6+) have each id turned into the topic's name, from the
-broker's metadata cache, before their API's checks and handler see them; an id no topic has
-stays nameless, and the handler answers it UNKNOWN_TOPIC_ID. Answers carry the ids back
-(`uuid_of`).
+"""Topic ids in Kafka clients' requests (KIP-516): the requests that name topics by id (Metadata
+v10+ and DeleteTopics v6+ may, Fetch v13+ always does) have each id turned into the topic's
+name, from the broker's metadata cache, before their API's checks and handler see them; an id
+no topic has stays nameless, and the handler answers it UNKNOWN_TOPIC_ID. Answers carry the ids
+back (`uuid_of`).
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from typing import Any
 from kafka.protocol.api_key import ApiKey
 
 from rafka.actors.broker_view import BrokerView
-from rafka.coordination.topic_ids import NO_TOPIC_ID, topic_id_uuid
+from rafka.coordination.topic_ids import NO_TOPIC_ID, topic_id_text, topic_id_uuid
 from rafka.wire.protocol import Api
 
 Handler = Callable[[Api, int, Any], Awaitable[Any]]
 
-# The APIs whose requests may name topics by id, from the version that may: where the topics
-# are listed in each.
-_BY_ID = {ApiKey.Metadata: (10, "topics"), ApiKey.DeleteTopics: (6, "topics")}
+# The APIs whose requests may name topics by id: from which version, and each topic's name
+# field (the list is `topics` in every one).
+_BY_ID = {ApiKey.Metadata: (10, "name"), ApiKey.DeleteTopics: (6, "name"),
+          ApiKey.Fetch: (13, "topic")}
 
 
 def uuid_of(topic_ids: Mapping[str, str], name: str | None) -> uuid.UUID:
@@ -44,19 +45,14 @@ class TopicIdResolver:
 
     def _resolving(self, handler: Handler) -> Handler:
         async def resolved(api: Api, version: int, request: Any) -> Any:
-            since, field = _BY_ID[api.key]
+            since, name_field = _BY_ID[api.key]
             if version >= since:
-                await self.name_topics(getattr(request, field) or ())
+                # A version that names topics by id leaves the name out: None, or "" where
+                # the field is not in the version at all (Fetch v13+).
+                for topic in request.topics or ():
+                    if not getattr(topic, name_field) and topic.topic_id:
+                        setattr(topic, name_field,
+                                self.broker.topic_name_of(topic_id_text(topic.topic_id)))
             return await handler(api, version, request)
 
         return resolved
-
-    async def name_topics(self, topics: Any) -> None:
-        """Give each entry of `topics` that has an id and no name its topic's name."""
-        by_id = [topic for topic in topics if topic.name is None and topic.topic_id]
-        if not by_id:
-            return
-        known = (await self.broker.metadata(None))["topic_ids"]
-        names = {topic_id_uuid(text): name for name, text in known.items()}
-        for topic in by_id:
-            topic.name = names.get(topic.topic_id)

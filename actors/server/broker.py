@@ -528,6 +528,12 @@ class Broker:
             answer["topic_ids"].update(found["topic_ids"])
         return answer
 
+    def topic_name_of(self, topic_id: str) -> str | None:
+        return self.metadata_cache.topic_names.get(topic_id)
+
+    def topic_id_of(self, topic: str) -> str | None:
+        return self.metadata_cache.topic_ids.get(topic)
+
     def cached_partitions(self, topic: str) -> dict[int, dict[str, Any]] | None:
         return self.metadata_cache.metadata([topic])["topics"].get(topic)
 

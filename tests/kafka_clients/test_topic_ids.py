@@ -1,8 +1,8 @@
 """Topic ids (KIP-516) as Kafka clients meet them: CreateTopics v7 answers a new topic's id,
-every broker's Metadata names it by the same id and finds it by id, DescribeTopicPartitions
-(KIP-966) pages through topics with their ids, DeleteTopics v6 deletes by id, and a topic
-deleted and created again under its name is another id; a topic created before topics had ids
-gets one from the controller."""
+every broker's Metadata names it by the same id and finds it by id, Fetch v13 reads it by id,
+DescribeTopicPartitions (KIP-966) pages through topics with their ids, DeleteTopics v6 deletes
+by id, and a topic deleted and created again under its name is another id; a topic created
+before topics had ids gets one from the controller."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from kafka.protocol.admin import (
     DeleteTopicsRequest,
     DescribeTopicPartitionsRequest,
 )
+from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
+from kafka.record import MemoryRecords
 
 from rafka import Cluster
 from rafka.actors.errors import ErrorCode
@@ -133,3 +135,40 @@ def test_a_topic_made_before_topics_had_ids_gets_one_from_the_controller(
             [answer] = metadata(wire, names=[name])
             return answer.error_code == 0 and answer.topic_id == topic_id_uuid(found)
         wait_until(answered, 30, "the brokers to answer the topic's id")
+
+
+def test_a_fetch_by_topic_id_reads_the_topic_and_an_unknown_id_is_refused(
+        kafka_cluster: Cluster) -> None:
+    name = fresh("fetched")
+    servers = kafka_cluster.bootstrap_servers().split(",")
+    with KafkaWire(servers[0]) as wire:
+        topic_id = create(wire, name, 1)
+        producer = kafka_cluster.producer(acks="all")
+        producer.send_batch(name, [b"v%d" % i for i in range(5)])
+        producer.close()
+        described = wire.ask(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+            name=name, topic_id=None)], allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False), 12)
+    leader = described.topics[0].partitions[0].leader_id
+    broker = next(b for b in described.brokers if b.node_id == leader)
+
+    def asked(asked_id: uuid.UUID) -> FetchRequest.FetchTopic:
+        return FetchRequest.FetchTopic(topic_id=asked_id, partitions=[
+            FetchRequest.FetchTopic.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=1 << 20)])
+
+    stranger = uuid.uuid4()
+    with KafkaWire((broker.host, broker.port)) as wire:
+        answer = wire.ask(FetchRequest(
+            replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=[asked(topic_id), asked(stranger)],
+            forgotten_topics_data=[], rack_id=""), 13)
+    found = {topic.topic_id: topic.partitions[0] for topic in answer.responses}
+    assert (found[topic_id].error_code, found[topic_id].high_watermark) == (0, 5)
+    records = MemoryRecords(found[topic_id].records)
+    values = []
+    while (batch := records.next_batch()) is not None:
+        values += [record.value for record in batch]
+    assert values == [b"v%d" % i for i in range(5)]
+    assert found[stranger].error_code == ErrorCode.UNKNOWN_TOPIC_ID
