@@ -67,7 +67,8 @@ def exited(pid: int) -> bool:
     """Whether a process is gone, or a zombie that no longer runs."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        # ProcessLookupError: the process was reaped between the file's opening and its read.
         return True
     return state in ("Z", "X")
 
