@@ -278,7 +278,7 @@ class KafkaApis:
             topics.append(response.MetadataResponseTopic(
                 error_code=0, name=name, topic_id=uuid_of(metadata["topic_ids"], name),
                 is_internal=name in INTERNAL_TOPICS,
-                partitions=[self._partition_metadata(response, index, state, live)
+                partitions=[_partition_metadata(response, index, state, live)
                             for index, state in sorted(partitions.items())]))
         topics += [response.MetadataResponseTopic(
             error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id,
@@ -329,16 +329,6 @@ class KafkaApis:
             authorized_operations=self._cluster_operations(
                 request.include_cluster_authorized_operations))
         return fields
-
-    @staticmethod
-    def _partition_metadata(response: Any, index: int, state: dict[str, Any],
-                            live: set[int]) -> Any:
-        leader = state["leader"]
-        return response.MetadataResponseTopic.MetadataResponsePartition(
-            error_code=0 if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-            partition_index=index, leader_id=leader, leader_epoch=state["leader_epoch"],
-            replica_nodes=state["replicas"], isr_nodes=state["isr"],
-            offline_replicas=[r for r in state["replicas"] if r not in live])
 
     # ------------------------------------------------------------------------- produce
 
@@ -601,3 +591,12 @@ def _unknown_topic_id(response: Any, topic: Any) -> Any:
         response.FetchableTopicResponse.PartitionData(
             partition_index=part.partition, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
             high_watermark=-1, records=b"") for part in topic.partitions])
+
+
+def _partition_metadata(response: Any, index: int, state: dict[str, Any], live: set[int]) -> Any:
+    leader = state["leader"]
+    return response.MetadataResponseTopic.MetadataResponsePartition(
+        error_code=0 if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+        partition_index=index, leader_id=leader, leader_epoch=state["leader_epoch"],
+        replica_nodes=state["replicas"], isr_nodes=state["isr"],
+        offline_replicas=[r for r in state["replicas"] if r not in live])

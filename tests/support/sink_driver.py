@@ -5,7 +5,7 @@ tests that kill drivers and executors while it writes.
         MAX_OFFSETS [transactional]
 
 Each source record's output is its value with "!" appended, under its key, with a header
-"batch" naming the batch that wrote it and a header "pad" of 512 bytes. The stream runs until it
+"batch" naming the batch that wrote it and a header "pad" of 1 KiB. The stream runs until it
 has read everything there when it started (`availableNow`), in batches of at most MAX_OFFSETS
 records, then the process exits 0. With "transactional", each batch's output is written in a
 transaction.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-PAD_BYTES = 512
+PAD_BYTES = 1024
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
     def enrich(frame, batch_id: int):
         batch = F.struct(F.lit("batch").alias("key"),
                          F.lit(str(batch_id)).cast("binary").alias("value"))
-        # 512 bytes more per record: the writing of a batch lasts long enough for a kill to land
+        # 1 KiB more per record: the writing of a batch lasts long enough for a kill to land
         # within it, not only between batches.
         pad = F.struct(F.lit("pad").alias("key"), F.lit(b"." * PAD_BYTES).alias("value"))
         return frame.select("key", F.concat("value", F.lit("!")).alias("value"),
