@@ -7,6 +7,7 @@ before topics had ids gets one from the controller."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from kafka.protocol.admin import (
     CreateTopicsRequest,
@@ -39,13 +40,19 @@ def create(wire: KafkaWire, name: str, partitions: int) -> uuid.UUID:
     return result.topic_id
 
 
-def metadata(wire: KafkaWire, *, names: list[str] = (), ids: list[uuid.UUID] = ()) -> list:
-    """Metadata v12 of topics by name and by id: each topic's answer."""
+def metadata_answer(wire: KafkaWire, *, names: list[str] = (),
+                    ids: list[uuid.UUID] = ()) -> Any:
+    """Metadata v12 of topics by name and by id: the whole answer."""
     asked = [MetadataRequest.MetadataRequestTopic(name=name, topic_id=None) for name in names]
     asked += [MetadataRequest.MetadataRequestTopic(name=None, topic_id=topic_id)
               for topic_id in ids]
     return wire.ask(MetadataRequest(topics=asked, allow_auto_topic_creation=False,
-                                    include_topic_authorized_operations=False), 12).topics
+                                    include_topic_authorized_operations=False), 12)
+
+
+def metadata(wire: KafkaWire, *, names: list[str] = (), ids: list[uuid.UUID] = ()) -> list:
+    """Each topic's Metadata v12 answer."""
+    return metadata_answer(wire, names=names, ids=ids).topics
 
 
 def delete(wire: KafkaWire, *, name: str | None = None, topic_id: uuid.UUID | None = None):
@@ -146,9 +153,7 @@ def test_a_fetch_by_topic_id_reads_the_topic_and_an_unknown_id_is_refused(
         producer = kafka_cluster.producer(acks="all")
         producer.send_batch(name, [b"v%d" % i for i in range(5)])
         producer.close()
-        described = wire.ask(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
-            name=name, topic_id=None)], allow_auto_topic_creation=False,
-            include_topic_authorized_operations=False), 12)
+        described = metadata_answer(wire, names=[name])
     leader = described.topics[0].partitions[0].leader_id
     broker = next(b for b in described.brokers if b.node_id == leader)
 
