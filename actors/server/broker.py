@@ -362,6 +362,9 @@ class Broker:
         if event in (SessionEvent.CONNECTED, SessionEvent.RECONNECTED) and self.store is not None:
             self._granted_session_timeout_ms = self.store.session_timeout_ms
         if event is SessionEvent.RECONNECTED and self._fenced_while_cut_off:
+            log.warning("broker %d reconnected to ZooKeeper with its session alive: its "
+                        "replicas take back their roles from ZooKeeper", self.broker_id)
+            self._stop_unfencing()
             self._unfencing = self.replica_hosts.restore_all()
         self._fenced_while_cut_off = False
 
@@ -371,7 +374,14 @@ class Broker:
                     "its session is gone, fencing its replicas", self.broker_id, timeout_s)
         self._fenced_while_cut_off = True
         self._cut_off = None
+        self._stop_unfencing()
         self.replica_hosts.fence()
+
+    def _stop_unfencing(self) -> None:
+        """A restore still under way would lead again what a new fence stops."""
+        if self._unfencing is not None:
+            self._unfencing.cancel()
+            self._unfencing = None
 
     def _on_unregistered(self) -> None:
         # Our session expired: another broker may already lead our partitions. Lead nothing
@@ -379,6 +389,7 @@ class Broker:
         if not self._shutting_down:
             log.warning("broker %d lost its ZooKeeper session: fencing its replicas",
                         self.broker_id)
+        self._stop_unfencing()
         self.replica_hosts.fence()
 
     def _on_elected(self, epoch: int) -> None:

@@ -92,14 +92,19 @@ class HostMaintenance:
                         isr.maybe_expand_isr()
                 except Exception:
                     log.exception("ISR check of %s-%d failed", replica.topic, replica.partition)
-            self._maintain_due_logs(now)
-            self.sessions.drop_idle()
-            metrics.flush_replica_counts()
-            if time.monotonic() >= next_checkpoint:
-                next_checkpoint = time.monotonic() + HIGH_WATERMARK_CHECKPOINT_INTERVAL_S
-                # fsyncs: on a thread, so that requests do not wait behind them.
-                await asyncio.to_thread(_checkpoint_high_watermarks,
-                                        [r.log for r in self.replicas.values()])
+            # The ISR checks above are the only retry of an ISR change nobody wrote: a turn
+            # that fails must not end the next ones.
+            try:
+                self._maintain_due_logs(now)
+                self.sessions.drop_idle()
+                metrics.flush_replica_counts()
+                if time.monotonic() >= next_checkpoint:
+                    next_checkpoint = time.monotonic() + HIGH_WATERMARK_CHECKPOINT_INTERVAL_S
+                    # fsyncs: on a thread, so that requests do not wait behind them.
+                    await asyncio.to_thread(_checkpoint_high_watermarks,
+                                            [r.log for r in self.replicas.values()])
+            except Exception:
+                log.exception("the replica host's maintenance failed a turn")
 
     def _maintain_due_logs(self, now: int) -> None:
         """Retention, compaction and flushes of the replicas whose turn has come."""

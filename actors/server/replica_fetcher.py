@@ -66,12 +66,24 @@ def fetch_wait_ms(max_wait_ms: int, backoffs: list[float], now: float) -> int:
     return min(max_wait_ms, math.ceil(min(ahead) * 1000))
 
 
+def _error_text(reply: ErrorReply) -> str:
+    try:
+        code: object = ErrorCode(reply.code).name
+    except ValueError:  # a code this process does not know
+        code = reply.code
+    return f"{code}: {reply.message}"[:300]
+
+
 @dataclass
 class _Following:
     replica: PartitionReplica
     leader_epoch: int
     # After an error for this partition alone: not fetched again before then (monotonic s).
     backoff_until: float = 0.0
+    # When the leader last sent it records or a new high watermark (monotonic s; None: never),
+    # and what went wrong last: what `describe` tells of a follower that lags.
+    answered_at: float | None = None
+    last_error: str | None = None
 
     @property
     def current(self) -> bool:
@@ -105,6 +117,8 @@ class ReplicaFetcher:
         self._removed: set[TopicPartition] = set()
         self._untruncated: set[TopicPartition] = set()
         self._task: asyncio.Task | None = None
+        # When the leader last answered a fetch (monotonic s): for `describe_fetching`.
+        self._answered_at: float | None = None
         self._waking: asyncio.Future | None = None
         # Whether a fetch waits at the leader: a partition that starts following wakes it, so
         # that it is listed at once rather than after replica.fetch.wait.max.ms.
@@ -163,6 +177,25 @@ class ReplicaFetcher:
             self._in_session.discard(tp)
             self._removed.add(tp)
 
+    def describe_fetching(self, tp: TopicPartition) -> dict[str, Any] | None:
+        """How fetching `tp` goes (None: this fetcher does not fetch it): for `describe`."""
+        following = self.partitions.get(tp)
+        if following is None:
+            return None
+        now = time.monotonic()
+        return {
+            "leader_host": self.leader_host,
+            "truncating": tp in self._untruncated,
+            # The session's last answered fetch, if this partition was in it by then.
+            "fetched_s_ago": (None if tp not in self._in_session or self._answered_at is None
+                              else round(now - self._answered_at, 1)),
+            "records_s_ago": (None if following.answered_at is None
+                              else round(now - following.answered_at, 1)),
+            "backing_off_s": round(max(0.0, following.backoff_until - now), 1),
+            "last_error": following.last_error,
+            "fetcher_running": self._task is not None and not self._task.done(),
+        }
+
     def stop(self) -> None:
         self.partitions.clear()
         if self._task is not None:
@@ -176,7 +209,22 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         try:
-            await self._fetch_while_following()
+            while True:
+                try:
+                    await self._fetch_while_following()
+                    return
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    # A bug, not a failed fetch (those are handled where they happen): this
+                    # fetcher is the only one its partitions have, and nothing else would
+                    # start it again while their leader epoch stays, so it goes on.
+                    log.exception("the fetcher of broker %d from %s failed; starting its "
+                                  "session again", self.broker_id, self.leader_host)
+                    self._close_connections()
+                    self._restart_session()
+                    self._untruncated.update(self.partitions)
+                    await asyncio.sleep(self.config.replica_fetch_backoff_ms / 1000)
         finally:
             self._close_connections()  # nothing left to fetch from this leader host
 
@@ -210,6 +258,8 @@ class ReplicaFetcher:
                 raise
             except Exception as error:  # the leader's host died or is not there yet
                 log.debug("fetch from %s failed: %r", self.leader_host, error)
+                for following in self.partitions.values():
+                    following.last_error = f"fetch failed: {error!r}"[:300]
                 # The wake-ups' connection goes too: to a host that went silent it is as
                 # stale as the fetch's, and idle, nothing else would find out.
                 self._close_connections()
@@ -220,6 +270,7 @@ class ReplicaFetcher:
             if code_of(reply) == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
                 self._restart_session()
                 continue
+            self._answered_at = time.monotonic()
             self._full = False
             self._removed.difference_update(TopicPartition(topic, partition)
                                             for topic, partition in removed)
@@ -228,6 +279,7 @@ class ReplicaFetcher:
                 self._to_list.discard(tp)
                 if tp in self.partitions:
                     self._in_session.add(tp)
+                    self.partitions[tp].last_error = None  # an error answered sets it again
             fetched: ReplicaFetchResponse = reply
             for answer in fetched.partitions:
                 tp = TopicPartition(answer.topic, answer.partition)
@@ -284,8 +336,12 @@ class ReplicaFetcher:
                 log.warning("%s-%d on broker %d could not append what its leader sent (%s): "
                             "truncating and fetching again", tp.topic, tp.partition,
                             self.broker_id, error)
+                following.last_error = f"append failed: {error}"[:300]
                 self._untruncated.add(tp)
+                return
+            following.answered_at, following.last_error = time.monotonic(), None
             return
+        following.last_error = _error_text(reply)
         if reply.code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if replica.log.log_end_offset < reply.log_start_offset:
                 replica.log.truncate_fully_and_start_at(reply.log_start_offset)
@@ -332,6 +388,7 @@ class ReplicaFetcher:
                         or following.leader_epoch != query.current_leader_epoch):
                     continue
                 if isinstance(answer, ErrorReply):
+                    following.last_error = f"truncation: {_error_text(answer)}"
                     following.backoff_until = (time.monotonic()
                                                + self.config.replica_fetch_backoff_ms / 1000)
                     continue
@@ -387,6 +444,14 @@ class ReplicaFetcherManager:
     def remove(self, tp: TopicPartition) -> None:
         for fetcher in self.fetchers.values():
             fetcher.remove(tp)
+
+    def describe_fetching(self, tp: TopicPartition) -> dict[str, Any] | None:
+        """How fetching `tp` goes, if a fetcher fetches it."""
+        for fetcher in self.fetchers.values():
+            state = fetcher.describe_fetching(tp)
+            if state is not None:
+                return state
+        return None
 
     def stop(self) -> None:
         for fetcher in self.fetchers.values():

@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 
 # How long describe_replicas waits for each replica host.
 HOST_ANSWER_TIMEOUT_S = 2.0
+# How long a broker whose session outlived a cut waits before giving a host its replicas back
+# again, when the first try failed (ZooKeeper still settling after it came back).
+RESTORE_RETRY_S = 1.0
 
 
 @dataclasses.dataclass(eq=False)
@@ -209,10 +212,30 @@ class ReplicaHostPool:
         for host in self.hosts.values():
             host.fence.remote()
 
-    def restore_all(self) -> asyncio.Future:
+    def restore_all(self) -> asyncio.Task:
         """Give every host its replicas back as ZooKeeper has them (fenced while the session
-        turned out to be alive)."""
-        return asyncio.gather(*(self._recreate_host(name) for name in self.hosts))
+        turned out to be alive), trying a host again until it took them: nothing else would,
+        since the controller, seeing no broker come or go, sends nothing. Cancel the task if
+        the broker is fenced again meanwhile."""
+        return asyncio.ensure_future(self._restore_all())
+
+    async def _restore_all(self) -> None:
+        pending = list(self.hosts)
+        while pending:
+            results = await asyncio.gather(*(self._recreate_host(name) for name in pending),
+                                           return_exceptions=True)
+            failed = []
+            for name, result in zip(pending, results, strict=True):
+                if isinstance(result, asyncio.CancelledError):
+                    raise result
+                if isinstance(result, Exception):
+                    log.warning("replica host %s of broker %d did not take its replicas back "
+                                "(%r): trying again in %.0f s", name, self.broker_id, result,
+                                RESTORE_RETRY_S)
+                    failed.append(name)
+            pending = failed
+            if pending:
+                await asyncio.sleep(RESTORE_RETRY_S)
 
     def stop_watching(self) -> None:
         """Recreate no host from now on (the broker is shutting down)."""

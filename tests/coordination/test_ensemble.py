@@ -211,6 +211,60 @@ def test_a_cluster_keeps_producing_when_its_brokers_member_dies(
         cluster.shutdown()
 
 
+def test_brokers_fenced_while_the_quorum_was_lost_lead_and_follow_again(
+    members: list[EnsembleMember], ray_session: None, tmp_path: Path
+) -> None:
+    """Two of three members down past the brokers' session timeout: every broker, cut off
+    that long, fences its replicas; the sessions themselves outlive the outage (ZooKeeper
+    expires none while it has no quorum), so when the quorum returns no broker registers
+    anew and the controller sends nothing. Each broker gives its replicas back their roles
+    from ZooKeeper, and every partition must take writes with every replica in its ISR again."""
+    cluster = Cluster.start(3, name=f"quorum-{uuid.uuid4().hex[:8]}",
+                            zk=f"{members[0].address}/tests", data_dir=tmp_path / "c",
+                            broker_config=TEST_BROKER_CONFIG)
+    try:
+        cluster.create_topic("orders", partitions=6, replication_factor=3,
+                             config={"min.insync.replicas": 2})
+        epochs = {p["partition"]: p["leader_epoch"]
+                  for p in cluster.describe_topic("orders")["partitions"]}
+        session_s = TEST_BROKER_CONFIG["zookeeper.session.timeout.ms"] / 1000
+        with Workload(cluster, "orders") as workload:
+            wait_until(lambda: len(workload.acknowledged) >= 200, 60, "records acknowledged")
+            lost = members[1:]
+            for member in lost:
+                member.kill()
+            wait_until(lambda: members[0].mode() == NOT_SERVING, 30, "the quorum to be lost")
+            time.sleep(2.5 * session_s)  # every broker fences itself past its timeout
+            for member in lost:
+                member.restart(wait_for_quorum=False)
+            members[0].wait_for_quorum(60)
+            before = _acknowledged_by_partition(workload)
+
+            def every_replica_back() -> bool:
+                partitions = cluster.describe_topic("orders")["partitions"]
+                return all(len(p["isr"]) == 3 and p["high_watermark"] is not None
+                           for p in partitions)
+
+            wait_until(every_replica_back, 60, "every replica back in every ISR")
+            wait_until(lambda: all(count > before.get(partition, 0) for partition, count
+                                   in _acknowledged_by_partition(workload).items())
+                       and len(_acknowledged_by_partition(workload)) == 6, 60,
+                       "every partition acknowledging writes again")
+        check_acknowledged(workload.acknowledged, read_everything(cluster, "orders"))
+        moved = {p["partition"] for p in cluster.describe_topic("orders")["partitions"]
+                 if p["leader_epoch"] != epochs[p["partition"]]}
+        print(f"partitions the controller moved meanwhile: {sorted(moved)}")
+    finally:
+        cluster.shutdown()
+
+
+def _acknowledged_by_partition(workload: Workload) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for partition, _offset in list(workload.acknowledged):
+        counts[partition] = counts.get(partition, 0) + 1
+    return counts
+
+
 def _broker_sessions(member: EnsembleMember) -> set[str]:
     """The ids of the brokers' sessions (those with the brokers' timeout) connected to `member`,
     from `cons`."""
