@@ -444,6 +444,17 @@ class Cluster:
                 "config": dict(description.config), "partitions": partitions,
                 "marked_for_deletion": description.marked_for_deletion}
 
+    def describe_replicas(self, name: str) -> list[dict[str, Any]]:
+        """Every replica of topic `name` as its broker's host sees it (Kafka's
+        kafka-log-dirs --describe, with more): role, leader epoch, log end and high watermark;
+        a leader's view of its followers (where each fetched, when each was last caught up),
+        and a follower's of its fetching (when its leader last answered, its last error). A
+        broker that does not answer within 10 s is left out."""
+        self.admin.describe_topic(name)  # UnknownTopicError for a topic that does not exist
+        described, _complete = self._replicas_of(name, set(read_brokers(self.store)),
+                                                 timeout_s=10)
+        return [described[key] for key in sorted(described)]
+
     def alter_topic_config(self, name: str, updates: dict[str, Any]) -> dict[str, str]:
         """Set config overrides (a value of None removes one) and return the topic's overrides
         now. Every replica of the topic applies them within a second or so: retention,

@@ -262,7 +262,8 @@ TYPED_REPLY_MODULES = (
 # What those modules answer to admin and observability requests (the CLI's describe commands,
 # Kafka's DescribeProducers, path tracing), off those paths: fields for a table or a Kafka
 # response, kept as maps.
-ADMIN_ANSWERS = {"describe", "describe_replicas", "active_producers", "stop_tracing_path"}
+ADMIN_ANSWERS = {"describe", "describe_replicas", "describe_fetching", "active_producers",
+                 "stop_tracing_path"}
 # The broker's own share of those paths: what the controller and its replica hosts call.
 TYPED_BROKER_METHODS = {
     "leader_and_isr", "update_metadata", "update_topic_config", "stop_replicas",

@@ -21,6 +21,7 @@ from rafka.actors.messages import (
     ProducerDescription,
 )
 from rafka.actors.server.replica import LEADER, PartitionReplica
+from rafka.common.clock import wall_clock_ms
 from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UNDEFINED_EPOCH
 from rafka.logstore.batch import NO_TIMESTAMP
 from rafka.logstore.errors import OffsetOutOfRangeError
@@ -198,7 +199,8 @@ def high_watermark_lags(replica: PartitionReplica) -> bool:
 
 
 def describe(replica: PartitionReplica) -> dict[str, Any]:
-    return {
+    """The replica as its host sees it; a leader adds what it knows of its followers."""
+    facts: dict[str, Any] = {
         "topic": replica.topic,
         "partition": replica.partition,
         "broker": replica.broker_id,
@@ -211,4 +213,21 @@ def describe(replica: PartitionReplica) -> dict[str, Any]:
         "high_watermark": replica.log.high_watermark,
         "size_bytes": replica.log.size_in_bytes,
     }
+    state = replica.leader_state
+    if state is not None:
+        now_ms = wall_clock_ms()
+        facts["epoch_start_offset"] = state.epoch_start_offset
+        facts["isr_write_in_flight"] = replica.isr_manager.write_in_flight is not None
+        facts["followers"] = {
+            str(follower): {
+                "log_end_offset": progress.log_end_offset,
+                "caught_up_s_ago": (None if not progress.last_caught_up_ms
+                                    else round((now_ms - progress.last_caught_up_ms) / 1000, 1)),
+                "fetched_s_ago": (None if not progress.last_fetch_ms
+                                  else round((now_ms - progress.last_fetch_ms) / 1000, 1)),
+                "joining": follower in state.joining,
+            }
+            for follower, progress in sorted(state.followers.items())
+        }
+    return facts
 

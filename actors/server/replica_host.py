@@ -527,9 +527,17 @@ class ReplicaHost:
     # ----------------------------------------------------------------------- describe
 
     async def describe(self, topic: str | None = None) -> list[dict[str, Any]]:
-        """Each replica hosted here (of `topic` only, if given): role, epochs, offsets."""
-        return [leader_reads.describe(replica) for tp, replica in sorted(self.replicas.items())
-                if topic is None or tp.topic == topic]
+        """Each replica hosted here (of `topic` only, if given): role, epochs, offsets; a
+        leader's view of its followers, and a follower's of its fetching."""
+        described = []
+        for tp, replica in sorted(self.replicas.items()):
+            if topic is None or tp.topic == topic:
+                facts = leader_reads.describe(replica)
+                fetching = self.fetchers.describe_fetching(tp)
+                if fetching is not None:
+                    facts["fetching"] = fetching
+                described.append(facts)
+        return described
 
     async def start_tracing_path(self, topic: str, partition: int) -> bool:
         """Trace the replica's path events (`rafka.actors.path_trace`, for benchmarks), afresh;

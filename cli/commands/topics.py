@@ -37,6 +37,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_topic_argument(describe, required=False)
     describe.add_argument("--under-replicated-partitions", action="store_true",
                           help="only partitions whose ISR is smaller than their replicas")
+    describe.add_argument("--replicas", action="store_true",
+                          help="also every replica as its broker sees it: role, epoch, log "
+                               "end, high watermark, and how its fetching goes")
     describe.add_argument("--format", choices=("text", "json"), default="text")
     describe.set_defaults(run=_describe)
 
@@ -106,6 +109,12 @@ def _describe(args: argparse.Namespace) -> int:
             for description in descriptions:
                 description["partitions"] = [p for p in description["partitions"]
                                              if len(p["isr"]) < len(p["replicas"])]
+        if args.replicas:
+            for description in descriptions:
+                shown = {p["partition"] for p in description["partitions"]}
+                description["replica_states"] = [
+                    r for r in cluster.describe_replicas(description["name"])
+                    if r["partition"] in shown]
         if args.format == "json":
             echo(json.dumps(descriptions, indent=2))
         else:
@@ -135,8 +144,30 @@ def _render(description: dict[str, Any]) -> str:
         header += "\tMarkedForDeletion: true"
     rows = [[p["partition"], p["leader"] if p["leader"] >= 0 else "none", p["replicas"],
              p["isr"], p["leader_epoch"], p["high_watermark"]] for p in partitions]
-    return header + "\n" + table(
+    text = header + "\n" + table(
         ["PARTITION", "LEADER", "REPLICAS", "ISR", "EPOCH", "HIGH-WATERMARK"], rows)
+    if "replica_states" in description:
+        text += "\n\n" + table(
+            ["PARTITION", "BROKER", "ROLE", "EPOCH", "LOG-END", "HIGH-WATERMARK", "FETCHING"],
+            [[r["partition"], r["broker"], r["role"], r["leader_epoch"], r["log_end_offset"],
+              r["high_watermark"], _fetching(r.get("fetching"))]
+             for r in sorted(description["replica_states"],
+                             key=lambda r: (r["partition"], r["broker"]))])
+    return text
+
+
+def _fetching(state: dict[str, Any] | None) -> str:
+    """A follower's fetching in a few words: when its leader last answered a fetch of it,
+    and what failed last."""
+    if state is None:
+        return "-"
+    fetched = state["fetched_s_ago"]
+    words = ["no fetch answered" if fetched is None else f"fetched {fetched:g} s ago"]
+    if state["truncating"]:
+        words.append("truncating")
+    if state["last_error"]:
+        words.append(state["last_error"])
+    return "; ".join(words)
 
 
 def _delete(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from rafka.actors.cluster import Cluster
 from rafka.actors.stack import RayHead, session_members
 from rafka.coordination.embedded import is_embedded_server, wait_for_exit
 from tests.support.cli import RAFKA, rafka_up
+from tests.support.waiting import wait_until
 
 # `rafka up` starts an embedded ZooKeeper and a Ray head in subprocesses.
 pytestmark = pytest.mark.cluster
@@ -125,6 +126,43 @@ def test_topics_create_list_describe(up: Up) -> None:
                             .stdout)[0]["partitions"]
     assert len(partitions) == 3
     assert all(len(p["replicas"]) == 2 and p["leader"] in p["isr"] for p in partitions)
+
+
+def test_topics_describe_replicas_shows_each_replica_as_its_broker_sees_it(up: Up) -> None:
+    """--replicas: each replica's role and offsets from its host; a leader's view of its
+    follower, and the follower's of its fetching."""
+    up.rafka("topics", "create", "--topic", "seen", "--partitions", "2",
+             "--replication-factor", "2")
+    up.rafka("produce", "seen", input="a\nb\nc\n")
+
+    def described() -> dict:
+        return json.loads(up.rafka("topics", "describe", "seen", "--replicas", "--format",
+                                   "json").stdout)[0]
+
+    def caught_up() -> dict | None:
+        found = described()
+        states = found["replica_states"]
+        ends = {p["partition"]: p["high_watermark"] for p in found["partitions"]}
+        if len(states) == 4 and sum(ends.values()) == 3 and all(
+                s["log_end_offset"] == ends[s["partition"]] for s in states):
+            return found
+        return None
+
+    found = wait_until(caught_up, 60, "both replicas of each partition holding its records")
+    for partition in found["partitions"]:
+        mine = {s["broker"]: s for s in found["replica_states"]
+                if s["partition"] == partition["partition"]}
+        assert sorted(mine) == sorted(partition["replicas"])
+        leader, [follower] = mine[partition["leader"]], [
+            s for broker, s in mine.items() if broker != partition["leader"]]
+        assert leader["role"] == "leader" and follower["role"] == "follower"
+        assert leader["followers"][str(follower["broker"])]["log_end_offset"] == (
+            leader["log_end_offset"])
+        fetching = follower["fetching"]
+        assert fetching["fetcher_running"] and fetching["last_error"] is None, fetching
+        assert fetching["fetched_s_ago"] is not None and fetching["fetched_s_ago"] < 60
+    text = up.rafka("topics", "describe", "seen", "--replicas").stdout
+    assert "FETCHING" in text and "fetched" in text, text
 
 
 def test_a_topic_that_exists_already(up: Up, expect_error) -> None:

@@ -31,7 +31,7 @@ import psutil
 import pytest
 
 from tests.support.bed_nemesis import KINDS as NEMESIS_KINDS
-from tests.support.bed_nemesis import BedNemesis
+from tests.support.bed_nemesis import BedNemesis, zookeeper_member
 from tests.support.checker import (
     PARTITION_ANOMALY_KINDS,
     anomaly_total,
@@ -93,11 +93,14 @@ def assert_nothing_lost(client: BedClient, label: str, *,
     return gaps
 
 
-def describe(deployment: Deployment, topic: str) -> list[dict]:
+def describe(deployment: Deployment, topic: str, *, replicas: bool = False) -> list[dict]:
+    """The topic's partitions as ZooKeeper has them; with `replicas`, every replica as its
+    host sees it too (under "replica_states")."""
     result = deployment.shell(deployment.client, f"rafka topics describe {topic} --zk "
-                              f"{deployment.zk_connect} --address auto --format json",
-                              timeout_s=90)
-    return json.loads(result.stdout)[0]["partitions"]
+                              f"{deployment.zk_connect} --address auto --format json"
+                              + (" --replicas" if replicas else ""), timeout_s=90)
+    found = json.loads(result.stdout)[0]
+    return [*found["partitions"], *found.get("replica_states", [])]
 
 
 def partitions_led_on(client: BedClient, deployment: Deployment, node: str) -> set[int]:
@@ -125,7 +128,9 @@ def wait_for_every_isr(deployment: Deployment, topic: str, timeout_s: float, wha
         # Printed, not put in the message: pytest's short summary, the last lines CI shows,
         # then still names every failed test.
         with contextlib.suppress(Exception):
-            print(json.dumps(describe(deployment, topic)))
+            for facts in describe(deployment, topic, replicas=True):
+                print(json.dumps(facts))
+        print("--- the actors' last warnings\n" + deployment.actor_warnings())
         print(deployment.logs())
         raise
 
@@ -464,6 +469,47 @@ def test_a_node_cut_off_past_rays_health_check_comes_back_by_itself(deployment: 
     assert back_after_s <= BACK_AFTER_CUT_S, back_after_s
     assert_led_and_followed_gaps(gaps, led_by_victim, CUT_OFF_LED_MAX_WRITE_GAP_S,
                                  CUT_OFF_FOLLOWED_MAX_WRITE_GAP_S)
+
+
+# How long every broker may take to be back in every ISR, and every partition to take writes,
+# once the quorum is back and the killed node booted: a broker that fenced itself takes its
+# replicas back from ZooKeeper at once, and the killed one is restarted by Ray.
+QUORUM_BACK_S = 120
+
+
+def test_the_quorum_lost_while_one_node_is_isolated_and_another_killed(
+        deployment: Deployment, tmp_path: Path) -> None:
+    """The faults of a CI nemesis run (seed 1323723241) that left a partition unwritable, made
+    on purpose: one member paused and another's node isolated leave the third without a
+    quorum, past the brokers' session timeout, and that third node is killed meanwhile. Every
+    broker fences itself, the two that live on keep their sessions (ZooKeeper expires none
+    without a quorum), and the killed one comes back as a new process."""
+    first, isolated, killed = deployment.cluster_nodes
+    with BedClient(deployment, "quorum-lost", tmp_path / "client",
+                   partitions=PARTITIONS) as client:
+        time.sleep(5)
+        member = zookeeper_member(deployment, first)
+        assert member is not None, f"no ZooKeeper member runs on {first}"
+        member.suspend()
+        cut = deployment.bed.isolate(isolated)
+        try:
+            time.sleep(12)  # past the session timeout: every broker fences itself
+            deployment.bed.kill_node(killed)
+            time.sleep(8)
+        finally:
+            deployment.bed.restore(cut)
+            member.resume()
+        healed_at = time.time()
+        deployment.start_node(killed)
+        wait_for_every_isr(deployment, "quorum-lost", QUORUM_BACK_S,
+                           "every broker back in every ISR after the quorum returned")
+        wait_until(lambda: all(at > healed_at for at in
+                               client.progress()["last_ack"].values()), 60,
+                   "every partition acknowledging writes after the quorum returned")
+        print(f"{FIGURES} quorum lost: back in every ISR {time.time() - healed_at:.1f} s "
+              "after the heal")
+        time.sleep(3)
+    assert_nothing_lost(client, "quorum lost", max_failed_sends=MAX_FAILED_SENDS_SINGLE_FAULT)
 
 
 # How long the nemesis makes faults: 180 s in the suite, as the issue asks; its long run is 600

@@ -314,9 +314,14 @@ class BedNemesis:
         return node, node, boot
 
     def _zookeeper_member(self, node: str) -> psutil.Process | None:
-        for pid in self.bed.pids(node):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process = psutil.Process(pid)
-                if "QuorumPeerMain" in " ".join(process.cmdline()):
-                    return process
-        return None
+        return zookeeper_member(self.deployment, node)
+
+
+def zookeeper_member(deployment: Deployment, node: str) -> psutil.Process | None:
+    """The ZooKeeper member (its JVM) that runs on `node`, if one does."""
+    for pid in deployment.bed.pids(node):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process = psutil.Process(pid)
+            if "QuorumPeerMain" in " ".join(process.cmdline()):
+                return process
+    return None

@@ -250,6 +250,20 @@ class Deployment:
                 found.append(f"--- {path.relative_to(self.root)}\n" + "\n".join(tail))
         return "\n".join(found)
 
+    def actor_warnings(self, lines: int = 15) -> str:
+        """The last warnings and errors of each broker and replica host (their Ray worker
+        logs), kazoo's reconnection chatter left out, for a failure's message."""
+        noise = ("Connection dropped", "Transition to CONNECTING", "Session has expired",
+                 ":job_id:", ":task_name:")
+        found = []
+        for path in sorted(self.root.glob("*/tmp/ray/session_*/logs/worker-*.err")):
+            with contextlib.suppress(OSError):
+                kept = [line for line in path.read_text(errors="replace").splitlines()
+                        if line.strip() and not line.startswith(noise)]
+                if len(kept) > 1:  # more than the actor's name
+                    found.append(f"--- {path.name}\n" + "\n".join(kept[:1] + kept[1:][-lines:]))
+        return "\n".join(found)
+
     # ------------------------------------------------------------------------- drivers
 
     def driver(self, argv: Sequence[str], *, log: Path, node: str | None = None
