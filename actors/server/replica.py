@@ -188,6 +188,10 @@ class PartitionReplica:
                 f"{self.controller_epoch}: ignored",
             )
         if decision is LeaderAndIsrDecision.ALREADY_APPLIED:
+            # Not partition state but the broker's reading of the leader's registration: a
+            # resend that names the leader's host where the first could not is taken.
+            if self.role == FOLLOWER and request.leader_host is not None:
+                self.leader_host = request.leader_host
             return None
         self.controller_epoch = request.controller_epoch
         self.replicas = tuple(request.replicas)

@@ -48,6 +48,8 @@ HOST_ANSWER_TIMEOUT_S = 2.0
 # How long a broker whose session outlived a cut waits before giving a host its replicas back
 # again, when the first try failed (ZooKeeper still settling after it came back).
 RESTORE_RETRY_S = 1.0
+# How often a broker reads the registrations again for a leader it found none of.
+LEADER_LOOKUP_RETRY_S = 1.0
 
 
 @dataclasses.dataclass(eq=False)
@@ -78,6 +80,10 @@ class ReplicaHostPool:
     # One task per host, awaiting the host's lifeline call: it fails when the host dies.
     _host_watches: dict[str, asyncio.Task] = dataclasses.field(default_factory=dict, init=False)
     _closing: bool = dataclasses.field(default=False, init=False)
+    # Followers told of a leader whose registration this broker has not read (yet): their
+    # leader's host is looked up again until found (`_resolve_leader_hosts`).
+    _unresolved: set[TopicPartition] = dataclasses.field(default_factory=set, init=False)
+    _resolving: asyncio.Task | None = dataclasses.field(default=None, init=False)
 
     # ------------------------------------------------------------------------ finding hosts
 
@@ -131,6 +137,54 @@ class ReplicaHostPool:
             self._pool_sizes.update({b: info.replica_hosts for b, info in brokers.items()})
         return self._pool_sizes
 
+    def _with_leader_host(self, request: LeaderAndIsrRequest, pools: dict[int, int]
+                          ) -> LeaderAndIsrRequest:
+        """`request` naming its leader's host, which the leader's pool size gives. A leader
+        whose registration was not found (it registered a moment after the controller saw
+        it, or is registering again) has no host yet: the name a guess would give could be
+        a host that does not exist, followed for good. It is looked up again until found."""
+        tp = TopicPartition(request.topic, request.partition)
+        leader = request.leader
+        if leader < 0:
+            self._unresolved.discard(tp)
+            return dataclasses.replace(request, leader_host=None)
+        if leader not in pools:
+            self._unresolved.add(tp)
+            if self._resolving is None or self._resolving.done():
+                self._resolving = asyncio.ensure_future(self._resolve_leader_hosts())
+            return dataclasses.replace(request, leader_host=None)
+        self._unresolved.discard(tp)
+        return dataclasses.replace(request, leader_host=replica_host_name(
+            leader, request.topic, request.partition, pools[leader]))
+
+    async def _resolve_leader_hosts(self) -> None:
+        """Read the registrations again until every follower in `_unresolved` knows its
+        leader's host, and give it to the follower's host."""
+        while self._unresolved and not self._closing:
+            await asyncio.sleep(LEADER_LOOKUP_RETRY_S)
+            waiting = {tp: self.replica_states[tp] for tp in self._unresolved
+                       if tp in self.replica_states}
+            self._unresolved &= set(waiting)
+            try:
+                pools = await self._leader_hosts({r.leader for r in waiting.values()})
+            except Exception as error:  # ZooKeeper unreachable for now: again later
+                log.info("broker %d could not read the brokers' registrations: %r",
+                         self.broker_id, error)
+                continue
+            by_host: dict[str, list[LeaderAndIsrRequest]] = {}
+            for tp, request in waiting.items():
+                if request.leader_host is not None or request.leader < 0:
+                    self._unresolved.discard(tp)  # a newer LeaderAndIsr named it since
+                elif request.leader in pools:
+                    resolved = self._with_leader_host(request, pools)
+                    self.replica_states[tp] = resolved
+                    by_host.setdefault(self.host_name(*tp), []).append(resolved)
+            if by_host:
+                applied = await self._apply_on_hosts(by_host)
+                if applied.errors:
+                    log.warning("broker %d: followers did not take their leaders' hosts: %s",
+                                self.broker_id, applied.errors)
+
     # --------------------------------------------------------------- the controller's requests
 
     async def leader_and_isr(self, controller_epoch: int,
@@ -142,11 +196,8 @@ class ReplicaHostPool:
         read_s = time.monotonic() - started
         by_host: dict[str, list[LeaderAndIsrRequest]] = {}
         for entry in partitions:
-            leader = entry.leader
-            leader_host = (replica_host_name(leader, entry.topic, entry.partition,
-                                             pools.get(leader, 0)) if leader >= 0 else None)
-            request = dataclasses.replace(entry, controller_epoch=controller_epoch,
-                                          leader_host=leader_host, config=dict(entry.config))
+            request = self._with_leader_host(dataclasses.replace(
+                entry, controller_epoch=controller_epoch, config=dict(entry.config)), pools)
             self.replica_states[TopicPartition(request.topic, request.partition)] = request
             by_host.setdefault(self.host_name(request.topic, request.partition),
                                []).append(request)
@@ -242,6 +293,8 @@ class ReplicaHostPool:
         self._closing = True
         for watch in self._host_watches.values():
             watch.cancel()
+        if self._resolving is not None:
+            self._resolving.cancel()
 
     async def close(self) -> None:
         """Close every host (its replicas flush and close their logs)."""
@@ -301,12 +354,15 @@ class ReplicaHostPool:
             request = self.replica_states[tp]
             found = current.get(tp)
             if found is not None:
-                leader = found.value.leader
-                request = dataclasses.replace(
-                    request, leader=leader, leader_epoch=found.value.leader_epoch,
-                    isr=tuple(found.value.isr), zk_version=found.version,
-                    leader_host=replica_host_name(leader, tp.topic, tp.partition,
-                                                  pools.get(leader, 0)) if leader >= 0 else None)
+                request = self._with_leader_host(dataclasses.replace(
+                    request, leader=found.value.leader, leader_epoch=found.value.leader_epoch,
+                    isr=tuple(found.value.isr), zk_version=found.version), pools)
+                stored = self.replica_states[tp]
+                # Kept unless a newer LeaderAndIsr came meanwhile: a follower whose leader's
+                # host is still unknown is found from here (`_resolve_leader_hosts`).
+                if (request.leader_epoch, request.zk_version) >= (stored.leader_epoch,
+                                                                  stored.zk_version):
+                    self.replica_states[tp] = request
             requests.append(request)
         applied = await self._apply_on_hosts({name: requests})
         if applied.errors:

@@ -5,6 +5,7 @@ partitions, so no error may end it, and `describe_fetching` says how its fetchin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,17 @@ def test_a_fetcher_survives_a_bug_in_applying_an_answer_and_fetches_on(tmp_path:
         replica.release()
 
     asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_a_resend_naming_the_leaders_host_is_taken_at_the_same_epoch(tmp_path: Path) -> None:
+    """The leader's host is the broker's reading of the leader's registration, not partition
+    state: a follower first told none (the leader not registered yet) takes the host a resend
+    at the same epoch names."""
+    replica = PartitionReplica("orders", 0, 1, tmp_path, {}, CONFIG, _no_isr_writes)
+    request = LeaderAndIsrRequest(topic="orders", partition=0, leader=2, leader_epoch=0,
+                                  isr=(1, 2), replicas=(1, 2), controller_epoch=1, zk_version=1)
+    assert replica.leader_and_isr(request) is None
+    assert replica.role == FOLLOWER and replica.leader_host is None
+    assert replica.leader_and_isr(dataclasses.replace(request, leader_host="host-2")) is None
+    assert replica.role == FOLLOWER and replica.leader_host == "host-2"
+    replica.release()
