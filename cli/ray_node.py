@@ -11,6 +11,13 @@ failed to start again on every try for minutes (docs/deployment.md, "What runs o
 So when the agent's HTTP port is fixed, this passes it to the raylet too (the raylet's own
 `--dashboard_agent_listen_port` flag), and the raylet waits for none of the agent's files.
 
+Once its raylet runs, `ray start` waits for the GCS to list the node, 30 s at most (hard-coded in
+`ray._private.node`, whatever its message says of `RAY_raylet_start_wait_time_s`), and past that
+fails. A GCS that has just restarted (the head killed and booted again) on a busy machine took
+longer, while it was loading its tables and other nodes were registering too: in the bed's
+nemesis the head's start failed twice and a worker's once, and every new try cost 35 to 44 s
+more than waiting would have. So this waits up to `NODE_REGISTRATION_WAIT_S` for the listing.
+
     python -m rafka.cli.ray_node start --head --block --dashboard-agent-listen-port=20103 ...
 
 Everything else is `ray`'s.
@@ -20,6 +27,8 @@ from __future__ import annotations
 
 import re
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 from ray._private import ray_constants, services
@@ -50,8 +59,33 @@ def _start_ray_process_telling_the_raylet(command: list[str], process_type: str,
     return _start_ray_process(command, process_type, *args, **kwargs)
 
 
+# How long a starting node waits for the GCS to list it (Ray's own wait: 30 s).
+NODE_REGISTRATION_WAIT_S = 120.0
+# How often it asks.
+NODE_REGISTRATION_POLL_S = 0.5
+
+
+def waiting_for_registration(get_node: Callable[..., Any], wait_s: float,
+                             poll_s: float = NODE_REGISTRATION_POLL_S) -> Callable[..., Any]:
+    """`get_node` (Ray's `services.get_node`, which raises RuntimeError while the GCS does not
+    list the node), asked again until it answers or `wait_s` has passed."""
+
+    def get_node_waiting(*args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return get_node(*args, **kwargs)
+            except RuntimeError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(poll_s)
+
+    return get_node_waiting
+
+
 def main() -> None:
     services.start_ray_process = _start_ray_process_telling_the_raylet
+    services.get_node = waiting_for_registration(services.get_node, NODE_REGISTRATION_WAIT_S)
     from ray.scripts.scripts import main as ray_main
 
     sys.argv[0] = "ray"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rafka.cli.ray_node import with_agent_listen_port
+from rafka.cli.ray_node import waiting_for_registration, with_agent_listen_port
 
 AGENT = ("--dashboard_agent_command=/usr/bin/python3 -u .../dashboard/agent.py --grpc-port=20100 "
          "--listen-port={port} --node-manager-port=RAY_NODE_MANAGER_PORT_PLACEHOLDER")
@@ -30,6 +30,32 @@ def test_no_port_to_tell_or_already_told_leaves_the_command_alone() -> None:
     for command in (["raylet", AGENT.format(port=0)], ["raylet"],
                     ["raylet", AGENT.format(port=1), "--dashboard_agent_listen_port=2"]):
         assert with_agent_listen_port(command) == command
+
+
+def test_a_node_the_gcs_lists_late_is_waited_for() -> None:
+    """Ray gives a starting node 30 s to be listed by the GCS: rafka asks on, up to its own
+    bound, and passes on what the GCS finally says."""
+    asked: list[str] = []
+
+    def get_node(gcs_address: str, node_id: str) -> dict:
+        asked.append(node_id)
+        if len(asked) < 4:
+            raise RuntimeError("GCS cannot find the node: registration not complete yet")
+        return {"node_id": node_id}
+
+    waiting = waiting_for_registration(get_node, wait_s=5, poll_s=0.01)
+    assert waiting("10.0.0.1:6379", "abc") == {"node_id": "abc"}
+    assert asked == ["abc"] * 4
+
+
+def test_a_node_never_listed_fails_once_the_wait_is_over() -> None:
+    def get_node(gcs_address: str, node_id: str) -> dict:
+        raise RuntimeError("GCS cannot find the node")
+
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="cannot find"):
+        waiting_for_registration(get_node, wait_s=0.2, poll_s=0.01)("10.0.0.1:6379", "abc")
+    assert 0.2 <= time.monotonic() - started < 5
 
 
 def free_port() -> int:
