@@ -32,7 +32,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     create = actions.add_parser("create", help="set a user's SCRAM credential")
     create.add_argument("--user", required=True, help="the user name")
-    create.add_argument("--password", help="the password (default: read from stdin)")
+    create.add_argument("--password",
+                        help="the password (default: read from stdin); one beginning with '-' "
+                             "takes the form --password=VALUE")
     create.add_argument("--mechanism", action="append", choices=SCRAM_MECHANISMS,
                         help="SCRAM-SHA-256 or SCRAM-SHA-512; repeatable (default: both)")
     create.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS,

@@ -241,8 +241,10 @@ def test_the_secured_profile_serves_its_users_and_refuses_everyone_else(
         bootstrap = ",".join(f"{host}:{port}" for host, port in sasl)
         ca = str(deployment.tls_folder(client) / "ca.pem")
         password = secrets.token_urlsafe(12)
+        # `--password=` because a random password may start with "-", which argparse would
+        # otherwise take for an option.
         deployment.shell(client, f"rafka users create --user alice --mechanism SCRAM-SHA-512 "
-                                 f"--password {password} --address auto", timeout_s=90)
+                                 f"--password={password} --address auto", timeout_s=90)
         deployment.shell(client, "rafka topics create secured --partitions 3 "
                                  "--replication-factor 3 --address auto", timeout_s=90)
         deployment.shell(client, "rafka acls add --allow-principal User:alice --operation Write "
