@@ -257,6 +257,10 @@ class BrokerConfig:
     socket_request_max_bytes: int = setting(
         "socket.request.max.bytes", Type.INT, 104_857_600, minimum=0,
         doc="The largest request a Kafka client may send.")
+    max_incremental_fetch_session_cache_slots: int = setting(
+        "max.incremental.fetch.session.cache.slots", Type.INT, 1000, minimum=0,
+        doc="How many incremental fetch sessions (KIP-227) the broker keeps for Kafka "
+            "clients; 0: none, every fetch lists every partition.")
     # What a broker's Kafka clients may hold (actors/kafka/limits.py): Kafka's names and
     # defaults, but for group.coordinator.max.groups, rafka's own (each group is kept in the
     # coordinating broker's memory; Kafka has no such bound).

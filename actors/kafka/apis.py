@@ -45,6 +45,12 @@ from rafka.actors.kafka.authorization import (
     RequestAuthorization,
     authorizer_from_config,
 )
+from rafka.actors.kafka.fetch_sessions import (
+    CURRENT_FETCH,
+    FetchSessionLayer,
+    KafkaFetchSessions,
+    answer_of,
+)
 from rafka.actors.kafka.quota_admin import ClientQuotaAdmin
 from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
 from rafka.actors.kafka.sasl import sasl_not_enabled
@@ -178,6 +184,10 @@ class KafkaApis:
             else self.authorization.may_describe_topic).describe_topic_partitions
         if self.authorization is not None:
             self._handlers = self.authorization.wrap(self._handlers)
+        # A fetch in a session is made whole before the checks see it (fetch_sessions.py).
+        self.fetch_sessions = KafkaFetchSessions(config.max_incremental_fetch_session_cache_slots)
+        self._handlers[ApiKey.Fetch] = FetchSessionLayer(
+            self.fetch_sessions, broker.topic_name_of).wrap(self._handlers[ApiKey.Fetch])
         # Topics named by id get their names before the checks see them.
         self._handlers = TopicIdResolver(broker).wrap(self._handlers)
 
@@ -387,6 +397,10 @@ class KafkaApis:
             parts, lambda host, share: self._call_host(
                 host, KAFKA_FETCH, request.max_wait_ms, share, request.max_wait_ms,
                 request.min_bytes, request.max_bytes, read_committed))
+        session = CURRENT_FETCH.get()
+        if session is not None:  # an incremental fetch answers only what changed
+            kept = session.answer({tp: answer_of(reply) for tp, reply in replies.items()})
+            replies = {tp: reply for tp, reply in replies.items() if tp in kept}
         response = api.response
         topics: dict[str, list[Any]] = {}
         for tp, reply in replies.items():

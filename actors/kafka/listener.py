@@ -155,8 +155,8 @@ class KafkaListener:
     def stats(self) -> dict[str, Any]:
         """What the clients hold now: connections (in all and per address) and request bytes
         (now, and the most at once since the start); how many host calls failed, and how many
-        were answered over the hosts' data ports; and the principals of the clients connected
-        now, by listener."""
+        were answered over the hosts' data ports; the fetch sessions held, and how many were
+        evicted; and the principals of the clients connected now, by listener."""
         principals: dict[str, list[str]] = {}
         for connection in self._connections.values():
             principals.setdefault(connection.listener_name, []).append(str(connection.principal))
@@ -167,6 +167,8 @@ class KafkaListener:
                 "queued_request_bytes_peak": self.request_memory.peak,
                 "host_failures": self.apis.host_failures,
                 "host_calls_over_data_ports": self.apis.host_calls_over_data_ports,
+                "fetch_sessions": len(self.apis.fetch_sessions.sessions),
+                "fetch_sessions_evicted": self.apis.fetch_sessions.evicted,
                 "client_quotas": self.client_quotas.stats()}
 
     def _release_request(self, size: int, _answered: asyncio.Task[bytes | None]) -> None:
