@@ -46,10 +46,9 @@ from rafka.actors.kafka.authorization import (
     authorizer_from_config,
 )
 from rafka.actors.kafka.fetch_sessions import (
-    CURRENT_FETCH,
     FetchSessionLayer,
     KafkaFetchSessions,
-    answer_of,
+    kept_in_session,
 )
 from rafka.actors.kafka.quota_admin import ClientQuotaAdmin
 from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
@@ -397,10 +396,7 @@ class KafkaApis:
             parts, lambda host, share: self._call_host(
                 host, KAFKA_FETCH, request.max_wait_ms, share, request.max_wait_ms,
                 request.min_bytes, request.max_bytes, read_committed))
-        session = CURRENT_FETCH.get()
-        if session is not None:  # an incremental fetch answers only what changed
-            kept = session.answer({tp: answer_of(reply) for tp, reply in replies.items()})
-            replies = {tp: reply for tp, reply in replies.items() if tp in kept}
+        replies = kept_in_session(replies)  # in a session, only what changed
         response = api.response
         topics: dict[str, list[Any]] = {}
         for tp, reply in replies.items():

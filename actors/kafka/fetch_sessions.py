@@ -231,9 +231,9 @@ class KafkaFetchSessions:
 
 Handler = Callable[[Api, int, Any], Awaitable[Any]]
 
-# The fetch context of the Fetch request being handled, if it has one: the handler gives it
-# what each partition's read found (`answer`) and answers only the partitions it keeps, so that
-# an incremental fetch builds no answer for the partitions it leaves out.
+# The fetch context of the Fetch request being handled, if it has one: the handler answers
+# only the partitions it keeps (`kept_in_session`), so that an incremental fetch builds no
+# answer for the partitions it leaves out.
 CURRENT_FETCH: ContextVar[FetchContext | None] = ContextVar("CURRENT_FETCH", default=None)
 
 
@@ -243,6 +243,17 @@ def answer_of(reply: FetchedRecords | ErrorReply) -> PartitionAnswer:
         return PartitionAnswer(ErrorCode.NONE, reply.high_watermark, reply.last_stable_offset,
                                reply.log_start_offset, bool(reply.records))
     return PartitionAnswer(reply.code, reply.high_watermark, -1, reply.log_start_offset, False)
+
+
+def kept_in_session(replies: dict[TopicPartitionKey, FetchedRecords | ErrorReply]
+                    ) -> dict[TopicPartitionKey, FetchedRecords | ErrorReply]:
+    """The replies of the fetch being handled that its answer carries: in a session, those
+    the client does not know yet (all of them, outside one or in a full fetch)."""
+    context = CURRENT_FETCH.get()
+    if context is None:
+        return replies
+    kept = context.answer({key: answer_of(reply) for key, reply in replies.items()})
+    return {key: reply for key, reply in replies.items() if key in kept}
 
 
 class FetchSessionLayer:

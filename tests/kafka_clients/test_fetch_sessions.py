@@ -34,12 +34,21 @@ def listener_stats(cluster: Cluster) -> list[dict[str, Any]]:
             for broker in cluster.brokers()]
 
 
-def consumer_of(cluster: Cluster, topic: str) -> KafkaConsumer:
+def sessions_held(cluster: Cluster) -> int:
+    return sum(stats["fetch_sessions"] for stats in listener_stats(cluster))
+
+
+def topic_and_clients(cluster: Cluster, prefix: str
+                      ) -> tuple[str, KafkaProducer, KafkaConsumer]:
+    """A new topic of PARTITIONS partitions, a producer, and a consumer assigned them all."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=2)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers(), acks="all")
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers(),
                              enable_auto_commit=False, auto_offset_reset="earliest",
                              fetch_max_wait_ms=100)
     consumer.assign([TopicPartition(topic, partition) for partition in range(PARTITIONS)])
-    return consumer
+    return topic, producer, consumer
 
 
 def read(consumer: KafkaConsumer, got: dict[int, list[bytes]], until: int,
@@ -54,11 +63,8 @@ def read(consumer: KafkaConsumer, got: dict[int, list[bytes]], until: int,
 
 def test_a_consumer_of_many_partitions_reads_each_record_once_in_fetch_sessions(
         kafka_cluster: Cluster) -> None:
-    topic = f"sessions-{uuid.uuid4().hex[:6]}"
-    kafka_cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=2)
-    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers(), acks="all")
-    consumer = consumer_of(kafka_cluster, topic)
-    sessions_before = sum(stats["fetch_sessions"] for stats in listener_stats(kafka_cluster))
+    topic, producer, consumer = topic_and_clients(kafka_cluster, "sessions")
+    sessions_before = sessions_held(kafka_cluster)
     sent: dict[int, list[bytes]] = {}
     got: dict[int, list[bytes]] = {}
     rng = random.Random(5)
@@ -77,7 +83,7 @@ def test_a_consumer_of_many_partitions_reads_each_record_once_in_fetch_sessions(
         for _ in range(5):
             for tp, records in consumer.poll(timeout_ms=200).items():
                 got.setdefault(tp.partition, []).extend(record.value for record in records)
-        sessions = sum(stats["fetch_sessions"] for stats in listener_stats(kafka_cluster))
+        sessions = sessions_held(kafka_cluster)
     finally:
         consumer.close()
         producer.close(timeout=10)
@@ -88,10 +94,7 @@ def test_a_consumer_of_many_partitions_reads_each_record_once_in_fetch_sessions(
 
 def test_a_session_is_refused_a_topic_its_principal_may_no_longer_read(
         kafka_cluster: Cluster) -> None:
-    topic = f"sessions-acl-{uuid.uuid4().hex[:6]}"
-    kafka_cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=2)
-    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers(), acks="all")
-    consumer = consumer_of(kafka_cluster, topic)
+    topic, producer, consumer = topic_and_clients(kafka_cluster, "sessions-acl")
     admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers())
     # This listener's clients are all User:ANONYMOUS, allowed where no ACL names a topic.
     deny = ACL(principal="User:ANONYMOUS", host="*", operation=ACLOperation.READ,
@@ -103,7 +106,7 @@ def test_a_session_is_refused_a_topic_its_principal_may_no_longer_read(
         producer.flush(timeout=30)
         got: dict[int, list[bytes]] = {}
         read(consumer, got, PARTITIONS)
-        assert sum(stats["fetch_sessions"] for stats in listener_stats(kafka_cluster)) >= 3
+        assert sessions_held(kafka_cluster) >= 3
 
         assert not admin.create_acls([deny])["failed"]
         refused: list[BaseException] = []

@@ -12,7 +12,6 @@ from kafka.protocol.api_key import ApiKey
 
 from rafka.actors.errors import ErrorCode
 from rafka.actors.kafka.fetch_sessions import (
-    CURRENT_FETCH,
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
@@ -20,8 +19,10 @@ from rafka.actors.kafka.fetch_sessions import (
     FetchSessionLayer,
     KafkaFetchSessions,
     PartitionAnswer,
+    kept_in_session,
     next_epoch,
 )
+from rafka.actors.messages import FetchedRecords
 from rafka.wire.protocol import APIS
 
 FETCH = APIS[ApiKey.Fetch]
@@ -197,12 +198,12 @@ class RecordingHandler:
         asked = [(topic.topic, part.partition, part.fetch_offset)
                  for topic in request.topics for part in topic.partitions]
         self.asked.append(asked)
-        answers = {(topic, partition): PartitionAnswer(
-            ErrorCode.NONE, 10, 10, 0, (topic, partition) in self.with_records)
-            for topic, partition, _ in asked}
-        # As KafkaApis.handle_fetch does: the session's context says what to answer.
-        context = CURRENT_FETCH.get()
-        kept = set(answers) if context is None else context.answer(answers)
+        replies = {(topic, partition): FetchedRecords(
+            b"x" if (topic, partition) in self.with_records else b"", offset,
+            high_watermark=10, log_start_offset=0, log_end_offset=10, last_stable_offset=10)
+            for topic, partition, offset in asked}
+        # As KafkaApis.handle_fetch does: answer only what the session keeps.
+        kept = kept_in_session(replies)
         data = api.response.FetchableTopicResponse
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
             data(topic=topic.topic, partitions=[data.PartitionData(
