@@ -18,8 +18,9 @@ The request's metadata (`session_id`, `session_epoch`) says what the client want
 
 A full cache (`max.incremental.fetch.session.cache.slots`) makes room as Kafka's does: first by
 evicting a session unused for `EVICTION_S`, else the smallest session if it is smaller than the
-new one. The handler (`apis.py`) turns an incremental request into the whole session's fetch,
-so the checks (ACLs) and the replica hosts see every partition read, every time.
+new one. The layer around Fetch's handler (`FetchSessionLayer`) turns an incremental request
+into the whole session's fetch, so the checks (ACLs) and the replica hosts see every partition
+read, every time.
 """
 
 from __future__ import annotations
@@ -83,7 +84,6 @@ class FetchSession:
         self.session_id = session_id
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.partitions: dict[TopicPartitionKey, CachedPartition] = {}
-        self.created = now
         self.last_used = now
 
     def update(self, fetches: Iterable[tuple[TopicPartitionKey, Any, Any]],
