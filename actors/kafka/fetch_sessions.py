@@ -76,9 +76,11 @@ class PartitionAnswer:
     has_records: bool
 
 
-class FetchSession:
-    """One client's session: its partitions, in the order they are read (a partition that was
-    answered goes to the back, so that a fetch filled by the first ones starves none)."""
+class ClientFetchSession:
+    """One Kafka client's session: its partitions, in the order they are read (a partition
+    that was answered goes to the back, so that a fetch filled by the first ones starves none).
+    The sessions between rafka's own hosts are another protocol (`actors/server/fetch_session.py`:
+    the follower names its session, and the leader is told which partitions changed)."""
 
     def __init__(self, session_id: int, now: float) -> None:
         self.session_id = session_id
@@ -123,7 +125,7 @@ class FetchContext:
     read, the ones to answer (`answer`) and the session id the answer carries (`session_id`)."""
 
     def __init__(self, reads: list[tuple[TopicPartitionKey, Any, Any]],
-                 session: FetchSession | None = None,
+                 session: ClientFetchSession | None = None,
                  cache: KafkaFetchSessions | None = None) -> None:
         self.reads = reads
         self.session = session
@@ -166,7 +168,7 @@ class KafkaFetchSessions:
         self.eviction_s = eviction_s
         self._clock = clock
         self._rng = rng or random.Random()
-        self.sessions: dict[int, FetchSession] = {}
+        self.sessions: dict[int, ClientFetchSession] = {}
         self.evicted = 0
 
     def begin(self, session_id: int, epoch: int,
@@ -194,7 +196,7 @@ class KafkaFetchSessions:
         return FetchContext(reads, session)
 
     def open_session(self, reads: list[tuple[TopicPartitionKey, Any, Any]]
-                     ) -> FetchSession | None:
+                     ) -> ClientFetchSession | None:
         """A new session of these partitions, if there is a slot or one can be freed."""
         if not reads:
             return None
@@ -202,7 +204,7 @@ class KafkaFetchSessions:
         if len(self.sessions) >= self.max_sessions and not self._evict_for(len(reads), now):
             return None
         session_id = self._new_id()
-        session = self.sessions[session_id] = FetchSession(session_id, now)
+        session = self.sessions[session_id] = ClientFetchSession(session_id, now)
         session.update(reads, ())
         return session
 
