@@ -8,9 +8,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from typing import Any
 
-import ray
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import (
     ACL,
@@ -23,15 +21,10 @@ from kafka.admin import (
 from kafka.errors import TopicAuthorizationFailedError
 
 from rafka import Cluster
+from tests.support.kafka_clients import listener_stats
 from tests.support.waiting import wait_until
 
 PARTITIONS = 48
-
-
-def listener_stats(cluster: Cluster) -> list[dict[str, Any]]:
-    return [ray.get(ray.get_actor(f"broker-{broker['id']}", namespace=cluster.namespace)
-                    .kafka_listener_stats.remote(), timeout=30)
-            for broker in cluster.brokers()]
 
 
 def sessions_held(cluster: Cluster) -> int:

@@ -1,14 +1,16 @@
 """What every unmodified Kafka client's tests go through against rafka's Kafka listener: topics
 of three partitions, records a user would check (keys, some null, timestamps, headers) written or
 read by rafka's own clients, and a group of two that rebalances when one leaves and resumes from
-its commits after a restart."""
+its commits after a restart; and what each broker's Kafka listener says of its clients."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
+
+import ray
 
 from rafka import Cluster
 
@@ -18,6 +20,14 @@ PARTITIONS = 3
 BASE_TIMESTAMP_MS = 1_700_000_000_000
 
 Record = tuple[bytes | None, bytes, int, list[tuple[str, bytes]]]
+
+
+def listener_stats(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every broker's `Broker.kafka_listener_stats`: its clients' connections, principals,
+    fetch sessions, and the calls to its hosts that failed."""
+    return [ray.get(ray.get_actor(f"broker-{broker['id']}", namespace=cluster.namespace)
+                    .kafka_listener_stats.remote(), timeout=30)
+            for broker in cluster.brokers()]
 
 
 def new_topic(cluster: Cluster, name: str) -> str:

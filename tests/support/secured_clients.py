@@ -8,10 +8,11 @@ import shutil
 import subprocess
 from typing import Any
 
-import ray
 from confluent_kafka import Consumer
 
 from rafka import Cluster
+
+from .kafka_clients import listener_stats
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 
@@ -36,9 +37,7 @@ def listener_endpoints(brokers: list[dict[str, Any]], listener: str) -> list[tup
 def principals(cluster: Cluster) -> dict[str, set[str]]:
     """The principals connected now to every broker, by listener."""
     found: dict[str, set[str]] = {}
-    for broker in cluster.brokers():
-        actor = ray.get_actor(f"broker-{broker['id']}", namespace=cluster.namespace)
-        stats = ray.get(actor.kafka_listener_stats.remote(), timeout=30)
+    for stats in listener_stats(cluster):
         for name, seen in stats["principals"].items():
             found.setdefault(name, set()).update(seen)
     return found

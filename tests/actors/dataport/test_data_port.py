@@ -27,6 +27,7 @@ from rafka.common.topic_partition import TopicPartition
 from rafka.logstore.batch import build_batch
 from tests.support.connections import connections_to
 from tests.support.faults import paused
+from tests.support.kafka_clients import listener_stats
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
 
@@ -117,9 +118,7 @@ def test_a_kafka_clients_records_reach_the_hosts_over_either_transport(
         assert [m.offset() for m in mine] == list(range(200))
         assert [m.value() for m in mine] == [f"record-{i}".encode()
                                              for i in range(partition, 400, 2)]
-    stats = [ray.get(ray.get_actor(f"broker-{broker['id']}", namespace=cluster.namespace)
-                     .kafka_listener_stats.remote(), timeout=30)
-             for broker in cluster.brokers()]
+    stats = listener_stats(cluster)
     over_ports = sum(s["host_calls_over_data_ports"] for s in stats)
     assert sum(s["host_failures"] for s in stats) == 0
     assert (over_ports > 0) if transport == "tcp" else (over_ports == 0)

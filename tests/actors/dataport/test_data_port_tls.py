@@ -23,6 +23,7 @@ from rafka.actors.messages import OffsetQuery
 from rafka.common.tls import PemFiles
 from tests.support.certificates import cluster_files, inter_broker_ssl
 from tests.support.cluster import cluster_of_its_own
+from tests.support.kafka_clients import listener_stats
 from tests.support.replicas import ReplicaOnHost
 from tests.support.waiting import wait_until
 
@@ -124,8 +125,6 @@ def test_a_topic_goes_end_to_end_with_the_data_ports_over_tls(tls_cluster: Clust
                       + [f"kafka-{i}".encode() for i in range(100)])
     assert sorted(r.value for r in own) == expected
     assert sorted(m.value() for m in kafka) == expected
-    stats = [ray.get(ray.get_actor(f"broker-{broker['id']}", namespace=tls_cluster.namespace)
-                     .kafka_listener_stats.remote(), timeout=30)
-             for broker in tls_cluster.brokers()]
+    stats = listener_stats(tls_cluster)
     assert sum(s["host_calls_over_data_ports"] for s in stats) > 0
     assert sum(s["host_failures"] for s in stats) == 0
