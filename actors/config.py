@@ -261,6 +261,10 @@ class BrokerConfig:
         "max.incremental.fetch.session.cache.slots", Type.INT, 1000, minimum=0,
         doc="How many incremental fetch sessions (KIP-227) the broker keeps for Kafka "
             "clients; 0: none, every fetch lists every partition.")
+    transaction_partition_verification_enable: bool = setting(
+        "transaction.partition.verification.enable", Type.BOOLEAN, True,
+        doc="Whether a partition leader asks the transaction coordinator before it takes a "
+            "transaction's first batch in the partition (KIP-890).")
     # What a broker's Kafka clients may hold (actors/kafka/limits.py): Kafka's names and
     # defaults, but for group.coordinator.max.groups, rafka's own (each group is kept in the
     # coordinating broker's memory; Kafka has no such bound).

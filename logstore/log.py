@@ -629,6 +629,12 @@ class Log:
         entry = self._producers.get(producer_id)
         return entry.copy() if entry is not None else None
 
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer, at this epoch, has a transaction here that no marker ended."""
+        entry = self._producers.get(producer_id)
+        return (entry is not None and entry.producer_epoch == producer_epoch
+                and entry.current_txn_first_offset is not None)
+
     def producers(self) -> list[ProducerEntry]:
         """Copies of what the log knows of every producer whose batches it still holds."""
         entries = (self._producers.get(producer_id) for producer_id in self._producers.producer_ids)

@@ -161,7 +161,8 @@ class Api:
 # the newest that asks nothing rafka lacks (Produce 13 names topics by id, which the produce
 # path does not take yet; Fetch 14 and later carry tiered storage's errors and followers'
 # states; FindCoordinator 4 and OffsetFetch 8 batch several groups, OffsetCommit 9 takes member
-# epochs, AddPartitionsToTxn 4, EndTxn 4 and TxnOffsetCommit 4 are KIP-890's).
+# epochs, EndTxn 4 and TxnOffsetCommit 4 are KIP-890's transaction version 2; AddPartitionsToTxn
+# 4-5 are served, as KIP-890's verification between brokers).
 APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 9),
     Api(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 13),
@@ -182,7 +183,7 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.DescribeTopicPartitions, DescribeTopicPartitionsRequest,
         DescribeTopicPartitionsResponse, 0, 0),
     Api(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
-    Api(ApiKey.AddPartitionsToTxn, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
+    Api(ApiKey.AddPartitionsToTxn, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
     Api(ApiKey.AddOffsetsToTxn, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
     Api(ApiKey.EndTxn, EndTxnRequest, EndTxnResponse, 0, 3),
     Api(ApiKey.TxnOffsetCommit, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),

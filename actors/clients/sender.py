@@ -276,8 +276,9 @@ class Sender:
         for name, (host, carried, parts, sent_to) in requests.items():
             sent_ns = time.monotonic_ns()
             try:
-                key = self._calls.send(name, host, "produce",
-                                       (parts, self.config.acks, self.config.request_timeout_ms))
+                key = self._calls.send(name, host, "produce", (
+                    parts, self.config.acks, self.config.request_timeout_ms,
+                    None if self.transactions is None else self.transactions.transactional_id))
             except Exception as error:
                 for batch in carried:
                     self._fail(batch, error)

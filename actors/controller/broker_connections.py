@@ -110,6 +110,16 @@ class BrokerConnection:
         each change carries its own controller epoch, so the frame's is left at -1."""
         return self.request(control_frames.UPDATE_PARTITION_STATES, -1, changes)
 
+    def verify_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           partitions: list[tuple[str, int]], forwarded: bool = False
+                           ) -> Awaitable[ControlAnswer]:
+        """Whether `partitions` are in the producer's ongoing transaction (KIP-890's
+        verify-only AddPartitionsToTxn): a leader host asks its broker, which asks the
+        transaction's coordinator (`forwarded`: this broker was asked by another, and does
+        not ask on)."""
+        return self.request(control_frames.VERIFY_TRANSACTION, -1, transactional_id,
+                            producer_id, producer_epoch, partitions, forwarded)
+
     # --------------------------------------------------------------------------- requests
 
     def request(self, method: str, controller_epoch: int, *arguments: Any) -> asyncio.Future:

@@ -2,13 +2,16 @@
 length in front, as the data port's (`rafka.actors.dataport.frames`). The controller sends
 LeaderAndIsr, UpdateMetadata, StopReplica and topic config changes; the broker's own replica
 hosts send their leaders' ISR changes (`update_partition_states`), which the broker writes to
-ZooKeeper with its session (as a ZooKeeper-era Kafka broker's `Partition` wrote its own).
+ZooKeeper with its session (as a ZooKeeper-era Kafka broker's `Partition` wrote its own), and
+their questions to transaction coordinators (`verify_transaction`, KIP-890), which a broker
+also puts to another (the coordinator's).
 
 A connection opens with a hello (the protocol's version and the cluster's control token);
 then each request is `[correlation id, method, controller epoch, arguments]` and each answer
 `[correlation id, kind, payload]`, so that requests can follow each other on one connection
 without waiting and answers find their requests (`PendingRequests`). The broker applies a
-connection's requests in the order they came, as Ray ran one caller's calls to an actor.
+connection's requests in the order they came, as Ray ran one caller's calls to an actor,
+except those in `CONCURRENT`, applied as they come.
 
 Everything read is checked, since anything that can reach the port can write to it; a frame
 that is not what this protocol sends raises `ControlFrameError`, and the connection is closed.
@@ -38,7 +41,7 @@ from rafka.actors.messages import (
     PartitionMetadata,
     UpdateMetadataRequest,
 )
-from rafka.common.errors import RafkaError
+from rafka.common.errors import ErrorCode, RafkaError
 from rafka.common.topic_partition import TopicPartition
 from rafka.coordination.models import BrokerInfo
 
@@ -52,11 +55,16 @@ UPDATE_METADATA = "update_metadata"
 STOP_REPLICAS = "stop_replicas"
 UPDATE_TOPIC_CONFIG = "update_topic_config"
 UPDATE_PARTITION_STATES = "update_partition_states"
+VERIFY_TRANSACTION = "verify_transaction"
 METHODS = (LEADER_AND_ISR, UPDATE_METADATA, STOP_REPLICAS, UPDATE_TOPIC_CONFIG,
-           UPDATE_PARTITION_STATES)
+           UPDATE_PARTITION_STATES, VERIFY_TRANSACTION)
 # The requests whose handler takes no epoch before its arguments: UpdateMetadata carries its
-# own, and each ISR change the controller epoch its leader knows (a host is no controller).
-WITHOUT_EPOCH = (UPDATE_METADATA, UPDATE_PARTITION_STATES)
+# own, each ISR change the controller epoch its leader knows (a host is no controller), and a
+# transaction's verification has nothing to do with the controller.
+WITHOUT_EPOCH = (UPDATE_METADATA, UPDATE_PARTITION_STATES, VERIFY_TRANSACTION)
+# The requests applied as they come, beside the connection's others rather than after them:
+# a verification may wait on another broker, and a host's ISR changes must not wait on it.
+CONCURRENT = (VERIFY_TRANSACTION,)
 
 # What a broker answers: nothing (done), a refusal, the partitions it did not apply, or (to
 # ISR changes) each change's outcome in order.
@@ -236,6 +244,10 @@ def encode_request(correlation_id: int, method: str, controller_epoch: int,
     elif method == UPDATE_PARTITION_STATES:
         (changes,) = arguments
         body = [[_pack_isr_change(change) for change in changes]]
+    elif method == VERIFY_TRANSACTION:
+        transactional_id, producer_id, producer_epoch, partitions, forwarded = arguments
+        body = [transactional_id, producer_id, producer_epoch,
+                [[topic, partition] for topic, partition in partitions], bool(forwarded)]
     else:
         raise ValueError(f"no control request {method!r}")
     return frame([correlation_id, method, controller_epoch, body])
@@ -265,6 +277,16 @@ def decode_request(body: bytes) -> ControlRequest:
         _check(len(fields) == 1 and isinstance(fields[0], list),
                "ISR changes' arguments are [changes]")
         arguments = ([_read_isr_change(entry) for entry in fields[0]],)
+    elif method == VERIFY_TRANSACTION:
+        _check(len(fields) == 5 and isinstance(fields[0], str) and _is_int(fields[1])
+               and _is_int(fields[2]) and isinstance(fields[3], list)
+               and all(isinstance(entry, list) and len(entry) == 2
+                       and isinstance(entry[0], str) and _is_int(entry[1])
+                       for entry in fields[3]) and isinstance(fields[4], bool),
+               "a verification's arguments are [transactional id, producer id, producer "
+               "epoch, [[topic, partition], ...], forwarded]")
+        arguments = (fields[0], fields[1], fields[2],
+                     [(topic, partition) for topic, partition in fields[3]], fields[4])
     else:
         _check(len(fields) == 2 and isinstance(fields[0], str) and _str_map(fields[1]),
                "a topic config change's arguments are [topic, config]")
@@ -320,6 +342,17 @@ def decode_answer(body: bytes) -> tuple[int, ControlAnswer]:
     return correlation_id, PartitionErrors(
         {TopicPartition(topic, partition): _read_error(error)
          for topic, partition, error in payload})
+
+
+def verification_error(answer: ControlAnswer, topic: str, partition: int) -> ErrorCode:
+    """What a transaction's verification answered for one partition: NONE (the answer
+    names no error for it), the whole request's error, or the partition's."""
+    if isinstance(answer, ErrorReply):
+        return ErrorCode(answer.code)
+    if isinstance(answer, PartitionErrors):
+        refused = answer.errors.get(TopicPartition(topic, partition))
+        return ErrorCode.NONE if refused is None else ErrorCode(refused.code)
+    return ErrorCode.NONE
 
 
 def _read_isr_writes(payload: Any) -> IsrWrites:

@@ -193,6 +193,7 @@ class ProduceRequest(NamedTuple):
     requests: list[PartitionProduce]
     acks: int
     timeout_ms: int
+    transactional_id: str | None = None
 
 
 class KafkaProduceRequest(NamedTuple):
@@ -202,6 +203,7 @@ class KafkaProduceRequest(NamedTuple):
     requests: list[PartitionProduce]
     acks: int
     timeout_ms: int
+    transactional_id: str | None = None
 
 
 class ListOffsetsRequest(NamedTuple):
@@ -258,16 +260,19 @@ class WakeSessionRequest(NamedTuple):
     session_id: int
 
 
-def produce_request(requests: list[PartitionProduce], acks: int, timeout_ms: int) -> bytes:
+def produce_request(requests: list[PartitionProduce], acks: int, timeout_ms: int,
+                    transactional_id: str | None = None) -> bytes:
     """The frame of a producer's request: each partition's batches, and where each record ends
-    when the producer says (`PartitionProduce.record_ends`)."""
-    return frame([PRODUCE, [list(request) for request in requests], acks, timeout_ms])
+    when the producer says (`PartitionProduce.record_ends`); a transactional producer's id."""
+    return frame([PRODUCE, [list(request) for request in requests], acks, timeout_ms,
+                  transactional_id])
 
 
 def kafka_produce_request(requests: list[PartitionProduce], acks: int,
-                          timeout_ms: int) -> bytes:
+                          timeout_ms: int, transactional_id: str | None = None) -> bytes:
     """The frame of a Kafka listener's produce: each partition's Kafka batches."""
-    return frame([KAFKA_PRODUCE, [list(request) for request in requests], acks, timeout_ms])
+    return frame([KAFKA_PRODUCE, [list(request) for request in requests], acks, timeout_ms,
+                  transactional_id])
 
 
 def replica_fetch_request(follower_id: int, session_id: int, full: bool,
@@ -404,12 +409,16 @@ def _read_consumer_fetch(fields: list[Any]) -> tuple[list[PartitionFetch], int, 
     return asked, max_wait_ms, min_bytes, max_bytes, read_committed
 
 
-def _read_produce(fields: list[Any]) -> tuple[list[PartitionProduce], int, int]:
-    """A producer's request's fields (a Kafka listener's too), checked."""
-    if len(fields) != 3:
-        raise FrameError("a producer's request has 3 fields")
-    requests, acks, timeout_ms = fields
+def _read_produce(fields: list[Any]) -> tuple[list[PartitionProduce], int, int, str | None]:
+    """A producer's request's fields (a Kafka listener's too), checked. A producer of an
+    earlier rafka sends no transactional id (three fields)."""
+    if len(fields) not in (3, 4):
+        raise FrameError("a producer's request has 4 fields")
+    requests, acks, timeout_ms, transactional_id = (*fields, None) if len(fields) == 3 \
+        else fields
     _ints([acks, timeout_ms], "a producer's request")
+    if not isinstance(transactional_id, str | None):
+        raise FrameError("a producer's transactional id is a string or nil")
     if not isinstance(requests, list):
         raise FrameError("a producer's request has a list of partitions")
     parts = []
@@ -420,7 +429,7 @@ def _read_produce(fields: list[Any]) -> tuple[list[PartitionProduce], int, int]:
             raise FrameError("a produced partition is [topic, partition, records, record ends "
                              "or nil]")
         parts.append(PartitionProduce(*entry))
-    return parts, acks, timeout_ms
+    return parts, acks, timeout_ms, transactional_id
 
 
 def _read_list_offsets(fields: list[Any]) -> ListOffsetsRequest:

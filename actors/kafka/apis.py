@@ -342,8 +342,8 @@ class KafkaApis:
     # ------------------------------------------------------------------------- produce
 
     async def handle_produce(self, api: Api, version: int, request: Any) -> bytes | None:
-        # A transactional producer's batches carry their flag; the leader takes them as any
-        # idempotent producer's (the client added the partition to its transaction first).
+        # The leader verifies a transaction's first batch by the request's transactional id
+        # (v3+) with the coordinator (KIP-890, `actors/server/txn_verification.py`).
         # The hosts convert each partition's batches: in parallel, and never on this loop,
         # where the controller and every other connection of this broker run. A batch too
         # large for its topic by its headers alone is refused here, without a trip to a host.
@@ -367,7 +367,7 @@ class KafkaApis:
         replies = await self._each_host(
             parts, lambda host, share: self._call_host(
                 host, KAFKA_PRODUCE, request.timeout_ms, share, request.acks,
-                request.timeout_ms))
+                request.timeout_ms, getattr(request, "transactional_id", None)))
         if request.acks == 0:
             return None
         return _produce_response(version, request.header.correlation_id, errors, replies)

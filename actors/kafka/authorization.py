@@ -380,6 +380,11 @@ class RequestAuthorization:
 
     async def _add_partitions_to_txn(self, handler: Handler, api: Api, version: int,
                                      request: Any) -> Any:
+        if version >= 4:  # between brokers (KIP-890), as Kafka checks it
+            if self.cluster_allowed(AclOperation.CLUSTER_ACTION):
+                return await handler(api, version, request)
+            return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                    "results_by_transaction": []}
         txn = request.v3_and_below_transactional_id
         topics = request.v3_and_below_topics
         if not self.allowed(WRITE, TXN, txn):

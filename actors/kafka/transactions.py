@@ -41,7 +41,10 @@ class KafkaTransactionHandler:
 
     async def add_partitions_to_txn(self, api: Api, version: int, request: Any
                                     ) -> dict[str, Any]:
-        """v0-3: one transaction's partitions, one error for all of them."""
+        """v0-3: one transaction's partitions, one error for all of them. v4+ is KIP-890's
+        request between brokers (`_add_partitions_batched`)."""
+        if version >= 4:
+            return await self._add_partitions_batched(api, request)
         wanted = [(topic.name, partition) for topic in request.v3_and_below_topics
                   for partition in topic.partitions]
         error = await self.coordinator.add_partitions(
@@ -56,6 +59,37 @@ class KafkaTransactionHandler:
                                                          partition_error_code=error)
                 for partition in topic.partitions])
             for topic in request.v3_and_below_topics]}
+
+    async def _add_partitions_batched(self, api: Api, request: Any) -> dict[str, Any]:
+        """AddPartitionsToTxn v4+: several transactions, each answered per partition. With
+        `verify_only`, whether each partition is in the transaction (NONE, or
+        TRANSACTION_ABORTABLE), as a leader asks before a transaction's first batch; without,
+        the partitions are added. rafka's own brokers ask over their control endpoints
+        (`actors/server/transaction_verifications.py`); this serves the same question to a
+        Kafka tool or broker."""
+        result = api.response.AddPartitionsToTxnResult
+        topic_result = api.response.AddPartitionsToTxnTopicResult
+        partition_result = topic_result.AddPartitionsToTxnPartitionResult
+        answers = []
+        for transaction in request.transactions:
+            wanted = [(topic.name, partition) for topic in transaction.topics
+                      for partition in topic.partitions]
+            if transaction.verify_only:
+                verified = await self.coordinator.verify_partitions(
+                    transaction.transactional_id, transaction.producer_id,
+                    transaction.producer_epoch, wanted)
+            else:
+                verified = await self.coordinator.add_partitions(
+                    transaction.transactional_id, transaction.producer_id,
+                    transaction.producer_epoch, wanted)
+            errors = verified if isinstance(verified, dict) else dict.fromkeys(wanted, verified)
+            answers.append(result(transactional_id=transaction.transactional_id, topic_results=[
+                topic_result(name=topic.name, results_by_partition=[
+                    partition_result(partition_index=partition,
+                                     partition_error_code=errors[(topic.name, partition)])
+                    for partition in topic.partitions])
+                for topic in transaction.topics]))
+        return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": answers}
 
     async def add_offsets_to_txn(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         error = await self.coordinator.add_offsets(

@@ -26,6 +26,7 @@ import ray
 from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
 from rafka.actors.controller import control_frames
+from rafka.actors.controller.control_frames import ControlAnswer
 from rafka.actors.controller.controller import Controller
 from rafka.actors.controller.recovery import RecoveryPolicy
 from rafka.actors.dataport.tls import client_context, data_port_tls, server_context
@@ -45,6 +46,7 @@ from rafka.actors.naming import broker_name
 from rafka.actors.runtime import run_at_server_priority
 from rafka.actors.server.control_endpoint import ControlEndpoint
 from rafka.actors.server.replica_host_pool import ReplicaHostPool
+from rafka.actors.server.transaction_verifications import TransactionVerifications
 from rafka.actors.stalls import watch_for_stalls
 from rafka.actors.txn.coordinator import TransactionCoordinator
 from rafka.actors.txn.transaction_state import TRANSACTION_STATE_TOPIC
@@ -164,8 +166,15 @@ class Broker:
              control_frames.UPDATE_METADATA: self.update_metadata,
              control_frames.STOP_REPLICAS: self.stop_replicas,
              control_frames.UPDATE_TOPIC_CONFIG: self.update_topic_config,
-             control_frames.UPDATE_PARTITION_STATES: self.update_partition_states},
+             control_frames.UPDATE_PARTITION_STATES: self.update_partition_states,
+             control_frames.VERIFY_TRANSACTION: self.verify_transaction},
             None if self._links_tls is None else server_context(self._links_tls))
+        # KIP-890: the leader hosts' questions to transaction coordinators, answered here or
+        # put to the coordinator's broker.
+        self.verifications = TransactionVerifications(
+            broker_id, self.transactions, self.find_transaction_coordinator,
+            lambda broker: self.metadata_cache.brokers.get(broker), self._control_token,
+            None if self._links_tls is None else client_context(self._links_tls))
         # This broker's dynamic settings in ZooKeeper, and the registration update the last
         # change of its advertised listener made.
         self._config_watch: Any = None
@@ -426,6 +435,7 @@ class Broker:
             await self.kafka_listener.close()
         await self.control_endpoint.close()
         self.transactions.close()
+        self.verifications.close()
         if self.controller is not None:
             self.controller.stop()
             self.controller = None
@@ -624,6 +634,15 @@ class Broker:
             return error_reply(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                f"{TRANSACTION_STATE_TOPIC}-{partition} has no leader yet")
         return leader
+
+    async def verify_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int,
+        partitions: list[tuple[str, int]], forwarded: bool,
+    ) -> ControlAnswer:
+        """Whether `partitions` are in the producer's ongoing transaction, from its
+        coordinator (KIP-890: a leader host asks before a transaction's first batch)."""
+        return await self.verifications.verify(transactional_id, producer_id, producer_epoch,
+                                               partitions, forwarded)
 
     async def init_transactions(self, transactional_id: str, timeout_ms: int,
                                 expected: tuple[int, int] | None = None

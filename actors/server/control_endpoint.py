@@ -9,7 +9,9 @@ finds it (`rafka.actors.controller.broker_connections`). Frames are the control 
 token, and over mutual TLS exactly when the data ports speak it
 (`security.inter.broker.protocol=SSL`). A connection's requests are handed to the broker's
 handlers one after another, in the order they came, and each answer goes back as soon as it
-is ready; a stale controller epoch is refused by the handlers, as over Ray.
+is ready; a stale controller epoch is refused by the handlers, as over Ray. A transaction's
+verification (a leader host's, or another broker's, KIP-890) is the exception: it is applied
+beside the others, since it may wait on another broker.
 """
 
 from __future__ import annotations
@@ -85,11 +87,29 @@ class ControlEndpoint:
             if not hmac.compare_digest(token, self.token):
                 raise ControlFrameError("a wrong token")
             self.connections_accepted += 1
-            while True:
-                request = control_frames.decode_request(await self._read_frame(reader))
-                answer = await self._apply(request)
-                writer.write(control_frames.encode_answer(request.correlation_id, answer))
-                await writer.drain()
+            # Requests applied beside the others (`control_frames.CONCURRENT`), and the lock
+            # that keeps their answers and the others' whole on the socket.
+            running: set[asyncio.Task] = set()
+            writing = asyncio.Lock()
+
+            async def answer(request: control_frames.ControlRequest) -> None:
+                reply = await self._apply(request)
+                async with writing:
+                    writer.write(control_frames.encode_answer(request.correlation_id, reply))
+                    await writer.drain()
+
+            try:
+                while True:
+                    request = control_frames.decode_request(await self._read_frame(reader))
+                    if request.method in control_frames.CONCURRENT:
+                        task = asyncio.ensure_future(answer(request))
+                        running.add(task)
+                        task.add_done_callback(running.discard)
+                    else:
+                        await answer(request)
+            finally:
+                for task in running:
+                    task.cancel()
 
     async def _apply(self, request: control_frames.ControlRequest) -> ControlAnswer:
         handler = self.handlers[request.method]

@@ -45,6 +45,7 @@ from rafka.actors.server.replication import (
     acks_all_outcome,
     apply_leader_and_isr,
 )
+from rafka.actors.server.txn_verification import TransactionVerifier, VerifyTransaction
 from rafka.common.clock import wall_clock_ms
 from rafka.common.topic_partition import TopicPartition
 from rafka.common.waiting import wait_for_event
@@ -107,6 +108,7 @@ class PartitionReplica:
         topic_config: dict[str, Any],
         broker_config: BrokerConfig,
         write_isr: IsrWriter,
+        verify_transaction: VerifyTransaction | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -133,6 +135,7 @@ class PartitionReplica:
         self._changed: asyncio.Event | None = None
         self.listeners: set[ChangeListener] = set()
         self.isr_manager = IsrManager(self, write_isr)
+        self.transaction_verifier = TransactionVerifier(verify_transaction)
         self.next_maintenance_ms = wall_clock_ms() + log_maintenance_interval_ms(self.config)
         self.metrics = ReplicaMetrics(topic, partition, broker_id)
         # Set while a benchmark traces this partition's path (`rafka.actors.path_trace`).
@@ -214,6 +217,7 @@ class PartitionReplica:
 
     def _become_leader(self, leader_epoch: int) -> None:
         self.role = LEADER
+        self.transaction_verifier.clear()
         self.leader_id = self.broker_id
         self.leader_epoch = leader_epoch
         # The epoch starts at the log end: a follower asking where it ends learns it here.
@@ -267,24 +271,28 @@ class PartitionReplica:
 
     async def produce(
         self, records: bytes, acks: int = -1, timeout_ms: int = 30_000, *,
-        record_ends: bytes | None = None,
+        record_ends: bytes | None = None, transactional_id: str | None = None,
     ) -> Appended | ErrorReply:
         """Append one producer batch (or several) as leader; reply with the base offset.
         `record_ends`: where the producer says each record of a single batch ends
-        (`PartitionProduce`)."""
+        (`PartitionProduce`); `transactional_id`: a transactional producer's."""
         return await self._produce(
-            acks, timeout_ms, lambda: self._checked_batches(records, record_ends))
+            acks, timeout_ms, lambda: self._checked_batches(records, record_ends),
+            transactional_id)
 
     async def produce_kafka(
         self, records: bytes, acks: int = -1, timeout_ms: int = 30_000,
+        transactional_id: str | None = None,
     ) -> Appended | ErrorReply:
         """`produce` for a Kafka client's batches, converted here (`rafka.wire.records`), in
         the host that owns the partition rather than on the broker's event loop."""
-        return await self._produce(acks, timeout_ms, lambda: self._converted_batches(records))
+        return await self._produce(acks, timeout_ms, lambda: self._converted_batches(records),
+                                   transactional_id)
 
     async def _produce(
         self, acks: int, timeout_ms: int,
         read_batches: Callable[[], tuple[bytes, list[Any]] | ErrorReply],
+        transactional_id: str | None,
     ) -> Appended | ErrorReply:
         """A produce whose batches `read_batches` checks (and converts): refused, or appended."""
         started = time.perf_counter()
@@ -296,7 +304,7 @@ class PartitionReplica:
         else:
             checked_records, headers = checked
             reply = await self._append_checked(checked_records, headers, acks, timeout_ms,
-                                               received_ns)
+                                               received_ns, transactional_id)
         # Every request is timed, refused ones too, as Kafka's request metrics do.
         self.metrics.produce_latency((time.perf_counter() - started) * 1000)
         return reply
@@ -341,6 +349,7 @@ class PartitionReplica:
 
     async def _append_checked(
         self, records: bytes, headers: list, acks: int, timeout_ms: int, received_ns: int,
+        transactional_id: str | None = None,
     ) -> Appended | ErrorReply:
         """Append batches already checked (`headers` theirs) as leader, and acknowledge."""
         if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
@@ -352,14 +361,20 @@ class PartitionReplica:
             )
         epoch = self.leader_epoch
         first = headers[0]
+        guard = await self.transaction_verifier.check(self.log, first, transactional_id, *self.tp)
+        if isinstance(guard, ErrorReply):
+            return guard
         if first.producer_id >= 0:
             duplicate = await self._sequence_gate(headers)
             if isinstance(duplicate, ErrorReply):
                 return duplicate
             if duplicate is not None:
                 return await self.acknowledge(acks, duplicate[0], duplicate[1], -1, timeout_ms)
-            if self.role != LEADER or self.leader_epoch != epoch:
-                return self.not_leader()
+        if self.role != LEADER or self.leader_epoch != epoch:
+            return self.not_leader()
+        refused = self.transaction_verifier.refused_append(self.log, first, guard)
+        if refused is not None:
+            return refused
         info = self.append_as_leader(records)
         if isinstance(info, ErrorReply):
             return info

@@ -36,7 +36,13 @@ import ray
 
 from rafka.actors import metrics
 from rafka.actors.config import BrokerConfig
-from rafka.actors.controller.broker_connections import BrokerConnection, parse_endpoint
+from rafka.actors.controller.broker_connections import (
+    BrokerConnection,
+    BrokerDidNotAnswer,
+    BrokerUnreachable,
+    parse_endpoint,
+)
+from rafka.actors.controller.control_frames import verification_error
 from rafka.actors.dataport.async_client import DataPortAddress, PublishedAddress
 from rafka.actors.dataport.server import DataPort
 from rafka.actors.dataport.tls import DataPortTls, client_context, data_port_tls
@@ -87,6 +93,7 @@ from rafka.actors.server.offset_manager import OffsetManagers
 from rafka.actors.server.replica import PartitionReplica
 from rafka.actors.server.replica_fetcher import ReplicaFetcherManager
 from rafka.actors.server.txn_markers import write_marker
+from rafka.actors.server.txn_verification import VerifyTransaction
 from rafka.actors.stalls import watch_for_stalls
 from rafka.common.topic_partition import TopicPartition
 from rafka.wire.records import to_kafka
@@ -106,38 +113,60 @@ class _WakeSessions:
 
 
 async def _produce_one(replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
-                       request: PartitionProduce, acks: int, timeout_ms: int
-                       ) -> Appended | ErrorReply:
+                       request: PartitionProduce, acks: int, timeout_ms: int,
+                       transactional_id: str | None) -> Appended | ErrorReply:
     """One partition's part of a produce request (a function, not a method of the actor
     class, whose every method Ray wraps)."""
     replica = replicas.get(TopicPartition(request.topic, request.partition))
     if replica is None:
         return unknown_partition(broker_id, request.topic, request.partition)
     return await replica.produce(request.records, acks, timeout_ms,
-                                 record_ends=request.record_ends)
+                                 record_ends=request.record_ends,
+                                 transactional_id=transactional_id)
 
 
 async def _produce_one_kafka(replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
-                             request: PartitionProduce, acks: int, timeout_ms: int
-                             ) -> Appended | ErrorReply:
+                             request: PartitionProduce, acks: int, timeout_ms: int,
+                             transactional_id: str | None) -> Appended | ErrorReply:
     """`_produce_one` for a Kafka client's batches."""
     replica = replicas.get(TopicPartition(request.topic, request.partition))
     if replica is None:
         return unknown_partition(broker_id, request.topic, request.partition)
-    return await replica.produce_kafka(request.records, acks, timeout_ms)
+    return await replica.produce_kafka(request.records, acks, timeout_ms, transactional_id)
 
 
 async def _produce_each(
     produce_one: Callable[..., Awaitable[Appended | ErrorReply]],
     replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
     requests: list[PartitionProduce], acks: int, timeout_ms: int,
+    transactional_id: str | None,
 ) -> list[Appended | ErrorReply]:
     """`produce_one` for each partition of a request, at once; replies in the request's order
     (a lone partition awaited directly: no gather's tasks for the common case)."""
     if len(requests) == 1:
-        return [await produce_one(replicas, broker_id, requests[0], acks, timeout_ms)]
-    return list(await asyncio.gather(
-        *(produce_one(replicas, broker_id, request, acks, timeout_ms) for request in requests)))
+        return [await produce_one(replicas, broker_id, requests[0], acks, timeout_ms,
+                                  transactional_id)]
+    return list(await asyncio.gather(*(
+        produce_one(replicas, broker_id, request, acks, timeout_ms, transactional_id)
+        for request in requests)))
+
+
+def _asking_the_coordinator(broker_link: BrokerConnection, config: BrokerConfig
+                            ) -> VerifyTransaction | None:
+    """KIP-890's question to a transaction's coordinator, put through this host's broker
+    (which finds the coordinator); None where the broker's config turns verification off."""
+    if not config.transaction_partition_verification_enable:
+        return None
+
+    async def verify(transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+                     partition: int) -> ErrorCode:
+        try:
+            answer = await broker_link.verify_transaction(
+                transactional_id, producer_id, producer_epoch, [(topic, partition)])
+        except (BrokerDidNotAnswer, BrokerUnreachable):
+            return ErrorCode.NETWORK_EXCEPTION
+        return verification_error(answer, topic, partition)
+    return verify
 
 
 # A LeaderAndIsr that takes a host, or its broker, longer than this is logged (info), with
@@ -227,6 +256,7 @@ class ReplicaHost:
                         request.topic, request.partition, self.broker_id,
                         partition_log_dir(self.data_dir, request.topic, request.partition),
                         request.config, self.config, self._isr_changes.write,
+                        _asking_the_coordinator(self._broker_link, self.config),
                     )
                     replica.listeners.add(self._wake_sessions)
                     self.replicas[tp] = replica
@@ -300,22 +330,23 @@ class ReplicaHost:
             except Exception:  # closing the others matters more
                 log.exception("closing %s-%d failed", replica.topic, replica.partition)
 
-
     async def produce(
         self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000,
+        transactional_id: str | None = None,
     ) -> list[Appended | ErrorReply]:
         """Append each partition's batches as its leader; one reply per partition, in order.
         With acks=all the request is answered once every partition's records are in its ISR."""
         return await _produce_each(_produce_one, self.replicas, self.broker_id, requests, acks,
-                                   timeout_ms)
+                                   timeout_ms, transactional_id)
 
     async def produce_kafka(
         self, requests: list[PartitionProduce], acks: int = -1, timeout_ms: int = 30_000,
+        transactional_id: str | None = None,
     ) -> list[Appended | ErrorReply]:
         """`produce` for a broker's Kafka listener: the batches are in Kafka's record format
         (a Kafka client's), checked and converted here."""
         return await _produce_each(_produce_one_kafka, self.replicas, self.broker_id, requests,
-                                   acks, timeout_ms)
+                                   acks, timeout_ms, transactional_id)
 
     # -------------------------------------------------------------------------- fetch
 

@@ -41,6 +41,8 @@ async def write_marker(
     info = replica.append_as_leader(batch)
     if isinstance(info, ErrorReply):
         return info
+    # A batch verified before this marker was part of the transaction it ends, or of none.
+    replica.transaction_verifier.transaction_ended(marker.producer_id)
     replica.advance_high_watermark()
     replica.notify()
     reply = await replica.acknowledge(-1, info.first_offset, info.last_offset, -1, timeout_ms)

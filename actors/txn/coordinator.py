@@ -292,6 +292,22 @@ class TransactionCoordinator:
             current, producer_id, producer_epoch, commit, wall_clock_ms()))
         return error
 
+    async def verify_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+    ) -> ErrorCode | dict[tuple[str, int], ErrorCode]:
+        """Whether each partition is in the producer's Ongoing transaction, for a partition
+        leader about to take the transaction's first batch there (KIP-890, part 1;
+        `txn.verify_partitions`). Read without the id's lock: a state being written is not
+        the id's yet, and the leader's guard catches an end that overtakes the answer."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        error, _partition, loaded = await self._coordinating(transactional_id)
+        if loaded is None:
+            return error
+        return txn.verify_partitions(loaded.transactions.get(transactional_id), producer_id,
+                                     producer_epoch, partitions)
+
     async def describe_transaction(self, transactional_id: str
                                    ) -> tuple[ErrorCode, TransactionMetadata | None]:
         """The id's state as this coordinator holds it (Kafka's DescribeTransactions):

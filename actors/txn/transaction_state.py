@@ -214,6 +214,28 @@ def complete(current: TransactionMetadata, now_ms: int) -> TransactionMetadata:
         partitions=frozenset(), started_ms=-1, updated_ms=now_ms)
 
 
+
+def verify_partitions(
+    current: TransactionMetadata | None, producer_id: int, producer_epoch: int,
+    partitions: Iterable[PartitionKey],
+) -> ErrorCode | dict[PartitionKey, ErrorCode]:
+    """KIP-890's verification, asked by a partition leader before it takes a transactional
+    producer's first batch of a transaction (AddPartitionsToTxn v4+ with `verify_only`): an
+    error for the whole request, or each partition's: NONE where the partition is in the
+    producer's Ongoing transaction, TRANSACTION_ABORTABLE where it is not (a batch sent
+    after its transaction ended, or before its partition was added). A transaction being
+    ended is CONCURRENT_TRANSACTIONS: its markers are on their way, and the batch can only
+    belong to the next one."""
+    error = check_producer(current, producer_id, producer_epoch)
+    if error:
+        return error
+    assert current is not None
+    if current.state.preparing:
+        return ErrorCode.CONCURRENT_TRANSACTIONS
+    ongoing = current.state is TxnState.ONGOING
+    return {partition: ErrorCode.NONE if ongoing and partition in current.partitions
+            else ErrorCode.TRANSACTION_ABORTABLE for partition in partitions}
+
 # --------------------------------------------------------------- in `__transaction_state`
 # (its records' format: `actors/txn/transaction_log.py`)
 

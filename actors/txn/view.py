@@ -29,6 +29,12 @@ class TransactionCoordinatorView(Protocol):
                              ) -> ErrorCode:
         ...
 
+    async def verify_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+    ) -> ErrorCode | dict[tuple[str, int], ErrorCode]:
+        ...
+
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> ErrorCode:
         ...

@@ -80,6 +80,20 @@ def test_a_hosts_isr_changes_read_back_as_sent() -> None:
     assert control_frames.UPDATE_PARTITION_STATES in control_frames.WITHOUT_EPOCH
 
 
+def test_a_transactions_verification_reads_back_and_its_answer_per_partition() -> None:
+    request = control_frames.decode_request(_body(control_frames.encode_request(
+        5, control_frames.VERIFY_TRANSACTION, -1, "payments-1", 4000, 2,
+        [("orders", 0), ("orders", 3)], False)))
+    assert request == (5, "verify_transaction", -1,
+                       ("payments-1", 4000, 2, [("orders", 0), ("orders", 3)], False))
+    assert control_frames.VERIFY_TRANSACTION in control_frames.CONCURRENT
+    refused = PartitionErrors({TopicPartition("orders", 3): ErrorReply(120, "not in it")})
+    assert control_frames.verification_error(refused, "orders", 3) == 120
+    assert control_frames.verification_error(refused, "orders", 0) == 0
+    assert control_frames.verification_error(ErrorReply(90, "fenced"), "orders", 0) == 90
+    assert control_frames.verification_error(None, "orders", 0) == 0
+
+
 @pytest.mark.parametrize("answer", [
     None,
     [IsrWritten(42), ErrorReply(6, "a stale znode version"), IsrWritten(0)],
@@ -104,6 +118,9 @@ def test_answers_read_back_with_their_correlation_id(answer: object) -> None:
     [1, "update_metadata", 3, [[1, 3, [[{"node_id": 1}, None]], [], [], True]]],  # no actor
     [1, "update_partition_states", -1, [[["orders", 0, 2, 7, [1, 2], 5]]]],  # no zk version
     [1, "update_partition_states", -1, [[["orders", 0, 2, 7, ["1"], 5, 41]]]],
+    [1, "verify_transaction", -1, ["payments-1", 4000, 2, [["orders", 0]]]],  # no forwarded
+    [1, "verify_transaction", -1, [None, 4000, 2, [["orders", 0]], False]],
+    [1, "verify_transaction", -1, ["payments-1", 4000, 2, [["orders"]], False]],
 ])
 def test_what_is_not_a_request_is_refused(payload: object) -> None:
     with pytest.raises(ControlFrameError):

@@ -109,6 +109,27 @@ def test_a_transaction_goes_from_ongoing_through_prepare_to_complete() -> None:
     assert following.new is not None and following.new.started_ms == 400
 
 
+def test_a_leader_learns_whether_its_partition_is_in_the_ongoing_transaction() -> None:
+    """KIP-890's verify-only AddPartitionsToTxn, as Kafka's coordinator answers it."""
+    current = ongoing()
+    pid, epoch = current.producer_id, current.producer_epoch
+    assert txn.verify_partitions(current, pid, epoch, [("orders", 0), ("orders", 7)]) == {
+        ("orders", 0): ErrorCode.NONE, ("orders", 7): ErrorCode.TRANSACTION_ABORTABLE}
+    assert txn.verify_partitions(current, pid, epoch - 1, [("orders", 0)]) == (
+        ErrorCode.PRODUCER_FENCED)
+    assert txn.verify_partitions(current, pid + 1, epoch, [("orders", 0)]) == (
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    assert txn.verify_partitions(None, pid, epoch, [("orders", 0)]) == (
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    ending = txn.end_transaction(current, pid, epoch, True, 200).new
+    assert ending is not None
+    assert txn.verify_partitions(ending, pid, epoch, [("orders", 0)]) == (
+        ErrorCode.CONCURRENT_TRANSACTIONS)
+    # Once the transaction is over, none of its partitions is in a transaction any more.
+    assert txn.verify_partitions(txn.complete(ending, 300), pid, epoch, [("orders", 0)]) == {
+        ("orders", 0): ErrorCode.TRANSACTION_ABORTABLE}
+
+
 def test_an_abandoned_transaction_expires_into_an_abort_that_fences_its_producer() -> None:
     current = ongoing(now=100)
     assert not current.expired(100 + TIMEOUT)

@@ -96,8 +96,8 @@ SUITES: dict[str, Suite] = {
             "test_admin_integration.py::test_describe_metadata_quorum": KRAFT,
             "test_admin_integration.py::test_describe_topic_partitions": KRAFT,
             "test_admin_integration.py::test_list_config_resources": KRAFT,
-            # rafka's ApiVersions makes kafka-python infer 3.3, and kafka-python asks at
-            # 3.3's API versions when told it, some beyond rafka's: no KAFKA_VERSION passes
+            # rafka's ApiVersions makes kafka-python infer 3.6, and kafka-python asks at
+            # 3.6's API versions when told it, some beyond rafka's: no KAFKA_VERSION passes
             # both.
             "test_consumer_integration.py::test_kafka_version_infer":
                 "expects the inferred version to equal KAFKA_VERSION",
