@@ -1,12 +1,16 @@
-"""What several benchmarks share: a deadline on a block of the main thread, and pyplot."""
+"""What several benchmarks share: a deadline on a block of the main thread, settings run in
+ABBA order, and pyplot."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+import statistics
+from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
+
+Setting = TypeVar("Setting")
 
 
 @contextlib.contextmanager
@@ -28,6 +32,26 @@ def deadline(seconds: float, what: str) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def abba_runs(rounds: int, settings: Mapping[str, Setting],
+              run: Callable[[Setting], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """`run(setting)` for each of `settings`, `rounds` times, the order reversed every other
+    round, so that neither setting always runs on the warmer machine: each setting's runs."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in settings}
+    for round_ in range(rounds):
+        order = list(settings) if round_ % 2 == 0 else list(reversed(settings))
+        for name in order:
+            runs[name].append(run(settings[name]))
+    return runs
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each figure over runs of one shape (nested dicts of numbers)."""
+    first = runs[0]
+    if not isinstance(first, dict):
+        return statistics.median(runs)
+    return {key: median_run([run[key] for run in runs]) for key in first}
 
 
 def pyplot() -> ModuleType | None:

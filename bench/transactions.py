@@ -30,6 +30,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import confluent_kafka
 
+from bench.common import abba_runs, median_run
 from rafka import Cluster
 
 SETTINGS = {"verified": "true", "unverified": "false"}
@@ -50,11 +52,11 @@ def _summary(durations_s: list[float], wall_s: float) -> dict[str, float]:
             "p99_ms": round(1000 * ordered[int(0.99 * (len(ordered) - 1))], 2)}
 
 
-def confluent_run(cluster: Cluster, topic: str, args: argparse.Namespace) -> dict[str, float]:
-    producer = confluent_kafka.Producer({
-        "bootstrap.servers": cluster.bootstrap_servers(),
-        "transactional.id": f"bench-{uuid.uuid4().hex}", "linger.ms": 0})
-    producer.init_transactions(60)
+def timed_transactions(args: argparse.Namespace, begin: Callable[[], None],
+                       send: Callable[[int, bytes], None], commit: Callable[[], None],
+                       ) -> dict[str, float]:
+    """`--transactions` transactions (after WARM_UP), each of `--records` records to every
+    partition, one after another; each timed from its begin until its commit returned."""
     value = b"x" * 100
     durations: list[float] = []
     started = 0.0
@@ -62,35 +64,35 @@ def confluent_run(cluster: Cluster, topic: str, args: argparse.Namespace) -> dic
         if index == WARM_UP:
             started = time.perf_counter()
         began = time.perf_counter()
-        producer.begin_transaction()
+        begin()
         for partition in range(args.partitions):
             for _ in range(args.records):
-                producer.produce(topic, value=value, partition=partition)
-        producer.commit_transaction(60)
+                send(partition, value)
+        commit()
         if index >= WARM_UP:
             durations.append(time.perf_counter() - began)
     return _summary(durations, time.perf_counter() - started)
+
+
+def confluent_run(cluster: Cluster, topic: str, args: argparse.Namespace) -> dict[str, float]:
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": cluster.bootstrap_servers(),
+        "transactional.id": f"bench-{uuid.uuid4().hex}", "linger.ms": 0})
+    producer.init_transactions(60)
+    return timed_transactions(
+        args, producer.begin_transaction,
+        lambda partition, value: producer.produce(topic, value=value, partition=partition),
+        lambda: producer.commit_transaction(60))
 
 
 def rafka_run(cluster: Cluster, topic: str, args: argparse.Namespace) -> dict[str, float]:
     producer = cluster.producer(transactional_id=f"bench-{uuid.uuid4().hex}", acks="all")
     try:
         producer.init_transactions()
-        value = b"x" * 100
-        durations: list[float] = []
-        started = 0.0
-        for index in range(WARM_UP + args.transactions):
-            if index == WARM_UP:
-                started = time.perf_counter()
-            began = time.perf_counter()
-            producer.begin_transaction()
-            for partition in range(args.partitions):
-                for _ in range(args.records):
-                    producer.send(topic, value, partition=partition)
-            producer.commit_transaction()
-            if index >= WARM_UP:
-                durations.append(time.perf_counter() - began)
-        return _summary(durations, time.perf_counter() - started)
+        return timed_transactions(
+            args, producer.begin_transaction,
+            lambda partition, value: producer.send(topic, value, partition=partition),
+            producer.commit_transaction)
     finally:
         producer.close()
 
@@ -118,16 +120,10 @@ def main() -> None:
                         help="records per partition per transaction")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in SETTINGS}
-    for round_ in range(args.rounds):
-        order = list(SETTINGS) if round_ % 2 == 0 else list(reversed(SETTINGS))
-        for name in order:
-            runs[name].append(one_run(args, SETTINGS[name]))
+    runs = abba_runs(args.rounds, SETTINGS, lambda verification: one_run(args, verification))
     result: dict[str, Any] = {"args": vars(args), "runs": runs}
     for name, found in runs.items():
-        result[name] = {client: {key: statistics.median(run[client][key] for run in found)
-                                 for key in found[0][client]}
-                        for client in found[0]}
+        result[name] = median_run(found)
     result["verified_over_unverified"] = {
         client: {key: round(result["verified"][client][key]
                             / result["unverified"][client][key], 2)
