@@ -153,6 +153,13 @@ class BrokerConfig:
     broker_rack: str | None = setting(
         "broker.rack", Type.STRING, None, nullable=True,
         doc="The broker's rack, so that a partition's replicas are spread across racks.")
+    replica_selector_class: str | None = setting(
+        "replica.selector.class", Type.STRING, None, nullable=True,
+        choices=("org.apache.kafka.common.replica.RackAwareReplicaSelector",
+                 "org.apache.kafka.common.replica.LeaderSelector"),
+        doc="Which replica a Kafka consumer that names its client.rack is sent to read from "
+            "(KIP-392): RackAwareReplicaSelector, one in its rack; unset or LeaderSelector, "
+            "the leader.")
     # This broker's ZooKeeper connect string, chroot included (Kafka's zookeeper.connect); None:
     # the cluster's. Brokers of one cluster must reach the same ensemble and chroot; another
     # route to it (a proxy, in the fault tests) is what this is for.

@@ -51,6 +51,7 @@ from rafka.actors.kafka.fetch_sessions import (
     kept_in_session,
 )
 from rafka.actors.kafka.quota_admin import ClientQuotaAdmin
+from rafka.actors.kafka.read_replicas import FollowerFetching
 from rafka.actors.kafka.replica_admin import ReplicaAdminHandler
 from rafka.actors.kafka.sasl import sasl_not_enabled
 from rafka.actors.kafka.scram_admin import ScramAdminHandler
@@ -122,6 +123,7 @@ class KafkaApis:
         ) if config.kafka_listener_host_transport == "tcp" else None
         self.groups = GroupCoordinator(broker, self._call_host)
         self.transactions = KafkaTransactionHandler(broker.transactions)
+        self.follower_fetching = FollowerFetching(broker)
         self.topics = KafkaAdminHandler(broker)
         self.replicas = ReplicaAdminHandler(broker)
         self.quotas = ClientQuotaAdmin.of(broker)
@@ -392,32 +394,22 @@ class KafkaApis:
                                 part.partition_max_bytes)
                  for topic in request.topics if topic.topic for part in topic.partitions]
         read_committed = request.isolation_level == 1
+        refused = self.follower_fetching.refused(version, parts)  # read_replicas.py
         replies = await self._each_host(
-            parts, lambda host, share: self._call_host(
+            [part for part in parts if (part.topic, part.partition) not in refused],
+            lambda host, share: self._call_host(
                 host, KAFKA_FETCH, request.max_wait_ms, share, request.max_wait_ms,
                 request.min_bytes, request.max_bytes, read_committed))
-        replies = kept_in_session(replies)  # in a session, only what changed
+        replies.update(refused)
+        preferred = await self.follower_fetching.preferred(
+            version, getattr(request, "rack_id", ""), replies)
+        replies = kept_in_session(replies, preferred)  # in a session, only what changed
         response = api.response
         topics: dict[str, list[Any]] = {}
         for tp, reply in replies.items():
-            partition_data = response.FetchableTopicResponse.PartitionData
-            aborted: list[Any] = []
-            if isinstance(reply, FetchedRecords):
-                error, high_watermark, log_start_offset, last_stable_offset = (
-                    0, reply.high_watermark, reply.log_start_offset, reply.last_stable_offset)
-                records = reply.records
-                aborted = [partition_data.AbortedTransaction(producer_id=producer_id,
-                                                             first_offset=first_offset)
-                           for producer_id, first_offset in reply.aborted_transactions]
-            else:  # an error: an out-of-range offset still says where the log stands
-                error, high_watermark, log_start_offset, records = (
-                    reply.code, reply.high_watermark, reply.log_start_offset, b"")
-                last_stable_offset = -1
-            topics.setdefault(tp[0], []).append(partition_data(
-                partition_index=tp[1], error_code=error, high_watermark=high_watermark,
-                last_stable_offset=last_stable_offset, log_start_offset=log_start_offset,
-                aborted_transactions=aborted if read_committed else None,
-                preferred_read_replica=-1, records=records))
+            topics.setdefault(tp[0], []).append(_fetched_partition(
+                response.FetchableTopicResponse.PartitionData, tp[1], reply, read_committed,
+                preferred.get(tp, -1)))
         ids = {name: topic_id for name in topics
                if (topic_id := self.broker.topic_id_of(name)) is not None} if version >= 13 else {}
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
@@ -568,6 +560,30 @@ def _per_topic(replies: dict[tuple[str, int], Any],
     for (topic, partition), reply in replies.items():
         topics.setdefault(topic, []).append(answer(partition, reply))
     return topics
+
+
+def _fetched_partition(partition_data: Any, partition: int,
+                       reply: FetchedRecords | ErrorReply, read_committed: bool,
+                       preferred_read_replica: int) -> Any:
+    """One partition's answer to a Fetch: its records, or its error (an out-of-range offset
+    still says where the log stands); none where the consumer is sent to another replica."""
+    aborted: list[Any] = []
+    if isinstance(reply, FetchedRecords):
+        error, high_watermark, log_start_offset, last_stable_offset = (
+            0, reply.high_watermark, reply.log_start_offset, reply.last_stable_offset)
+        records = reply.records if preferred_read_replica < 0 else b""
+        aborted = [partition_data.AbortedTransaction(producer_id=producer_id,
+                                                     first_offset=first_offset)
+                   for producer_id, first_offset in reply.aborted_transactions]
+    else:
+        error, high_watermark, log_start_offset, records = (
+            reply.code, reply.high_watermark, reply.log_start_offset, b"")
+        last_stable_offset = -1
+    return partition_data(
+        partition_index=partition, error_code=error, high_watermark=high_watermark,
+        last_stable_offset=last_stable_offset, log_start_offset=log_start_offset,
+        aborted_transactions=aborted if read_committed else None,
+        preferred_read_replica=preferred_read_replica, records=records)
 
 
 def _not_here(broker_id: int, tp: tuple[str, int]) -> ErrorReply:

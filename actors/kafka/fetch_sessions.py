@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -247,15 +247,17 @@ def answer_of(reply: FetchedRecords | ErrorReply) -> PartitionAnswer:
     return PartitionAnswer(reply.code, reply.high_watermark, -1, reply.log_start_offset, False)
 
 
-def kept_in_session(replies: dict[TopicPartitionKey, FetchedRecords | ErrorReply]
+def kept_in_session(replies: dict[TopicPartitionKey, FetchedRecords | ErrorReply],
+                    news: Collection[TopicPartitionKey] = ()
                     ) -> dict[TopicPartitionKey, FetchedRecords | ErrorReply]:
     """The replies of the fetch being handled that its answer carries: in a session, those
-    the client does not know yet (all of them, outside one or in a full fetch)."""
+    the client does not know yet (all of them, outside one or in a full fetch), and `news`,
+    partitions whose answer says something no reply shows (a preferred read replica)."""
     context = CURRENT_FETCH.get()
     if context is None:
         return replies
     kept = context.answer({key: answer_of(reply) for key, reply in replies.items()})
-    return {key: reply for key, reply in replies.items() if key in kept}
+    return {key: reply for key, reply in replies.items() if key in kept or key in news}
 
 
 class FetchSessionLayer:

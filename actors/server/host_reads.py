@@ -80,10 +80,43 @@ class Listening:
             replica.listeners.discard(self)
 
 
+async def consumer_fetch(
+    replicas: dict[TopicPartition, PartitionReplica], broker_id: int,
+    requests: list[PartitionFetch], max_wait_ms: int, min_bytes: int, max_bytes: int,
+    read_committed: bool, followers_answer: bool,
+) -> list[FetchedRecords | ErrorReply]:
+    """`ReplicaHost.fetch`: each partition's batches from its offset, then a wait up to
+    `max_wait_ms` until `min_bytes` are there in all. `followers_answer`: a follower replica
+    answers too, up to its own high watermark (a Kafka consumer's fetch, KIP-392)."""
+    started = time.perf_counter()
+    hosted = [replicas.get(TopicPartition(r.topic, r.partition)) for r in requests]
+    replies: list[FetchedRecords | ErrorReply] = []
+    budget = max_bytes
+    for request, replica in zip(requests, hosted, strict=True):
+        if replica is None:
+            replies.append(unknown_partition(broker_id, request.topic, request.partition))
+        elif budget <= 0:  # the rest waits for the next fetch
+            replies.append(leader_reads.nothing_at(replica, request.offset))
+        else:
+            replies.append(leader_reads.read(
+                replica, request.offset, request.max_bytes, follower=False,
+                read_committed=read_committed, followers_answer=followers_answer))
+            budget -= fetched_size(replies[-1])
+    total = max_bytes - budget
+    live = [(index, replica) for index, replica in enumerate(hosted) if replica is not None]
+    if total < min_bytes and live and max_wait_ms > 0:
+        await wait_for_consumer_records(requests, live, replies, max_wait_ms,
+                                        min_bytes - total, read_committed, followers_answer)
+    count_served(replicas, ((TopicPartition(r.topic, r.partition), r.offset, reply)
+                            for r, reply in zip(requests, replies, strict=True)),
+                 started, replica_id=CONSUMER)
+    return replies
+
+
 async def wait_for_consumer_records(
     requests: list[PartitionFetch], live: list[tuple[int, PartitionReplica]],
     replies: list[FetchedRecords | ErrorReply], max_wait_ms: int, missing_bytes: int,
-    read_committed: bool,
+    read_committed: bool, followers_answer: bool = False,
 ) -> None:
     """Wait until `missing_bytes` more can be read (or an error is news), reading again
     only the partitions that changed."""
@@ -107,8 +140,8 @@ async def wait_for_consumer_records(
                 states[index] = seen(replica)
                 request = requests[index]
                 replies[index] = leader_reads.read(replica, request.offset, request.max_bytes,
-                                                follower=False,
-                                                read_committed=read_committed)
+                                                follower=False, read_committed=read_committed,
+                                                followers_answer=followers_answer)
                 if not isinstance(replies[index], FetchedRecords):
                     return  # an error is news: answer now
                 missing_bytes -= fetched_size(replies[index])

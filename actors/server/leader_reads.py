@@ -20,7 +20,7 @@ from rafka.actors.messages import (
     ListedOffset,
     ProducerDescription,
 )
-from rafka.actors.server.replica import LEADER, PartitionReplica
+from rafka.actors.server.replica import FOLLOWER, LEADER, PartitionReplica
 from rafka.common.clock import wall_clock_ms
 from rafka.common.sentinels import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UNDEFINED_EPOCH
 from rafka.logstore.batch import NO_TIMESTAMP
@@ -50,13 +50,14 @@ def check_leader_epoch(replica: PartitionReplica, leader_epoch: int) -> ErrorRep
 
 def read(
     replica: PartitionReplica, offset: int, max_bytes: int, *, follower: bool,
-    read_committed: bool = False,
+    read_committed: bool = False, followers_answer: bool = False,
 ) -> FetchedRecords | ErrorReply:
     """Whole batches from `offset`: up to the high watermark for consumers (the last stable
     offset for `read_committed` ones, with the aborted transactions among what is sent),
     up to the log end for followers. Never waits: the host's fetch waits across
-    partitions."""
-    if replica.role != LEADER:
+    partitions. `followers_answer`: a follower replica answers a consumer too, up to the high
+    watermark its leader last told it (KIP-392)."""
+    if replica.role != LEADER and not (followers_answer and replica.role == FOLLOWER):
         return replica.not_leader()
     log_ = replica.log
     if follower:

@@ -72,7 +72,7 @@ from rafka.actors.messages import (
     TxnMarker,
 )
 from rafka.actors.naming import broker_name, partition_log_dir
-from rafka.actors.path_trace import CONSUMER, PathTrace
+from rafka.actors.path_trace import PathTrace
 from rafka.actors.runtime import run_at_server_priority
 from rafka.actors.server import leader_reads
 from rafka.actors.server.actor_handles import ActorHandles
@@ -81,12 +81,11 @@ from rafka.actors.server.host_maintenance import HostMaintenance
 from rafka.actors.server.host_reads import (
     answer_each,
     answer_replica_fetch,
+    consumer_fetch,
     count_served,
-    fetched_size,
     open_replica_fetch,
     read_table,
     unknown_partition,
-    wait_for_consumer_records,
 )
 from rafka.actors.server.isr_manager import IsrChangeBatcher
 from rafka.actors.server.offset_manager import OffsetManagers
@@ -357,35 +356,16 @@ class ReplicaHost:
         min_bytes: int = 1,
         max_bytes: int = 52_428_800,
         read_committed: bool = False,
+        followers_answer: bool = False,
     ) -> list[FetchedRecords | ErrorReply]:
         """A consumer's fetch: whole batches of each partition from its offset, up to the high
         watermark (the last stable offset when `read_committed`, Kafka's
         isolation.level=read_committed, with the aborted transactions among the batches);
         waits up to `max_wait_ms` until `min_bytes` are there in all, waking when a
-        partition's high watermark, role or leader epoch changes."""
-        started = time.perf_counter()
-        replicas = [self.replicas.get(TopicPartition(r.topic, r.partition)) for r in requests]
-        replies: list[FetchedRecords | ErrorReply] = []
-        budget = max_bytes
-        for request, replica in zip(requests, replicas, strict=True):
-            if replica is None:
-                replies.append(unknown_partition(self.broker_id, request.topic,
-                                                 request.partition))
-            elif budget <= 0:  # the rest waits for the next fetch
-                replies.append(leader_reads.nothing_at(replica, request.offset))
-            else:
-                replies.append(leader_reads.read(replica, request.offset, request.max_bytes,
-                                                 follower=False, read_committed=read_committed))
-                budget -= fetched_size(replies[-1])
-        total = max_bytes - budget
-        live = [(index, replica) for index, replica in enumerate(replicas) if replica is not None]
-        if total < min_bytes and live and max_wait_ms > 0:
-            await wait_for_consumer_records(requests, live, replies, max_wait_ms,
-                                            min_bytes - total, read_committed)
-        count_served(self.replicas, ((TopicPartition(r.topic, r.partition), r.offset, reply)
-                                     for r, reply in zip(requests, replies, strict=True)),
-                     started, replica_id=CONSUMER)
-        return replies
+        partition's high watermark, role or leader epoch changes. Leaders answer (followers
+        too for a Kafka client, `fetch_kafka`)."""
+        return await consumer_fetch(self.replicas, self.broker_id, requests, max_wait_ms,
+                                    min_bytes, max_bytes, read_committed, followers_answer)
 
     async def fetch_kafka(
         self,
@@ -397,9 +377,10 @@ class ReplicaHost:
     ) -> list[FetchedRecords | ErrorReply]:
         """`fetch` for a broker's Kafka listener: the batches converted to Kafka's record
         format (for a Kafka client), here, in parallel across the hosts rather than on the
-        broker's event loop."""
-        replies = await ReplicaHost.fetch(self, requests, max_wait_ms, min_bytes, max_bytes,
-                                          read_committed)
+        broker's event loop. A follower answers too (the listener lets through only the
+        fetches it may answer, KIP-392's: `actors/kafka/read_replicas.py`)."""
+        replies = await consumer_fetch(self.replicas, self.broker_id, requests, max_wait_ms,
+                                       min_bytes, max_bytes, read_committed, True)
         return [reply._replace(records=to_kafka(reply.records))
                 if isinstance(reply, FetchedRecords) and reply.records else reply
                 for reply in replies]

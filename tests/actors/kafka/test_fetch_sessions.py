@@ -193,6 +193,8 @@ class RecordingHandler:
     def __init__(self) -> None:
         self.asked: list[list[tuple[str, int, int]]] = []
         self.with_records: set[tuple[str, int]] = set()
+        # Partitions whose answer names a preferred read replica (KIP-392): news to a session.
+        self.news: set[tuple[str, int]] = set()
 
     async def __call__(self, api: Any, version: int, request: Any) -> dict[str, Any]:
         asked = [(topic.topic, part.partition, part.fetch_offset)
@@ -203,7 +205,7 @@ class RecordingHandler:
             high_watermark=10, log_start_offset=0, log_end_offset=10, last_stable_offset=10)
             for topic, partition, offset in asked}
         # As KafkaApis.handle_fetch does: answer only what the session keeps.
-        kept = kept_in_session(replies)
+        kept = kept_in_session(replies, self.news)
         data = api.response.FetchableTopicResponse
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
             data(topic=topic.topic, partitions=[data.PartitionData(
@@ -248,8 +250,14 @@ def test_the_layer_asks_the_handler_for_the_whole_session_and_answers_what_chang
         assert [(t.topic, [p.partition_index for p in t.partitions])
                 for t in incremental["responses"] if t.partitions] == [("a", [1]), ("b", [0])]
 
+        # Nothing changed, but the leader sends the client to a follower for a-1: told.
+        handler.with_records, handler.news = set(), {("a", 1)}
+        redirected = await fetch_in_session(FETCH, 12, request(session_id, 2, {}))
+        assert [(t.topic, [p.partition_index for p in t.partitions])
+                for t in redirected["responses"] if t.partitions] == [("a", [1])]
+
         stale = await fetch_in_session(FETCH, 12, request(session_id, 1, {}))
         assert stale["error_code"] == ErrorCode.INVALID_FETCH_SESSION_EPOCH
-        assert stale["responses"] == [] and len(handler.asked) == 2
+        assert stale["responses"] == [] and len(handler.asked) == 3
 
     asyncio.run(run())
