@@ -490,8 +490,8 @@ class Producer:
                 name, host = self.metadata.leader_host(OFFSETS_TOPIC, partition, wait_s=1)
                 reply = call_and_wait(
                     self._offset_calls, name, host, "commit_transactional_offsets",
-                    (partition, group_id, transactions.producer_id,
-                     transactions.producer_epoch, entries, COMMIT_TIMEOUT_MS),
+                    (partition, group_id, transactions.producer_id, transactions.producer_epoch,
+                     entries, COMMIT_TIMEOUT_MS, transactions.transactional_id),
                     self.config.request_timeout_ms / 1000)
                 error = error_for(reply)
             except Exception as failure:

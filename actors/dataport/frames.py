@@ -243,6 +243,7 @@ class CommitTransactionalOffsetsRequest(NamedTuple):
     producer_epoch: int
     offsets: list[list[Any]]
     timeout_ms: int
+    transactional_id: str | None = None
 
 
 class OffsetsForLeaderEpochRequest(NamedTuple):
@@ -319,11 +320,12 @@ def commit_offsets_request(partition: int, group: str, offsets: list[list[Any]],
 
 def commit_transactional_offsets_request(partition: int, group: str, producer_id: int,
                                          producer_epoch: int, offsets: list[list[Any]],
-                                         timeout_ms: int) -> bytes:
+                                         timeout_ms: int,
+                                         transactional_id: str | None = None) -> bytes:
     """The frame of a transactional producer's TxnOffsetCommit, for the group's offset
     manager's host."""
     return frame([COMMIT_TRANSACTIONAL_OFFSETS, partition, group, producer_id, producer_epoch,
-                  [list(entry) for entry in offsets], timeout_ms])
+                  [list(entry) for entry in offsets], timeout_ms, transactional_id])
 
 
 def offsets_for_leader_epoch_request(queries: list[EpochQuery]) -> bytes:
@@ -481,10 +483,13 @@ def _read_commit_offsets(fields: list[Any]) -> CommitOffsetsRequest:
 
 def _read_commit_transactional_offsets(fields: list[Any]
                                        ) -> CommitTransactionalOffsetsRequest:
-    if (len(fields) != 6 or type(fields[0]) is not int or not isinstance(fields[1], str)
-            or any(type(value) is not int for value in (fields[2], fields[3], fields[5]))):
+    # A producer of an earlier rafka sends no transactional id (six fields).
+    if (len(fields) not in (6, 7) or type(fields[0]) is not int
+            or not isinstance(fields[1], str)
+            or any(type(value) is not int for value in (fields[2], fields[3], fields[5]))
+            or (len(fields) == 7 and not isinstance(fields[6], str | None))):
         raise FrameError("a TxnOffsetCommit is [partition, group, producer id, producer epoch, "
-                         "offsets, timeout ms]")
+                         "offsets, timeout ms, transactional id]")
     _check_committed_offsets(fields[4])
     return CommitTransactionalOffsetsRequest(*fields)
 

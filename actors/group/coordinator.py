@@ -428,9 +428,13 @@ class GroupCoordinator:
         if error == 0 and entries:
             error = code_of(await self._ask_offset_manager(
                 request.group_id, "commit_transactional_offsets", request.producer_id,
-                request.producer_epoch, entries, COMMIT_TIMEOUT_MS))
+                request.producer_epoch, entries, COMMIT_TIMEOUT_MS, request.transactional_id))
             if error == ErrorCode.INVALID_PRODUCER_EPOCH:
                 error = ErrorCode.PRODUCER_FENCED
+            elif error == ErrorCode.NOT_ENOUGH_REPLICAS:
+                # The write's verification could not reach the transaction's coordinator (or
+                # its ISR is short): what Kafka's group coordinator answers, which clients retry.
+                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
         topic = api.response.TxnOffsetCommitResponseTopic
         return _commit_answer(request, error, topic, topic.TxnOffsetCommitResponsePartition)
 

@@ -148,10 +148,12 @@ class OffsetManager:
 
     async def commit_transactional(
         self, group: str, producer_id: int, producer_epoch: int, offsets: list[list[Any]],
-        timeout_ms: int = 5000,
+        timeout_ms: int = 5000, transactional_id: str | None = None,
     ) -> ErrorReply | None:
         """Store a group's offsets in a producer's transaction (Kafka's TxnOffsetCommit): they
-        count once the transaction commits, and never if it aborts."""
+        count once the transaction commits, and never if it aborts. The write is verified as
+        a produce is, by `transactional_id` (KIP-890): one that comes after its transaction
+        ended is refused, rather than open a transaction no coordinator knows of."""
         if not self.serving:
             return self.replica.not_leader()
         now = wall_clock_ms()
@@ -164,7 +166,8 @@ class OffsetManager:
                     else 0)
         batch = build_batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
                             base_sequence=sequence, transactional=True)
-        reply = await self.replica.produce(batch, acks=-1, timeout_ms=timeout_ms)
+        reply = await self.replica.produce(batch, acks=-1, timeout_ms=timeout_ms,
+                                           transactional_id=transactional_id)
         if not isinstance(reply, Appended):
             return reply
         for key, value, _timestamp, _headers in records:

@@ -361,7 +361,8 @@ class PartitionReplica:
             )
         epoch = self.leader_epoch
         first = headers[0]
-        guard = await self.transaction_verifier.check(self.log, first, transactional_id, *self.tp)
+        guard = first.is_transactional and await self.transaction_verifier.check(
+            self.log, first, transactional_id, *self.tp)
         if isinstance(guard, ErrorReply):
             return guard
         if first.producer_id >= 0:
@@ -372,8 +373,7 @@ class PartitionReplica:
                 return await self.acknowledge(acks, duplicate[0], duplicate[1], -1, timeout_ms)
         if self.role != LEADER or self.leader_epoch != epoch:
             return self.not_leader()
-        refused = self.transaction_verifier.refused_append(self.log, first, guard)
-        if refused is not None:
+        if guard and (refused := self.transaction_verifier.refused_append(self.log, first, guard)):
             return refused
         info = self.append_as_leader(records)
         if isinstance(info, ErrorReply):

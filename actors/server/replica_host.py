@@ -504,14 +504,14 @@ class ReplicaHost:
 
     async def commit_transactional_offsets(
         self, partition: int, group: str, producer_id: int, producer_epoch: int,
-        offsets: list[list[Any]], timeout_ms: int = 5000,
+        offsets: list[list[Any]], timeout_ms: int = 5000, transactional_id: str | None = None,
     ) -> ErrorReply | None:
         """Kafka's TxnOffsetCommit: the offsets count once the producer's transaction commits."""
         manager = self.offset_managers.get(partition)
         if isinstance(manager, ErrorReply):
             return manager
         return await manager.commit_transactional(group, producer_id, producer_epoch, offsets,
-                                                  timeout_ms)
+                                                  timeout_ms, transactional_id)
 
     async def fetch_offsets(
         self, partition: int, group: str, partitions: list[list[Any]] | None = None

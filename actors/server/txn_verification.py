@@ -71,8 +71,7 @@ class TransactionVerifier:
     """A leader replica's verifications and guards. `verify` is None where the replica has
     no coordinator to ask (a replica made outside a host): nothing is verified. Nor is a
     batch sent without its transactional id, as in Kafka: every transactional client sends
-    it (Produce v3+); the group coordinator's TxnOffsetCommit writes do not, and are not
-    verified yet (Kafka verifies them too)."""
+    it (Produce v3+), and so does the offset manager's write of a TxnOffsetCommit."""
 
     def __init__(self, verify: VerifyTransaction | None) -> None:
         self._verify = verify
@@ -83,12 +82,13 @@ class TransactionVerifier:
         self._asked: dict[tuple[str, int, int, object], asyncio.Future[ErrorCode]] = {}
 
     async def verify(self, transactional_id: str | None, producer_id: int,
-                     producer_epoch: int, topic: str, partition: int) -> object | ErrorReply:
+                     producer_epoch: int, topic: str, partition: int
+                     ) -> object | ErrorReply | None:
         """The producer's guard, once the coordinator said the partition is in its
-        transaction; else the refusal."""
-        guard = self._guards.setdefault(producer_id, object())
+        transaction; else the refusal. None where nothing is verified."""
         if self._verify is None or not transactional_id:
-            return guard
+            return None
+        guard = self._guards.setdefault(producer_id, object())
         key = (transactional_id, producer_id, producer_epoch, guard)
         asked = self._asked.get(key)
         if asked is None:

@@ -10,22 +10,27 @@ of its own produces past its commit."""
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaProducer
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     EndTxnRequest,
     InitProducerIdRequest,
     ProduceRequest,
+    TxnOffsetCommitRequest,
 )
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from rafka import Cluster
 from rafka.actors.errors import ErrorCode
+from rafka.actors.offsets_topic import OFFSETS_TOPIC, offsets_partition
 from tests.kafka_clients.test_kafka_answers import address_of
 from tests.kafka_clients.test_transactions import consume_all, settled, values
 from tests.support.kafka_clients import PARTITIONS, new_topic
@@ -53,8 +58,22 @@ def produce(wire: KafkaWire, transactional_id: str, topic: str, partition: int,
     return answer.responses[0].partition_responses[0].error_code
 
 
-def last_stable_offset(wire: KafkaWire, topic: str, partition: int) -> int:
-    answer = wire.ask(ListOffsetsRequest(replica_id=-1, isolation_level=1, topics=[
+def final_answer(ask: Callable[[], int]) -> int:
+    """What `ask` answers once its answer is not one a client retries: until the coordinator
+    has written the end of the transaction (CompleteCommit, after its markers), a leader
+    cannot verify against it, and says so as Kafka's does."""
+    retried = (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    deadline = time.monotonic() + 30
+    while (code := ask()) in retried:
+        assert time.monotonic() < deadline, f"still answered {code} after 30 s"
+        time.sleep(0.1)
+    return code
+
+
+def last_stable_offset(wire: KafkaWire, topic: str, partition: int,
+                       isolation_level: int = 1) -> int:
+    """The partition's last stable offset (its high watermark with `isolation_level` 0)."""
+    answer = wire.ask(ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
         ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
             ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
                 partition_index=partition, current_leader_epoch=-1, timestamp=-1)])]), 4)
@@ -105,6 +124,12 @@ class Transactions:
                 for topic_result in result.topic_results
                 for partition in topic_result.results_by_partition}
 
+    def add_offsets(self, group: str) -> None:
+        answer = self.wire.ask(AddOffsetsToTxnRequest(
+            transactional_id=self.transactional_id, producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch, group_id=group), 1)
+        assert answer.error_code == 0
+
     def commit(self) -> None:
         answer = self.wire.ask(EndTxnRequest(
             transactional_id=self.transactional_id, producer_id=self.producer_id,
@@ -143,8 +168,9 @@ def test_a_produce_delayed_past_its_transactions_commit_is_refused(
 
         # The delayed produces arrive: no transaction is open, and N is over.
         for partition, wire in wires.items():
-            assert produce(wire, transactions.transactional_id, topic, partition,
-                           late[partition]) == ErrorCode.INVALID_TXN_STATE
+            assert final_answer(lambda p=partition, w=wire: produce(
+                w, transactions.transactional_id, topic, p, late[p])) == \
+                ErrorCode.INVALID_TXN_STATE
         # Transaction N+1 writes to partition 1 alone: a late batch for partition 0 or 2
         # cannot join it.
         transactions.add_partitions(topic, [1])
@@ -171,3 +197,41 @@ def test_a_produce_delayed_past_its_transactions_commit_is_refused(
         committed
     assert values(consume_all(kafka_cluster, topic, "read_uncommitted", len(committed))) == \
         committed
+
+
+def test_a_txn_offset_commit_delayed_past_its_transactions_commit_is_refused(
+        kafka_cluster: Cluster) -> None:
+    """TxnOffsetCommit's write to `__consumer_offsets` is a transactional batch too: one that
+    arrives after its transaction committed would hold the group's offsets partition (and the
+    offsets of every group there) behind a transaction no coordinator ends."""
+    topic = new_topic(kafka_cluster, "txn-late-offsets")
+    group = f"late-offsets-{uuid.uuid4().hex[:8]}"
+    transactions = Transactions(kafka_cluster, f"txn-{uuid.uuid4().hex}")
+    with KafkaWire(kafka_cluster.bootstrap_servers().split(",")[0]) as wire:
+        found = wait_until(lambda: (answer := wire.ask(FindCoordinatorRequest(
+            key=group, key_type=0), 1)).error_code == 0 and answer, 60, "the group coordinator")
+    coordinator = KafkaWire((found.host, found.port))
+    partition = offsets_partition(group, len(
+        kafka_cluster.describe_topic(OFFSETS_TOPIC)["partitions"]))
+    commit_entry = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    late = TxnOffsetCommitRequest(
+        transactional_id=transactions.transactional_id, group_id=group,
+        producer_id=transactions.producer_id, producer_epoch=transactions.producer_epoch,
+        generation_id=-1, member_id="", group_instance_id=None, topics=[commit_entry(
+            name=topic, partitions=[commit_entry.TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=5, committed_leader_epoch=-1,
+                committed_metadata="")])])
+    try:
+        transactions.add_offsets(group)
+        transactions.commit()
+        wait_until(lambda: last_stable_offset(coordinator, OFFSETS_TOPIC, partition)
+                   == last_stable_offset(coordinator, OFFSETS_TOPIC, partition, 0), 30,
+                   "the commit marker in the group's offsets partition")
+        assert final_answer(lambda: coordinator.ask(late, 3).topics[0].partitions[0].error_code) \
+            == ErrorCode.INVALID_TXN_STATE
+        # Nothing holds the offsets partition back.
+        assert last_stable_offset(coordinator, OFFSETS_TOPIC, partition) == \
+            last_stable_offset(coordinator, OFFSETS_TOPIC, partition, 0)
+    finally:
+        coordinator.close()
+        transactions.close()
