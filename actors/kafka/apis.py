@@ -394,10 +394,9 @@ class KafkaApis:
                                 part.partition_max_bytes)
                  for topic in request.topics if topic.topic for part in topic.partitions]
         read_committed = request.isolation_level == 1
-        refused = self.follower_fetching.refused(version, parts)  # read_replicas.py
+        parts, refused = self.follower_fetching.served_here(version, parts)  # read_replicas.py
         replies = await self._each_host(
-            [part for part in parts if (part.topic, part.partition) not in refused],
-            lambda host, share: self._call_host(
+            parts, lambda host, share: self._call_host(
                 host, KAFKA_FETCH, request.max_wait_ms, share, request.max_wait_ms,
                 request.min_bytes, request.max_bytes, read_committed))
         replies.update(refused)

@@ -23,7 +23,7 @@ older fetches get NOT_LEADER_OR_FOLLOWER from a follower, as from Kafka.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from rafka.actors.broker_view import BrokerView
 from rafka.actors.errors import ErrorCode, error_reply
@@ -56,12 +56,14 @@ class FollowerFetching:
         self.broker = broker
         self.rack_aware = broker.config.replica_selector_class == RACK_AWARE_SELECTOR
 
-    def refused(self, version: int, parts: Iterable[PartitionFetch]
-                ) -> dict[tuple[str, int], ErrorReply]:
-        """Fetches older than v11 of replicas this broker follows: NOT_LEADER_OR_FOLLOWER, as
-        Kafka answers them (the host would answer them as any follower fetch)."""
+    def served_here(self, version: int, parts: list[PartitionFetch]
+                    ) -> tuple[list[PartitionFetch], dict[tuple[str, int], ErrorReply]]:
+        """The partitions of a fetch that go to this broker's hosts, and those refused: a
+        fetch older than v11 of a replica this broker follows is NOT_LEADER_OR_FOLLOWER, as
+        Kafka answers it (the host would answer it as any follower fetch). A v11+ fetch goes
+        whole, as it came."""
         if version >= FIRST_FOLLOWER_FETCH_VERSION:
-            return {}
+            return parts, {}
         refused = {}
         for part in parts:
             state = self.broker.replica_states.get(TopicPartition(part.topic, part.partition))
@@ -70,7 +72,9 @@ class FollowerFetching:
                     ErrorCode.NOT_LEADER_OR_FOLLOWER,
                     f"broker {self.broker.broker_id} follows {part.topic}-{part.partition}: "
                     "fetch from its leader (a follower answers Fetch v11 and later)")
-        return refused
+        if not refused:
+            return parts, refused
+        return [part for part in parts if (part.topic, part.partition) not in refused], refused
 
     async def preferred(self, version: int, client_rack: str,
                         replies: Mapping[tuple[str, int], FetchedRecords | ErrorReply],
