@@ -55,6 +55,10 @@ class BrokerView(Protocol):
         role, epochs, offsets, bytes on disk."""
         ...
 
+    def partition_counts(self) -> dict[str, int]:
+        """Every topic the metadata cache knows, with its partition count."""
+        ...
+
     def topic_name_of(self, topic_id: str) -> str | None:
         """The name of the topic whose id (KIP-516, as text) this is, as the metadata cache
         has it; None if no topic it knows has it."""

@@ -303,6 +303,21 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = setting(
         "group.max.session.timeout.ms", Type.INT, 1_800_000, minimum=0,
         doc="The longest session timeout a Kafka group member may ask for.")
+    # The new consumer group protocol (KIP-848, actors/group/consumer_group.py): Kafka's names
+    # and defaults. The session timeout is the broker's here, not the client's.
+    group_consumer_session_timeout_ms: int = setting(
+        "group.consumer.session.timeout.ms", Type.INT, 45_000, minimum=1,
+        doc="How long a member of a consumer group (group.protocol=consumer) stays in it "
+            "without a heartbeat.")
+    group_consumer_heartbeat_interval_ms: int = setting(
+        "group.consumer.heartbeat.interval.ms", Type.INT, 5_000, minimum=1,
+        doc="How often members of a consumer group (group.protocol=consumer) heartbeat.")
+    group_consumer_max_size: int = setting(
+        "group.consumer.max.size", Type.INT, 2**31 - 1, minimum=1,
+        doc="How many members a consumer group (group.protocol=consumer) may have.")
+    group_consumer_assignors: str = setting(
+        "group.consumer.assignors", Type.LIST, "uniform,range", choices=("uniform", "range"),
+        doc="The server assignors consumer groups may name; the first is the default.")
     # Kafka clients asking for metadata of a topic that does not exist create it, as Kafka does
     # by default, with num.partitions and default.replication.factor (also what a CreateTopics
     # asking for -1 gets).

@@ -132,6 +132,12 @@ from kafka.protocol.sasl import (
 )
 
 from rafka.common.errors import RafkaError
+from rafka.wire.consumer_group_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from rafka.wire.produce import ProduceFormatError, read_produce_request
 
 # Kafka's error code for a version (or API) the broker does not serve.
@@ -160,15 +166,16 @@ class Api:
 # From the oldest version that carries v2 record batches (Produce 3, Fetch 4, ListOffsets 1) to
 # the newest that asks nothing rafka lacks (Produce 13 names topics by id, which the produce
 # path does not take yet; Fetch 14 and later carry tiered storage's errors and followers'
-# states; FindCoordinator 4 and OffsetFetch 8 batch several groups, OffsetCommit 9 takes member
-# epochs, EndTxn 4 and TxnOffsetCommit 4 are KIP-890's transaction version 2; AddPartitionsToTxn
-# 4-5 are served, as KIP-890's verification between brokers).
+# states; FindCoordinator 4 and OffsetFetch 8 batch several groups, EndTxn 4 and
+# TxnOffsetCommit 4 are KIP-890's transaction version 2; AddPartitionsToTxn 4-5 are served, as
+# KIP-890's verification between brokers). OffsetCommit 9 (member epochs), ListGroups 5 (group
+# types), ConsumerGroupHeartbeat and ConsumerGroupDescribe are KIP-848's consumer groups.
 APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 9),
     Api(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 13),
     Api(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 1, 7),
     Api(ApiKey.Metadata, MetadataRequest, MetadataResponse, 0, 12),
-    Api(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 2, 8),
+    Api(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 2, 9),
     Api(ApiKey.OffsetFetch, OffsetFetchRequest, OffsetFetchResponse, 1, 7),
     Api(ApiKey.FindCoordinator, FindCoordinatorRequest, FindCoordinatorResponse, 0, 3),
     Api(ApiKey.JoinGroup, JoinGroupRequest, JoinGroupResponse, 0, 9),
@@ -176,7 +183,7 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.LeaveGroup, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
     Api(ApiKey.SyncGroup, SyncGroupRequest, SyncGroupResponse, 0, 5),
     Api(ApiKey.DescribeGroups, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
-    Api(ApiKey.ListGroups, ListGroupsRequest, ListGroupsResponse, 0, 4),
+    Api(ApiKey.ListGroups, ListGroupsRequest, ListGroupsResponse, 0, 5),
     Api(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
     Api(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 0, 7),
     Api(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 0, 6),
@@ -200,6 +207,10 @@ APIS: dict[int, Api] = {api.key: api for api in (
     Api(ApiKey.ElectLeaders, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
     Api(ApiKey.DeleteRecords, DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
     Api(ApiKey.DeleteGroups, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+    Api(ApiKey.ConsumerGroupHeartbeat, ConsumerGroupHeartbeatRequest,
+        ConsumerGroupHeartbeatResponse, 0, 1),
+    Api(ApiKey.ConsumerGroupDescribe, ConsumerGroupDescribeRequest,
+        ConsumerGroupDescribeResponse, 0, 1),
     Api(ApiKey.OffsetDelete, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
     Api(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
         2, 4),

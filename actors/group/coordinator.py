@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -37,11 +36,13 @@ from rafka.actors.group.classic_group import (
     NO_MEMBER,
     Answers,
     ClassicGroup,
-    GroupState,
     JoinResult,
     SyncResult,
 )
+from rafka.actors.group.client_host import CLIENT_HOST
+from rafka.actors.group.consumer_groups import ConsumerGroups
 from rafka.actors.group.group_kinds import GroupKindFence
+from rafka.actors.group.group_listing import GroupListing
 from rafka.actors.messages import CommittedOffset, CommittedOffsets, ErrorReply
 from rafka.actors.offsets_topic import (
     COMMIT_TIMEOUT_MS,
@@ -60,9 +61,6 @@ log = logging.getLogger(__name__)
 # `call(host, method, wait_ms, *arguments)`: `host.<method>(*arguments)`, however it travels.
 HostCall = Callable[..., Awaitable[Any]]
 
-# The address of the client whose request is being answered (set per connection by the
-# listener), as Kafka reports a member's client host.
-CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 
 # How often members' sessions and rebalance deadlines are checked.
 TICK_S = 0.1
@@ -84,6 +82,12 @@ class GroupCoordinator:
         self._ticker: asyncio.Task | None = None
         # Keeps Kafka's clients and rafka's own consumers out of each other's groups.
         self._fence = GroupKindFence(broker)
+        # The groups of the new protocol (KIP-848), beside the classic ones.
+        self.consumer_groups = ConsumerGroups(
+            broker, self._coordinator_error, self._has_classic_members, self._fence)
+        # ListGroups and DescribeGroups, of both kinds.
+        self.listing = GroupListing(broker, self.groups, self.consumer_groups,
+                                    self.coordinates, self.committed_offsets)
 
     def start(self) -> None:
         self._ticker = asyncio.ensure_future(self._tick())
@@ -101,8 +105,10 @@ class GroupCoordinator:
             for group_id, group in list(self.groups.items()):
                 self._deliver(group_id, group.tick(monotonic_ms()))
                 self._forget_if_empty(group_id)
+            self.consumer_groups.tick(monotonic_ms())
             await self._fence.mark(
-                {group_id for group_id, group in self.groups.items() if group.members})
+                {group_id for group_id, group in self.groups.items() if group.members}
+                | self.consumer_groups.with_members())
 
     def _deliver(self, group_id: str, answers: Answers) -> None:
         for join in answers.joins:
@@ -127,21 +133,31 @@ class GroupCoordinator:
             self._offsets_partitions = len(metadata["topics"][OFFSETS_TOPIC])
         return offsets_partition(group_id, self._offsets_partitions)
 
-    async def _coordinates(self, group_id: str, membership: bool = False,
+    async def coordinates(self, group_id: str, membership: bool = False,
                            ) -> tuple[int, ClassicGroup | None]:
-        """(0, the group or None if it is not here) if this broker coordinates `group_id`,
-        else (error, None). `membership`: a join, sync, heartbeat or leave, which Kafka refuses
-        for the empty group id (commits and fetches of offsets take it)."""
+        """(0, the classic group or None if it is not here) if this broker coordinates
+        `group_id`, else (error, None). `membership`: a join, sync, heartbeat or leave, which
+        Kafka refuses for the empty group id (commits and fetches of offsets take it)."""
         if membership and not group_id:
             return ErrorCode.INVALID_GROUP_ID, None
+        error = await self._coordinator_error(group_id)
+        return error, None if error else self.groups.get(group_id)
+
+    async def _coordinator_error(self, group_id: str) -> int:
+        """0 if this broker coordinates `group_id`, else the error a client is answered."""
         partition = await self.partition_of(group_id)
         if partition is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         state = self.broker.replica_states.get(TopicPartition(OFFSETS_TOPIC, partition))
         if state is None or state.leader != self.broker.broker_id:
             self._forget(group_id)
-            return ErrorCode.NOT_COORDINATOR, None
-        return 0, self.groups.get(group_id)
+            self.consumer_groups.forget(group_id)
+            return ErrorCode.NOT_COORDINATOR
+        return 0
+
+    def _has_classic_members(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and not group.is_empty
 
     def _new_group(self, group_id: str) -> ClassicGroup | None:
         """A group for its first JoinGroup (only a join creates one); None if this broker
@@ -207,13 +223,15 @@ class GroupCoordinator:
     # ------------------------------------------------------------------------ membership
 
     async def join_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        error, group = await self._coordinates(request.group_id, membership=True)
+        error, group = await self.coordinates(request.group_id, membership=True)
         if error:
             return _join_fields(api, JoinResult(request.member_id, error))
         refused = await self._fence.refuse_if_members(request.group_id,
                                                        ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        if refused:
-            return _join_fields(api, JoinResult(request.member_id, refused))
+        if refused or self.consumer_groups.has_members(request.group_id):
+            # A consumer group (KIP-848) with members is not joined with the classic protocol.
+            return _join_fields(api, JoinResult(
+                request.member_id, refused or ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         group = self.groups.get(request.group_id) or self._new_group(request.group_id)
         if group is None:
             return _join_fields(api, JoinResult(request.member_id, ErrorCode.POLICY_VIOLATION))
@@ -239,7 +257,7 @@ class GroupCoordinator:
         return _join_fields(api, await future)
 
     async def sync_group(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        error, group = await self._coordinates(request.group_id, membership=True)
+        error, group = await self.coordinates(request.group_id, membership=True)
         if group is None:
             return _sync_fields(SyncResult(request.member_id,
                                            error or ErrorCode.UNKNOWN_MEMBER_ID))
@@ -256,7 +274,7 @@ class GroupCoordinator:
         return _sync_fields(await future)
 
     async def heartbeat(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        error, group = await self._coordinates(request.group_id, membership=True)
+        error, group = await self.coordinates(request.group_id, membership=True)
         if group is not None:
             error = group.heartbeat(request.member_id, request.generation_id, monotonic_ms(),
                                     request.group_instance_id if version >= 3 else None)
@@ -268,7 +286,7 @@ class GroupCoordinator:
         leaving: list[tuple[str, str | None]] = (
             [(request.member_id, None)] if version < 3
             else [(member.member_id, member.group_instance_id) for member in request.members])
-        error, group = await self._coordinates(request.group_id, membership=True)
+        error, group = await self.coordinates(request.group_id, membership=True)
         errors: dict[tuple[str, str | None], int] = dict.fromkeys(
             leaving, error or ErrorCode.UNKNOWN_MEMBER_ID)
         if group is not None:
@@ -282,56 +300,6 @@ class GroupCoordinator:
                                                     error_code=code)
                             for (member, instance), code in errors.items()]}
 
-    async def list_groups(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        """The groups this broker coordinates (Kafka's admin clients ask every broker): those
-        with members, and those with only committed offsets, "Empty" as in Kafka."""
-        wanted = set(request.states_filter or ()) if version >= 4 else set()
-        listed = {group_id: (group.protocol_type or "", group.state.value)
-                  for group_id, group in self.groups.items()}
-        for group_id in await self._groups_with_offsets():
-            listed.setdefault(group_id, ("", GroupState.EMPTY.value))
-        entry = api.response.ListedGroup
-        return {"throttle_time_ms": 0, "error_code": 0, "groups": [
-            entry(group_id=group_id, protocol_type=protocol_type, group_state=state,
-                  group_type="classic")
-            for group_id, (protocol_type, state) in sorted(listed.items())
-            if not wanted or state in wanted]}
-
-    async def _groups_with_offsets(self) -> set[str]:
-        """The groups with committed offsets in the `__consumer_offsets` partitions led here."""
-        led = [tp.partition for tp, state in self.broker.replica_states.items()
-               if tp.topic == OFFSETS_TOPIC and state.leader == self.broker.broker_id]
-        replies = await asyncio.gather(
-            *(self.broker.replica_host_for(OFFSETS_TOPIC, p).offset_groups.remote(p)
-              for p in led), return_exceptions=True)
-        return {group for reply in replies if isinstance(reply, list) for group in reply}
-
-    async def describe_groups(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        described = api.response.DescribedGroup
-        results = []
-        for group_id in request.groups:
-            error, group = await self._coordinates(group_id)
-            members = []
-            if group is not None:
-                members = [described.DescribedGroupMember(
-                    member_id=m.member_id, group_instance_id=m.instance_id,
-                    client_id=m.client_id,
-                    client_host=m.client_host,
-                    member_metadata=(m.metadata_for(group.protocol_name)
-                                     if group.protocol_name else b""),
-                    member_assignment=m.assignment) for m in group.members.values()]
-                state = group.state.value
-            elif error == 0 and await self._committed_offsets(group_id):
-                state = GroupState.EMPTY.value  # offsets, no members: Kafka's "Empty"
-            else:
-                state = "Dead"
-            results.append(described(
-                error_code=error, error_message=None, group_id=group_id, group_state=state,
-                protocol_type=(group.protocol_type or "") if group is not None else "",
-                protocol_data=(group.protocol_name or "") if group is not None else "",
-                members=members))
-        return {"throttle_time_ms": 0, "groups": results}
-
     async def delete_groups(self, api: Api, version: int, request: Any) -> dict[str, Any]:
         """Delete groups with no member, and their committed offsets (Kafka's DeleteGroups):
         NON_EMPTY_GROUP while a member remains (a Kafka client, or one of rafka's consumers),
@@ -344,10 +312,11 @@ class GroupCoordinator:
         return {"throttle_time_ms": 0, "results": results}
 
     async def _delete_group(self, group_id: str) -> int:
-        error, group = await self._coordinates(group_id)
+        error, group = await self.coordinates(group_id)
         if error:
             return error
-        if group is not None and not group.is_empty:
+        if ((group is not None and not group.is_empty)
+                or self.consumer_groups.has_members(group_id)):
             return ErrorCode.NON_EMPTY_GROUP
         refused = await self._fence.refuse_if_members(group_id, ErrorCode.NON_EMPTY_GROUP)
         if refused:
@@ -368,10 +337,12 @@ class GroupCoordinator:
         group_id = request.group_id
         asked = [(topic.name, part.partition_index)
                  for topic in request.topics for part in topic.partitions]
-        error, group = await self._coordinates(group_id, membership=True)
+        error, group = await self.coordinates(group_id, membership=True)
         subscribed: frozenset[str] = frozenset()
         if error == 0 and group is not None:
             error, subscribed = group.check_offset_deletion({topic for topic, _ in asked})
+        elif error == 0 and self.consumer_groups.has_members(group_id):
+            subscribed = self.consumer_groups.subscribed_topics(group_id)
         elif error == 0:
             error = await self._fence.refuse_if_members(group_id, ErrorCode.NON_EMPTY_GROUP)
         if error:
@@ -401,9 +372,14 @@ class GroupCoordinator:
     # --------------------------------------------------------------------------- offsets
 
     async def offset_commit(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        error, group = await self._coordinates(request.group_id)
+        error, group = await self.coordinates(request.group_id)
         generation = request.generation_id_or_member_epoch
-        if group is not None:
+        consumer_group = self.consumer_groups.groups.get(request.group_id) if not error else None
+        if consumer_group is not None:
+            error = consumer_group.check_commit(request.member_id, generation)
+            if error == 0 and generation >= 0 and version < 9:
+                error = ErrorCode.UNSUPPORTED_VERSION  # Kafka's rule for the new protocol
+        elif group is not None:
             error = group.check_commit(request.member_id, generation,
                                        request.group_instance_id if version >= 7 else None)
         elif error == 0 and (generation >= 0 or request.member_id != NO_MEMBER):
@@ -423,7 +399,7 @@ class GroupCoordinator:
         """A transactional producer's commit of a group's offsets (Kafka's TxnOffsetCommit):
         written in its transaction, they count once it commits. The producer has added the
         group's partition to its transaction (AddOffsetsToTxn) first."""
-        error, _group = await self._coordinates(request.group_id)
+        error, _group = await self.coordinates(request.group_id)
         entries = _commit_entries(request)
         if error == 0 and entries:
             error = code_of(await self._ask_offset_manager(
@@ -439,7 +415,7 @@ class GroupCoordinator:
         return _commit_answer(request, error, topic, topic.TxnOffsetCommitResponsePartition)
 
     async def offset_fetch(self, api: Api, version: int, request: Any) -> dict[str, Any]:
-        error, _group = await self._coordinates(request.group_id)
+        error, _group = await self.coordinates(request.group_id)
         wanted = None if request.topics is None else [
             [topic.name, index] for topic in request.topics for index in topic.partition_indexes]
         found: dict[tuple[str, int], tuple[int, str, int | None]] = {}
@@ -466,7 +442,7 @@ class GroupCoordinator:
                            for name, parts in topics.items()]}
 
 
-    async def _committed_offsets(self, group_id: str) -> list[CommittedOffset]:
+    async def committed_offsets(self, group_id: str) -> list[CommittedOffset]:
         """The group's committed offsets, [] if it has none or they cannot be read now."""
         reply = await self._ask_offset_manager(group_id, "fetch_offsets", None)
         return reply.offsets if isinstance(reply, CommittedOffsets) else []

@@ -36,7 +36,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from rafka.actors.group.coordinator import CLIENT_HOST
+from rafka.actors.group.client_host import CLIENT_HOST
 from rafka.actors.kafka.apis import KafkaApis
 from rafka.actors.kafka.authorization import CLIENT_CONNECTION
 from rafka.actors.kafka.connection import KafkaConnection

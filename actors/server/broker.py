@@ -552,6 +552,10 @@ class Broker:
     def topic_name_of(self, topic_id: str) -> str | None:
         return self.metadata_cache.topic_names.get(topic_id)
 
+    def partition_counts(self) -> dict[str, int]:
+        return {topic: len(partitions)
+                for topic, partitions in self.metadata_cache.topics.items()}
+
     def topic_id_of(self, topic: str) -> str | None:
         return self.metadata_cache.topic_ids.get(topic)
 

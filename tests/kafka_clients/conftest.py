@@ -17,10 +17,16 @@ AUTHORIZER_ALLOWING_EVERYONE = {
     "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
     "allow.everyone.if.no.acl.found": "true"}
 
+# The new consumer group protocol's session timeout and heartbeat interval are the broker's:
+# short, so that a member killed in a test is out of its group in seconds.
+CONSUMER_GROUPS_QUICKLY = {"group.consumer.session.timeout.ms": 6000,
+                           "group.consumer.heartbeat.interval.ms": 500}
+
 
 @pytest.fixture(scope="package")
 def kafka_cluster(zookeeper, ray_session, tmp_path_factory) -> Iterator[Cluster]:
     yield from cluster_of_its_own(zookeeper, tmp_path_factory, "kafka-clients",
                                   kafka_listeners="PLAINTEXT://127.0.0.1:0",
                                   broker_config={"group.initial.rebalance.delay.ms": 500,
+                                                 **CONSUMER_GROUPS_QUICKLY,
                                                  **AUTHORIZER_ALLOWING_EVERYONE})

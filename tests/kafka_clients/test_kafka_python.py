@@ -160,7 +160,7 @@ def test_kafka_pythons_admin_client_creates_describes_alters_lists_and_deletes(
         wait_until(lambda: consumer.poll(timeout_ms=200) is not None and consumer.assignment(),
                    60, "the consumer owning the partitions")
         assert {"group_id": "listed-group", "protocol_type": "consumer",
-                "group_state": "Stable"} in admin.list_groups()
+                "group_state": "Stable", "group_type": "classic"} in admin.list_groups()
         group = admin.describe_groups(["listed-group"])["listed-group"]
         [member] = group["members"]
         assert (group["group_state"], member["client_host"]) == ("Stable", "/127.0.0.1")

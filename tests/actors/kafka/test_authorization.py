@@ -185,6 +185,11 @@ def _one_of_each(api: Any) -> Any:
         ApiKey.DescribeAcls: lambda: request(resource_type_filter=1, resource_name_filter=None,
                                              pattern_type_filter=1, principal_filter=None,
                                              host_filter=None, operation=1, permission_type=1),
+        ApiKey.ConsumerGroupHeartbeat: lambda: request(
+            group_id="g", member_id="m", member_epoch=0, rebalance_timeout_ms=1,
+            subscribed_topic_names=["t"], topic_partitions=[]),
+        ApiKey.ConsumerGroupDescribe: lambda: request(group_ids=["g"],
+                                                      include_authorized_operations=False),
     }
     return samples[api.key]()
 
@@ -211,7 +216,8 @@ def test_every_refusal_is_a_response_clients_can_read() -> None:
                 ApiKey.OffsetForLeaderEpoch, ApiKey.OffsetCommit, ApiKey.OffsetFetch,
                 ApiKey.FindCoordinator,
                 ApiKey.InitProducerId, ApiKey.EndTxn, ApiKey.ElectLeaders,
-                ApiKey.DescribeLogDirs, ApiKey.DescribeAcls):
+                ApiKey.DescribeLogDirs, ApiKey.DescribeAcls, ApiKey.ConsumerGroupHeartbeat,
+                ApiKey.ConsumerGroupDescribe):
         api = APIS[key]
         version = api.max_version if key != ApiKey.DeleteTopics else 5
         handler = Recording(**_empty_answer(api, version))
