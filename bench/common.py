@@ -54,6 +54,15 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {key: median_run([run[key] for run in runs]) for key in first}
 
 
+def with_medians(args: Any, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """What an ABBA benchmark prints: its arguments, every run, and per setting the median
+    run (`median_run`)."""
+    result: dict[str, Any] = {"args": vars(args), "runs": runs}
+    for name, found in runs.items():
+        result[name] = median_run(found)
+    return result
+
+
 def pyplot() -> ModuleType | None:
     """matplotlib.pyplot drawing to files (the Agg backend); None if matplotlib is not installed
     (a plot is an extra: the caller says so and goes on)."""

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import confluent_kafka
 
-from bench.common import abba_runs, median_run
+from bench.common import abba_runs, with_medians
 from rafka import Cluster
 
 RACKS = {0: "zone-a", 1: "zone-b", 2: "zone-c"}
@@ -153,10 +153,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     runs = abba_runs(args.rounds, SETTINGS, lambda selector: one_run(args, selector))
-    result: dict[str, Any] = {"args": vars(args), "runs": runs}
-    for name, found in runs.items():
-        result[name] = median_run(found)
-    print(json.dumps(result, indent=2))
+    print(json.dumps(with_medians(args, runs), indent=2))
 
 
 if __name__ == "__main__":

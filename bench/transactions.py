@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import confluent_kafka
 
-from bench.common import abba_runs, median_run
+from bench.common import abba_runs, with_medians
 from rafka import Cluster
 
 SETTINGS = {"verified": "true", "unverified": "false"}
@@ -121,9 +121,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     runs = abba_runs(args.rounds, SETTINGS, lambda verification: one_run(args, verification))
-    result: dict[str, Any] = {"args": vars(args), "runs": runs}
-    for name, found in runs.items():
-        result[name] = median_run(found)
+    result = with_medians(args, runs)
     result["verified_over_unverified"] = {
         client: {key: round(result["verified"][client][key]
                             / result["unverified"][client][key], 2)

@@ -128,6 +128,10 @@ class ConsumerGroup:
         # a change (a topic created, deleted or grown) moves the group epoch.
         self.subscribed_partitions: dict[str, int] = {}
         self.assignor_name = assignors[0]
+        # Each member's subscription resolved against the topics as they were last given:
+        # a heartbeat reads it instead of matching every topic against every expression.
+        self._resolved: dict[str, frozenset[str]] = {}
+        self._resolved_against: dict[str, int] = {}
 
     # ------------------------------------------------------------------------ reading
 
@@ -150,13 +154,6 @@ class ConsumerGroup:
         """Every topic any member subscribes to, by name or by its regular expression."""
         return frozenset().union(*(self._topics_of(member, topic_names)
                                    for member in self.members.values()))
-
-    def owner_of(self, topic: str, partition: int) -> str | None:
-        for member in self.members.values():
-            if (partition in member.assigned.get(topic, ())
-                    or partition in member.pending_revocation.get(topic, ())):
-                return member.member_id
-        return None
 
     # ---------------------------------------------------------------------- heartbeats
 
@@ -213,6 +210,7 @@ class ConsumerGroup:
                         f"instance {request.instance_id} is still member "
                         f"{previous.member_id} of the group", member_id)
                 del self.members[previous.member_id]
+                self._resolved.pop(previous.member_id, None)
                 if previous.member_id in self.target:
                     self.target[member_id] = self.target.pop(previous.member_id)
                 previous.member_id, previous.away = member_id, False
@@ -285,15 +283,23 @@ class ConsumerGroup:
         if regex is not None and (regex or None) != member.subscribed_topic_regex:
             member.subscribed_topic_regex = regex or None
             changed = True
+        if changed:
+            self._resolved.pop(member.member_id, None)
         return changed
 
     def _topics_of(self, member: ConsumerMember, partition_counts: Mapping[str, int],
                    ) -> frozenset[str]:
-        topics = {name for name in member.subscribed_topic_names if name in partition_counts}
-        if member.subscribed_topic_regex:
-            pattern = re.compile(member.subscribed_topic_regex)
-            topics |= {name for name in partition_counts if pattern.fullmatch(name)}
-        return frozenset(topics)
+        if partition_counts != self._resolved_against:
+            self._resolved, self._resolved_against = {}, dict(partition_counts)
+        resolved = self._resolved.get(member.member_id)
+        if resolved is None:
+            topics = {name for name in member.subscribed_topic_names
+                      if name in partition_counts}
+            if member.subscribed_topic_regex:
+                pattern = re.compile(member.subscribed_topic_regex)
+                topics |= {name for name in partition_counts if pattern.fullmatch(name)}
+            resolved = self._resolved[member.member_id] = frozenset(topics)
+        return resolved
 
     def _follow_metadata(self, partition_counts: Mapping[str, int]) -> None:
         """Move the group epoch where a subscribed topic appeared, went or grew."""
@@ -377,6 +383,7 @@ class ConsumerGroup:
 
     def remove(self, member_id: str) -> None:
         """The member is gone: its partitions are free, and the target is computed again."""
+        self._resolved.pop(member_id, None)
         if self.members.pop(member_id, None) is not None:
             self.target.pop(member_id, None)
             self.group_epoch += 1

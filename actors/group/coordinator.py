@@ -4,9 +4,11 @@ Heartbeat, LeaveGroup, OffsetCommit and OffsetFetch, served by the broker's Kafk
 A group's coordinator is the broker that leads the group's partition of `__consumer_offsets`
 (the one rafka's offset manager already uses), so its commits go through that partition's
 offset manager on this broker, and a rafka consumer reads them as its own. Membership is Kafka's
-classic protocol (`actors/group/classic_group.py`), kept in memory as Kafka keeps it in its cache:
-when the coordinator moves, clients find the new one and join again, and only the committed
-offsets carry over (Kafka also writes the membership to `__consumer_offsets`; rafka does not).
+classic protocol (`actors/group/classic_group.py`) or, for consumers with
+`group.protocol=consumer`, Kafka 4's (KIP-848: `consumer_groups.py`), kept in memory as Kafka
+keeps it in its cache: when the coordinator moves, clients find the new one and join again, and
+only the committed offsets carry over (Kafka also writes the membership to `__consumer_offsets`;
+rafka does not).
 
 A group id belongs to one kind of group at a time (`group_kinds.py` keeps the two apart): a
 Kafka client cannot join a group that rafka's own consumers (ZooKeeper-based,

@@ -7,7 +7,6 @@ reads the same topic beside it."""
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import signal
 import subprocess
@@ -31,6 +30,7 @@ from rafka.wire.consumer_group_messages import (
     ConsumerGroupHeartbeatRequest,
 )
 from tests.support.cluster import fresh
+from tests.support.group_member import logged_events, owned_partitions
 from tests.support.kafka_wire import KafkaWire
 from tests.support.waiting import wait_until
 
@@ -52,19 +52,10 @@ class Member:
         self.ended_at: float | None = None
 
     def events(self) -> list[dict[str, Any]]:
-        if not self.log.exists():
-            return []
-        lines = self.log.read_text().splitlines()
-        return [json.loads(line) for line in lines if line.endswith("}")]
+        return logged_events(self.log)
 
     def owned(self) -> set[int]:
-        owned: set[int] = set()
-        for event in self.events():
-            if event["event"] == "assign":
-                owned |= set(event["partitions"])
-            elif event["event"] in ("revoke", "lost"):
-                owned -= set(event["partitions"])
-        return owned if self.ended_at is None else set()
+        return owned_partitions(self.events()) if self.ended_at is None else set()
 
     def leave(self) -> None:
         assert self.process.stdin is not None
