@@ -11,16 +11,11 @@ from collections.abc import Iterator
 import pytest
 
 from rafka import Cluster
-from tests.support.cluster import cluster_of_its_own
+from tests.support.cluster import CONSUMER_GROUPS_QUICKLY, cluster_of_its_own
 
 AUTHORIZER_ALLOWING_EVERYONE = {
     "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
     "allow.everyone.if.no.acl.found": "true"}
-
-# The new consumer group protocol's session timeout and heartbeat interval are the broker's:
-# short, so that a member killed in a test is out of its group in seconds.
-CONSUMER_GROUPS_QUICKLY = {"group.consumer.session.timeout.ms": 6000,
-                           "group.consumer.heartbeat.interval.ms": 500}
 
 
 @pytest.fixture(scope="package")

@@ -29,7 +29,7 @@ from rafka.wire.consumer_group_messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
 )
-from tests.support.cluster import fresh
+from tests.support.cluster import CONSUMER_GROUPS_QUICKLY, fresh
 from tests.support.group_member import logged_events, owned_partitions
 from tests.support.kafka_wire import KafkaWire
 from tests.support.waiting import wait_until
@@ -340,3 +340,46 @@ def test_the_protocol_as_a_client_speaks_it(kafka_cluster: Cluster) -> None:
         gone = wire.ask(ConsumerGroupDescribeRequest(
             group_ids=[group], include_authorized_operations=False), 1).groups[0]
         assert gone.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_a_group_follows_its_coordinator_to_another_broker(start_cluster, tmp_path: Path,
+                                                           ) -> None:
+    """The group's coordinator is killed while two members read under a producer: the
+    members find the new coordinator, which does not know them (membership is kept in
+    memory), join it again, share the partitions again and read every record."""
+    cluster = start_cluster(3, kafka_listeners="PLAINTEXT://127.0.0.1:0",
+                            broker_config=CONSUMER_GROUPS_QUICKLY)
+    topic, group = fresh("moving"), fresh("moving")
+    cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3,
+                         config={"min.insync.replicas": "2"})
+    producer = Producer(cluster, topic)
+    members = [Member(name, cluster, group, topic, "consumer", tmp_path) for name in "ab"]
+    try:
+        wait_until(lambda: stable(members, {"a": 3, "b": 3}), 90, "a and b share")
+        with KafkaWire(cluster.bootstrap_servers()) as wire:
+            coordinator = wire.ask(FindCoordinatorRequest(key=group, key_type=0), 3).node_id
+        epochs_before = {member.name: len([e for e in member.events()
+                                           if e["event"] == "assign"]) for member in members}
+        cluster.kill_broker(coordinator)
+        # Each member joined the new coordinator (a new assignment), and they share again.
+        wait_until(lambda: all(len([e for e in member.events() if e["event"] == "assign"])
+                               > epochs_before[member.name] for member in members)
+                   and stable(members, {"a": 3, "b": 3}), 120, "the group on its new coordinator")
+        with KafkaWire(cluster.bootstrap_servers()) as wire:
+            moved = wire.ask(FindCoordinatorRequest(key=group, key_type=0), 3)
+        assert moved.node_id != coordinator
+        with KafkaWire(f"{moved.host}:{moved.port}") as wire:
+            described = wire.ask(ConsumerGroupDescribeRequest(
+                group_ids=[group], include_authorized_operations=False), 1).groups[0]
+        assert described.error_code == 0 and len(described.members) == 2
+        sent = producer.stop()
+
+        def every_record_read() -> bool:
+            return {event["value"] for member in members for event in member.events()
+                    if event["event"] == "record"} >= {str(n) for n in range(sent)}
+        wait_until(every_record_read, 90, "every record read by the group")
+    finally:
+        if producer.running.is_set():
+            producer.stop()
+        for member in members:
+            member.stop()

@@ -51,6 +51,12 @@ def cluster_of_its_own(
     cluster.shutdown()
 
 
+# The new consumer group protocol's session timeout and heartbeat interval are the broker's:
+# short, so that a member killed in a test is out of its group in seconds.
+CONSUMER_GROUPS_QUICKLY = {"group.consumer.session.timeout.ms": 6000,
+                           "group.consumer.heartbeat.interval.ms": 500}
+
+
 def module_cluster(name: str, brokers: int = 3, **options: Any) -> Any:
     """A module-scoped fixture of `cluster_of_its_own(..., name, brokers, **options)`: assign
     it to the fixture's name in the test module (`shared = module_cluster("clients")`)."""
