@@ -22,6 +22,14 @@ lost), and the client joins again with epoch 0. Epoch -1 leaves; -2 leaves a sta
 (`group.instance.id`) for its session timeout, within which the same instance joins again as a
 new member id and takes the old one's place, epoch and partitions.
 
+Membership is not written down (as Kafka writes it to `__consumer_offsets`), so a coordinator
+that takes a group over rebuilds it from its members (`_adopt`): a client that has just found a
+new coordinator sends it a full heartbeat (its epoch, subscription and every partition it
+holds), and is taken in at that epoch, holding what it holds, unless another member here
+already holds some of it. For one session timeout after such a rebuild, the coordinator hands
+out only partitions a member here has held: a member that has not arrived yet may hold the
+others, and one that does not arrive within its session timeout would have been removed anyway.
+
 Topics are kept by name here; the shell turns them into topic ids and back.
 """
 
@@ -132,6 +140,11 @@ class ConsumerGroup:
         # a heartbeat reads it instead of matching every topic against every expression.
         self._resolved: dict[str, frozenset[str]] = {}
         self._resolved_against: dict[str, int] = {}
+        # A group rebuilt from its members' heartbeats (`_adopt`): until then, only partitions
+        # a member here has held (`held_here`) are handed out, since a member that has not
+        # reached this coordinator yet may still hold the others.
+        self.rebuilt_until_ms: int | None = None
+        self.held_here: set[tuple[str, int]] = set()
 
     # ------------------------------------------------------------------------ reading
 
@@ -179,7 +192,12 @@ class ConsumerGroup:
                     f"subscribed topic regex {request.subscribed_topic_regex!r}: {error}",
                     request.member_id)
         joined = request.member_epoch == JOIN_EPOCH
-        found = self._joining(request) if joined else self._known(request)
+        if joined:
+            found = self._joining(request)
+        elif request.member_id not in self.members and _full(request):
+            found = self._adopt(request, partition_counts, now_ms)
+        else:
+            found = self._known(request)
         if isinstance(found, HeartbeatAnswer):
             return found
         member, created = found
@@ -190,6 +208,10 @@ class ConsumerGroup:
         if self.group_epoch > self.assignment_epoch:
             self._assign(partition_counts)
         self._reconcile(member, request.owned, now_ms)
+        if self.rebuilt_until_ms is not None and now_ms >= self.rebuilt_until_ms:
+            # Members that have not come back are gone: their partitions go to the others.
+            self.rebuilt_until_ms, self.held_here = None, set()
+            self.group_epoch += 1
         member.session_deadline_ms = now_ms + self.session_timeout_ms
         changed = joined or member.assigned != before or (
             request.owned is not None and _nonempty(request.owned) != member.assigned)
@@ -230,6 +252,50 @@ class ConsumerGroup:
         member = ConsumerMember(member_id, request.instance_id, self.session_timeout_ms)
         self.members[member_id] = member
         return member, True
+
+    def _adopt(self, request: Heartbeat, partition_counts: Mapping[str, int], now_ms: int,
+               ) -> tuple[ConsumerMember, bool] | HeartbeatAnswer:
+        """A member this coordinator does not know, at its epoch and with all it holds (the
+        full heartbeat a client sends to a coordinator it has just found): the group was
+        coordinated elsewhere, and membership is not written down, so it is rebuilt from the
+        members as they arrive. The member keeps what it holds unless another member here
+        holds any of it (then it is fenced, and joins again with nothing). Epochs are kept as
+        the members bring them, so that what they send at those epochs (commits) still
+        passes: the first member's epoch is the group's, and the target is what each
+        holds."""
+        assert request.owned is not None
+        owned = _nonempty(request.owned)
+        others = self._owned_by_others(None)
+        clash = any(partitions & others.get(topic, set()) for topic, partitions in owned.items())
+        if clash or (request.instance_id is not None
+                     and self._static_member(request.instance_id) is not None):
+            return HeartbeatAnswer(ErrorCode.FENCED_MEMBER_EPOCH,
+                                   "another member holds what this one holds: join again",
+                                   request.member_id)
+        if len(self.members) >= self.max_size:
+            return HeartbeatAnswer(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                   f"the group has {len(self.members)} members "
+                                   "(group.consumer.max.size)", request.member_id)
+        first = not self.members
+        member = ConsumerMember(request.member_id, request.instance_id, self.session_timeout_ms,
+                                member_epoch=request.member_epoch,
+                                previous_member_epoch=request.member_epoch, assigned=owned)
+        self.members[member.member_id] = member
+        self._update(member, request)  # its subscription, as it was: not a change
+        for target in self.target.values():  # what it holds is nobody else's target
+            for topic, partitions in owned.items():
+                if topic in target:
+                    target[topic] = target[topic] - partitions
+        self.target[member.member_id] = dict(owned)
+        self.held_here |= {(topic, p) for topic, partitions in owned.items() for p in partitions}
+        self.group_epoch = max(self.group_epoch, request.member_epoch)
+        if first:
+            self.rebuilt_until_ms = now_ms + self.session_timeout_ms
+            self.assignment_epoch = self.group_epoch
+            self.subscribed_partitions = {
+                topic: partition_counts[topic]
+                for topic in self.subscribed_topics(partition_counts)}
+        return member, False
 
     def _known(self, request: Heartbeat) -> tuple[ConsumerMember, bool] | HeartbeatAnswer:
         member = self.members.get(request.member_id)
@@ -335,6 +401,7 @@ class ConsumerGroup:
                          now_ms: int) -> None:
         target = self.target.get(member.member_id, {})
         others = self._owned_by_others(member)
+        rebuilding = self.rebuilt_until_ms is not None and now_ms < self.rebuilt_until_ms
         kept: Assignment = {}
         revoking: Assignment = {}
         adding: Assignment = {}
@@ -345,7 +412,8 @@ class ConsumerGroup:
             kept[topic] = current & wanted
             revoking[topic] = current - wanted
             free = {partition for partition in wanted - current
-                    if partition not in others.get(topic, ())}
+                    if partition not in others.get(topic, ())
+                    and (not rebuilding or (topic, partition) in self.held_here)}
             unreleased = unreleased or len(free) < len(wanted - current)
             adding[topic] = frozenset(free)
         kept, revoking, adding = _nonempty(kept), _nonempty(revoking), _nonempty(adding)
@@ -364,8 +432,9 @@ class ConsumerGroup:
                         else MemberState.STABLE)
         self._set_epoch(member, self.assignment_epoch)
 
-    def _owned_by_others(self, member: ConsumerMember) -> dict[str, set[int]]:
-        """The partitions other members own: assigned, or not yet revoked."""
+    def _owned_by_others(self, member: ConsumerMember | None) -> dict[str, set[int]]:
+        """The partitions the other members (all, for None) own: assigned, or not yet
+        revoked."""
         owned: dict[str, set[int]] = {}
         for other in self.members.values():
             if other is not member:
@@ -399,12 +468,17 @@ class ConsumerGroup:
             self.remove(member_id)
         return gone
 
-    def check_commit(self, member_id: str, member_epoch: int) -> int:
+    def check_commit(self, member_id: str, member_epoch: int, now_ms: int) -> int:
         """An OffsetCommit's check (Kafka's): from outside the group (epoch < 0) only while it
-        is empty; from a member, at its current epoch (else STALE_MEMBER_EPOCH)."""
+        is empty; from a member, at its current epoch (else STALE_MEMBER_EPOCH). While the
+        group is being rebuilt, a member not here yet is told to retry
+        (COORDINATOR_NOT_AVAILABLE): its heartbeat is on its way."""
         if member_epoch < 0 and not self.members:
             return ErrorCode.NONE
         member = self.members.get(member_id)
+        if member is None and self.rebuilt_until_ms is not None \
+                and now_ms < self.rebuilt_until_ms and member_epoch > 0:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
@@ -428,6 +502,14 @@ def _invalid(request: Heartbeat) -> str | None:
     elif not request.member_id:
         return "member id is empty"
     return None
+
+
+def _full(request: Heartbeat) -> bool:
+    """Whether the heartbeat says all the member has: its subscription, rebalance timeout and
+    partitions (what a client sends to a coordinator it has just found)."""
+    return (request.owned is not None and request.rebalance_timeout_ms > 0
+            and (request.subscribed_topic_names is not None
+                 or request.subscribed_topic_regex is not None))
 
 
 def _nonempty(assignment: Mapping[str, frozenset[int]]) -> Assignment:

@@ -12,14 +12,16 @@ first member of either protocol makes it that kind, which is how Kafka 4.0 conve
 group when its consumers change `group.protocol`.
 
 As for classic groups, membership is kept in memory, not written to `__consumer_offsets`: when
-the coordinator moves, its members' heartbeats to the new one are UNKNOWN_MEMBER_ID and they
-join again (with their committed offsets).
+the coordinator moves, the new one rebuilds the group from its members' first heartbeats, which
+say all they hold (`ConsumerGroup._adopt`); a member whose first heartbeat here is not a full
+one is asked for one (`_ask_for_everything`).
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -40,6 +42,8 @@ from rafka.wire.protocol import Api
 Coordinates = Callable[[str], Awaitable[int]]
 # ConsumerGroupDescribe's member types (v1): a member of the new protocol.
 CONSUMER_MEMBER = 1
+# How many members told to send a full heartbeat are remembered (the oldest forgotten).
+MAX_ASKED = 10_000
 # Kafka's "not asked" for authorized operations (INT32_MIN).
 _NOT_ASKED = -(2**31)
 
@@ -54,6 +58,11 @@ class ConsumerGroups:
         self._is_classic = is_classic
         self._fence = fence
         self.groups: dict[str, ConsumerGroup] = {}
+        # The members told once to send a full heartbeat (`_ask_for_everything`), or to
+        # commit again (`commit_from_elsewhere`).
+        # (group id, member id) -> when it was told.
+        self._asked: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._commits_asked: OrderedDict[tuple[str, str], int] = OrderedDict()
 
     # ---------------------------------------------------------------------- the group's life
 
@@ -95,16 +104,13 @@ class ConsumerGroups:
             message = ("the group is a classic group or a group of rafka's own consumers"
                        if error == ErrorCode.GROUP_ID_NOT_FOUND else None)
             return _heartbeat_fields(HeartbeatAnswer(error, message), interval)
-        group = self.groups.get(request.group_id)
-        if group is None:
-            if request.member_epoch != 0:  # not here: it was, on a coordinator since moved
-                return _heartbeat_fields(HeartbeatAnswer(
-                    ErrorCode.UNKNOWN_MEMBER_ID, "the group has no such member: join again"),
-                    interval)
-            group = self._new_group(request.group_id)
+        # A group not here is made for a join, or for a member of a group whose coordinator
+        # moved (consumer_group.py rebuilds it); it is dropped again if it stays empty.
+        group = self.groups.get(request.group_id) or self._new_group(request.group_id)
         answer = group.heartbeat(
             self._heartbeat_of(request, version, CLIENT_HOST.get()),
             self.broker.partition_counts(), monotonic_ms())
+        answer = self._ask_for_everything(request, answer)
         if group.is_empty:
             self.groups.pop(request.group_id, None)
         return _heartbeat_fields(answer, interval, self._with_ids(answer.assignment),
@@ -146,7 +152,37 @@ class ConsumerGroups:
             (member.member_id, member.instance_id, member.client_id, member.client_host,
              encode_assignment(member.assigned)) for member in group.members.values()]}
 
+    def commit_from_elsewhere(self, group_id: str, member_id: str, version: int) -> int:
+        """The answer to an OffsetCommit from a member of a group this coordinator has no
+        trace of. It may be a member of a consumer group whose coordinator moved here, not
+        rebuilt yet: a v9+ commit (the new protocol's) is answered COORDINATOR_NOT_AVAILABLE,
+        which clients retry, once, and for as long as the member's full heartbeat is awaited
+        (`_ask_for_everything`, up to a session timeout); otherwise ILLEGAL_GENERATION, as
+        for a classic group no longer here (its member joins again)."""
+        key, now = (group_id, member_id), monotonic_ms()
+        session_ms = self.broker.config.group_consumer_session_timeout_ms
+        awaited = now - self._asked.get(key, -session_ms) < session_ms
+        if version < 9 or not member_id or (key in self._commits_asked and not awaited):
+            return ErrorCode.ILLEGAL_GENERATION
+        _remember(self._commits_asked, key, now)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
     # ---------------------------------------------------------------------------- inside
+
+    def _ask_for_everything(self, request: Any, answer: HeartbeatAnswer) -> HeartbeatAnswer:
+        """A member this coordinator does not know, whose heartbeat does not say all it holds:
+        most likely one of a group whose coordinator moved here, which the group is rebuilt
+        from (`ConsumerGroup._adopt`). Once per member, it is answered
+        COORDINATOR_NOT_AVAILABLE, on which clients find the coordinator again and send it a
+        full heartbeat; after that, UNKNOWN_MEMBER_ID, and it joins again."""
+        key = (request.group_id, request.member_id)
+        if answer.error != ErrorCode.UNKNOWN_MEMBER_ID or request.member_epoch <= 0 \
+                or key in self._asked:
+            return answer
+        _remember(self._asked, key, monotonic_ms())
+        return HeartbeatAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               "the group is new to this coordinator: send a full heartbeat",
+                               request.member_id)
 
     async def _refuse_other_kind(self, group_id: str) -> int:
         if self._is_classic(group_id):
@@ -226,6 +262,13 @@ def _heartbeat_fields(answer: HeartbeatAnswer, interval_ms: int,
             response.Assignment.TopicPartitions(topic_id=topic_id, partitions=partitions)
             for topic_id, partitions in assignment])
     return fields
+
+
+def _remember(asked: OrderedDict[tuple[str, str], int], key: tuple[str, str],
+              now_ms: int) -> None:
+    asked.setdefault(key, now_ms)
+    if len(asked) > MAX_ASKED:
+        asked.popitem(last=False)
 
 
 def encode_assignment(assignment: Mapping[str, Iterable[int]]) -> bytes:

@@ -6,9 +6,9 @@ A group's coordinator is the broker that leads the group's partition of `__consu
 offset manager on this broker, and a rafka consumer reads them as its own. Membership is Kafka's
 classic protocol (`actors/group/classic_group.py`) or, for consumers with
 `group.protocol=consumer`, Kafka 4's (KIP-848: `consumer_groups.py`), kept in memory as Kafka
-keeps it in its cache: when the coordinator moves, clients find the new one and join again, and
-only the committed offsets carry over (Kafka also writes the membership to `__consumer_offsets`;
-rafka does not).
+keeps it in its cache (Kafka also writes it to `__consumer_offsets`; rafka does not): when the
+coordinator moves, a classic group's members find the new one and join again, and a consumer
+group is rebuilt there from its members' heartbeats; the committed offsets carry over.
 
 A group id belongs to one kind of group at a time (`group_kinds.py` keeps the two apart): a
 Kafka client cannot join a group that rafka's own consumers (ZooKeeper-based,
@@ -378,14 +378,17 @@ class GroupCoordinator:
         generation = request.generation_id_or_member_epoch
         consumer_group = self.consumer_groups.groups.get(request.group_id) if not error else None
         if consumer_group is not None:
-            error = consumer_group.check_commit(request.member_id, generation)
+            error = consumer_group.check_commit(request.member_id, generation, monotonic_ms())
             if error == 0 and generation >= 0 and version < 9:
                 error = ErrorCode.UNSUPPORTED_VERSION  # Kafka's rule for the new protocol
         elif group is not None:
             error = group.check_commit(request.member_id, generation,
                                        request.group_instance_id if version >= 7 else None)
         elif error == 0 and (generation >= 0 or request.member_id != NO_MEMBER):
-            error = ErrorCode.ILLEGAL_GENERATION  # a generation of a group no longer here
+            # A generation of a group no longer here, or a member of a consumer group not
+            # rebuilt here yet (consumer_groups.py).
+            error = self.consumer_groups.commit_from_elsewhere(
+                request.group_id, request.member_id, version)
         elif error == 0:
             # Not the Kafka clients' group if rafka's own consumers are its members.
             error = await self._fence.refuse_if_members(

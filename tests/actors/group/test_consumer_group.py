@@ -230,6 +230,70 @@ def test_an_unchanged_subscription_does_not_move_the_group_epoch() -> None:
     assert again.error == 0 and group.group_epoch == epoch
 
 
+def full(member: str, epoch: int, owned: set[int], now: int = 0) -> Heartbeat:
+    """The heartbeat a client sends a coordinator it has just found: everything it has."""
+    return Heartbeat(member, epoch, rebalance_timeout_ms=5_000, subscribed_topic_names=(
+        "orders",), owned={"orders": frozenset(owned)} if owned else {})
+
+
+def test_a_new_coordinator_rebuilds_the_group_from_its_members() -> None:
+    group = new_group()  # the coordinator the group moved to: it knows nothing of it
+    a = group.heartbeat(full("a", 7, {0, 1, 2}), TOPICS, 0)
+    assert a.error == 0 and a.assignment is None  # a keeps what it holds, as it holds it
+    b = group.heartbeat(full("b", 7, {3, 4, 5}), TOPICS, 10)
+    assert b.error == 0 and b.assignment is None
+    # The epochs are the ones the members brought, so their commits at them still pass.
+    assert group.group_epoch == group.assignment_epoch == 7
+    for name, held in (("a", {0, 1, 2}), ("b", {3, 4, 5})):
+        again = beat(group, name, 7, {"orders": frozenset(held)}, now=20)
+        assert again.error == 0 and again.assignment is None and again.member_epoch == 7
+        assert group.check_commit(name, 7, 20) == 0
+    assert group.state is ConsumerGroupState.STABLE
+
+
+def test_a_rebuilt_group_keeps_every_member_on_what_it_holds() -> None:
+    group = new_group()
+    group.heartbeat(full("a", 7, {3, 4, 5}), TOPICS, 0)
+    group.heartbeat(full("b", 7, {0, 1, 2}), TOPICS, 0)
+    for _ in range(3):
+        for name in ("a", "b"):
+            member = group.members[name]
+            beat(group, name, member.member_epoch, dict(member.assigned), now=SESSION_MS)
+    assert group.members["a"].assigned == {"orders": frozenset({3, 4, 5})}
+    assert group.members["b"].assigned == {"orders": frozenset({0, 1, 2})}
+
+
+def test_while_a_group_is_rebuilt_only_partitions_held_here_are_handed_out() -> None:
+    group = new_group()
+    group.heartbeat(full("a", 7, {0, 1, 2}), TOPICS, 0)
+    # b, which holds 3-5, has not found this coordinator yet: a new member gets none of them.
+    c = join(group, "c", now=100)
+    assert not c.assignment
+    settle_at = SESSION_MS - 1
+    for _ in range(3):
+        for name in ("a", "c"):
+            member = group.members[name]
+            beat(group, name, member.member_epoch, dict(member.assigned), now=settle_at)
+    held = set().union(*(m.assigned.get("orders", set()) for m in group.members.values()))
+    assert held <= {0, 1, 2}
+    # b never came within its session timeout: its partitions are handed out after it.
+    for _ in range(3):
+        for name in ("a", "c"):
+            member = group.members[name]
+            group.tick(SESSION_MS)
+            beat(group, name, member.member_epoch, dict(member.assigned), now=SESSION_MS)
+    held = set().union(*(m.assigned.get("orders", set()) for m in group.members.values()))
+    assert held == set(range(6))
+
+
+def test_a_member_claiming_what_another_holds_is_fenced() -> None:
+    group = new_group()
+    assert group.heartbeat(full("a", 7, {0, 1, 2}), TOPICS, 0).error == 0
+    clash = group.heartbeat(full("z", 6, {2, 3}), TOPICS, 0)
+    assert clash.error == ErrorCode.FENCED_MEMBER_EPOCH and "z" not in group.members
+    assert group.members["a"].assigned == {"orders": frozenset({0, 1, 2})}
+
+
 def test_bad_requests_get_typed_errors() -> None:
     group = new_group(max_size=1)
     no_timeout = group.heartbeat(Heartbeat("a", 0, subscribed_topic_names=("orders",),
@@ -247,11 +311,11 @@ def test_bad_requests_get_typed_errors() -> None:
 
 def test_commits_are_checked_against_the_member_epoch() -> None:
     group = new_group()
-    assert group.check_commit("", -1) == 0  # empty group: an admin's commit
+    assert group.check_commit("", -1, 0) == 0  # empty group: an admin's commit
     a = Client(group, "a", ("orders",))
-    assert group.check_commit("", -1) == ErrorCode.UNKNOWN_MEMBER_ID
-    assert group.check_commit("a", a.epoch) == 0
-    assert group.check_commit("a", a.epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
+    assert group.check_commit("", -1, 0) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert group.check_commit("a", a.epoch, 0) == 0
+    assert group.check_commit("a", a.epoch - 1, 0) == ErrorCode.STALE_MEMBER_EPOCH
 
 
 # ------------------------------------------------------------------------ assignors
