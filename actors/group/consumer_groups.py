@@ -58,9 +58,8 @@ class ConsumerGroups:
         self._is_classic = is_classic
         self._fence = fence
         self.groups: dict[str, ConsumerGroup] = {}
-        # The members told once to send a full heartbeat (`_ask_for_everything`), or to
-        # commit again (`commit_from_elsewhere`).
-        # (group id, member id) -> when it was told.
+        # (group id, member id) -> when the member was first told to send a full heartbeat
+        # (`_ask_for_everything`), or to commit again (`commit_from_elsewhere`).
         self._asked: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._commits_asked: OrderedDict[tuple[str, str], int] = OrderedDict()
 
