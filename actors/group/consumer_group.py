@@ -165,6 +165,7 @@ class ConsumerGroup:
 
     def subscribed_topics(self, topic_names: Mapping[str, int]) -> frozenset[str]:
         """Every topic any member subscribes to, by name or by its regular expression."""
+        self._resolve_against(topic_names)
         return frozenset().union(*(self._topics_of(member, topic_names)
                                    for member in self.members.values()))
 
@@ -353,10 +354,14 @@ class ConsumerGroup:
             self._resolved.pop(member.member_id, None)
         return changed
 
-    def _topics_of(self, member: ConsumerMember, partition_counts: Mapping[str, int],
-                   ) -> frozenset[str]:
+    def _resolve_against(self, partition_counts: Mapping[str, int]) -> None:
+        """Forget the members' resolved subscriptions if the topics changed: checked once
+        before the members' subscriptions are read (`_topics_of`), not once per member."""
         if partition_counts != self._resolved_against:
             self._resolved, self._resolved_against = {}, dict(partition_counts)
+
+    def _topics_of(self, member: ConsumerMember, partition_counts: Mapping[str, int],
+                   ) -> frozenset[str]:
         resolved = self._resolved.get(member.member_id)
         if resolved is None:
             topics = {name for name in member.subscribed_topic_names
@@ -381,6 +386,7 @@ class ConsumerGroup:
                  if member.server_assignor]
         self.assignor_name = (max(sorted(set(named)), key=named.count) if named
                               else self.assignors[0])
+        self._resolve_against(partition_counts)
         subscriptions = {member_id: self._topics_of(member, partition_counts)
                          for member_id, member in self.members.items()}
         self.target = {member: dict(assignment) for member, assignment in assign(
